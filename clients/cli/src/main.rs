@@ -1,0 +1,11 @@
+//! `sqe-cli`: the SQE shell.
+
+mod args;
+mod output;
+mod shell;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    shell::main(args::Args::parse())
+}

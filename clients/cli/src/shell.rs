@@ -1,0 +1,301 @@
+//! The shell: runs statements from `-e`, `--file` or an interactive prompt against an embedded engine.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rustyline::DefaultEditor;
+use rustyline::error::ReadlineError;
+use sqe_engine::{Engine, EngineConfig, split_statements};
+use sqe_sessions::{Principal, QueryService, Session, SqeError};
+
+use crate::args::{Args, Format};
+use crate::output::Printer;
+
+const HELP: &str = "\
+.tables            list the tables of the current schema
+.schema TABLE      show the CREATE TABLE statement of TABLE
+.timer on|off      print how long each statement took
+.help              this text
+.quit              leave (also .exit or Ctrl-D)
+SQL statements end with ';' and may span lines. Ctrl-C cancels a running query.";
+
+pub fn main(args: Args) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("Error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn engine_config(args: &Args) -> Result<EngineConfig, String> {
+    let warehouse = args
+        .warehouse
+        .clone()
+        .unwrap_or_else(EngineConfig::default_warehouse);
+    let mut catalogs = vec![("iceberg".to_string(), warehouse)];
+    for spec in &args.catalogs {
+        let Some((name, dir)) = spec.split_once('=') else {
+            return Err(format!("--catalog expects NAME=DIR, got '{spec}'"));
+        };
+        if name.is_empty() || dir.is_empty() {
+            return Err(format!("--catalog expects NAME=DIR, got '{spec}'"));
+        }
+        catalogs.push((name.to_string(), PathBuf::from(dir)));
+    }
+    Ok(EngineConfig { catalogs })
+}
+
+struct Shell {
+    engine: Arc<Engine>,
+    session: Session,
+    format: Format,
+    timer: bool,
+    interactive: bool,
+}
+
+/// Returns whether every statement succeeded.
+async fn run(args: Args) -> Result<bool, String> {
+    if args.host.is_some() && !args.embedded {
+        return Err("remote mode (--host) needs sqe-server, which is not part of this build yet; use --embedded".into());
+    }
+    let engine = if args.memory {
+        Engine::in_memory()
+    } else {
+        Engine::open(engine_config(&args)?)
+    }
+    .map_err(|e| e.to_string())?;
+    let session = Session::new(
+        Principal::new(std::env::var("USER").unwrap_or_else(|_| "sqe".into())),
+        engine.default_catalog(),
+        "default",
+    );
+    let mut shell = Shell {
+        engine: Arc::new(engine),
+        session,
+        format: args.format,
+        timer: false,
+        interactive: false,
+    };
+
+    let mut script = None;
+    if let Some(sql) = &args.execute {
+        script = Some(sql.clone());
+    }
+    if let Some(path) = &args.file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        script = Some(script.map(|s| s + ";\n" + &text).unwrap_or(text));
+    }
+    match script {
+        Some(sql) => Ok(shell.run_script(&sql, args.stop_on_error).await),
+        None => shell.repl().await,
+    }
+}
+
+impl Shell {
+    async fn run_script(&mut self, sql: &str, stop_on_error: bool) -> bool {
+        let statements = match split_statements(sql) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                return false;
+            }
+        };
+        let mut ok = true;
+        for statement in statements {
+            let result = if statement.starts_with('.') {
+                self.dot_command(&statement).await.map(|_| ())
+            } else {
+                self.execute(&statement).await
+            };
+            if let Err(e) = result {
+                eprintln!("Error: {e}");
+                ok = false;
+                if stop_on_error {
+                    break;
+                }
+            }
+        }
+        ok
+    }
+
+    async fn repl(&mut self) -> Result<bool, String> {
+        self.interactive = true;
+        let mut editor = DefaultEditor::new().map_err(|e| e.to_string())?;
+        let history = EngineConfig::default_warehouse()
+            .parent()
+            .map(|p| p.join("history"));
+        if let Some(h) = &history {
+            let _ = editor.load_history(h);
+        }
+        println!(
+            "SQE {} — SQL over Apache Iceberg. Type .help for help.",
+            env!("CARGO_PKG_VERSION")
+        );
+        let mut buffer = String::new();
+        loop {
+            let prompt = if buffer.is_empty() { "sqe> " } else { "...> " };
+            match editor.readline(prompt) {
+                Ok(line) => {
+                    if buffer.is_empty() && line.trim_start().starts_with('.') {
+                        let _ = editor.add_history_entry(line.as_str());
+                        match self.dot_command(line.trim()).await {
+                            Ok(true) => break,
+                            Ok(false) => {}
+                            Err(e) => eprintln!("Error: {e}"),
+                        }
+                        continue;
+                    }
+                    buffer.push_str(&line);
+                    buffer.push('\n');
+                    if !statement_complete(&buffer) {
+                        continue;
+                    }
+                    let text = std::mem::take(&mut buffer);
+                    let _ = editor.add_history_entry(text.trim());
+                    self.run_script(&text, false).await;
+                }
+                Err(ReadlineError::Interrupted) => buffer.clear(),
+                Err(ReadlineError::Eof) => break,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        if let Some(h) = &history {
+            if let Some(dir) = h.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = editor.save_history(h);
+        }
+        Ok(true)
+    }
+
+    /// Returns true when the shell should exit.
+    async fn dot_command(&mut self, line: &str) -> Result<bool, String> {
+        let mut words = line.split_whitespace();
+        let command = words.next().unwrap_or_default();
+        let arg = words.next();
+        match (command, arg) {
+            (".quit" | ".exit" | ".q", _) => return Ok(true),
+            (".help", _) => println!("{HELP}"),
+            (".tables", None) => self.execute("SHOW TABLES").await?,
+            (".tables", Some(schema)) => {
+                self.execute(&format!("SHOW TABLES FROM {schema}")).await?
+            }
+            (".schema", Some(table)) => {
+                let saved = self.format;
+                if self.format == Format::Table {
+                    self.format = Format::Tsv;
+                }
+                let r = self
+                    .execute_raw(&format!("SHOW CREATE TABLE {table}"))
+                    .await;
+                self.format = saved;
+                r?;
+            }
+            (".schema", None) => return Err(".schema needs a table name".into()),
+            (".timer", Some("on")) => self.timer = true,
+            (".timer", Some("off")) => self.timer = false,
+            (".timer", _) => return Err(".timer takes on or off".into()),
+            _ => return Err(format!("unknown command '{command}'; try .help")),
+        }
+        Ok(false)
+    }
+
+    async fn execute(&mut self, sql: &str) -> Result<(), String> {
+        self.execute_raw(sql).await
+    }
+
+    /// Runs one statement, printing its rows; Ctrl-C cancels it.
+    async fn execute_raw(&mut self, sql: &str) -> Result<(), String> {
+        let started = Instant::now();
+        let progress = (self.interactive && std::io::stderr().is_terminal())
+            .then(|| tokio::spawn(progress_line(started)));
+        let work = run_statement(
+            self.engine.clone(),
+            self.session.clone(),
+            sql.to_string(),
+            self.format,
+        );
+        let outcome = tokio::select! {
+            r = work => r,
+            _ = tokio::signal::ctrl_c() => Err(SqeError::new(sqe_sessions::ErrorCode::Cancelled, "query cancelled")),
+        };
+        if let Some(p) = progress {
+            p.abort();
+            eprint!("\r\x1b[K");
+        }
+        let update = outcome.map_err(|e| e.to_string())?;
+        if let Some(u) = update {
+            self.session.apply(&u);
+        }
+        if self.timer {
+            println!("Run Time: {:.3}s", started.elapsed().as_secs_f64());
+        }
+        Ok(())
+    }
+}
+
+async fn progress_line(started: Instant) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    loop {
+        eprint!(
+            "\r\x1b[Krunning… {:.1}s (Ctrl-C cancels)",
+            started.elapsed().as_secs_f64()
+        );
+        let _ = std::io::stderr().flush();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn run_statement(
+    engine: Arc<Engine>,
+    session: Session,
+    sql: String,
+    format: Format,
+) -> Result<Option<sqe_sessions::SessionUpdate>, SqeError> {
+    let mut result = engine.execute(&session, &sql).await?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let is_write = result.update_count.is_some();
+    if result.schema.fields().is_empty() || (is_write && format != Format::Table) {
+        // DDL prints nothing; a write's row count is for people, not for CSV/JSON consumers.
+        while let Some(b) = result.batches.next().await {
+            b?;
+        }
+        return Ok(result.session_update);
+    }
+    let mut printer = Printer::new(format, result.schema.clone());
+    while let Some(batch) = result.batches.next().await {
+        printer.push(&mut out, batch?).map_err(SqeError::internal)?;
+    }
+    printer.finish(&mut out).map_err(SqeError::internal)?;
+    let _ = out.flush();
+    Ok(result.session_update)
+}
+
+/// True when the buffer holds at least one statement ended by a top-level ';'.
+fn statement_complete(buffer: &str) -> bool {
+    let trimmed = buffer.trim_end();
+    if !trimmed.ends_with(';') {
+        return false;
+    }
+    // A ';' inside an open quote or comment does not end the statement: the tokenizer fails there.
+    split_statements(trimmed).is_ok()
+}

@@ -1,0 +1,5 @@
+//! Iceberg catalogs and their DataFusion providers.
+
+pub mod metadata_tables;
+pub mod provider;
+pub mod sqlite;

@@ -1,0 +1,129 @@
+//! DataFusion's view of an Iceberg catalog. Unlike iceberg-datafusion's providers, nothing is listed
+//! once and kept: every lookup asks the catalog, so a table another process created or changed is seen
+//! by the next statement. Names with a `$` suffix are Iceberg metadata tables (`"t$snapshots"`).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::error::{DataFusionError, Result as DFResult};
+use iceberg::table::Table;
+use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
+use iceberg_datafusion::IcebergStaticTableProvider;
+
+use super::metadata_tables::{MetadataTable, metadata_table_provider};
+use super::sqlite::SqliteCatalog;
+
+fn df_err(e: iceberg::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+#[derive(Debug)]
+pub struct IcebergCatalogProvider {
+    catalog: Arc<SqliteCatalog>,
+}
+
+impl IcebergCatalogProvider {
+    pub fn new(catalog: Arc<SqliteCatalog>) -> Self {
+        Self { catalog }
+    }
+}
+
+impl CatalogProvider for IcebergCatalogProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn schema_names(&self) -> Vec<String> {
+        self.catalog.namespace_names().unwrap_or_default()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        let names = self.catalog.namespace_names().ok()?;
+        names.iter().any(|n| n == name).then(|| {
+            Arc::new(IcebergSchemaProvider {
+                catalog: self.catalog.clone(),
+                namespace: NamespaceIdent::new(name.to_string()),
+            }) as Arc<dyn SchemaProvider>
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct IcebergSchemaProvider {
+    catalog: Arc<SqliteCatalog>,
+    namespace: NamespaceIdent,
+}
+
+/// Loads a table, `Ok(None)` if it does not exist.
+pub async fn load_table_opt(
+    catalog: &SqliteCatalog,
+    ident: &TableIdent,
+) -> iceberg::Result<Option<Table>> {
+    match catalog.load_table(ident).await {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A read-only provider for the table at `snapshot_id` (the current snapshot when `None`).
+pub async fn scan_provider(
+    table: Table,
+    snapshot_id: Option<i64>,
+) -> DFResult<Arc<dyn TableProvider>> {
+    let provider = match snapshot_id {
+        Some(id) => IcebergStaticTableProvider::try_new_from_table_snapshot(table, id).await,
+        None => IcebergStaticTableProvider::try_new_from_table(table).await,
+    }
+    .map_err(df_err)?;
+    Ok(Arc::new(provider))
+}
+
+#[async_trait]
+impl SchemaProvider for IcebergSchemaProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        self.catalog
+            .table_names(&self.namespace.join("."))
+            .unwrap_or_default()
+    }
+
+    async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let (base, meta) = match name.split_once('$') {
+            Some((base, kind)) => match MetadataTable::parse(kind) {
+                Some(kind) => (base, Some(kind)),
+                None => {
+                    return Err(DataFusionError::Plan(format!(
+                        "unknown metadata table '{kind}' (known: {})",
+                        MetadataTable::NAMES.join(", ")
+                    )));
+                }
+            },
+            None => (name, None),
+        };
+        let ident = TableIdent::new(self.namespace.clone(), base.to_string());
+        let Some(table) = load_table_opt(&self.catalog, &ident)
+            .await
+            .map_err(df_err)?
+        else {
+            return Ok(None);
+        };
+        match meta {
+            Some(kind) => Ok(Some(
+                metadata_table_provider(&table, kind)
+                    .await
+                    .map_err(df_err)?,
+            )),
+            None => Ok(Some(scan_provider(table, None).await?)),
+        }
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.table_names().iter().any(|n| n == name)
+    }
+}

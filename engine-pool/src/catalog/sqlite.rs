@@ -1,0 +1,621 @@
+//! An Iceberg catalog kept in one SQLite file, in the layout pyiceberg's `SqlCatalog` uses, so the same
+//! warehouse can be opened by SQE, by pyiceberg and by the stock `sqlite3` tool.
+//!
+//! Commits are compare-and-swap on `metadata_location`: the UPDATE only matches the row whose pointer is
+//! still the one the commit started from, so two processes writing one warehouse never lose a write; the
+//! loser gets a retryable conflict and iceberg's transaction retries it on fresh metadata.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iceberg::io::FileIO;
+use iceberg::spec::{TableMetadata, TableMetadataBuilder};
+use iceberg::table::Table;
+use iceberg::{
+    Catalog, Error, ErrorKind, MetadataLocation, Namespace, NamespaceIdent, Result, TableCommit,
+    TableCreation, TableIdent, TableRequirement, TableUpdate,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// The file name of the catalog inside a warehouse directory.
+pub const CATALOG_FILE: &str = "catalog.db";
+
+/// A namespace with no properties is recorded by this row, as pyiceberg does.
+const EXISTS_PROPERTY: &str = "exists";
+
+pub struct SqliteCatalog {
+    name: String,
+    warehouse: PathBuf,
+    conn: Mutex<Connection>,
+    file_io: FileIO,
+}
+
+impl std::fmt::Debug for SqliteCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteCatalog")
+            .field("name", &self.name)
+            .field("warehouse", &self.warehouse)
+            .finish()
+    }
+}
+
+fn sql_err(e: rusqlite::Error) -> Error {
+    if let rusqlite::Error::SqliteFailure(f, _) = &e
+        && matches!(
+            f.code,
+            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+        )
+    {
+        return Error::new(
+            ErrorKind::CatalogCommitConflicts,
+            format!("catalog is busy: {e}"),
+        )
+        .with_retryable(true);
+    }
+    Error::new(
+        ErrorKind::Unexpected,
+        format!("catalog database error: {e}"),
+    )
+}
+
+fn ns_key(ns: &NamespaceIdent) -> String {
+    ns.join(".")
+}
+
+fn ns_from_key(key: &str) -> Result<NamespaceIdent> {
+    NamespaceIdent::from_vec(key.split('.').map(str::to_string).collect())
+}
+
+impl SqliteCatalog {
+    /// Opens (creating if needed) the catalog of the warehouse at `warehouse`, and makes sure its
+    /// `default` namespace exists.
+    pub fn open(name: &str, warehouse: &Path) -> Result<Self> {
+        std::fs::create_dir_all(warehouse).map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "cannot create warehouse directory {}: {e}",
+                    warehouse.display()
+                ),
+            )
+        })?;
+        let warehouse = warehouse.canonicalize().map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("{}: {e}", warehouse.display()),
+            )
+        })?;
+        let conn = Connection::open(warehouse.join(CATALOG_FILE)).map_err(sql_err)?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(sql_err)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS iceberg_tables (
+                catalog_name VARCHAR(255) NOT NULL,
+                table_namespace VARCHAR(255) NOT NULL,
+                table_name VARCHAR(255) NOT NULL,
+                metadata_location VARCHAR(1000),
+                previous_metadata_location VARCHAR(1000),
+                iceberg_type VARCHAR(5),
+                PRIMARY KEY (catalog_name, table_namespace, table_name));
+             CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
+                catalog_name VARCHAR(255) NOT NULL,
+                namespace VARCHAR(255) NOT NULL,
+                property_key VARCHAR(255) NOT NULL,
+                property_value VARCHAR(1000) NOT NULL,
+                PRIMARY KEY (catalog_name, namespace, property_key));",
+        )
+        .map_err(sql_err)?;
+        // Catalogs written by older tools lack `iceberg_type`; pyiceberg needs it, so add it.
+        let has_type: bool = conn
+            .prepare(
+                "SELECT 1 FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
+            )
+            .and_then(|mut s| s.exists([]))
+            .map_err(sql_err)?;
+        if !has_type {
+            conn.execute(
+                "ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)",
+                [],
+            )
+            .map_err(sql_err)?;
+        }
+        let catalog = Self {
+            name: name.to_string(),
+            warehouse,
+            conn: Mutex::new(conn),
+            file_io: FileIO::new_with_fs(),
+        };
+        let default = NamespaceIdent::new("default".to_string());
+        if !catalog.namespace_exists_sync(&default)? {
+            catalog.create_namespace_sync(&default, &HashMap::new())?;
+        }
+        Ok(catalog)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn warehouse(&self) -> &Path {
+        &self.warehouse
+    }
+
+    pub fn file_io(&self) -> &FileIO {
+        &self.file_io
+    }
+
+    fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
+        self.conn
+            .lock()
+            .map_err(|_| Error::new(ErrorKind::Unexpected, "catalog connection poisoned"))
+    }
+
+    /// Namespace names, sorted.
+    pub fn namespace_names(&self) -> Result<Vec<String>> {
+        let conn = self.conn()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?1
+                 UNION SELECT table_namespace FROM iceberg_tables WHERE catalog_name = ?1
+                 ORDER BY 1",
+            )
+            .map_err(sql_err)?;
+        let rows = stmt
+            .query_map([&self.name], |r| r.get::<_, String>(0))
+            .map_err(sql_err)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(sql_err)?;
+        Ok(rows)
+    }
+
+    /// Table names in a namespace, sorted.
+    pub fn table_names(&self, namespace: &str) -> Result<Vec<String>> {
+        let conn = self.conn()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT table_name FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2
+                 AND (iceberg_type IS NULL OR iceberg_type = 'TABLE') ORDER BY 1",
+            )
+            .map_err(sql_err)?;
+        let rows = stmt
+            .query_map(params![&self.name, namespace], |r| r.get::<_, String>(0))
+            .map_err(sql_err)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(sql_err)?;
+        Ok(rows)
+    }
+
+    fn namespace_exists_sync(&self, ns: &NamespaceIdent) -> Result<bool> {
+        let key = ns_key(ns);
+        let conn = self.conn()?;
+        conn.prepare(
+            "SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2
+             UNION SELECT 1 FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2",
+        )
+        .and_then(|mut s| s.exists(params![&self.name, &key]))
+        .map_err(sql_err)
+    }
+
+    fn create_namespace_sync(
+        &self,
+        ns: &NamespaceIdent,
+        properties: &HashMap<String, String>,
+    ) -> Result<()> {
+        let key = ns_key(ns);
+        let mut conn = self.conn()?;
+        let tx = conn.transaction().map_err(sql_err)?;
+        let exists = tx
+            .prepare("SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2")
+            .and_then(|mut s| s.exists(params![&self.name, &key]))
+            .map_err(sql_err)?;
+        if exists {
+            return Err(Error::new(
+                ErrorKind::NamespaceAlreadyExists,
+                format!("schema '{key}' already exists"),
+            ));
+        }
+        let mut props: Vec<(&str, &str)> = properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if props.is_empty() {
+            props.push((EXISTS_PROPERTY, "true"));
+        }
+        for (k, v) in props {
+            tx.execute(
+                "INSERT INTO iceberg_namespace_properties VALUES (?1, ?2, ?3, ?4)",
+                params![&self.name, &key, k, v],
+            )
+            .map_err(sql_err)?;
+        }
+        tx.commit().map_err(sql_err)
+    }
+
+    fn metadata_location(&self, ident: &TableIdent) -> Result<String> {
+        let conn = self.conn()?;
+        let loc: Option<Option<String>> = conn
+            .query_row(
+                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ?1
+                 AND table_namespace = ?2 AND table_name = ?3
+                 AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')",
+                params![&self.name, ns_key(&ident.namespace), &ident.name],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql_err)?;
+        match loc {
+            Some(Some(loc)) => Ok(loc),
+            _ => Err(Error::new(
+                ErrorKind::TableNotFound,
+                format!(
+                    "table '{}.{}' does not exist",
+                    ns_key(&ident.namespace),
+                    ident.name
+                ),
+            )),
+        }
+    }
+
+    fn table_from(
+        &self,
+        ident: &TableIdent,
+        location: String,
+        metadata: TableMetadata,
+    ) -> Result<Table> {
+        Table::builder()
+            .identifier(ident.clone())
+            .metadata(metadata)
+            .metadata_location(location)
+            .file_io(self.file_io.clone())
+            .runtime(iceberg::Runtime::try_current()?)
+            .build()
+    }
+
+    /// A table directory under the warehouse that no other table uses.
+    fn new_table_location(&self, ns: &NamespaceIdent, name: &str) -> String {
+        let base = self.warehouse.join(ns_key(ns));
+        let mut dir = base.join(name);
+        if dir.exists() {
+            dir = base.join(format!("{name}-{}", uuid::Uuid::new_v4().simple()));
+        }
+        dir.to_string_lossy().into_owned()
+    }
+
+    /// Applies `updates` to the table if `requirements` still hold, writing a new metadata file and
+    /// swapping the catalog pointer only if nobody else moved it meanwhile.
+    pub async fn commit(
+        &self,
+        ident: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        let current = self.load_table(ident).await?;
+        for requirement in &requirements {
+            requirement.check(Some(current.metadata()))?;
+        }
+        let old_location = current.metadata_location_result()?.to_string();
+        let mut builder = current
+            .metadata()
+            .clone()
+            .into_builder(Some(old_location.clone()));
+        for update in updates {
+            builder = update.apply(builder)?;
+        }
+        let metadata = builder.build()?.metadata;
+        let new_location = MetadataLocation::from_str(&old_location)?
+            .with_next_version()
+            .with_new_metadata(&metadata);
+        metadata.write_to(&self.file_io, &new_location).await?;
+        let new_location = new_location.to_string();
+        let swapped = {
+            let conn = self.conn()?;
+            conn.execute(
+                "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
+                 WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
+                 AND metadata_location = ?2",
+                params![
+                    &new_location,
+                    &old_location,
+                    &self.name,
+                    ns_key(&ident.namespace),
+                    &ident.name
+                ],
+            )
+            .map_err(sql_err)?
+        };
+        if swapped != 1 {
+            // Someone else committed first: our metadata file was never visible; remove it.
+            let _ = self.file_io.delete(&new_location).await;
+            return Err(Error::new(
+                ErrorKind::CatalogCommitConflicts,
+                format!(
+                    "table '{}.{}' was changed by another writer",
+                    ns_key(&ident.namespace),
+                    ident.name
+                ),
+            )
+            .with_retryable(true));
+        }
+        self.table_from(ident, new_location, metadata)
+    }
+}
+
+#[async_trait]
+impl Catalog for SqliteCatalog {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> Result<Vec<NamespaceIdent>> {
+        if parent.is_some() {
+            return Ok(Vec::new());
+        }
+        self.namespace_names()?
+            .iter()
+            .map(|n| ns_from_key(n))
+            .collect()
+    }
+
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<Namespace> {
+        self.create_namespace_sync(namespace, &properties)?;
+        Ok(Namespace::with_properties(namespace.clone(), properties))
+    }
+
+    async fn get_namespace(&self, namespace: &NamespaceIdent) -> Result<Namespace> {
+        if !self.namespace_exists_sync(namespace)? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("schema '{}' does not exist", ns_key(namespace)),
+            ));
+        }
+        let conn = self.conn()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT property_key, property_value FROM iceberg_namespace_properties
+                 WHERE catalog_name = ?1 AND namespace = ?2",
+            )
+            .map_err(sql_err)?;
+        let props = stmt
+            .query_map(params![&self.name, ns_key(namespace)], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(sql_err)?
+            .collect::<rusqlite::Result<HashMap<String, String>>>()
+            .map_err(sql_err)?
+            .into_iter()
+            .filter(|(k, _)| k != EXISTS_PROPERTY)
+            .collect();
+        Ok(Namespace::with_properties(namespace.clone(), props))
+    }
+
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> Result<bool> {
+        self.namespace_exists_sync(namespace)
+    }
+
+    async fn update_namespace(
+        &self,
+        _namespace: &NamespaceIdent,
+        _properties: HashMap<String, String>,
+    ) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::FeatureUnsupported,
+            "updating schema properties is not supported",
+        ))
+    }
+
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> Result<()> {
+        let key = ns_key(namespace);
+        if !self.namespace_exists_sync(namespace)? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("schema '{key}' does not exist"),
+            ));
+        }
+        if !self.table_names(&key)?.is_empty() {
+            return Err(Error::new(
+                ErrorKind::PreconditionFailed,
+                format!("schema '{key}' is not empty"),
+            ));
+        }
+        let conn = self.conn()?;
+        conn.execute(
+            "DELETE FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2",
+            params![&self.name, &key],
+        )
+        .map_err(sql_err)?;
+        Ok(())
+    }
+
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
+        Ok(self
+            .table_names(&ns_key(namespace))?
+            .into_iter()
+            .map(|name| TableIdent::new(namespace.clone(), name))
+            .collect())
+    }
+
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> Result<Table> {
+        if !self.namespace_exists_sync(namespace)? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("schema '{}' does not exist", ns_key(namespace)),
+            ));
+        }
+        let ident = TableIdent::new(namespace.clone(), creation.name.clone());
+        if self.table_exists(&ident).await? {
+            return Err(Error::new(
+                ErrorKind::TableAlreadyExists,
+                format!(
+                    "table '{}.{}' already exists",
+                    ns_key(namespace),
+                    ident.name
+                ),
+            ));
+        }
+        let location = match &creation.location {
+            Some(l) => l.clone(),
+            None => self.new_table_location(namespace, &creation.name),
+        };
+        let creation = TableCreation {
+            location: Some(location.clone()),
+            ..creation
+        };
+        let metadata = TableMetadataBuilder::from_table_creation(creation)?
+            .build()?
+            .metadata;
+        let metadata_location = MetadataLocation::new_with_metadata(location, &metadata);
+        metadata.write_to(&self.file_io, &metadata_location).await?;
+        let metadata_location = metadata_location.to_string();
+        let inserted = {
+            let conn = self.conn()?;
+            conn.execute(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
+                 metadata_location, previous_metadata_location, iceberg_type)
+                 VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
+                params![
+                    &self.name,
+                    ns_key(namespace),
+                    &ident.name,
+                    &metadata_location
+                ],
+            )
+        };
+        match inserted {
+            Ok(_) => self.table_from(&ident, metadata_location, metadata),
+            Err(e) => {
+                let _ = self.file_io.delete(&metadata_location).await;
+                if let rusqlite::Error::SqliteFailure(f, _) = &e
+                    && f.code == rusqlite::ErrorCode::ConstraintViolation
+                {
+                    return Err(Error::new(
+                        ErrorKind::TableAlreadyExists,
+                        format!(
+                            "table '{}.{}' already exists",
+                            ns_key(namespace),
+                            ident.name
+                        ),
+                    ));
+                }
+                Err(sql_err(e))
+            }
+        }
+    }
+
+    async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
+        let location = self.metadata_location(ident)?;
+        let metadata = TableMetadata::read_from(&self.file_io, &location).await?;
+        self.table_from(ident, location, metadata)
+    }
+
+    async fn drop_table(&self, ident: &TableIdent) -> Result<()> {
+        let removed = {
+            let conn = self.conn()?;
+            conn.execute(
+                "DELETE FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2
+                 AND table_name = ?3",
+                params![&self.name, ns_key(&ident.namespace), &ident.name],
+            )
+            .map_err(sql_err)?
+        };
+        if removed == 0 {
+            return Err(Error::new(
+                ErrorKind::TableNotFound,
+                format!(
+                    "table '{}.{}' does not exist",
+                    ns_key(&ident.namespace),
+                    ident.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn purge_table(&self, ident: &TableIdent) -> Result<()> {
+        let table = self.load_table(ident).await?;
+        self.drop_table(ident).await?;
+        iceberg::drop_table_data(&table).await
+    }
+
+    async fn table_exists(&self, ident: &TableIdent) -> Result<bool> {
+        match self.metadata_location(ident) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
+        let conn = self.conn()?;
+        let changed = conn
+            .execute(
+                "UPDATE iceberg_tables SET table_namespace = ?1, table_name = ?2
+                 WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5",
+                params![
+                    ns_key(&dest.namespace),
+                    &dest.name,
+                    &self.name,
+                    ns_key(&src.namespace),
+                    &src.name
+                ],
+            )
+            .map_err(|e| match &e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    Error::new(
+                        ErrorKind::TableAlreadyExists,
+                        format!("table '{}' already exists", dest.name),
+                    )
+                }
+                _ => sql_err(e),
+            })?;
+        if changed == 0 {
+            return Err(Error::new(
+                ErrorKind::TableNotFound,
+                format!("table '{}' does not exist", src.name),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn register_table(&self, ident: &TableIdent, metadata_location: String) -> Result<Table> {
+        let metadata = TableMetadata::read_from(&self.file_io, &metadata_location).await?;
+        {
+            let conn = self.conn()?;
+            conn.execute(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
+                 metadata_location, previous_metadata_location, iceberg_type)
+                 VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
+                params![
+                    &self.name,
+                    ns_key(&ident.namespace),
+                    &ident.name,
+                    &metadata_location
+                ],
+            )
+            .map_err(sql_err)?;
+        }
+        self.table_from(ident, metadata_location, metadata)
+    }
+
+    async fn update_table(&self, mut commit: TableCommit) -> Result<Table> {
+        let ident = commit.identifier().clone();
+        let requirements = commit.take_requirements();
+        let updates = commit.take_updates();
+        self.commit(&ident, requirements, updates).await
+    }
+}
+
+/// Shared handle.
+pub type SqliteCatalogRef = Arc<SqliteCatalog>;

@@ -1,0 +1,941 @@
+//! Statements SQE answers itself rather than through DataFusion: CREATE/DROP SCHEMA and TABLE,
+//! ALTER TABLE, USE, and SHOW/DESCRIBE in Trino's shape (column names and type spellings).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
+use datafusion::sql::sqlparser::ast::{
+    AlterTableOperation, ColumnOption, CreateTable, CreateTableOptions, Expr, ObjectName,
+    ObjectType, SchemaName, ShowCreateObject, ShowStatementFilter, ShowStatementIn,
+    ShowStatementOptions, SqlOption, Statement, Use, Value,
+};
+use iceberg::spec::{
+    NestedField, NestedFieldRef, Schema, Transform, UnboundPartitionSpec,
+    UnboundPartitionSpecBuilder,
+};
+use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
+use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
+
+use crate::catalog::provider::load_table_opt;
+use crate::engine::{
+    Engine, QUERY_CATALOG, empty_result, normalize_ident, object_parts, rows_result,
+};
+use crate::error::from_iceberg;
+use crate::prepass::Prepared;
+use crate::types::{FieldIds, sql_to_iceberg, trino_type_name};
+
+/// A LIKE pattern matcher with `%` and `_`.
+fn like(pattern: &str, text: &str) -> bool {
+    fn go(p: &[char], t: &[char]) -> bool {
+        match p.split_first() {
+            None => t.is_empty(),
+            Some(('%', rest)) => (0..=t.len()).any(|i| go(rest, &t[i..])),
+            Some(('_', rest)) => !t.is_empty() && go(rest, &t[1..]),
+            Some((c, rest)) => t.first() == Some(c) && go(rest, &t[1..]),
+        }
+    }
+    go(
+        &pattern.chars().collect::<Vec<_>>(),
+        &text.chars().collect::<Vec<_>>(),
+    )
+}
+
+fn like_filter(options: &ShowStatementOptions) -> SqeResult<Option<String>> {
+    match options.filter_position.as_ref().map(|f| match f {
+        datafusion::sql::sqlparser::ast::ShowStatementFilterPosition::Infix(f)
+        | datafusion::sql::sqlparser::ast::ShowStatementFilterPosition::Suffix(f) => f,
+    }) {
+        None => Ok(None),
+        Some(ShowStatementFilter::Like(p)) | Some(ShowStatementFilter::ILike(p)) => {
+            Ok(Some(p.clone()))
+        }
+        Some(other) => Err(SqeError::unsupported(format!(
+            "SHOW ... {other} is not supported; use LIKE"
+        ))),
+    }
+}
+
+fn show_in(options: &ShowStatementOptions) -> Option<&ObjectName> {
+    options
+        .show_in
+        .as_ref()
+        .and_then(|ShowStatementIn { parent_name, .. }| parent_name.as_ref())
+}
+
+fn one_column(name: &str, values: Vec<String>) -> SqeResult<QueryResult> {
+    rows_result(
+        ArrowSchema::new(vec![Field::new(name, DataType::Utf8, false)]),
+        vec![Arc::new(StringArray::from(values)) as ArrayRef],
+    )
+}
+
+/// A partition field as written in Trino (`'bucket(id, 16)'`) or Spark (`bucket(16, id)`, `days(ts)`).
+fn parse_partition_field(text: &str, schema: &Schema) -> SqeResult<(i32, String, Transform)> {
+    let text = text.trim().trim_matches('\'');
+    let bad = || SqeError::invalid(format!("invalid partition field '{text}'"));
+    let column = |name: &str| -> SqeResult<i32> {
+        let name = name.trim().trim_matches('"');
+        schema
+            .field_by_name(name)
+            .or_else(|| schema.field_by_name_case_insensitive(name))
+            .map(|f| f.id)
+            .ok_or_else(|| SqeError::not_found(format!("partition column '{name}' does not exist")))
+    };
+    let Some((func, args)) = text.split_once('(') else {
+        let id = column(text)?;
+        let name = text.trim().trim_matches('"').to_lowercase();
+        return Ok((id, name, Transform::Identity));
+    };
+    let args: Vec<&str> = args
+        .strip_suffix(')')
+        .ok_or_else(bad)?
+        .split(',')
+        .map(str::trim)
+        .collect();
+    let func = func.trim().to_lowercase();
+    let single = |suffix: &str, t: Transform| -> SqeResult<(i32, String, Transform)> {
+        match args.as_slice() {
+            [c] => Ok((
+                column(c)?,
+                format!("{}_{suffix}", c.trim_matches('"').to_lowercase()),
+                t,
+            )),
+            _ => Err(bad()),
+        }
+    };
+    match func.as_str() {
+        "year" | "years" => single("year", Transform::Year),
+        "month" | "months" => single("month", Transform::Month),
+        "day" | "days" | "date" => single("day", Transform::Day),
+        "hour" | "hours" | "date_hour" => single("hour", Transform::Hour),
+        "bucket" | "truncate" => {
+            let [a, b] = args.as_slice() else {
+                return Err(bad());
+            };
+            // Trino writes (column, n); Spark writes (n, column).
+            let (col, n) = match (a.parse::<u32>(), b.parse::<u32>()) {
+                (Err(_), Ok(n)) => (*a, n),
+                (Ok(n), Err(_)) => (*b, n),
+                _ => return Err(bad()),
+            };
+            if n == 0 {
+                return Err(SqeError::invalid(format!(
+                    "{func} width must be positive in '{text}'"
+                )));
+            }
+            let (suffix, t) = if func == "bucket" {
+                ("bucket", Transform::Bucket(n))
+            } else {
+                ("trunc", Transform::Truncate(n))
+            };
+            Ok((
+                column(col)?,
+                format!("{}_{suffix}", col.trim_matches('"').to_lowercase()),
+                t,
+            ))
+        }
+        _ => Err(SqeError::invalid(format!(
+            "unknown partition transform '{func}' in '{text}'"
+        ))),
+    }
+}
+
+/// The partition spec from `WITH (partitioning = ARRAY[...])` and/or `PARTITIONED BY (...)`.
+pub(crate) fn partition_spec(
+    schema: &Schema,
+    with_entries: Vec<String>,
+    partitioned_by: Option<Vec<String>>,
+) -> SqeResult<Option<UnboundPartitionSpec>> {
+    let entries: Vec<String> = with_entries
+        .into_iter()
+        .chain(partitioned_by.unwrap_or_default())
+        .collect();
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let mut builder: UnboundPartitionSpecBuilder = UnboundPartitionSpec::builder();
+    for e in &entries {
+        let (source, name, transform) = parse_partition_field(e, schema)?;
+        builder = builder
+            .add_partition_field(source, name, transform)
+            .map_err(from_iceberg)?;
+    }
+    Ok(Some(builder.build()))
+}
+
+/// Table options from `WITH (...)`: partitioning entries and Iceberg properties.
+pub(crate) fn table_options(
+    options: &CreateTableOptions,
+) -> SqeResult<(Vec<String>, HashMap<String, String>)> {
+    let list: &[SqlOption] = match options {
+        CreateTableOptions::None => &[],
+        CreateTableOptions::With(l)
+        | CreateTableOptions::Options(l)
+        | CreateTableOptions::Plain(l)
+        | CreateTableOptions::TableProperties(l) => l,
+    };
+    let mut partitioning = Vec::new();
+    let mut props = HashMap::new();
+    for opt in list {
+        let SqlOption::KeyValue { key, value } = opt else {
+            return Err(SqeError::invalid(format!(
+                "unsupported table option '{opt}'"
+            )));
+        };
+        let key = key.value.to_lowercase();
+        let string = |e: &Expr| match e {
+            Expr::Value(v) => match &v.value {
+                Value::SingleQuotedString(s) => Some(s.clone()),
+                Value::Number(n, _) => Some(n.to_string()),
+                Value::Boolean(b) => Some(b.to_string()),
+                _ => None,
+            },
+            _ => None,
+        };
+        match key.as_str() {
+            "partitioning" | "partitioned_by" => {
+                let Expr::Array(arr) = value else {
+                    return Err(SqeError::invalid(
+                        "partitioning must be an ARRAY of strings",
+                    ));
+                };
+                for el in &arr.elem {
+                    partitioning.push(string(el).ok_or_else(|| {
+                        SqeError::invalid("partitioning must be an ARRAY of strings")
+                    })?);
+                }
+            }
+            "format" => {
+                let f = string(value).unwrap_or_default();
+                if !f.eq_ignore_ascii_case("parquet") {
+                    return Err(SqeError::unsupported(format!(
+                        "file format '{f}' is not supported; use PARQUET"
+                    )));
+                }
+            }
+            "format_version" => {
+                let v = string(value).unwrap_or_default();
+                if v != "2" {
+                    return Err(SqeError::unsupported(format!(
+                        "format_version {v} is not supported; use 2"
+                    )));
+                }
+            }
+            "location" => {
+                props.insert("__location".to_string(), string(value).unwrap_or_default());
+            }
+            _ => {
+                let v = string(value).ok_or_else(|| {
+                    SqeError::invalid(format!("table property '{key}' must be a literal"))
+                })?;
+                props.insert(key, v);
+            }
+        }
+    }
+    Ok((partitioning, props))
+}
+
+/// The schema for the columns of a CREATE TABLE.
+fn create_schema(ct: &CreateTable) -> SqeResult<Schema> {
+    let mut ids = FieldIds::default();
+    let mut fields: Vec<NestedFieldRef> = Vec::new();
+    for col in &ct.columns {
+        let name = normalize_ident(&col.name);
+        if fields.iter().any(|f| f.name == name) {
+            return Err(SqeError::invalid(format!(
+                "column '{name}' is specified more than once"
+            )));
+        }
+        let id = ids.next();
+        let ty = sql_to_iceberg(&col.data_type, &mut ids)?;
+        let required = col
+            .options
+            .iter()
+            .any(|o| matches!(o.option, ColumnOption::NotNull));
+        let mut field = NestedField::new(id, name, ty, required);
+        for o in &col.options {
+            if let ColumnOption::Comment(c) = &o.option {
+                field.doc = Some(c.clone());
+            }
+        }
+        fields.push(Arc::new(field));
+    }
+    Schema::builder()
+        .with_fields(fields)
+        .build()
+        .map_err(from_iceberg)
+}
+
+impl Engine {
+    pub(crate) fn table_ident(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+    ) -> SqeResult<(String, TableIdent)> {
+        let (catalog, schema, table) = self.resolve_name(session, name)?;
+        Ok((catalog, TableIdent::new(NamespaceIdent::new(schema), table)))
+    }
+
+    pub(crate) async fn load(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+    ) -> SqeResult<(String, TableIdent, Table)> {
+        let (catalog, ident) = self.table_ident(session, name)?;
+        let table = load_table_opt(self.catalog(&catalog)?, &ident)
+            .await
+            .map_err(from_iceberg)?
+            .ok_or_else(|| {
+                SqeError::not_found(format!(
+                    "table '{catalog}.{}.{}' does not exist",
+                    ident.namespace.join("."),
+                    ident.name
+                ))
+            })?;
+        Ok((catalog, ident, table))
+    }
+
+    /// (catalog, schema) for a schema name, qualified by the session's current catalog.
+    fn schema_name(&self, session: &Session, name: &ObjectName) -> SqeResult<(String, String)> {
+        match object_parts(name)?.as_slice() {
+            [s] => Ok((session.catalog.clone(), s.clone())),
+            [c, s] => Ok((c.clone(), s.clone())),
+            _ => Err(SqeError::invalid(format!(
+                "'{name}' is not a valid schema name"
+            ))),
+        }
+    }
+
+    /// Creates a table, failing if it exists (or doing nothing under IF NOT EXISTS: returns `None`).
+    pub(crate) async fn create_iceberg_table(
+        &self,
+        session: &Session,
+        ct: &CreateTable,
+        schema: Schema,
+        partitioned_by: Option<Vec<String>>,
+    ) -> SqeResult<Option<(String, TableIdent, Table)>> {
+        if ct.or_replace {
+            return Err(SqeError::unsupported(
+                "CREATE OR REPLACE TABLE is not supported",
+            ));
+        }
+        if ct.external || ct.temporary {
+            return Err(SqeError::unsupported(
+                "only managed Iceberg tables can be created",
+            ));
+        }
+        let (catalog_name, ident) = self.table_ident(session, &ct.name)?;
+        let catalog = self.catalog(&catalog_name)?;
+        if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
+            if ct.if_not_exists {
+                return Ok(None);
+            }
+            return Err(SqeError::already_exists(format!(
+                "table '{catalog_name}.{}.{}' already exists",
+                ident.namespace.join("."),
+                ident.name
+            )));
+        }
+        let (with_partitioning, mut props) = table_options(&ct.table_options)?;
+        let spec = partition_spec(&schema, with_partitioning, partitioned_by)?;
+        let location = props.remove("__location").or_else(|| ct.location.clone());
+        let creation = TableCreation::builder()
+            .name(ident.name.clone())
+            .schema(schema)
+            .partition_spec_opt(spec)
+            .location_opt(location)
+            .properties(props)
+            .build();
+        let table = catalog
+            .create_table(&ident.namespace, creation)
+            .await
+            .map_err(from_iceberg)?;
+        Ok(Some((catalog_name, ident, table)))
+    }
+
+    pub(crate) async fn run_ddl(
+        &self,
+        session: &Session,
+        statement: Statement,
+        prepared: Prepared,
+    ) -> SqeResult<QueryResult> {
+        match statement {
+            Statement::CreateTable(ct) => {
+                let schema = create_schema(&ct)?;
+                self.create_iceberg_table(session, &ct, schema, prepared.partitioned_by)
+                    .await?;
+                Ok(empty_result())
+            }
+            Statement::CreateSchema {
+                schema_name,
+                if_not_exists,
+                ..
+            } => {
+                let SchemaName::Simple(name) = schema_name else {
+                    return Err(SqeError::unsupported(
+                        "CREATE SCHEMA ... AUTHORIZATION is not supported",
+                    ));
+                };
+                let (catalog_name, schema) = self.schema_name(session, &name)?;
+                let catalog = self.catalog(&catalog_name)?;
+                let ns = NamespaceIdent::new(schema.clone());
+                if catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
+                    if if_not_exists {
+                        return Ok(empty_result());
+                    }
+                    return Err(SqeError::already_exists(format!(
+                        "schema '{catalog_name}.{schema}' already exists"
+                    )));
+                }
+                catalog
+                    .create_namespace(&ns, HashMap::new())
+                    .await
+                    .map_err(from_iceberg)?;
+                Ok(empty_result())
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => {
+                for name in &names {
+                    match object_type {
+                        ObjectType::Table => self.drop_table(session, name, if_exists).await?,
+                        ObjectType::Schema | ObjectType::Database => {
+                            self.drop_schema(session, name, if_exists, cascade).await?
+                        }
+                        other => {
+                            return Err(SqeError::unsupported(format!(
+                                "DROP {other} is not supported"
+                            )));
+                        }
+                    }
+                }
+                Ok(empty_result())
+            }
+            Statement::AlterTable(alter) => {
+                for op in alter.operations {
+                    self.alter_table(session, &alter.name, alter.if_exists, op)
+                        .await?;
+                }
+                Ok(empty_result())
+            }
+            Statement::Use(u) => self.use_statement(session, u).await,
+            Statement::ShowVariable { variable }
+                if variable
+                    .first()
+                    .is_some_and(|v| v.value.eq_ignore_ascii_case("catalogs")) =>
+            {
+                // The parser reads `SHOW CATALOGS [LIKE 'p']` as a variable: words after CATALOGS.
+                let pattern = match variable.as_slice() {
+                    [_] => None,
+                    [_, l, p] if l.value.eq_ignore_ascii_case("like") => Some(p.value.clone()),
+                    _ => return Err(SqeError::invalid("expected SHOW CATALOGS [LIKE 'pattern']")),
+                };
+                let names = self
+                    .catalogs
+                    .keys()
+                    .filter(|c| c.as_str() != QUERY_CATALOG)
+                    .filter(|c| pattern.as_deref().is_none_or(|p| like(p, c)))
+                    .cloned()
+                    .collect();
+                one_column("Catalog", names)
+            }
+            Statement::ShowSchemas { show_options, .. }
+            | Statement::ShowDatabases { show_options, .. } => {
+                let catalog_name = match show_in(&show_options) {
+                    Some(n) => object_parts(n)?.pop().unwrap_or_default(),
+                    None => session.catalog.clone(),
+                };
+                let catalog = self.catalog(&catalog_name)?;
+                let pattern = like_filter(&show_options)?;
+                let mut names = catalog.namespace_names().map_err(from_iceberg)?;
+                names.push("information_schema".to_string());
+                names.sort();
+                names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
+                one_column("Schema", names)
+            }
+            Statement::ShowTables { show_options, .. } => {
+                let (catalog_name, schema) = match show_in(&show_options) {
+                    Some(n) => self.schema_name(session, n)?,
+                    None => (session.catalog.clone(), session.schema.clone()),
+                };
+                let catalog = self.catalog(&catalog_name)?;
+                if !catalog
+                    .namespace_exists(&NamespaceIdent::new(schema.clone()))
+                    .await
+                    .map_err(from_iceberg)?
+                {
+                    return Err(SqeError::not_found(format!(
+                        "schema '{catalog_name}.{schema}' does not exist"
+                    )));
+                }
+                let pattern = like_filter(&show_options)?;
+                let mut names = catalog.table_names(&schema).map_err(from_iceberg)?;
+                names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
+                one_column("Table", names)
+            }
+            Statement::ShowColumns { show_options, .. } => {
+                let Some(name) = show_in(&show_options) else {
+                    return Err(SqeError::invalid("SHOW COLUMNS needs FROM <table>"));
+                };
+                self.describe(session, name).await
+            }
+            Statement::ExplainTable { table_name, .. } => self.describe(session, &table_name).await,
+            Statement::ShowCreate {
+                obj_type: ShowCreateObject::Table,
+                obj_name,
+            } => self.show_create_table(session, &obj_name).await,
+            other => Err(SqeError::unsupported(format!(
+                "statement not supported: {}",
+                other.to_string().chars().take(60).collect::<String>()
+            ))),
+        }
+    }
+
+    async fn drop_table(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+        if_exists: bool,
+    ) -> SqeResult<()> {
+        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let catalog = self.catalog(&catalog_name)?;
+        if !catalog.table_exists(&ident).await.map_err(from_iceberg)? {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(SqeError::not_found(format!(
+                "table '{catalog_name}.{}.{}' does not exist",
+                ident.namespace.join("."),
+                ident.name
+            )));
+        }
+        catalog.purge_table(&ident).await.map_err(from_iceberg)?;
+        // The table's directory held only what purge removed; drop the empty folders too.
+        let dir = catalog
+            .warehouse()
+            .join(ident.namespace.join("."))
+            .join(&ident.name);
+        let _ = std::fs::remove_dir_all(dir.join("metadata"))
+            .and_then(|_| std::fs::remove_dir_all(&dir));
+        Ok(())
+    }
+
+    async fn drop_schema(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+        if_exists: bool,
+        cascade: bool,
+    ) -> SqeResult<()> {
+        let (catalog_name, schema) = self.schema_name(session, name)?;
+        let catalog = self.catalog(&catalog_name)?;
+        let ns = NamespaceIdent::new(schema.clone());
+        if !catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(SqeError::not_found(format!(
+                "schema '{catalog_name}.{schema}' does not exist"
+            )));
+        }
+        let tables = catalog.table_names(&schema).map_err(from_iceberg)?;
+        if !tables.is_empty() {
+            if !cascade {
+                return Err(SqeError::invalid(format!(
+                    "schema '{catalog_name}.{schema}' is not empty ({} tables); drop them first or use CASCADE",
+                    tables.len()
+                )));
+            }
+            for t in tables {
+                catalog
+                    .purge_table(&TableIdent::new(ns.clone(), t))
+                    .await
+                    .map_err(from_iceberg)?;
+            }
+        }
+        catalog.drop_namespace(&ns).await.map_err(from_iceberg)
+    }
+
+    async fn alter_table(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+        if_exists: bool,
+        op: AlterTableOperation,
+    ) -> SqeResult<()> {
+        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let catalog = self.catalog(&catalog_name)?;
+        let Some(table) = load_table_opt(catalog, &ident)
+            .await
+            .map_err(from_iceberg)?
+        else {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(SqeError::not_found(format!(
+                "table '{catalog_name}.{}.{}' does not exist",
+                ident.namespace.join("."),
+                ident.name
+            )));
+        };
+        let schema = table.metadata().current_schema().clone();
+        match op {
+            AlterTableOperation::AddColumn {
+                column_def,
+                if_not_exists,
+                ..
+            } => {
+                let col = normalize_ident(&column_def.name);
+                if schema.field_by_name(&col).is_some() {
+                    if if_not_exists {
+                        return Ok(());
+                    }
+                    return Err(SqeError::already_exists(format!(
+                        "column '{col}' already exists"
+                    )));
+                }
+                let mut ids = FieldIds::default();
+                let ty = sql_to_iceberg(&column_def.data_type, &mut ids)?;
+                let tx = Transaction::new(&table);
+                let tx = tx
+                    .update_schema()
+                    .add_column(iceberg::transaction::AddColumn::optional(col, ty))
+                    .apply(tx)
+                    .map_err(from_iceberg)?;
+                tx.commit(catalog.as_ref()).await.map_err(from_iceberg)?;
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists: col_if_exists,
+                ..
+            } => {
+                let tx = Transaction::new(&table);
+                let mut action = tx.update_schema();
+                for c in &column_names {
+                    let col = normalize_ident(c);
+                    if schema.field_by_name(&col).is_none() {
+                        if col_if_exists {
+                            continue;
+                        }
+                        return Err(SqeError::not_found(format!(
+                            "column '{col}' does not exist"
+                        )));
+                    }
+                    if table
+                        .metadata()
+                        .default_partition_spec()
+                        .fields()
+                        .iter()
+                        .any(|f| {
+                            schema
+                                .field_by_name(&col)
+                                .is_some_and(|sf| sf.id == f.source_id)
+                        })
+                    {
+                        return Err(SqeError::invalid(format!(
+                            "cannot drop partition column '{col}'"
+                        )));
+                    }
+                    action = action.delete_column(col);
+                }
+                let tx = action.apply(tx).map_err(from_iceberg)?;
+                tx.commit(catalog.as_ref()).await.map_err(from_iceberg)?;
+            }
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => {
+                let old = normalize_ident(&old_column_name);
+                let new = normalize_ident(&new_column_name);
+                if schema.field_by_name(&old).is_none() {
+                    return Err(SqeError::not_found(format!(
+                        "column '{old}' does not exist"
+                    )));
+                }
+                if schema.field_by_name(&new).is_some() {
+                    return Err(SqeError::already_exists(format!(
+                        "column '{new}' already exists"
+                    )));
+                }
+                // Same field id, new name: data written under the old name stays with this column.
+                let fields: Vec<NestedFieldRef> = schema
+                    .as_struct()
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        if f.name == old {
+                            let mut renamed = (**f).clone();
+                            renamed.name = new.clone();
+                            Arc::new(renamed)
+                        } else {
+                            f.clone()
+                        }
+                    })
+                    .collect();
+                let next_id = table
+                    .metadata()
+                    .schemas_iter()
+                    .map(|s| s.schema_id())
+                    .max()
+                    .unwrap_or(0)
+                    + 1;
+                let new_schema = Schema::builder()
+                    .with_schema_id(next_id)
+                    .with_fields(fields)
+                    .with_identifier_field_ids(schema.identifier_field_ids())
+                    .build()
+                    .map_err(from_iceberg)?;
+                catalog
+                    .commit(
+                        &ident,
+                        vec![TableRequirement::CurrentSchemaIdMatch {
+                            current_schema_id: schema.schema_id(),
+                        }],
+                        vec![
+                            TableUpdate::AddSchema { schema: new_schema },
+                            TableUpdate::SetCurrentSchema { schema_id: -1 },
+                        ],
+                    )
+                    .await
+                    .map_err(from_iceberg)?;
+            }
+            AlterTableOperation::RenameTable { table_name } => {
+                let target = match table_name {
+                    datafusion::sql::sqlparser::ast::RenameTableNameKind::To(n)
+                    | datafusion::sql::sqlparser::ast::RenameTableNameKind::As(n) => n,
+                };
+                let (target_catalog, target_ident) = self.table_ident(session, &target)?;
+                if target_catalog != catalog_name {
+                    return Err(SqeError::unsupported(
+                        "a table cannot be renamed into another catalog",
+                    ));
+                }
+                catalog
+                    .rename_table(&ident, &target_ident)
+                    .await
+                    .map_err(from_iceberg)?;
+            }
+            other => {
+                return Err(SqeError::unsupported(format!(
+                    "ALTER TABLE {other} is not supported"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn use_statement(&self, session: &Session, u: Use) -> SqeResult<QueryResult> {
+        let name = match u {
+            Use::Object(n) | Use::Schema(n) | Use::Database(n) => n,
+            Use::Catalog(n) => {
+                let parts = object_parts(&n)?;
+                let [c] = parts.as_slice() else {
+                    return Err(SqeError::invalid(format!("'{n}' is not a catalog name")));
+                };
+                self.catalog(c)?;
+                return Ok(QueryResult {
+                    session_update: Some(SessionUpdate {
+                        catalog: Some(c.clone()),
+                        schema: None,
+                    }),
+                    ..empty_result()
+                });
+            }
+            other => return Err(SqeError::unsupported(format!("{other} is not supported"))),
+        };
+        let (catalog_name, schema) = self.schema_name(session, &name)?;
+        let catalog = self.catalog(&catalog_name)?;
+        if !catalog
+            .namespace_exists(&NamespaceIdent::new(schema.clone()))
+            .await
+            .map_err(from_iceberg)?
+        {
+            return Err(SqeError::not_found(format!(
+                "schema '{catalog_name}.{schema}' does not exist"
+            )));
+        }
+        Ok(QueryResult {
+            session_update: Some(SessionUpdate {
+                catalog: Some(catalog_name),
+                schema: Some(schema),
+            }),
+            ..empty_result()
+        })
+    }
+
+    async fn describe(&self, session: &Session, name: &ObjectName) -> SqeResult<QueryResult> {
+        let (_, _, table) = self.load(session, name).await?;
+        let schema = table.metadata().current_schema();
+        let spec = table.metadata().default_partition_spec();
+        let fields = schema.as_struct().fields();
+        let extra: Vec<String> = fields
+            .iter()
+            .map(|f| {
+                let parts: Vec<String> = spec
+                    .fields()
+                    .iter()
+                    .filter(|p| p.source_id == f.id)
+                    .map(|p| format!("partition key ({})", partition_label(&p.transform, &f.name)))
+                    .collect();
+                parts.join(", ")
+            })
+            .collect();
+        rows_result(
+            ArrowSchema::new(vec![
+                Field::new("Column", DataType::Utf8, false),
+                Field::new("Type", DataType::Utf8, false),
+                Field::new("Extra", DataType::Utf8, false),
+                Field::new("Comment", DataType::Utf8, true),
+            ]),
+            vec![
+                Arc::new(StringArray::from(
+                    fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+                )),
+                Arc::new(StringArray::from(
+                    fields
+                        .iter()
+                        .map(|f| trino_type_name(&f.field_type))
+                        .collect::<Vec<_>>(),
+                )),
+                Arc::new(StringArray::from(extra)),
+                Arc::new(StringArray::from(
+                    fields.iter().map(|f| f.doc.clone()).collect::<Vec<_>>(),
+                )),
+            ],
+        )
+    }
+
+    async fn show_create_table(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+    ) -> SqeResult<QueryResult> {
+        let (catalog, ident, table) = self.load(session, name).await?;
+        let schema = table.metadata().current_schema();
+        let columns: Vec<String> = schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| {
+                let mut line = format!("   {} {}", f.name, trino_type_name(&f.field_type));
+                if f.required {
+                    line.push_str(" NOT NULL");
+                }
+                if let Some(doc) = &f.doc {
+                    line.push_str(&format!(" COMMENT '{}'", doc.replace('\'', "''")));
+                }
+                line
+            })
+            .collect();
+        let mut with = vec![
+            "   format = 'PARQUET'".to_string(),
+            "   format_version = 2".to_string(),
+        ];
+        let spec = table.metadata().default_partition_spec();
+        if !spec.is_unpartitioned() {
+            let parts: Vec<String> = spec
+                .fields()
+                .iter()
+                .map(|p| {
+                    let col = schema
+                        .field_by_id(p.source_id)
+                        .map(|f| f.name.clone())
+                        .unwrap_or_default();
+                    format!("'{}'", partition_label(&p.transform, &col))
+                })
+                .collect();
+            with.push(format!("   partitioning = ARRAY[{}]", parts.join(", ")));
+        }
+        with.push(format!("   location = '{}'", table.metadata().location()));
+        let text = format!(
+            "CREATE TABLE {catalog}.{}.{} (\n{}\n)\nWITH (\n{}\n)",
+            ident.namespace.join("."),
+            ident.name,
+            columns.join(",\n"),
+            with.join(",\n")
+        );
+        one_column("Create Table", vec![text])
+    }
+}
+
+/// Trino's spelling of a partition field.
+fn partition_label(t: &Transform, column: &str) -> String {
+    match t {
+        Transform::Identity => column.to_string(),
+        Transform::Year => format!("year({column})"),
+        Transform::Month => format!("month({column})"),
+        Transform::Day => format!("day({column})"),
+        Transform::Hour => format!("hour({column})"),
+        Transform::Bucket(n) => format!("bucket({column}, {n})"),
+        Transform::Truncate(w) => format!("truncate({column}, {w})"),
+        Transform::Void => format!("void({column})"),
+        Transform::Unknown => format!("unknown({column})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::spec::{PrimitiveType, Type};
+
+    fn schema() -> Schema {
+        Schema::builder()
+            .with_fields(vec![
+                Arc::new(NestedField::optional(
+                    1,
+                    "id",
+                    Type::Primitive(PrimitiveType::Long),
+                )),
+                Arc::new(NestedField::optional(
+                    2,
+                    "ts",
+                    Type::Primitive(PrimitiveType::Timestamp),
+                )),
+            ])
+            .build()
+            .unwrap_or_else(|_| Schema::builder().build().unwrap_or_else(|_| unreachable!()))
+    }
+
+    #[test]
+    fn partition_fields_in_trino_and_spark_order() {
+        let s = schema();
+        assert_eq!(
+            parse_partition_field("'bucket(id, 16)'", &s).ok(),
+            Some((1, "id_bucket".into(), Transform::Bucket(16)))
+        );
+        assert_eq!(
+            parse_partition_field("bucket(16, id)", &s).ok(),
+            Some((1, "id_bucket".into(), Transform::Bucket(16)))
+        );
+        assert_eq!(
+            parse_partition_field("days(ts)", &s).ok(),
+            Some((2, "ts_day".into(), Transform::Day))
+        );
+        assert_eq!(
+            parse_partition_field("id", &s).ok(),
+            Some((1, "id".into(), Transform::Identity))
+        );
+        assert_eq!(
+            parse_partition_field("weeks(ts)", &s)
+                .err()
+                .map(|e| e.message().to_string())
+                .as_deref(),
+            Some("unknown partition transform 'weeks' in 'weeks(ts)'")
+        );
+    }
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("t%", "tab"));
+        assert!(like("t_b", "tab"));
+        assert!(!like("t_", "tab"));
+    }
+}

@@ -1,0 +1,693 @@
+//! The engine: one DataFusion session state over the mounted Iceberg catalogs, and the routing of each
+//! statement to DataFusion (queries, EXPLAIN) or to SQE's own DDL, writes and SHOW handling.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::catalog::{
+    CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
+    MemorySchemaProvider, SchemaProvider, TableProvider,
+};
+use datafusion::common::ScalarValue;
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::context::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, Statement, TableAlias, TableFactor,
+    TableFunctionArgs, Value, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::{NamespaceIdent, TableIdent};
+use sqe_sessions::{QueryResult, QueryService, Session, SqeError, SqeResult};
+
+use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
+use crate::catalog::sqlite::SqliteCatalog;
+use crate::error::{from_datafusion, from_iceberg};
+use crate::files::{FileFormat, OptionValue, file_table};
+use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
+
+/// The catalog that holds per-query tables (time travel, file functions); never listed.
+pub(crate) const QUERY_CATALOG: &str = "__sqe";
+const QUERY_SCHEMA: &str = "q";
+
+/// Where each mounted catalog keeps its warehouse.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// (catalog name, warehouse directory); the first is the default catalog.
+    pub catalogs: Vec<(String, PathBuf)>,
+}
+
+impl EngineConfig {
+    /// The default warehouse: `~/.sqe/warehouse`, mounted as `iceberg`.
+    pub fn default_warehouse() -> PathBuf {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join(".sqe")
+            .join("warehouse")
+    }
+}
+
+pub struct Engine {
+    pub(crate) catalogs: BTreeMap<String, Arc<SqliteCatalog>>,
+    default_catalog: String,
+    state: SessionState,
+    /// Keeps a `--memory` warehouse alive for as long as the engine.
+    _scratch: Option<tempfile::TempDir>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("catalogs", &self.catalogs.keys())
+            .finish()
+    }
+}
+
+/// A table a statement resolved before planning, registered under a generated name.
+type QueryTables = Vec<(String, Arc<dyn TableProvider>)>;
+
+impl Engine {
+    pub fn open(config: EngineConfig) -> SqeResult<Self> {
+        Self::build(config, None)
+    }
+
+    /// An engine whose warehouse lives in a temporary directory removed on drop.
+    pub fn in_memory() -> SqeResult<Self> {
+        let dir = tempfile::tempdir()
+            .map_err(|e| SqeError::internal(format!("temporary warehouse: {e}")))?;
+        let config = EngineConfig {
+            catalogs: vec![("iceberg".to_string(), dir.path().to_path_buf())],
+        };
+        Self::build(config, Some(dir))
+    }
+
+    fn build(config: EngineConfig, scratch: Option<tempfile::TempDir>) -> SqeResult<Self> {
+        let Some((default_catalog, _)) = config.catalogs.first().cloned() else {
+            return Err(SqeError::invalid("at least one catalog must be mounted"));
+        };
+        let list = Arc::new(MemoryCatalogProviderList::new());
+        let mut catalogs = BTreeMap::new();
+        for (name, dir) in &config.catalogs {
+            let name = name.to_lowercase();
+            if catalogs.contains_key(&name) || name == QUERY_CATALOG {
+                return Err(SqeError::invalid(format!(
+                    "catalog name '{name}' is used twice"
+                )));
+            }
+            let catalog = Arc::new(SqliteCatalog::open(&name, dir).map_err(from_iceberg)?);
+            list.register_catalog(
+                name.clone(),
+                Arc::new(IcebergCatalogProvider::new(catalog.clone())),
+            );
+            catalogs.insert(name, catalog);
+        }
+        let session_config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_default_catalog_and_schema(default_catalog.clone(), "default")
+            .with_create_default_catalog_and_schema(false);
+        let state = SessionStateBuilder::new()
+            .with_config(session_config)
+            .with_catalog_list(list)
+            .with_default_features()
+            .build();
+        Ok(Self {
+            catalogs,
+            default_catalog: default_catalog.to_lowercase(),
+            state,
+            _scratch: scratch,
+        })
+    }
+
+    pub fn default_catalog(&self) -> &str {
+        &self.default_catalog
+    }
+
+    pub(crate) fn catalog(&self, name: &str) -> SqeResult<&Arc<SqliteCatalog>> {
+        self.catalogs
+            .get(name)
+            .ok_or_else(|| SqeError::not_found(format!("catalog '{name}' does not exist")))
+    }
+
+    /// The session state for one statement: the session's current catalog and schema, plus the
+    /// tables the statement resolved itself.
+    fn state_for(&self, session: &Session, tables: QueryTables) -> SqeResult<SessionState> {
+        let mut config = self.state.config().clone();
+        config.options_mut().catalog.default_catalog = session.catalog.clone();
+        config.options_mut().catalog.default_schema = session.schema.clone();
+        config.options_mut().execution.time_zone = Some(session.time_zone.clone());
+        let mut builder =
+            SessionStateBuilder::new_from_existing(self.state.clone()).with_config(config);
+        if !tables.is_empty() {
+            let list = Arc::new(MemoryCatalogProviderList::new());
+            for (name, catalog) in &self.catalogs {
+                list.register_catalog(
+                    name.clone(),
+                    Arc::new(IcebergCatalogProvider::new(catalog.clone())),
+                );
+            }
+            let schema = Arc::new(MemorySchemaProvider::new());
+            for (name, provider) in tables {
+                schema
+                    .register_table(name, provider)
+                    .map_err(from_datafusion)?;
+            }
+            let query_catalog = Arc::new(MemoryCatalogProvider::new());
+            query_catalog
+                .register_schema(QUERY_SCHEMA, schema)
+                .map_err(from_datafusion)?;
+            list.register_catalog(QUERY_CATALOG.to_string(), query_catalog);
+            builder = builder.with_catalog_list(list);
+        }
+        Ok(builder.build())
+    }
+
+    /// Runs one statement.
+    pub async fn run(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
+        let prepared = prepare(sql)?;
+        let mut statements = Parser::parse_sql(&GenericDialect {}, &prepared.sql).map_err(|e| {
+            SqeError::invalid(format!(
+                "syntax error: {}",
+                e.to_string().trim_start_matches("sql parser error: ")
+            ))
+        })?;
+        let statement = match statements.len() {
+            1 => statements.remove(0),
+            0 => return Err(SqeError::invalid("empty statement")),
+            n => {
+                return Err(SqeError::invalid(format!(
+                    "expected one statement, got {n}"
+                )));
+            }
+        };
+        self.dispatch(session, statement, prepared).await
+    }
+
+    async fn dispatch(
+        &self,
+        session: &Session,
+        mut statement: Statement,
+        prepared: Prepared,
+    ) -> SqeResult<QueryResult> {
+        match &statement {
+            Statement::Query(_) | Statement::Explain { .. } => {
+                let tables = self
+                    .resolve_relations(session, &mut statement, &prepared)
+                    .await?;
+                self.run_query(session, statement, tables).await
+            }
+            Statement::Insert(_) => {
+                let tables = self
+                    .resolve_relations(session, &mut statement, &prepared)
+                    .await?;
+                let Statement::Insert(insert) = statement else {
+                    unreachable_statement()?
+                };
+                self.insert(session, insert, tables).await
+            }
+            Statement::CreateTable(ct) if ct.query.is_some() => {
+                let tables = self
+                    .resolve_relations(session, &mut statement, &prepared)
+                    .await?;
+                let Statement::CreateTable(ct) = statement else {
+                    unreachable_statement()?
+                };
+                self.create_table_as(session, ct, prepared.partitioned_by, tables)
+                    .await
+            }
+            _ => self.run_ddl(session, statement, prepared).await,
+        }
+    }
+
+    /// Plans a query (or EXPLAIN) with DataFusion and streams its result.
+    async fn run_query(
+        &self,
+        session: &Session,
+        statement: Statement,
+        tables: QueryTables,
+    ) -> SqeResult<QueryResult> {
+        let (state, plan) = self.plan(session, statement, tables).await?;
+        let df = DataFrame::new(state, plan);
+        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+        let stream = df.execute_stream().await.map_err(from_datafusion)?;
+        Ok(QueryResult {
+            schema,
+            batches: stream.map_err(from_datafusion).boxed(),
+            update_count: None,
+            session_update: None,
+        })
+    }
+
+    pub(crate) async fn plan(
+        &self,
+        session: &Session,
+        statement: Statement,
+        tables: QueryTables,
+    ) -> SqeResult<(SessionState, LogicalPlan)> {
+        let state = self.state_for(session, tables)?;
+        let plan = state
+            .statement_to_plan(DFStatement::Statement(Box::new(statement)))
+            .await
+            .map_err(from_datafusion)?;
+        if !matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_))
+            && plan_has_side_effects(&plan)
+        {
+            return Err(SqeError::unsupported(
+                "this statement is not supported here",
+            ));
+        }
+        Ok((state, plan))
+    }
+
+    /// Runs `SELECT <expr>` and returns its single value.
+    async fn eval_scalar(
+        &self,
+        session: &Session,
+        expr: &Expr,
+        cast_to: Option<&str>,
+    ) -> SqeResult<ScalarValue> {
+        let sql = match cast_to {
+            Some(ty) => format!("SELECT CAST(({expr}) AS {ty})"),
+            None => format!("SELECT {expr}"),
+        };
+        let result = Box::pin(self.run(session, &sql)).await?;
+        let batches: Vec<RecordBatch> = result.batches.try_collect().await?;
+        let batch = batches.iter().find(|b| b.num_rows() > 0);
+        match batch {
+            Some(b) if b.num_columns() == 1 => {
+                ScalarValue::try_from_array(b.column(0), 0).map_err(from_datafusion)
+            }
+            _ => Err(SqeError::invalid(format!(
+                "'{expr}' did not produce a value"
+            ))),
+        }
+    }
+
+    /// Finds the relations SQE resolves itself (time travel, file functions, bare paths), loads
+    /// them, and points the statement at per-query names.
+    async fn resolve_relations(
+        &self,
+        session: &Session,
+        statement: &mut Statement,
+        prepared: &Prepared,
+    ) -> SqeResult<QueryTables> {
+        let travel_aliases = prepared
+            .time_travel
+            .iter()
+            .map(|t| {
+                t.table
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .cloned()
+                    .unwrap_or_else(|| Ident::new("t"))
+            })
+            .collect();
+        let mut collector = RelationRewriter {
+            jobs: Vec::new(),
+            error: None,
+            travel_aliases,
+        };
+        let _ = statement.visit(&mut collector);
+        if let Some(e) = collector.error {
+            return Err(e);
+        }
+        let mut tables = Vec::new();
+        for (name, job) in collector.jobs {
+            let provider = match job {
+                RelationJob::TimeTravel(n) => {
+                    let travel = prepared
+                        .time_travel
+                        .get(n)
+                        .ok_or_else(|| SqeError::internal("time travel marker without a clause"))?;
+                    self.time_travel_provider(session, travel).await?
+                }
+                RelationJob::BarePath(n) => {
+                    let path = prepared
+                        .files
+                        .get(n)
+                        .ok_or_else(|| SqeError::internal("file marker without a path"))?;
+                    let format = FileFormat::from_path(path).ok_or_else(|| {
+                        SqeError::invalid(format!(
+                            "cannot tell the format of '{path}' from its extension; use read_parquet, read_csv or read_json"
+                        ))
+                    })?;
+                    let ctx = SessionContext::new_with_state(self.state_for(session, Vec::new())?);
+                    file_table(&ctx, format, vec![path.clone()], Vec::new()).await?
+                }
+                RelationJob::FileFunction {
+                    format,
+                    paths,
+                    options,
+                } => {
+                    let ctx = SessionContext::new_with_state(self.state_for(session, Vec::new())?);
+                    file_table(&ctx, format, paths, options).await?
+                }
+            };
+            tables.push((name, provider));
+        }
+        Ok(tables)
+    }
+
+    async fn time_travel_provider(
+        &self,
+        session: &Session,
+        travel: &TimeTravel,
+    ) -> SqeResult<Arc<dyn TableProvider>> {
+        let (catalog_name, namespace, name) = self.resolve_name(session, &travel.table)?;
+        let catalog = self.catalog(&catalog_name)?;
+        let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), name.clone());
+        let table = load_table_opt(catalog, &ident)
+            .await
+            .map_err(from_iceberg)?
+            .ok_or_else(|| {
+                SqeError::not_found(format!(
+                    "table '{catalog_name}.{namespace}.{name}' does not exist"
+                ))
+            })?;
+        let snapshot_id = match travel.kind {
+            TravelKind::Version => {
+                let v = self.eval_scalar(session, &travel.expr, None).await?;
+                let id = match v {
+                    ScalarValue::Int64(Some(v)) => v,
+                    ScalarValue::Int32(Some(v)) => i64::from(v),
+                    ScalarValue::UInt64(Some(v)) => i64::try_from(v).unwrap_or(i64::MAX),
+                    other => {
+                        return Err(SqeError::invalid(format!(
+                            "FOR VERSION AS OF needs a snapshot id (bigint), got {other}"
+                        )));
+                    }
+                };
+                if table.metadata().snapshot_by_id(id).is_none() {
+                    return Err(SqeError::not_found(format!(
+                        "snapshot {id} does not exist in table '{namespace}.{name}'"
+                    )));
+                }
+                id
+            }
+            TravelKind::Timestamp => {
+                let v = self
+                    .eval_scalar(session, &travel.expr, Some("TIMESTAMP"))
+                    .await?;
+                let ScalarValue::TimestampNanosecond(Some(nanos), _) = v else {
+                    return Err(SqeError::invalid(format!(
+                        "FOR TIMESTAMP AS OF needs a timestamp, got {}",
+                        travel.expr
+                    )));
+                };
+                let millis = nanos.div_euclid(1_000_000);
+                table
+                    .metadata()
+                    .history()
+                    .iter()
+                    .filter(|l| l.timestamp_ms <= millis)
+                    .max_by_key(|l| l.timestamp_ms)
+                    .map(|l| l.snapshot_id)
+                    .ok_or_else(|| {
+                        let at = chrono::DateTime::from_timestamp_millis(millis)
+                            .map(|t| t.to_rfc3339())
+                            .unwrap_or_else(|| millis.to_string());
+                        SqeError::not_found(format!(
+                            "table '{namespace}.{name}' has no snapshot at or before {at}"
+                        ))
+                    })?
+            }
+        };
+        scan_provider(table, Some(snapshot_id))
+            .await
+            .map_err(from_datafusion)
+    }
+
+    /// (catalog, schema, table) for a name, qualified by the session's current catalog and schema.
+    pub(crate) fn resolve_name(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+    ) -> SqeResult<(String, String, String)> {
+        let parts = object_parts(name)?;
+        match parts.as_slice() {
+            [t] => Ok((session.catalog.clone(), session.schema.clone(), t.clone())),
+            [s, t] => Ok((session.catalog.clone(), s.clone(), t.clone())),
+            [c, s, t] => Ok((c.clone(), s.clone(), t.clone())),
+            _ => Err(SqeError::invalid(format!(
+                "'{name}' is not a valid table name"
+            ))),
+        }
+    }
+}
+
+fn unreachable_statement<T>() -> SqeResult<T> {
+    Err(SqeError::internal(
+        "statement changed kind while resolving relations",
+    ))
+}
+
+/// True if DataFusion planned something that would change state (its own DDL/DML): SQE routes those
+/// statements itself, so reaching here means an unsupported form.
+fn plan_has_side_effects(plan: &LogicalPlan) -> bool {
+    matches!(
+        plan,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Statement(_)
+    )
+}
+
+/// Normalised identifier parts: unquoted names fold to lower case, quoted ones stay as written.
+pub(crate) fn object_parts(name: &ObjectName) -> SqeResult<Vec<String>> {
+    name.0
+        .iter()
+        .map(|p| {
+            p.as_ident()
+                .map(normalize_ident)
+                .ok_or_else(|| SqeError::invalid(format!("'{name}' is not a valid name")))
+        })
+        .collect()
+}
+
+pub(crate) fn normalize_ident(id: &Ident) -> String {
+    if id.quote_style.is_some() {
+        id.value.clone()
+    } else {
+        id.value.to_lowercase()
+    }
+}
+
+enum RelationJob {
+    TimeTravel(usize),
+    BarePath(usize),
+    FileFunction {
+        format: FileFormat,
+        paths: Vec<String>,
+        options: Vec<(String, OptionValue)>,
+    },
+}
+
+struct RelationRewriter {
+    jobs: Vec<(String, RelationJob)>,
+    error: Option<SqeError>,
+    /// The table name each time-travel marker stands for, to alias the replacement with.
+    travel_aliases: Vec<Ident>,
+}
+
+fn literal(expr: &Expr) -> Option<OptionValue> {
+    match expr {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
+                Some(OptionValue::Str(s.clone()))
+            }
+            Value::Boolean(b) => Some(OptionValue::Bool(*b)),
+            Value::Number(n, _) => Some(OptionValue::Number(n.to_string())),
+            _ => None,
+        },
+        Expr::Identifier(id) => match id.value.to_ascii_lowercase().as_str() {
+            "true" => Some(OptionValue::Bool(true)),
+            "false" => Some(OptionValue::Bool(false)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn file_function_args(
+    name: &str,
+    args: &TableFunctionArgs,
+) -> SqeResult<(Vec<String>, Vec<(String, OptionValue)>)> {
+    let mut paths = Vec::new();
+    let mut options = Vec::new();
+    for (i, arg) in args.args.iter().enumerate() {
+        match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) if i == 0 => match e {
+                Expr::Array(arr) => {
+                    for el in &arr.elem {
+                        match literal(el) {
+                            Some(OptionValue::Str(s)) => paths.push(s),
+                            _ => {
+                                return Err(SqeError::invalid(format!(
+                                    "{name}() paths must be strings"
+                                )));
+                            }
+                        }
+                    }
+                }
+                other => match literal(other) {
+                    Some(OptionValue::Str(s)) => paths.push(s),
+                    _ => {
+                        return Err(SqeError::invalid(format!(
+                            "{name}() needs a path string as its first argument"
+                        )));
+                    }
+                },
+            },
+            FunctionArg::Named {
+                name: key,
+                arg: FunctionArgExpr::Expr(e),
+                ..
+            }
+            | FunctionArg::ExprNamed {
+                name: Expr::Identifier(key),
+                arg: FunctionArgExpr::Expr(e),
+                ..
+            } => {
+                let value = literal(e).ok_or_else(|| {
+                    SqeError::invalid(format!(
+                        "option '{}' of {name}() must be a literal",
+                        key.value
+                    ))
+                })?;
+                options.push((key.value.to_ascii_lowercase(), value));
+            }
+            other => {
+                return Err(SqeError::invalid(format!(
+                    "unexpected argument '{other}' to {name}()"
+                )));
+            }
+        }
+    }
+    Ok((paths, options))
+}
+
+impl VisitorMut for RelationRewriter {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let TableFactor::Table {
+            name, alias, args, ..
+        } = factor
+        else {
+            return ControlFlow::Continue(());
+        };
+        let single = match name.0.as_slice() {
+            [part] => part.as_ident().map(|i| i.value.clone()),
+            _ => None,
+        };
+        let n = self.jobs.len();
+        let generated = format!("t{n}");
+        let job = if let Some(s) = single
+            .as_deref()
+            .and_then(|s| s.strip_prefix(TIME_TRAVEL_MARKER))
+        {
+            s.parse().ok().map(RelationJob::TimeTravel)
+        } else if let Some(s) = single.as_deref().and_then(|s| s.strip_prefix(FILE_MARKER)) {
+            s.parse().ok().map(RelationJob::BarePath)
+        } else if let (Some(fargs), Some(fname)) = (args.as_ref(), single.as_deref()) {
+            match FileFormat::from_function(fname) {
+                Some(format) => match file_function_args(fname, fargs) {
+                    Ok((paths, options)) => Some(RelationJob::FileFunction {
+                        format,
+                        paths,
+                        options,
+                    }),
+                    Err(e) => {
+                        self.error = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                },
+                None => None,
+            }
+        } else {
+            None
+        };
+        let Some(job) = job else {
+            return ControlFlow::Continue(());
+        };
+        if alias.is_none()
+            && let RelationJob::TimeTravel(i) = job
+            && let Some(original) = self.travel_aliases.get(i)
+        {
+            // Keep `t.col` working after the name is replaced: the original table name becomes the alias.
+            *alias = Some(TableAlias {
+                explicit: false,
+                name: original.clone(),
+                columns: Vec::new(),
+            });
+        }
+        *name = ObjectName::from(vec![
+            Ident::new(QUERY_CATALOG),
+            Ident::new(QUERY_SCHEMA),
+            Ident::new(generated.clone()),
+        ]);
+        *args = None;
+        self.jobs.push((generated, job));
+        ControlFlow::Continue(())
+    }
+}
+
+#[async_trait::async_trait]
+impl QueryService for Engine {
+    async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
+        self.run(session, sql).await
+    }
+}
+
+/// A result of rows built in memory (SHOW, DESCRIBE).
+pub(crate) fn rows_result(
+    schema: Schema,
+    columns: Vec<datafusion::arrow::array::ArrayRef>,
+) -> SqeResult<QueryResult> {
+    let schema = Arc::new(schema);
+    let batch = RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|e| SqeError::internal(e.to_string()))?;
+    Ok(QueryResult {
+        schema,
+        batches: futures::stream::once(async move { Ok(batch) }).boxed(),
+        update_count: None,
+        session_update: None,
+    })
+}
+
+/// A result for a statement that returns nothing.
+pub(crate) fn empty_result() -> QueryResult {
+    QueryResult {
+        schema: Arc::new(Schema::empty()),
+        batches: futures::stream::empty().boxed(),
+        update_count: None,
+        session_update: None,
+    }
+}
+
+/// A one-row `rows` result for writes, as Trino reports them.
+pub(crate) fn update_result(rows: u64) -> SqeResult<QueryResult> {
+    let mut r = rows_result(
+        Schema::new(vec![datafusion::arrow::datatypes::Field::new(
+            "rows",
+            DataType::Int64,
+            false,
+        )]),
+        vec![Arc::new(datafusion::arrow::array::Int64Array::from(vec![
+            rows as i64,
+        ]))],
+    )?;
+    r.update_count = Some(rows);
+    Ok(r)
+}

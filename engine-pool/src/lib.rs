@@ -1,0 +1,16 @@
+//! The SQE engine: DataFusion over Iceberg catalogs. It owns statement routing (queries to DataFusion;
+//! DDL, writes, SHOW and time travel to SQE's own code), the SQLite-backed warehouse catalog, metadata
+//! tables and the file table functions. It knows nothing of wire protocols: front ends call it through
+//! [`sqe_sessions::QueryService`].
+
+pub mod catalog;
+mod ddl;
+mod engine;
+pub mod error;
+mod files;
+mod prepass;
+pub mod types;
+mod write;
+
+pub use engine::{Engine, EngineConfig};
+pub use prepass::split_statements;

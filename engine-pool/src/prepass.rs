@@ -1,0 +1,305 @@
+//! What SQE understands before DataFusion parses: a token-level pass over the SQL text.
+//!
+//! - Trino time travel `t FOR VERSION AS OF <expr>` / `t FOR TIMESTAMP AS OF <expr>`, which the parser
+//!   does not know: the table name and its clause become a marker identifier, remembered here.
+//! - A bare path in FROM/JOIN (`FROM 'x.parquet'`): also a marker.
+//! - Spark's `PARTITIONED BY (days(ts), bucket(16, id))` in CREATE TABLE: cut out and kept as text.
+//!
+//! The engine later resolves each marker into a table of its own (see `engine.rs`).
+
+use datafusion::sql::sqlparser::ast::{Expr, Ident, ObjectName};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace, Word};
+use sqe_sessions::{SqeError, SqeResult};
+
+pub const TIME_TRAVEL_MARKER: &str = "__sqe_tt_";
+pub const FILE_MARKER: &str = "__sqe_file_";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TravelKind {
+    Version,
+    Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct TimeTravel {
+    pub table: ObjectName,
+    pub kind: TravelKind,
+    pub expr: Expr,
+}
+
+#[derive(Debug, Default)]
+pub struct Prepared {
+    pub sql: String,
+    pub time_travel: Vec<TimeTravel>,
+    pub files: Vec<String>,
+    /// The entries of a Spark-style `PARTITIONED BY (...)`, as written.
+    pub partitioned_by: Option<Vec<String>>,
+}
+
+pub fn tokenize(sql: &str) -> SqeResult<Vec<Token>> {
+    Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize()
+        .map_err(|e| {
+            SqeError::invalid(format!("syntax error: {}", e.message.trim()) + &location(&e))
+        })
+}
+
+fn location(e: &datafusion::sql::sqlparser::tokenizer::TokenizerError) -> String {
+    format!(" at line {}, column {}", e.location.line, e.location.column)
+}
+
+fn is_keyword(t: &Token, k: Keyword) -> bool {
+    matches!(t, Token::Word(w) if w.keyword == k && w.quote_style.is_none())
+}
+
+fn is_space(t: &Token) -> bool {
+    matches!(t, Token::Whitespace(_))
+}
+
+fn marker(name: String) -> Token {
+    Token::Word(Word {
+        value: name,
+        quote_style: Some('"'),
+        keyword: Keyword::NoKeyword,
+    })
+}
+
+/// Index of the next non-whitespace token at or after `i`.
+fn next_solid(tokens: &[Token], mut i: usize) -> Option<usize> {
+    while i < tokens.len() {
+        if !is_space(&tokens[i]) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Splits a script into statements at top-level semicolons (quotes and comments respected).
+pub fn split_statements(sql: &str) -> SqeResult<Vec<String>> {
+    let tokens = tokenize(sql)?;
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for t in tokens {
+        if t == Token::SemiColon {
+            push_statement(&mut out, &mut current);
+        } else {
+            current.push_str(&t.to_string());
+        }
+    }
+    push_statement(&mut out, &mut current);
+    Ok(out)
+}
+
+fn push_statement(out: &mut Vec<String>, current: &mut String) {
+    let text = std::mem::take(current);
+    let only_comments = tokenize(&text)
+        .map(|ts| ts.iter().all(|t| matches!(t, Token::Whitespace(_))))
+        .unwrap_or(false);
+    if !text.trim().is_empty() && !only_comments {
+        out.push(text.trim().to_string());
+    }
+}
+
+pub fn prepare(sql: &str) -> SqeResult<Prepared> {
+    let mut tokens = tokenize(sql)?;
+    let mut prepared = Prepared::default();
+    let is_create = next_solid(&tokens, 0).is_some_and(|i| is_keyword(&tokens[i], Keyword::CREATE));
+    let mut i = 0;
+    while i < tokens.len() {
+        // <name> FOR VERSION|TIMESTAMP AS OF <expr>
+        if is_keyword(&tokens[i], Keyword::FOR)
+            && let Some(j) = next_solid(&tokens, i + 1)
+            && (is_keyword(&tokens[j], Keyword::VERSION)
+                || is_keyword(&tokens[j], Keyword::TIMESTAMP))
+            && let Some(a) = next_solid(&tokens, j + 1)
+            && is_keyword(&tokens[a], Keyword::AS)
+            && let Some(o) = next_solid(&tokens, a + 1)
+            && is_keyword(&tokens[o], Keyword::OF)
+        {
+            let kind = if is_keyword(&tokens[j], Keyword::VERSION) {
+                TravelKind::Version
+            } else {
+                TravelKind::Timestamp
+            };
+            let expr_start = o + 1;
+            let rest: Vec<Token> = tokens[expr_start..].to_vec();
+            let mut parser = Parser::new(&GenericDialect {}).with_tokens(rest);
+            let expr = parser.parse_expr().map_err(|e| {
+                SqeError::invalid(format!("time travel needs an expression after AS OF: {e}"))
+            })?;
+            let expr_end = expr_start + parser.index();
+            // The table name: words and dots right before FOR.
+            let mut name_start = i;
+            let mut k = i;
+            while k > 0 && is_space(&tokens[k - 1]) {
+                k -= 1;
+            }
+            let mut parts = Vec::new();
+            loop {
+                if k == 0 {
+                    break;
+                }
+                match &tokens[k - 1] {
+                    Token::Word(w) => {
+                        parts.push(ident(w));
+                        k -= 1;
+                        name_start = k;
+                        if k > 0 && tokens[k - 1] == Token::Period {
+                            k -= 1;
+                        } else {
+                            break;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            if parts.is_empty() {
+                return Err(SqeError::invalid(
+                    "FOR VERSION/TIMESTAMP AS OF must follow a table name",
+                ));
+            }
+            parts.reverse();
+            let n = prepared.time_travel.len();
+            prepared.time_travel.push(TimeTravel {
+                table: ObjectName::from(parts),
+                kind,
+                expr,
+            });
+            tokens.splice(
+                name_start..expr_end,
+                [
+                    marker(format!("{TIME_TRAVEL_MARKER}{n}")),
+                    Token::Whitespace(Whitespace::Space),
+                ],
+            );
+            i = name_start + 1;
+            continue;
+        }
+        // FROM 'path' / JOIN 'path'
+        if (is_keyword(&tokens[i], Keyword::FROM) || is_keyword(&tokens[i], Keyword::JOIN))
+            && let Some(j) = next_solid(&tokens, i + 1)
+            && let Token::SingleQuotedString(path) = &tokens[j]
+        {
+            let n = prepared.files.len();
+            prepared.files.push(path.clone());
+            tokens[j] = marker(format!("{FILE_MARKER}{n}"));
+            i = j + 1;
+            continue;
+        }
+        // PARTITIONED BY ( ... ) in CREATE TABLE
+        if is_create
+            && matches!(&tokens[i], Token::Word(w) if w.value.eq_ignore_ascii_case("partitioned") && w.quote_style.is_none())
+            && let Some(b) = next_solid(&tokens, i + 1)
+            && is_keyword(&tokens[b], Keyword::BY)
+            && let Some(p) = next_solid(&tokens, b + 1)
+            && tokens[p] == Token::LParen
+        {
+            let mut depth = 0usize;
+            let mut entries = vec![String::new()];
+            let mut end = None;
+            for (k, t) in tokens.iter().enumerate().skip(p) {
+                match t {
+                    Token::LParen => {
+                        depth += 1;
+                        if depth == 1 {
+                            continue;
+                        }
+                    }
+                    Token::RParen => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = Some(k);
+                            break;
+                        }
+                    }
+                    Token::Comma if depth == 1 => {
+                        entries.push(String::new());
+                        continue;
+                    }
+                    _ => {}
+                }
+                if let Some(last) = entries.last_mut() {
+                    last.push_str(&t.to_string());
+                }
+            }
+            let Some(end) = end else {
+                return Err(SqeError::invalid(
+                    "PARTITIONED BY is missing its closing parenthesis",
+                ));
+            };
+            prepared.partitioned_by = Some(
+                entries
+                    .into_iter()
+                    .map(|e| e.trim().to_string())
+                    .filter(|e| !e.is_empty())
+                    .collect(),
+            );
+            tokens.drain(i..=end);
+            continue;
+        }
+        i += 1;
+    }
+    prepared.sql = tokens.iter().map(|t| t.to_string()).collect();
+    Ok(prepared)
+}
+
+fn ident(w: &Word) -> Ident {
+    match w.quote_style {
+        Some(q) => Ident::with_quote(q, w.value.clone()),
+        None => Ident::new(w.value.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_at_top_level_semicolons_only() {
+        let parts = split_statements("SELECT ';'; SELECT 2 -- x;\n;  ").ok();
+        assert_eq!(
+            parts,
+            Some(vec!["SELECT ';'".to_string(), "SELECT 2 -- x;".to_string()])
+        );
+    }
+
+    #[test]
+    fn trino_time_travel_becomes_a_marker() {
+        let p = prepare("SELECT * FROM s.t FOR VERSION AS OF 42 AS x WHERE 1 = 1").ok();
+        let p = p.as_ref();
+        assert_eq!(
+            p.map(|p| p.sql.as_str()),
+            Some("SELECT * FROM \"__sqe_tt_0\" AS x WHERE 1 = 1")
+        );
+        assert_eq!(
+            p.map(|p| p.time_travel[0].table.to_string()),
+            Some("s.t".to_string())
+        );
+        assert_eq!(
+            p.map(|p| p.time_travel[0].expr.to_string()),
+            Some("42".to_string())
+        );
+    }
+
+    #[test]
+    fn bare_paths_and_partitioned_by() {
+        let p = prepare(
+            "CREATE TABLE t PARTITIONED BY (days(ts), bucket(16, id)) AS SELECT * FROM 'a.csv'",
+        )
+        .ok();
+        let p = p.as_ref();
+        assert_eq!(
+            p.map(|p| p.sql.as_str()),
+            Some("CREATE TABLE t  AS SELECT * FROM \"__sqe_file_0\"")
+        );
+        assert_eq!(
+            p.and_then(|p| p.partitioned_by.clone()),
+            Some(vec!["days(ts)".to_string(), "bucket(16, id)".to_string()])
+        );
+        assert_eq!(p.map(|p| p.files.clone()), Some(vec!["a.csv".to_string()]));
+    }
+}

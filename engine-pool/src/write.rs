@@ -1,0 +1,370 @@
+//! INSERT and CREATE TABLE AS: the query's rows are cast to the table's types, written as Parquet data
+//! files (split by partition), and committed as one fast-append snapshot. A write that fails leaves no
+//! snapshot, removes the files it wrote, and a failed CTAS removes its table.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef};
+use datafusion::common::Column;
+use datafusion::execution::context::SessionState;
+use datafusion::logical_expr::{Expr as DFExpr, LogicalPlan, LogicalPlanBuilder, cast, lit};
+use datafusion::physical_plan::execute_stream;
+use datafusion::scalar::ScalarValue;
+use datafusion::sql::sqlparser::ast::{CreateTable, Insert, Statement, TableObject};
+use futures::StreamExt;
+use iceberg::arrow::{
+    RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema,
+};
+use iceberg::spec::DataFileFormat;
+use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::partitioning::PartitioningWriter;
+use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
+use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
+use iceberg::{Catalog, TableIdent};
+use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
+
+use crate::catalog::sqlite::SqliteCatalog;
+use crate::engine::{Engine, normalize_ident, update_result};
+use crate::error::{from_datafusion, from_iceberg};
+use crate::types::storable_arrow_type;
+
+type QueryTables = Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>;
+
+/// Broad type families; a value may go into a column of its own family only (as in Trino, a
+/// varchar does not silently become a number).
+fn family(t: &DataType) -> u8 {
+    use DataType as D;
+    match t {
+        D::Null => 0,
+        D::Boolean => 1,
+        D::Int8 | D::Int16 | D::Int32 | D::Int64 | D::UInt8 | D::UInt16 | D::UInt32 | D::UInt64 => {
+            2
+        }
+        D::Float16
+        | D::Float32
+        | D::Float64
+        | D::Decimal32(..)
+        | D::Decimal64(..)
+        | D::Decimal128(..)
+        | D::Decimal256(..) => 2,
+        D::Utf8 | D::LargeUtf8 | D::Utf8View => 3,
+        D::Binary | D::LargeBinary | D::BinaryView | D::FixedSizeBinary(_) => 4,
+        D::Date32 | D::Date64 | D::Timestamp(..) => 5,
+        D::Time32(_) | D::Time64(_) => 6,
+        D::List(_)
+        | D::LargeList(_)
+        | D::FixedSizeList(..)
+        | D::ListView(_)
+        | D::LargeListView(_) => 7,
+        D::Struct(_) => 8,
+        D::Map(..) => 9,
+        D::Dictionary(_, v) => family(v),
+        _ => 10,
+    }
+}
+
+fn trino_name(t: &DataType) -> String {
+    use DataType as D;
+    match t {
+        D::Null => "unknown".into(),
+        D::Boolean => "boolean".into(),
+        D::Int8 => "tinyint".into(),
+        D::Int16 => "smallint".into(),
+        D::Int32 => "integer".into(),
+        D::Int64 => "bigint".into(),
+        D::Float32 => "real".into(),
+        D::Float64 => "double".into(),
+        D::Decimal128(p, s) => format!("decimal({p}, {s})"),
+        D::Utf8 | D::LargeUtf8 | D::Utf8View => "varchar".into(),
+        D::Binary | D::LargeBinary | D::BinaryView => "varbinary".into(),
+        D::FixedSizeBinary(16) => "uuid".into(),
+        D::Date32 => "date".into(),
+        D::Timestamp(_, None) => "timestamp".into(),
+        D::Timestamp(_, Some(_)) => "timestamp with time zone".into(),
+        D::Time64(_) => "time".into(),
+        D::List(_) => "array".into(),
+        D::Struct(_) => "row".into(),
+        D::Map(..) => "map".into(),
+        other => other.to_string().to_lowercase(),
+    }
+}
+
+impl Engine {
+    pub(crate) async fn insert(
+        &self,
+        session: &Session,
+        insert: Insert,
+        tables: QueryTables,
+    ) -> SqeResult<QueryResult> {
+        let TableObject::TableName(name) = &insert.table else {
+            return Err(SqeError::unsupported(
+                "INSERT INTO TABLE FUNCTION is not supported",
+            ));
+        };
+        if insert.overwrite {
+            return Err(SqeError::unsupported("INSERT OVERWRITE is not supported"));
+        }
+        let Some(source) = insert.source.clone() else {
+            return Err(SqeError::invalid("INSERT needs VALUES or a query"));
+        };
+        let (catalog_name, ident, table) = self.load(session, name).await?;
+        let (state, plan) = self.plan(session, Statement::Query(source), tables).await?;
+        let columns: Option<Vec<String>> = (!insert.columns.is_empty())
+            .then(|| insert.columns.iter().map(normalize_ident).collect());
+        let plan = cast_to_table(
+            plan,
+            &table,
+            columns.as_deref(),
+            &format!(
+                "{catalog_name}.{}.{}",
+                ident.namespace.join("."),
+                ident.name
+            ),
+        )?;
+        let rows = append(self.catalog(&catalog_name)?, &table, &state, plan).await?;
+        update_result(rows)
+    }
+
+    pub(crate) async fn create_table_as(
+        &self,
+        session: &Session,
+        ct: CreateTable,
+        partitioned_by: Option<Vec<String>>,
+        tables: QueryTables,
+    ) -> SqeResult<QueryResult> {
+        if !ct.columns.is_empty() {
+            return Err(SqeError::unsupported(
+                "CREATE TABLE AS with a column list is not supported; alias the query's columns",
+            ));
+        }
+        let Some(query) = ct.query.clone() else {
+            return Err(SqeError::internal("CREATE TABLE AS without a query"));
+        };
+        let (state, plan) = self.plan(session, Statement::Query(query), tables).await?;
+        let mut fields = Vec::new();
+        for f in plan.schema().fields() {
+            if fields.iter().any(|g: &Field| g.name() == f.name()) {
+                return Err(SqeError::invalid(format!(
+                    "column '{}' appears more than once in the query; give the columns distinct aliases",
+                    f.name()
+                )));
+            }
+            fields.push(Field::new(
+                f.name(),
+                storable_arrow_type(f.data_type())?,
+                true,
+            ));
+        }
+        let schema = arrow_schema_to_schema_auto_assign_ids(&ArrowSchema::new(fields))
+            .map_err(from_iceberg)?;
+        let Some((catalog_name, ident, table)) = self
+            .create_iceberg_table(session, &ct, schema, partitioned_by)
+            .await?
+        else {
+            return update_result(0);
+        };
+        let catalog = self.catalog(&catalog_name)?;
+        let written = match cast_to_table(plan, &table, None, &ident.name) {
+            Ok(plan) => append(catalog, &table, &state, plan).await,
+            Err(e) => Err(e),
+        };
+        match written {
+            Ok(rows) => update_result(rows),
+            Err(e) => {
+                drop_quietly(catalog, &ident).await;
+                Err(e)
+            }
+        }
+    }
+}
+
+async fn drop_quietly(catalog: &SqliteCatalog, ident: &TableIdent) {
+    if let Err(e) = catalog.purge_table(ident).await {
+        log::warn!("could not remove table {ident} after a failed CREATE TABLE AS: {e}");
+    }
+}
+
+/// Projects `plan` onto the table's columns: listed columns take the query's values in order, the
+/// others get NULL; each value is cast to the column's type after a family check.
+fn cast_to_table(
+    plan: LogicalPlan,
+    table: &Table,
+    columns: Option<&[String]>,
+    table_name: &str,
+) -> SqeResult<LogicalPlan> {
+    let iceberg_schema = table.metadata().current_schema();
+    let target = schema_to_arrow_schema(iceberg_schema).map_err(from_iceberg)?;
+    let all: Vec<String> = target.fields().iter().map(|f| f.name().clone()).collect();
+    let columns: Vec<String> = columns.map(<[String]>::to_vec).unwrap_or(all);
+    for (i, c) in columns.iter().enumerate() {
+        if target.field_with_name(c).is_err() {
+            return Err(SqeError::not_found(format!(
+                "column '{c}' does not exist in table '{table_name}'"
+            )));
+        }
+        if columns[..i].contains(c) {
+            return Err(SqeError::invalid(format!(
+                "column '{c}' is listed more than once"
+            )));
+        }
+    }
+    let source = plan.schema().clone();
+    if source.fields().len() != columns.len() {
+        return Err(SqeError::invalid(format!(
+            "INSERT into '{table_name}' has {} values per row but {} columns are expected",
+            source.fields().len(),
+            columns.len()
+        )));
+    }
+    let mut exprs = Vec::with_capacity(target.fields().len());
+    for field in target.fields() {
+        let expr = match columns.iter().position(|c| c == field.name()) {
+            Some(i) => {
+                let (qualifier, src) = source.qualified_field(i);
+                let (from, to) = (src.data_type(), field.data_type());
+                let (ff, tf) = (family(from), family(to));
+                if ff != 0 && ff != tf && !(ff == 3 && tf == 4) {
+                    return Err(SqeError::invalid(format!(
+                        "column '{}' of '{table_name}' is {} but the value is {}",
+                        field.name(),
+                        trino_name(to),
+                        trino_name(from)
+                    )));
+                }
+                cast(DFExpr::Column(Column::from((qualifier, src))), to.clone())
+            }
+            None if !field.is_nullable() => {
+                return Err(SqeError::invalid(format!(
+                    "column '{}' is NOT NULL and needs a value",
+                    field.name()
+                )));
+            }
+            None => cast(lit(ScalarValue::Null), field.data_type().clone()),
+        };
+        exprs.push(expr.alias(field.name()));
+    }
+    LogicalPlanBuilder::from(plan)
+        .project(exprs)
+        .and_then(|b| b.build())
+        .map_err(from_datafusion)
+}
+
+/// Writes the rows of `plan` into `table` and commits them as one snapshot. Returns the row count.
+async fn append(
+    catalog: &Arc<SqliteCatalog>,
+    table: &Table,
+    state: &SessionState,
+    plan: LogicalPlan,
+) -> SqeResult<u64> {
+    let prefix = uuid::Uuid::now_v7().to_string();
+    let result = write_and_commit(catalog, table, state, plan, &prefix).await;
+    if result.is_err() {
+        remove_written_files(table.metadata().location(), &prefix);
+    }
+    result
+}
+
+async fn write_and_commit(
+    catalog: &Arc<SqliteCatalog>,
+    table: &Table,
+    state: &SessionState,
+    plan: LogicalPlan,
+    prefix: &str,
+) -> SqeResult<u64> {
+    let metadata = table.metadata();
+    let iceberg_schema = metadata.current_schema().clone();
+    let arrow_schema: SchemaRef =
+        Arc::new(schema_to_arrow_schema(&iceberg_schema).map_err(from_iceberg)?);
+    let props = metadata.table_properties().map_err(from_iceberg)?;
+    let parquet = ParquetWriterBuilder::from_table_properties(&props, iceberg_schema.clone());
+    let rolling = RollingFileWriterBuilder::new(
+        parquet,
+        props.write_target_file_size_bytes,
+        table.file_io().clone(),
+        DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?,
+        DefaultFileNameGenerator::new(prefix.to_string(), None, DataFileFormat::Parquet),
+    );
+    let builder = DataFileWriterBuilder::new(rolling);
+
+    let physical = state
+        .create_physical_plan(&plan)
+        .await
+        .map_err(from_datafusion)?;
+    let mut stream = execute_stream(physical, state.task_ctx()).map_err(from_datafusion)?;
+    let spec = metadata.default_partition_spec().clone();
+    let mut rows = 0u64;
+    let files = if spec.is_unpartitioned() {
+        let mut writer = UnpartitionedWriter::new(builder);
+        while let Some(batch) = stream.next().await {
+            let batch = with_schema(batch.map_err(from_datafusion)?, &arrow_schema)?;
+            rows += batch.num_rows() as u64;
+            writer.write(batch).await.map_err(from_iceberg)?;
+        }
+        writer.close().await.map_err(from_iceberg)?
+    } else {
+        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
+            iceberg_schema.clone(),
+            spec,
+        )
+        .map_err(from_iceberg)?;
+        let mut writer = FanoutWriter::new(builder);
+        while let Some(batch) = stream.next().await {
+            let batch = with_schema(batch.map_err(from_datafusion)?, &arrow_schema)?;
+            rows += batch.num_rows() as u64;
+            for (key, part) in splitter.split(&batch).map_err(from_iceberg)? {
+                writer.write(key, part).await.map_err(from_iceberg)?;
+            }
+        }
+        writer.close().await.map_err(from_iceberg)?
+    };
+    if files.is_empty() {
+        return Ok(0);
+    }
+    let tx = Transaction::new(table);
+    let tx = tx
+        .fast_append()
+        .add_data_files(files)
+        .apply(tx)
+        .map_err(from_iceberg)?;
+    tx.commit(catalog.as_ref() as &dyn Catalog)
+        .await
+        .map_err(from_iceberg)?;
+    Ok(rows)
+}
+
+/// The batch under the table's Arrow schema (with Iceberg field ids), which the writer needs.
+fn with_schema(batch: RecordBatch, schema: &SchemaRef) -> SqeResult<RecordBatch> {
+    RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| {
+        SqeError::internal(format!("write batch does not match the table schema: {e}"))
+    })
+}
+
+/// Removes data files this write created (their names start with `prefix`).
+fn remove_written_files(table_location: &str, prefix: &str) {
+    let root = table_location
+        .strip_prefix("file://")
+        .unwrap_or(table_location);
+    fn walk(dir: &Path, prefix: &str) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, prefix);
+            } else if entry.file_name().to_string_lossy().starts_with(prefix) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    walk(&Path::new(root).join("data"), prefix);
+}

@@ -1,0 +1,125 @@
+//! One error type for every front end. Each protocol maps [`ErrorCode`] to its own wire code with an
+//! exhaustive `match`, so a new code forces a decision everywhere.
+
+use std::fmt;
+
+/// Longest message sent to a client; longer text is cut (the full text stays in the log).
+const MAX_MESSAGE_LEN: usize = 4096;
+
+/// Protocol-neutral classification of a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// Malformed SQL, a type error, a bad argument: the caller can fix the statement.
+    InvalidInput,
+    /// A table, schema, catalog, column or file that does not exist.
+    NotFound,
+    /// Something with that name exists already.
+    AlreadyExists,
+    /// A valid request the engine does not support (yet).
+    Unsupported,
+    /// A concurrent change won the race (e.g. an Iceberg commit conflict that retries did not resolve).
+    Conflict,
+    /// The caller is not allowed to do this.
+    PermissionDenied,
+    /// The caller could not be identified.
+    Unauthenticated,
+    /// Out of memory, too many queries, a queue timeout.
+    ResourceExhausted,
+    /// The query was cancelled.
+    Cancelled,
+    /// A failure of a dependency (object store, catalog service) rather than of the request.
+    External,
+    /// A bug or an unexpected state; its text is not sent to clients.
+    Internal,
+}
+
+impl ErrorCode {
+    /// A stable name for logs and wire protocols that carry a textual code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidInput => "INVALID_INPUT",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::AlreadyExists => "ALREADY_EXISTS",
+            ErrorCode::Unsupported => "NOT_SUPPORTED",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::PermissionDenied => "PERMISSION_DENIED",
+            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            ErrorCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            ErrorCode::Cancelled => "CANCELLED",
+            ErrorCode::External => "EXTERNAL",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+}
+
+/// An error with a code and a message fit for the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqeError {
+    code: ErrorCode,
+    message: String,
+}
+
+pub type SqeResult<T> = Result<T, SqeError>;
+
+impl SqeError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        let mut message: String = message.into();
+        if message.len() > MAX_MESSAGE_LEN {
+            let mut cut = MAX_MESSAGE_LEN;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push_str("…");
+        }
+        Self { code, message }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidInput, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn already_exists(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::AlreadyExists, message)
+    }
+
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unsupported, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for SqeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SqeError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_capped_on_a_char_boundary() {
+        let err = SqeError::invalid("é".repeat(MAX_MESSAGE_LEN));
+        assert!(err.message().len() <= MAX_MESSAGE_LEN + "…".len());
+        assert!(err.message().ends_with('…'));
+    }
+}

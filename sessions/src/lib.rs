@@ -1,0 +1,48 @@
+//! The protocol-neutral core every SQE front end shares: who is asking ([`Principal`], [`Credential`]),
+//! the state of their conversation ([`Session`]), the one call every protocol makes ([`QueryService`]),
+//! and the one error type with a code each protocol maps exhaustively ([`SqeError`], [`ErrorCode`]).
+//!
+//! Nothing here knows about a wire protocol or about DataFusion.
+
+mod error;
+mod session;
+
+pub use error::{ErrorCode, SqeError, SqeResult};
+pub use session::{Credential, Principal, Session, SessionUpdate};
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use futures::stream::BoxStream;
+
+/// A stream of result batches; an error ends it.
+pub type BatchStream = BoxStream<'static, SqeResult<RecordBatch>>;
+
+/// What one statement produced.
+pub struct QueryResult {
+    /// The schema of the batches in `batches` (for statements that return no rows, an empty schema).
+    pub schema: SchemaRef,
+    /// The rows, streamed.
+    pub batches: BatchStream,
+    /// Rows written by INSERT / CTAS, when the statement was a write.
+    pub update_count: Option<u64>,
+    /// Session state the statement changed (`USE`), for the caller to apply and, where a protocol
+    /// reports such changes (Trino's `X-Trino-Set-Catalog`), to report.
+    pub session_update: Option<SessionUpdate>,
+}
+
+impl std::fmt::Debug for QueryResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryResult")
+            .field("schema", &self.schema)
+            .field("update_count", &self.update_count)
+            .field("session_update", &self.session_update)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The one call every protocol makes. Implemented by the engine; protocols depend only on this trait.
+#[async_trait::async_trait]
+pub trait QueryService: Send + Sync {
+    /// Runs exactly one SQL statement as `session`'s principal.
+    async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult>;
+}

@@ -1,0 +1,110 @@
+//! The caller and the state of their conversation with SQE.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Who runs the query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub roles: Vec<String>,
+}
+
+impl Principal {
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            roles: Vec::new(),
+        }
+    }
+}
+
+/// The caller's own credential (a bearer token), passed on to catalogs and object stores.
+/// Its `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential(String);
+
+impl Credential {
+    pub fn bearer(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    /// The secret itself, for the one place that sends it on.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credential(***)")
+    }
+}
+
+/// A conversation: one per shell, Flight SQL session or Trino client.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub id: String,
+    pub principal: Principal,
+    pub credential: Option<Credential>,
+    pub catalog: String,
+    pub schema: String,
+    /// IANA name or offset; `UTC` unless the client says otherwise.
+    pub time_zone: String,
+    pub properties: BTreeMap<String, String>,
+}
+
+impl Session {
+    pub fn new(
+        principal: Principal,
+        catalog: impl Into<String>,
+        schema: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            principal,
+            credential: None,
+            catalog: catalog.into(),
+            schema: schema.into(),
+            time_zone: "UTC".to_string(),
+            properties: BTreeMap::new(),
+        }
+    }
+
+    pub fn apply(&mut self, update: &SessionUpdate) {
+        if let Some(catalog) = &update.catalog {
+            self.catalog.clone_from(catalog);
+        }
+        if let Some(schema) = &update.schema {
+            self.schema.clone_from(schema);
+        }
+    }
+}
+
+/// A change a statement made to its session (`USE catalog.schema`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionUpdate {
+    pub catalog: Option<String>,
+    pub schema: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_debug_hides_the_token() {
+        let c = Credential::bearer("s3cr3t");
+        assert_eq!(format!("{c:?}"), "Credential(***)");
+    }
+
+    #[test]
+    fn use_updates_only_what_it_names() {
+        let mut s = Session::new(Principal::new("u"), "iceberg", "default");
+        s.apply(&SessionUpdate {
+            catalog: None,
+            schema: Some("s".into()),
+        });
+        assert_eq!((s.catalog.as_str(), s.schema.as_str()), ("iceberg", "s"));
+    }
+}
