@@ -4,9 +4,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
 use datafusion::datasource::file_format::options::JsonReadOptions;
+use datafusion::functions::expr_fn::nullif;
+use datafusion::logical_expr::{cast, ident, lit};
 use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionContext};
 use sqe_sessions::{SqeError, SqeResult};
 
@@ -214,7 +217,47 @@ pub async fn file_table(
                     }
                 }
             }
-            ctx.read_csv(paths, opts).await
+            match opts.null_regex.clone() {
+                // DataFusion 53 honours `null_regex` only while inferring the schema, not while
+                // reading: read every column as text, then turn the null string into NULL and cast
+                // to the inferred type.
+                Some(_) => {
+                    let inferred = ctx
+                        .read_csv(paths.clone(), opts.clone())
+                        .await
+                        .map_err(from_datafusion)?;
+                    let inferred = inferred.schema().as_arrow().clone();
+                    let text = Schema::new(
+                        inferred
+                            .fields()
+                            .iter()
+                            .map(|f| Field::new(f.name(), DataType::Utf8, true))
+                            .collect::<Vec<_>>(),
+                    );
+                    let null_text = options
+                        .iter()
+                        .find(|(k, _)| k == "nullstr" || k == "null")
+                        .map(|(_, v)| v.as_str().to_string())
+                        .unwrap_or_default();
+                    let raw = ctx
+                        .read_csv(paths, opts.schema(&text))
+                        .await
+                        .map_err(from_datafusion)?;
+                    let exprs: Vec<_> = inferred
+                        .fields()
+                        .iter()
+                        .map(|f| {
+                            cast(
+                                nullif(ident(f.name()), lit(null_text.clone())),
+                                f.data_type().clone(),
+                            )
+                            .alias(f.name())
+                        })
+                        .collect();
+                    raw.select(exprs)
+                }
+                None => ctx.read_csv(paths, opts).await,
+            }
         }
         FileFormat::Json => {
             let ext = extension_filter(&first, ".json", compression);

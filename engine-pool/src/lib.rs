@@ -13,4 +13,4 @@ pub mod types;
 mod write;
 
 pub use engine::{Engine, EngineConfig};
-pub use prepass::split_statements;
+pub use prepass::{is_incomplete, split_statements};

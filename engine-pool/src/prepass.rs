@@ -78,30 +78,74 @@ fn next_solid(tokens: &[Token], mut i: usize) -> Option<usize> {
     None
 }
 
-/// Splits a script into statements at top-level semicolons (quotes and comments respected).
-pub fn split_statements(sql: &str) -> SqeResult<Vec<String>> {
-    let tokens = tokenize(sql)?;
+/// Splits a script into statements at top-level semicolons. Quotes and comments are respected; it
+/// never fails: an unterminated quote runs to the end and that statement then fails on its own.
+pub fn split_statements(sql: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
-    for t in tokens {
-        if t == Token::SemiColon {
-            push_statement(&mut out, &mut current);
-        } else {
-            current.push_str(&t.to_string());
+    let mut chars = sql.chars().peekable();
+    let mut only_comments = true;
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' | '`' => {
+                only_comments = false;
+                current.push(c);
+                while let Some(d) = chars.next() {
+                    current.push(d);
+                    if d == c {
+                        // A doubled quote is an escaped quote inside the literal.
+                        if chars.peek() == Some(&c) {
+                            current.extend(chars.next());
+                            continue;
+                        }
+                        break;
+                    }
+                }
+            }
+            '-' if chars.peek() == Some(&'-') => {
+                current.push(c);
+                for d in chars.by_ref() {
+                    current.push(d);
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                current.push(c);
+                let mut prev = ' ';
+                for d in chars.by_ref() {
+                    current.push(d);
+                    if prev == '*' && d == '/' {
+                        break;
+                    }
+                    prev = d;
+                }
+            }
+            ';' => {
+                let text = std::mem::take(&mut current);
+                if !only_comments && !text.trim().is_empty() {
+                    out.push(text.trim().to_string());
+                }
+                only_comments = true;
+            }
+            _ => {
+                if !c.is_whitespace() {
+                    only_comments = false;
+                }
+                current.push(c);
+            }
         }
     }
-    push_statement(&mut out, &mut current);
-    Ok(out)
+    if !only_comments && !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
 }
 
-fn push_statement(out: &mut Vec<String>, current: &mut String) {
-    let text = std::mem::take(current);
-    let only_comments = tokenize(&text)
-        .map(|ts| ts.iter().all(|t| matches!(t, Token::Whitespace(_))))
-        .unwrap_or(false);
-    if !text.trim().is_empty() && !only_comments {
-        out.push(text.trim().to_string());
-    }
+/// True when `sql` ends inside a quote or block comment (the shell then reads another line).
+pub fn is_incomplete(sql: &str) -> bool {
+    tokenize(sql).is_err()
 }
 
 pub fn prepare(sql: &str) -> SqeResult<Prepared> {
@@ -243,8 +287,71 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
         }
         i += 1;
     }
+    if is_create || next_solid(&tokens, 0).is_some_and(|i| is_keyword(&tokens[i], Keyword::ALTER)) {
+        trino_type_constructors(&mut tokens);
+    }
     prepared.sql = tokens.iter().map(|t| t.to_string()).collect();
     Ok(prepared)
+}
+
+/// Trino spells nested types `array(T)`, `map(K, V)`, `row(a T, …)`; the parser knows `ARRAY<T>`,
+/// `MAP(K, V)` and `STRUCT<a T>`. Rewritten in column definitions only: stops at a top-level `AS`
+/// (the query of a CREATE TABLE AS, where `map(...)` is a function).
+fn trino_type_constructors(tokens: &mut Vec<Token>) {
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut depth = 0usize;
+    // Depths of the parentheses turned into angle brackets.
+    let mut converted: Vec<usize> = Vec::new();
+    let mut stopped = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = tokens[i].clone();
+        i += 1;
+        if stopped {
+            out.push(t);
+            continue;
+        }
+        match &t {
+            Token::Word(w) if depth == 0 && w.keyword == Keyword::AS && w.quote_style.is_none() => {
+                stopped = true;
+                out.push(t);
+            }
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && matches!(w.keyword, Keyword::ARRAY | Keyword::ROW)
+                    && next_solid(tokens, i).is_some_and(|j| tokens[j] == Token::LParen) =>
+            {
+                out.push(if w.keyword == Keyword::ROW {
+                    Token::make_keyword("STRUCT")
+                } else {
+                    t.clone()
+                });
+                if let Some(j) = next_solid(tokens, i) {
+                    i = j + 1;
+                }
+                out.push(Token::Lt);
+                depth += 1;
+                converted.push(depth);
+            }
+            Token::LParen => {
+                depth += 1;
+                out.push(t);
+            }
+            Token::RParen => {
+                if converted.last() == Some(&depth) {
+                    converted.pop();
+                    // `>` then a space, so that two closings never lex as `>>`.
+                    out.push(Token::Gt);
+                    out.push(Token::Whitespace(Whitespace::Space));
+                } else {
+                    out.push(t);
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ => out.push(t),
+        }
+    }
+    *tokens = out;
 }
 
 fn ident(w: &Word) -> Ident {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
-use sqe_engine::{Engine, EngineConfig, split_statements};
+use sqe_engine::{Engine, EngineConfig, is_incomplete, split_statements};
 use sqe_sessions::{Principal, QueryService, Session, SqeError};
 
 use crate::args::{Args, Format};
@@ -111,13 +111,7 @@ async fn run(args: Args) -> Result<bool, String> {
 
 impl Shell {
     async fn run_script(&mut self, sql: &str, stop_on_error: bool) -> bool {
-        let statements = match split_statements(sql) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("Error: {e}");
-                return false;
-            }
-        };
+        let statements = split_statements(sql);
         let mut ok = true;
         for statement in statements {
             let result = if statement.starts_with('.') {
@@ -296,6 +290,6 @@ fn statement_complete(buffer: &str) -> bool {
     if !trimmed.ends_with(';') {
         return false;
     }
-    // A ';' inside an open quote or comment does not end the statement: the tokenizer fails there.
-    split_statements(trimmed).is_ok()
+    // A ';' inside an open quote or comment does not end the statement.
+    !is_incomplete(trimmed)
 }

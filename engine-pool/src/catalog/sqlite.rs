@@ -544,7 +544,20 @@ impl Catalog for SqliteCatalog {
     async fn purge_table(&self, ident: &TableIdent) -> Result<()> {
         let table = self.load_table(ident).await?;
         self.drop_table(ident).await?;
-        iceberg::drop_table_data(&table).await
+        iceberg::drop_table_data(&table).await?;
+        // A table directory inside the warehouse belongs to this table alone: remove what is left
+        // (empty folders, files of aborted writes). Locations elsewhere are not ours to delete.
+        let location = table.metadata().location();
+        let dir = Path::new(location.strip_prefix("file://").unwrap_or(location));
+        if dir.starts_with(&self.warehouse) && dir != self.warehouse && dir.is_dir() {
+            std::fs::remove_dir_all(dir).map_err(|e| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!("removing {}: {e}", dir.display()),
+                )
+            })?;
+        }
+        Ok(())
     }
 
     async fn table_exists(&self, ident: &TableIdent) -> Result<bool> {
