@@ -18,7 +18,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::parser::{CopyToSource, DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, Statement, TableAlias, TableFactor,
     TableFunctionArgs, Value, VisitMut, VisitorMut,
@@ -144,7 +144,6 @@ impl Engine {
         let mut config = self.state.config().clone();
         config.options_mut().catalog.default_catalog = session.catalog.clone();
         config.options_mut().catalog.default_schema = session.schema.clone();
-        config.options_mut().execution.time_zone = Some(session.time_zone.clone());
         let mut builder =
             SessionStateBuilder::new_from_existing(self.state.clone()).with_config(config);
         if !tables.is_empty() {
@@ -168,12 +167,18 @@ impl Engine {
             list.register_catalog(QUERY_CATALOG.to_string(), query_catalog);
             builder = builder.with_catalog_list(list);
         }
-        Ok(builder.build())
+        let mut state = builder.build();
+        // Fixes now()/current_timestamp for the statement (DataFusion folds them to this instant).
+        state.mark_start_execution();
+        Ok(state)
     }
 
     /// Runs one statement.
     pub async fn run(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         let prepared = prepare(sql)?;
+        if starts_with_word(&prepared.sql, "copy") {
+            return self.copy_to(session, &prepared).await;
+        }
         let mut statements = Parser::parse_sql(&GenericDialect {}, &prepared.sql).map_err(|e| {
             SqeError::invalid(format!(
                 "syntax error: {}",
@@ -228,6 +233,38 @@ impl Engine {
         }
     }
 
+    /// `COPY (query) TO 'file'`: DataFusion's own statement, which writes a file.
+    async fn copy_to(&self, session: &Session, prepared: &Prepared) -> SqeResult<QueryResult> {
+        let mut statements = DFParser::parse_sql_with_dialect(&prepared.sql, &GenericDialect {})
+            .map_err(from_datafusion)?;
+        let (Some(DFStatement::CopyTo(mut copy)), None) =
+            (statements.pop_front(), statements.pop_front())
+        else {
+            return Err(SqeError::invalid(
+                "expected one COPY (query) TO 'path' statement",
+            ));
+        };
+        let tables = match &mut copy.source {
+            CopyToSource::Query(query) => {
+                let mut statement = Statement::Query(query.clone());
+                let tables = self
+                    .resolve_relations(session, &mut statement, prepared)
+                    .await?;
+                if let Statement::Query(q) = statement {
+                    *query = q;
+                }
+                tables
+            }
+            CopyToSource::Relation(_) => Vec::new(),
+        };
+        let state = self.state_for(session, tables)?;
+        let plan = state
+            .statement_to_plan(DFStatement::CopyTo(copy))
+            .await
+            .map_err(from_datafusion)?;
+        self.stream_plan(state, plan).await
+    }
+
     /// Plans a query (or EXPLAIN) with DataFusion and streams its result.
     async fn run_query(
         &self,
@@ -236,6 +273,10 @@ impl Engine {
         tables: QueryTables,
     ) -> SqeResult<QueryResult> {
         let (state, plan) = self.plan(session, statement, tables).await?;
+        self.stream_plan(state, plan).await
+    }
+
+    async fn stream_plan(&self, state: SessionState, plan: LogicalPlan) -> SqeResult<QueryResult> {
         let df = DataFrame::new(state, plan);
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
         let stream = df.execute_stream().await.map_err(from_datafusion)?;
@@ -443,6 +484,13 @@ impl Engine {
             ))),
         }
     }
+}
+
+fn starts_with_word(sql: &str, word: &str) -> bool {
+    sql.trim_start()
+        .get(..word.len())
+        .is_some_and(|w| w.eq_ignore_ascii_case(word))
+        && sql.trim_start()[word.len()..].starts_with(|c: char| c.is_whitespace() || c == '(')
 }
 
 fn unreachable_statement<T>() -> SqeResult<T> {

@@ -75,10 +75,50 @@ pub async fn scan_provider(
 ) -> DFResult<Arc<dyn TableProvider>> {
     let provider = match snapshot_id {
         Some(id) => IcebergStaticTableProvider::try_new_from_table_snapshot(table, id).await,
-        None => IcebergStaticTableProvider::try_new_from_table(table).await,
+        None => {
+            let table = read_with_current_schema(table).map_err(df_err)?;
+            IcebergStaticTableProvider::try_new_from_table(table).await
+        }
     }
     .map_err(df_err)?;
     Ok(Arc::new(provider))
+}
+
+/// iceberg-rust scans the current snapshot with the schema that snapshot was written with, so after
+/// `ALTER TABLE` (before the next write) a renamed or added column is "not found". Reading the
+/// current table must use the current schema; columns still resolve by field id, so pointing the
+/// current snapshot at the current schema is exactly the read Trino and Spark do.
+fn read_with_current_schema(table: Table) -> iceberg::Result<Table> {
+    let metadata = table.metadata();
+    let current_schema = metadata.current_schema_id();
+    let Some(snapshot) = metadata.current_snapshot() else {
+        return Ok(table);
+    };
+    if snapshot.schema_id().is_none_or(|id| id == current_schema) {
+        return Ok(table);
+    }
+    let snapshot_id = snapshot.snapshot_id();
+    let invalid = |e: serde_json::Error| {
+        iceberg::Error::new(ErrorKind::DataInvalid, format!("table metadata: {e}"))
+    };
+    let mut json = serde_json::to_value(metadata).map_err(invalid)?;
+    if let Some(snapshots) = json.get_mut("snapshots").and_then(|s| s.as_array_mut()) {
+        for s in snapshots {
+            if s.get("snapshot-id").and_then(|v| v.as_i64()) == Some(snapshot_id) {
+                s["schema-id"] = serde_json::Value::from(current_schema);
+            }
+        }
+    }
+    let metadata: iceberg::spec::TableMetadata = serde_json::from_value(json).map_err(invalid)?;
+    let mut builder = Table::builder()
+        .identifier(table.identifier().clone())
+        .metadata(metadata)
+        .file_io(table.file_io().clone())
+        .runtime(iceberg::Runtime::try_current()?);
+    if let Some(location) = table.metadata_location() {
+        builder = builder.metadata_location(location.to_string());
+    }
+    builder.build()
 }
 
 #[async_trait]

@@ -1,0 +1,159 @@
+"""Interoperability between SQE and pyiceberg on one shared warehouse.
+
+SQE (`sqe-cli --embedded --warehouse DIR`) keeps its catalog in DIR/catalog.db
+in pyiceberg's SqlCatalog layout, so pyiceberg's SqlCatalog pointed at the same
+file must see SQE's tables, and SQE must see pyiceberg's.
+
+Run from the repository root:
+    pip install -r tests/clients/requirements.txt
+    pytest -q tests/clients/test_pyiceberg_interop.py
+The CLI binary is taken from $SQE_CLI (default: target/debug/sqe-cli).
+"""
+
+import csv
+import io
+import os
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
+
+SQE_CLI = os.environ.get("SQE_CLI", "/work/main/target/debug/sqe-cli")
+
+
+def sqe(warehouse: Path, sql: str) -> list[list[str]]:
+    """Run `sql` with sqe-cli on `warehouse`; return the CSV output as rows (header first)."""
+    result = subprocess.run(
+        [SQE_CLI, "--embedded", "--warehouse", str(warehouse), "-f", "csv", "-e", sql],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, (
+        f"sqe-cli failed (exit {result.returncode}) running:\n{sql}\n"
+        f"stderr:\n{result.stderr}\nstdout:\n{result.stdout}"
+    )
+    return list(csv.reader(io.StringIO(result.stdout)))
+
+
+def catalog(warehouse: Path) -> SqlCatalog:
+    return SqlCatalog(
+        "iceberg",
+        uri=f"sqlite:///{warehouse}/catalog.db",
+        warehouse=f"file://{warehouse}",
+    )
+
+
+def rows(table: pa.Table, *columns: str) -> list[tuple]:
+    """The table's rows as sorted tuples of the given columns."""
+    data = table.select(list(columns)).to_pylist()
+    return sorted(tuple(row[c] for c in columns) for row in data)
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    if not Path(SQE_CLI).is_file():
+        pytest.skip(f"sqe-cli binary not found at {SQE_CLI} (set SQE_CLI)")
+    return tmp_path
+
+
+def test_pyiceberg_reads_unpartitioned_table_written_by_sqe(warehouse):
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.t (id bigint, v varchar); "
+        "INSERT INTO s.t VALUES (3, 'three'), (1, 'one'), (2, 'two')",
+    )
+
+    table = catalog(warehouse).load_table("s.t").scan().to_arrow()
+
+    assert rows(table, "id", "v") == [(1, "one"), (2, "two"), (3, "three")]
+
+
+def test_pyiceberg_reads_partitioned_table_written_by_sqe(warehouse):
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.t (id bigint, v varchar, ts timestamp) "
+        "WITH (partitioning = ARRAY['day(ts)', 'bucket(id, 4)']); "
+        "INSERT INTO s.t VALUES "
+        "(1, 'a', TIMESTAMP '2024-01-01 10:00:00'), "
+        "(2, 'b', TIMESTAMP '2024-01-02 11:30:00'), "
+        "(3, 'c', TIMESTAMP '2024-01-02 23:59:59'), "
+        "(4, 'd', TIMESTAMP '2024-03-15 00:00:00')",
+    )
+    expected = [
+        (1, "a", datetime(2024, 1, 1, 10, 0, 0)),
+        (2, "b", datetime(2024, 1, 2, 11, 30, 0)),
+        (3, "c", datetime(2024, 1, 2, 23, 59, 59)),
+        (4, "d", datetime(2024, 3, 15, 0, 0, 0)),
+    ]
+
+    table = catalog(warehouse).load_table("s.t")
+    spec_fields = [(f.name, str(f.transform)) for f in table.spec().fields]
+    assert [t for _, t in spec_fields] == ["day", "bucket[4]"], spec_fields
+
+    assert rows(table.scan().to_arrow(), "id", "v", "ts") == expected
+    # pyiceberg prunes data files by projecting the filter onto the partition
+    # values SQE recorded, so these also check SQE's bucket and day values.
+    filtered = table.scan(row_filter=EqualTo("id", 2)).to_arrow()
+    assert rows(filtered, "id", "v", "ts") == [expected[1]]
+    jan_2 = And(
+        GreaterThanOrEqual("ts", "2024-01-02T00:00:00"),
+        LessThan("ts", "2024-01-03T00:00:00"),
+    )
+    filtered = table.scan(row_filter=jan_2).to_arrow()
+    assert rows(filtered, "id", "v", "ts") == expected[1:3]
+
+
+def test_sqe_and_pyiceberg_read_each_others_writes(warehouse):
+    py = catalog(warehouse)
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+    # pyiceberg creates and fills a table; SQE reads it.
+    py.create_namespace("py")
+    py_table = py.create_table("py.people", schema=schema)
+    py_table.append(pa.table({"id": [2, 1], "name": ["bob", "alice"]}, schema=schema))
+
+    assert sqe(warehouse, "SELECT id, name FROM py.people ORDER BY id") == [
+        ["id", "name"],
+        ["1", "alice"],
+        ["2", "bob"],
+    ]
+
+    # SQE creates a table; pyiceberg appends to it; SQE sees old and new rows.
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.t (id bigint, name varchar); "
+        "INSERT INTO s.t VALUES (1, 'sqe-1'), (2, 'sqe-2')",
+    )
+    sqe_table = py.load_table("s.t")
+    sqe_table.append(pa.table({"id": [3], "name": ["py-3"]}, schema=schema))
+
+    assert sqe(warehouse, "SELECT id, name FROM s.t ORDER BY id") == [
+        ["id", "name"],
+        ["1", "sqe-1"],
+        ["2", "sqe-2"],
+        ["3", "py-3"],
+    ]
+
+    # SQE inserts into the pyiceberg-created table; pyiceberg sees every row.
+    sqe(warehouse, "INSERT INTO py.people VALUES (3, 'carol')")
+
+    people = py.load_table("py.people").scan().to_arrow()
+    assert rows(people, "id", "name") == [(1, "alice"), (2, "bob"), (3, "carol")]
+
+
+def test_sqe_opens_catalog_created_by_pyiceberg(warehouse):
+    # pyiceberg creates catalog.db before SQE has ever touched the warehouse.
+    py = catalog(warehouse)
+    py.create_namespace("ns")
+    py.create_table("ns.items", schema=pa.schema([("id", pa.int64())]))
+    assert (warehouse / "catalog.db").is_file()
+
+    assert sqe(warehouse, "SHOW TABLES FROM ns") == [["Table"], ["items"]]
