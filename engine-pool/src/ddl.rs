@@ -250,7 +250,7 @@ fn create_schema(ct: &CreateTable) -> SqeResult<Schema> {
                 "column '{name}' is specified more than once"
             )));
         }
-        let id = ids.next();
+        let id = ids.fresh();
         let ty = sql_to_iceberg(&col.data_type, &mut ids)?;
         let required = col
             .options

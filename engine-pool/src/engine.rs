@@ -32,7 +32,7 @@ use sqe_sessions::{QueryResult, QueryService, Session, SqeError, SqeResult};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
 use crate::catalog::sqlite::SqliteCatalog;
 use crate::error::{from_datafusion, from_iceberg};
-use crate::files::{FileFormat, OptionValue, file_table};
+use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
 
 /// The catalog that holds per-query tables (time travel, file functions); never listed.
@@ -180,10 +180,14 @@ impl Engine {
             return self.copy_to(session, &prepared).await;
         }
         let mut statements = Parser::parse_sql(&GenericDialect {}, &prepared.sql).map_err(|e| {
-            SqeError::invalid(format!(
-                "syntax error: {}",
-                e.to_string().trim_start_matches("sql parser error: ")
-            ))
+            let text = e.to_string();
+            let text = text.trim_start_matches("sql parser error: ");
+            let position = if text.contains(" at Line: ") {
+                ""
+            } else {
+                " at the end of the statement"
+            };
+            SqeError::invalid(format!("syntax error: {text}{position}"))
         })?;
         let statement = match statements.len() {
             1 => statements.remove(0),
@@ -537,7 +541,7 @@ enum RelationJob {
     FileFunction {
         format: FileFormat,
         paths: Vec<String>,
-        options: Vec<(String, OptionValue)>,
+        options: FileOptions,
     },
 }
 
@@ -570,7 +574,7 @@ fn literal(expr: &Expr) -> Option<OptionValue> {
 fn file_function_args(
     name: &str,
     args: &TableFunctionArgs,
-) -> SqeResult<(Vec<String>, Vec<(String, OptionValue)>)> {
+) -> SqeResult<(Vec<String>, FileOptions)> {
     let mut paths = Vec::new();
     let mut options = Vec::new();
     for (i, arg) in args.args.iter().enumerate() {

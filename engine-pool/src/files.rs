@@ -99,6 +99,9 @@ impl OptionValue {
     }
 }
 
+/// Named options of a file function, in the order written.
+pub type FileOptions = Vec<(String, OptionValue)>;
+
 fn has_glob(path: &str) -> bool {
     path.contains(['*', '?', '['])
 }
@@ -148,7 +151,7 @@ pub async fn file_table(
     ctx: &SessionContext,
     format: FileFormat,
     paths: Vec<String>,
-    options: Vec<(String, OptionValue)>,
+    options: FileOptions,
 ) -> SqeResult<Arc<dyn TableProvider>> {
     let Some(first) = paths.first().cloned() else {
         return Err(SqeError::invalid(format!(

@@ -215,10 +215,7 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
             });
             tokens.splice(
                 name_start..expr_end,
-                [
-                    marker(format!("{TIME_TRAVEL_MARKER}{n}")),
-                    Token::Whitespace(Whitespace::Space),
-                ],
+                [marker(format!("{TIME_TRAVEL_MARKER}{n}"))],
             );
             i = name_start + 1;
             continue;
@@ -367,10 +364,14 @@ mod tests {
 
     #[test]
     fn splits_at_top_level_semicolons_only() {
-        let parts = split_statements("SELECT ';'; SELECT 2 -- x;\n;  ").ok();
+        let parts = split_statements("SELECT ';'; SELECT 2 -- x;\n;  -- only a comment\n");
         assert_eq!(
             parts,
-            Some(vec!["SELECT ';'".to_string(), "SELECT 2 -- x;".to_string()])
+            vec!["SELECT ';'".to_string(), "SELECT 2 -- x;".to_string()]
+        );
+        assert_eq!(
+            split_statements("SELECT 'it''s;'; SELECT 'open"),
+            vec!["SELECT 'it''s;'", "SELECT 'open"]
         );
     }
 

@@ -16,7 +16,7 @@ use sqe_sessions::{SqeError, SqeResult};
 pub struct FieldIds(i32);
 
 impl FieldIds {
-    pub fn next(&mut self) -> i32 {
+    pub fn fresh(&mut self) -> i32 {
         self.0 += 1;
         self.0
     }
@@ -88,14 +88,14 @@ pub fn sql_to_iceberg(ty: &SqlType, ids: &mut FieldIds) -> SqeResult<Type> {
             | ArrayElemTypeDef::SquareBracket(inner, _)
             | ArrayElemTypeDef::Parenthesis(inner),
         ) => {
-            let id = ids.next();
+            let id = ids.fresh();
             let element = sql_to_iceberg(inner, ids)?;
             Ok(Type::List(ListType::new(Arc::new(
                 NestedField::list_element(id, element, false),
             ))))
         }
         SqlType::Map(k, v) => {
-            let (kid, vid) = (ids.next(), ids.next());
+            let (kid, vid) = (ids.fresh(), ids.fresh());
             let key = sql_to_iceberg(k, ids)?;
             let value = sql_to_iceberg(v, ids)?;
             Ok(Type::Map(MapType::new(
@@ -118,7 +118,7 @@ fn struct_type(fields: &[StructField], ids: &mut FieldIds) -> SqeResult<Type> {
             .as_ref()
             .map(|n| n.value.clone())
             .unwrap_or_else(|| format!("field{}", i + 1));
-        let id = ids.next();
+        let id = ids.fresh();
         let ty = sql_to_iceberg(&f.field_type, ids)?;
         out.push(Arc::new(NestedField::optional(id, name, ty)));
     }

@@ -70,7 +70,7 @@ impl SqeError {
                 cut -= 1;
             }
             message.truncate(cut);
-            message.push_str("…");
+            message.push('…');
         }
         Self { code, message }
     }

@@ -22,7 +22,9 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
 
-SQE_CLI = os.environ.get("SQE_CLI", "/work/main/target/debug/sqe-cli")
+SQE_CLI = os.environ.get(
+    "SQE_CLI", str(Path(__file__).resolve().parents[2] / "target" / "debug" / "sqe-cli")
+)
 
 
 def sqe(warehouse: Path, sql: str) -> list[list[str]]:
@@ -57,7 +59,7 @@ def rows(table: pa.Table, *columns: str) -> list[tuple]:
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Path:
     if not Path(SQE_CLI).is_file():
-        pytest.skip(f"sqe-cli binary not found at {SQE_CLI} (set SQE_CLI)")
+        pytest.fail(f"sqe-cli binary not found at {SQE_CLI} (build it, or set SQE_CLI)")
     return tmp_path
 
 

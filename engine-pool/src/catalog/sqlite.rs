@@ -294,6 +294,18 @@ impl SqliteCatalog {
         updates: Vec<TableUpdate>,
     ) -> Result<Table> {
         let current = self.load_table(ident).await?;
+        self.commit_on(current, requirements, updates).await
+    }
+
+    /// The compare-and-swap itself, from `current` as the commit's base.
+    async fn commit_on(
+        &self,
+        current: Table,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        let ident = current.identifier().clone();
+        let ident = &ident;
         for requirement in &requirements {
             requirement.check(Some(current.metadata()))?;
         }
@@ -632,3 +644,112 @@ impl Catalog for SqliteCatalog {
 
 /// Shared handle.
 pub type SqliteCatalogRef = Arc<SqliteCatalog>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Catalogs written by older tools have no `iceberg_type` column; SQE adds it (pyiceberg needs it)
+    /// and treats the existing rows as tables.
+    #[tokio::test]
+    async fn opens_a_catalog_without_iceberg_type() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        {
+            let conn =
+                Connection::open(dir.path().join(CATALOG_FILE)).unwrap_or_else(|e| panic!("{e}"));
+            conn.execute_batch(
+                "CREATE TABLE iceberg_tables (catalog_name VARCHAR(255) NOT NULL, table_namespace VARCHAR(255) NOT NULL,
+                   table_name VARCHAR(255) NOT NULL, metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000),
+                   PRIMARY KEY (catalog_name, table_namespace, table_name));
+                 INSERT INTO iceberg_tables VALUES ('iceberg', 'old', 'legacy', '/nowhere/v1.metadata.json', NULL);",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let catalog = SqliteCatalog::open("iceberg", dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            catalog.table_names("old").ok(),
+            Some(vec!["legacy".to_string()])
+        );
+        assert_eq!(
+            catalog.namespace_names().ok(),
+            Some(vec!["default".to_string(), "old".to_string()])
+        );
+        let conn = catalog.conn().unwrap_or_else(|e| panic!("{e}"));
+        let has_column: bool = conn
+            .prepare(
+                "SELECT 1 FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
+            )
+            .and_then(|mut s| s.exists([]))
+            .unwrap_or(false);
+        assert!(has_column);
+    }
+
+    /// A commit whose base is no longer current is refused as a retryable conflict, and the
+    /// metadata file it wrote is removed.
+    #[tokio::test]
+    async fn stale_commit_is_a_retryable_conflict() {
+        use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let catalog = SqliteCatalog::open("iceberg", dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let schema = Schema::builder()
+            .with_fields(vec![Arc::new(NestedField::optional(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Long),
+            ))])
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ns = NamespaceIdent::new("default".to_string());
+        let base = catalog
+            .create_table(
+                &ns,
+                TableCreation::builder()
+                    .name("t".to_string())
+                    .schema(schema)
+                    .build(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let props = |v: &str| {
+            vec![TableUpdate::SetProperties {
+                updates: HashMap::from([("k".to_string(), v.to_string())]),
+            }]
+        };
+        let ident = base.identifier().clone();
+        let metadata_dir = dir
+            .path()
+            .canonicalize()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .join("default/t/metadata");
+        let files = || {
+            std::fs::read_dir(&metadata_dir)
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+
+        catalog
+            .commit_on(base.clone(), vec![], props("first"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let before = files();
+        let lost = catalog.commit_on(base, vec![], props("second")).await;
+        let err = lost
+            .err()
+            .unwrap_or_else(|| panic!("a stale commit must fail"));
+        assert_eq!(err.kind(), ErrorKind::CatalogCommitConflicts);
+        assert!(err.retryable());
+        assert_eq!(
+            files(),
+            before,
+            "the loser's metadata file must not stay behind"
+        );
+        let current = catalog
+            .load_table(&ident)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            current.metadata().properties().get("k").map(String::as_str),
+            Some("first")
+        );
+    }
+}
