@@ -39,6 +39,44 @@ pub struct Prepared {
     pub partitioned_by: Option<Vec<String>>,
 }
 
+/// Tokens with the exact text each was written as.
+fn tokenize_with_text(sql: &str) -> SqeResult<(Vec<Token>, Vec<String>)> {
+    let spanned = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|e| {
+            SqeError::invalid(format!("syntax error: {}", e.message.trim()) + &location(&e))
+        })?;
+    // Byte offset of each line start; token columns count characters from 1.
+    let mut line_starts = vec![0usize];
+    line_starts.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
+    let offset = |line: u64, column: u64| -> usize {
+        let start = line_starts
+            .get((line.max(1) - 1) as usize)
+            .copied()
+            .unwrap_or(sql.len());
+        sql[start..]
+            .char_indices()
+            .nth((column.max(1) - 1) as usize)
+            .map(|(i, _)| start + i)
+            .unwrap_or(sql.len())
+    };
+    let starts: Vec<usize> = spanned
+        .iter()
+        .map(|t| offset(t.span.start.line, t.span.start.column))
+        .collect();
+    let mut tokens = Vec::with_capacity(spanned.len());
+    let mut texts = Vec::with_capacity(spanned.len());
+    for (i, t) in spanned.into_iter().enumerate() {
+        if t.token == Token::EOF {
+            continue;
+        }
+        let end = starts.get(i + 1).copied().unwrap_or(sql.len());
+        texts.push(sql.get(starts[i]..end).unwrap_or_default().to_string());
+        tokens.push(t.token);
+    }
+    Ok((tokens, texts))
+}
+
 pub fn tokenize(sql: &str) -> SqeResult<Vec<Token>> {
     Tokenizer::new(&GenericDialect {}, sql)
         .tokenize()
@@ -149,7 +187,9 @@ pub fn is_incomplete(sql: &str) -> bool {
 }
 
 pub fn prepare(sql: &str) -> SqeResult<Prepared> {
-    let mut tokens = tokenize(sql)?;
+    // Each token with its original text: rewrites replace tokens, everything else is kept exactly as
+    // written (a token's Display does not re-escape quotes inside literals and identifiers).
+    let (mut tokens, mut texts) = tokenize_with_text(sql)?;
     let mut prepared = Prepared::default();
     let is_create = next_solid(&tokens, 0).is_some_and(|i| is_keyword(&tokens[i], Keyword::CREATE));
     let mut i = 0;
@@ -213,10 +253,9 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
                 kind,
                 expr,
             });
-            tokens.splice(
-                name_start..expr_end,
-                [marker(format!("{TIME_TRAVEL_MARKER}{n}"))],
-            );
+            let replacement = marker(format!("{TIME_TRAVEL_MARKER}{n}"));
+            texts.splice(name_start..expr_end, [replacement.to_string()]);
+            tokens.splice(name_start..expr_end, [replacement]);
             i = name_start + 1;
             continue;
         }
@@ -228,6 +267,7 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
             let n = prepared.files.len();
             prepared.files.push(path.clone());
             tokens[j] = marker(format!("{FILE_MARKER}{n}"));
+            texts[j] = tokens[j].to_string();
             i = j + 1;
             continue;
         }
@@ -242,7 +282,7 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
             let mut depth = 0usize;
             let mut entries = vec![String::new()];
             let mut end = None;
-            for (k, t) in tokens.iter().enumerate().skip(p) {
+            for (k, (t, text)) in tokens.iter().zip(&texts).enumerate().skip(p) {
                 match t {
                     Token::LParen => {
                         depth += 1;
@@ -264,7 +304,7 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
                     _ => {}
                 }
                 if let Some(last) = entries.last_mut() {
-                    last.push_str(&t.to_string());
+                    last.push_str(text);
                 }
             }
             let Some(end) = end else {
@@ -280,75 +320,80 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
                     .collect(),
             );
             tokens.drain(i..=end);
+            texts.drain(i..=end);
             continue;
         }
         i += 1;
     }
     if is_create || next_solid(&tokens, 0).is_some_and(|i| is_keyword(&tokens[i], Keyword::ALTER)) {
-        trino_type_constructors(&mut tokens);
+        trino_type_constructors(&mut tokens, &mut texts);
     }
-    prepared.sql = tokens.iter().map(|t| t.to_string()).collect();
+    prepared.sql = texts.concat();
     Ok(prepared)
 }
 
 /// Trino spells nested types `array(T)`, `map(K, V)`, `row(a T, …)`; the parser knows `ARRAY<T>`,
 /// `MAP(K, V)` and `STRUCT<a T>`. Rewritten in column definitions only: stops at a top-level `AS`
 /// (the query of a CREATE TABLE AS, where `map(...)` is a function).
-fn trino_type_constructors(tokens: &mut Vec<Token>) {
-    let mut out = Vec::with_capacity(tokens.len());
+fn trino_type_constructors(tokens: &mut Vec<Token>, texts: &mut Vec<String>) {
+    let mut out: Vec<(Token, String)> = Vec::with_capacity(tokens.len());
+    let new = |t: Token| {
+        let text = t.to_string();
+        (t, text)
+    };
     let mut depth = 0usize;
     // Depths of the parentheses turned into angle brackets.
     let mut converted: Vec<usize> = Vec::new();
     let mut stopped = false;
     let mut i = 0;
     while i < tokens.len() {
-        let t = tokens[i].clone();
+        let original = (tokens[i].clone(), texts.get(i).cloned().unwrap_or_default());
         i += 1;
         if stopped {
-            out.push(t);
+            out.push(original);
             continue;
         }
-        match &t {
+        match &original.0 {
             Token::Word(w) if depth == 0 && w.keyword == Keyword::AS && w.quote_style.is_none() => {
                 stopped = true;
-                out.push(t);
+                out.push(original);
             }
             Token::Word(w)
                 if w.quote_style.is_none()
                     && matches!(w.keyword, Keyword::ARRAY | Keyword::ROW)
                     && next_solid(tokens, i).is_some_and(|j| tokens[j] == Token::LParen) =>
             {
-                out.push(if w.keyword == Keyword::ROW {
-                    Token::make_keyword("STRUCT")
+                if w.keyword == Keyword::ROW {
+                    out.push(new(Token::make_keyword("STRUCT")));
                 } else {
-                    t.clone()
-                });
+                    out.push(original.clone());
+                }
                 if let Some(j) = next_solid(tokens, i) {
                     i = j + 1;
                 }
-                out.push(Token::Lt);
+                out.push(new(Token::Lt));
                 depth += 1;
                 converted.push(depth);
             }
             Token::LParen => {
                 depth += 1;
-                out.push(t);
+                out.push(original);
             }
             Token::RParen => {
                 if converted.last() == Some(&depth) {
                     converted.pop();
                     // `>` then a space, so that two closings never lex as `>>`.
-                    out.push(Token::Gt);
-                    out.push(Token::Whitespace(Whitespace::Space));
+                    out.push(new(Token::Gt));
+                    out.push(new(Token::Whitespace(Whitespace::Space)));
                 } else {
-                    out.push(t);
+                    out.push(original);
                 }
                 depth = depth.saturating_sub(1);
             }
-            _ => out.push(t),
+            _ => out.push(original),
         }
     }
-    *tokens = out;
+    (*tokens, *texts) = out.into_iter().unzip();
 }
 
 fn ident(w: &Word) -> Ident {
@@ -390,6 +435,16 @@ mod tests {
         assert_eq!(
             p.map(|p| p.time_travel[0].expr.to_string()),
             Some("42".to_string())
+        );
+    }
+
+    #[test]
+    fn quotes_inside_literals_and_identifiers_survive() {
+        let sql = "SELECT 'it''s', \"we\"\"ird\" FROM \"t\" FOR VERSION AS OF 1 WHERE x = 'a''b'";
+        let p = prepare(sql).ok();
+        assert_eq!(
+            p.map(|p| p.sql),
+            Some("SELECT 'it''s', \"we\"\"ird\" FROM \"__sqe_tt_0\" WHERE x = 'a''b'".to_string())
         );
     }
 

@@ -1,0 +1,193 @@
+//! `sqe.toml`, layered: built-in defaults < the file < `SQE_SECTION__KEY` environment variables.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub catalog: CatalogConfig,
+    pub auth: AuthConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address every listener binds.
+    pub host: IpAddr,
+    /// Trino HTTP port (0 picks a free one).
+    pub http_port: u16,
+    /// Refuse insecure combinations at startup.
+    pub production_mode: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CatalogConfig {
+    /// Warehouse of the default catalog.
+    pub warehouse: PathBuf,
+    /// Name of the default catalog.
+    pub name: String,
+    /// More warehouses, each mounted as its own catalog.
+    pub mounts: Vec<Mount>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Mount {
+    pub name: String,
+    pub warehouse: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Let requests without credentials in, as the user they name. Only on loopback addresses.
+    pub allow_anonymous: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: IpAddr::from([127, 0, 0, 1]),
+            http_port: 8080,
+            production_mode: false,
+        }
+    }
+}
+
+impl Default for CatalogConfig {
+    fn default() -> Self {
+        Self {
+            warehouse: sqe_engine::EngineConfig::default_warehouse(),
+            name: "iceberg".into(),
+            mounts: Vec::new(),
+        }
+    }
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            allow_anonymous: true,
+        }
+    }
+}
+
+/// Parses an environment value as TOML (number, boolean, array…), else takes it as a string.
+fn env_value(raw: &str) -> toml::Value {
+    match format!("v = {raw}").parse::<toml::Table>() {
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+impl Config {
+    /// Loads `path` (or only defaults), then applies `SQE_SECTION__KEY` overrides from `env`.
+    pub fn load(
+        path: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, String> {
+        let mut table = match path {
+            Some(p) => std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?
+                .parse::<toml::Table>()
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+            None => toml::Table::new(),
+        };
+        for (key, value) in env {
+            let Some(rest) = key.strip_prefix("SQE_") else {
+                continue;
+            };
+            let Some((section, field)) = rest.split_once("__") else {
+                continue;
+            };
+            let section = table
+                .entry(section.to_ascii_lowercase())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let toml::Value::Table(section) = section else {
+                return Err(format!("{key}: [{}] is not a section", rest));
+            };
+            section.insert(field.to_ascii_lowercase(), env_value(&value));
+        }
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("invalid configuration: {}", e.message()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses combinations that would expose data.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.server.host.is_loopback() {
+            // No authenticator is configurable in this build: serving another address would let anyone in.
+            return Err(format!(
+                "refusing to listen on {}: without an authenticator SQE serves loopback addresses only",
+                self.server.host
+            ));
+        }
+        if self.server.production_mode && self.auth.allow_anonymous {
+            return Err("production_mode = true forbids auth.allow_anonymous = true".into());
+        }
+        if !self.auth.allow_anonymous {
+            return Err("auth.allow_anonymous = false needs an authenticator, and none is configurable in this build".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_config_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sqe.toml.example");
+        let config = Config::load(Some(&path), Vec::new());
+        assert!(config.is_ok(), "{config:?}");
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let env = vec![
+            ("SQE_SERVER__HTTP_PORT".to_string(), "9999".to_string()),
+            ("SQE_CATALOG__NAME".to_string(), "lake".to_string()),
+            ("HOME".to_string(), "/x".to_string()),
+        ];
+        let config = Config::load(None, env).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (config.server.http_port, config.catalog.name.as_str()),
+            (9999, "lake")
+        );
+    }
+
+    #[test]
+    fn unsafe_settings_are_refused() {
+        let open = vec![("SQE_SERVER__HOST".to_string(), "0.0.0.0".to_string())];
+        assert_eq!(
+            Config::load(None, open).err().as_deref(),
+            Some(
+                "refusing to listen on 0.0.0.0: without an authenticator SQE serves loopback addresses only"
+            )
+        );
+        let prod = vec![(
+            "SQE_SERVER__PRODUCTION_MODE".to_string(),
+            "true".to_string(),
+        )];
+        assert_eq!(
+            Config::load(None, prod).err().as_deref(),
+            Some("production_mode = true forbids auth.allow_anonymous = true")
+        );
+        let typo = vec![("SQE_SERVER__HTTP_PROT".to_string(), "1".to_string())];
+        assert!(
+            Config::load(None, typo)
+                .err()
+                .is_some_and(|e| e.contains("http_prot"))
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! The gateway: loads the configuration, opens the engine, and serves each protocol on its listener.
+//! Protocols see only the `QueryService` trait; this crate is where the engine is wired in.
+
+mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+pub use config::Config;
+use sqe_engine::{Engine, EngineConfig};
+use sqe_trino::{TrinoConfig, TrinoService};
+
+/// Command-line arguments of `sqe-server`.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "sqe-server",
+    version,
+    about = "SQE server: Trino HTTP in front of the SQE engine"
+)]
+pub struct Args {
+    /// Configuration file (see sqe.toml.example). Without it: the default warehouse on 127.0.0.1.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+fn expand_home(path: &std::path::Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+pub fn main(args: Args) -> ExitCode {
+    let config = match Config::load(args.config.as_deref(), std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sqe-server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sqe-server: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sqe-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs until SIGINT or SIGTERM, then stops accepting and lets running requests finish.
+pub async fn serve(config: Config) -> Result<(), String> {
+    let mut catalogs = vec![(
+        config.catalog.name.clone(),
+        expand_home(&config.catalog.warehouse),
+    )];
+    catalogs.extend(
+        config
+            .catalog
+            .mounts
+            .iter()
+            .map(|m| (m.name.clone(), expand_home(&m.warehouse))),
+    );
+    let engine = Arc::new(Engine::open(EngineConfig { catalogs }).map_err(|e| e.to_string())?);
+    let trino = TrinoService::new(
+        engine.clone(),
+        TrinoConfig {
+            default_catalog: engine.default_catalog().to_string(),
+            default_schema: "default".into(),
+            impersonators: Vec::new(),
+        },
+    );
+    let app = Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route("/ready", get(|| async { "ready" }))
+        .merge(sqe_trino::router(trino));
+    let listener =
+        tokio::net::TcpListener::bind(SocketAddr::new(config.server.host, config.server.http_port))
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot listen on {}:{}: {e}",
+                    config.server.host, config.server.http_port
+                )
+            })?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // Tests and scripts read this line to find the port.
+    println!("sqe-server: trino http listening on {addr}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

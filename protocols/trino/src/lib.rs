@@ -1,0 +1,617 @@
+//! The Trino HTTP protocol: `POST /v1/statement` starts a query, the client follows `nextUri` to
+//! page through results fed from the engine's batch stream, `DELETE` on `nextUri` cancels.
+//!
+//! Each request carries its session in headers (user, catalog, schema, session properties, prepared
+//! statements); the protocol turns them into a [`Session`] and calls the [`QueryService`]. It knows
+//! nothing of the engine, and never looks at a credential: an authentication layer in front of it
+//! puts the caller's [`Principal`] (and credential) into the request extensions.
+
+mod statements;
+pub mod types;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::Schema;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use sqe_sessions::{
+    Credential, ErrorCode, Principal, QueryService, Session, SessionUpdate, SqeError,
+};
+use tokio::sync::mpsc;
+
+use crate::statements::{ClientStatement, parse_prepared_header, resolve};
+
+/// How long one GET waits for rows before answering "still running".
+const PAGE_WAIT: Duration = Duration::from_millis(500);
+/// Rows per page at most.
+const PAGE_ROWS: usize = 4096;
+/// Queries nobody polled for this long are dropped.
+const ABANDONED_AFTER: Duration = Duration::from_secs(300);
+
+/// Defaults for requests that name no catalog or schema.
+#[derive(Debug, Clone)]
+pub struct TrinoConfig {
+    pub default_catalog: String,
+    pub default_schema: String,
+    /// Principals allowed to run as another user (`X-Trino-User` different from themselves).
+    pub impersonators: Vec<String>,
+}
+
+/// What the query task hands to the pages.
+enum Event {
+    Started {
+        schema: Arc<Schema>,
+        update_count: Option<u64>,
+        session_update: Option<SessionUpdate>,
+    },
+    Batch(arrow::array::RecordBatch),
+    Failed(SqeError),
+}
+
+struct Query {
+    id: String,
+    user: String,
+    started: Instant,
+    events: tokio::sync::Mutex<QueryPages>,
+    task: tokio::task::JoinHandle<()>,
+    /// Header changes this query reports (PREPARE/DEALLOCATE are answered without the engine).
+    headers: Vec<(HeaderName, String)>,
+    update_type: Option<String>,
+}
+
+struct QueryPages {
+    rx: mpsc::Receiver<Event>,
+    token: u64,
+    columns: Option<Value>,
+    update_count: Option<u64>,
+    session_update: Option<SessionUpdate>,
+    rows: u64,
+    last_seen: Instant,
+    /// The last page sent, repeated if the client asks for the same token again (a retry).
+    last_page: Option<(u64, Value)>,
+}
+
+pub struct TrinoService {
+    service: Arc<dyn QueryService>,
+    config: TrinoConfig,
+    queries: Mutex<HashMap<String, Arc<Query>>>,
+    sequence: AtomicU64,
+}
+
+impl TrinoService {
+    pub fn new(service: Arc<dyn QueryService>, config: TrinoConfig) -> Arc<Self> {
+        Arc::new(Self {
+            service,
+            config,
+            queries: Mutex::new(HashMap::new()),
+            sequence: AtomicU64::new(0),
+        })
+    }
+
+    fn next_id(&self) -> String {
+        let n = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        let suffix: String = uuid::Uuid::new_v4()
+            .simple()
+            .to_string()
+            .chars()
+            .take(5)
+            .collect();
+        format!(
+            "{}_{n:05}_{suffix}",
+            chrono::Utc::now().format("%Y%m%d_%H%M%S")
+        )
+    }
+
+    fn queries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Query>>> {
+        self.queries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn sweep(&self) {
+        let now = Instant::now();
+        let mut queries = self.queries();
+        let stale: Vec<String> = queries
+            .iter()
+            .filter(|(_, q)| {
+                q.events
+                    .try_lock()
+                    .is_ok_and(|p| now.duration_since(p.last_seen) > ABANDONED_AFTER)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            if let Some(q) = queries.remove(&id) {
+                q.task.abort();
+            }
+        }
+    }
+
+    /// The ids and users of running queries (for a registry view and tests).
+    pub fn running(&self) -> Vec<(String, String)> {
+        self.queries()
+            .values()
+            .map(|q| (q.id.clone(), q.user.clone()))
+            .collect()
+    }
+}
+
+/// The Trino routes, to be mounted in the gateway's HTTP server.
+pub fn router(trino: Arc<TrinoService>) -> Router {
+    Router::new()
+        .route("/v1/statement", post(post_statement))
+        .route(
+            "/v1/statement/executing/{id}/{token}",
+            get(get_page).delete(cancel),
+        )
+        .route(
+            "/v1/statement/queued/{id}/{token}",
+            get(get_page).delete(cancel),
+        )
+        .route("/v1/info", get(info))
+        .with_state(trino)
+}
+
+async fn info() -> Json<Value> {
+    Json(json!({
+        "nodeVersion": {"version": format!("sqe-{}", env!("CARGO_PKG_VERSION"))},
+        "environment": "sqe",
+        "coordinator": true,
+        "starting": false,
+        "uptime": "0.00s",
+    }))
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// A protocol-level failure before any query exists: plain text with an HTTP status.
+fn reject(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, message.into()).into_response()
+}
+
+fn base_url(headers: &HeaderMap) -> String {
+    let host = header(headers, "host").unwrap_or("127.0.0.1");
+    let scheme = header(headers, "x-forwarded-proto").unwrap_or("http");
+    format!("{scheme}://{host}")
+}
+
+/// Trino's error triple for each code. Exhaustive: a new code must be placed here.
+fn trino_error(e: &SqeError) -> (&'static str, i64, &'static str) {
+    match e.code() {
+        ErrorCode::InvalidInput if e.message().starts_with("syntax error") => {
+            ("SYNTAX_ERROR", 1, "USER_ERROR")
+        }
+        ErrorCode::InvalidInput => ("GENERIC_USER_ERROR", 0, "USER_ERROR"),
+        ErrorCode::NotFound => ("NOT_FOUND", 5, "USER_ERROR"),
+        ErrorCode::AlreadyExists => ("ALREADY_EXISTS", 12, "USER_ERROR"),
+        ErrorCode::Unsupported => ("NOT_SUPPORTED", 13, "USER_ERROR"),
+        ErrorCode::Conflict => ("TRANSACTION_CONFLICT", 17, "USER_ERROR"),
+        ErrorCode::PermissionDenied => ("PERMISSION_DENIED", 4, "USER_ERROR"),
+        ErrorCode::Unauthenticated => ("PERMISSION_DENIED", 4, "USER_ERROR"),
+        ErrorCode::Cancelled => ("USER_CANCELED", 3, "USER_ERROR"),
+        ErrorCode::ResourceExhausted => (
+            "GENERIC_INSUFFICIENT_RESOURCES",
+            131_072,
+            "INSUFFICIENT_RESOURCES",
+        ),
+        ErrorCode::External => ("GENERIC_EXTERNAL_ERROR", 16_777_216, "EXTERNAL"),
+        ErrorCode::Internal => ("GENERIC_INTERNAL_ERROR", 65_536, "INTERNAL_ERROR"),
+    }
+}
+
+fn stats(state: &str, started: Instant, rows: u64) -> Value {
+    let elapsed = started.elapsed().as_millis() as u64;
+    json!({
+        "state": state,
+        "queued": state == "QUEUED",
+        "scheduled": state != "QUEUED",
+        "nodes": 1,
+        "totalSplits": 0, "queuedSplits": 0, "runningSplits": 0, "completedSplits": 0,
+        "cpuTimeMillis": elapsed, "wallTimeMillis": elapsed, "queuedTimeMillis": 0, "elapsedTimeMillis": elapsed,
+        "processedRows": rows, "processedBytes": 0, "physicalInputBytes": 0, "peakMemoryBytes": 0, "spilledBytes": 0,
+    })
+}
+
+fn error_body(id: &str, base: &str, started: Instant, e: &SqeError) -> Value {
+    let (name, code, kind) = trino_error(e);
+    json!({
+        "id": id,
+        "infoUri": format!("{base}/ui/query.html?{id}"),
+        "stats": stats("FAILED", started, 0),
+        "error": {
+            "message": e.message(),
+            "errorCode": code,
+            "errorName": name,
+            "errorType": kind,
+            "failureInfo": {"type": name, "message": e.message(), "suppressed": [], "stack": []},
+        },
+        "warnings": [],
+    })
+}
+
+/// The session a request describes.
+fn session_from(
+    headers: &HeaderMap,
+    config: &TrinoConfig,
+    principal: Principal,
+    credential: Option<Credential>,
+) -> Session {
+    let catalog = header(headers, "x-trino-catalog")
+        .unwrap_or(&config.default_catalog)
+        .to_string();
+    let schema = header(headers, "x-trino-schema")
+        .unwrap_or(&config.default_schema)
+        .to_string();
+    let mut session = Session::new(principal, catalog, schema);
+    session.credential = credential;
+    if let Some(tz) = header(headers, "x-trino-time-zone") {
+        session.time_zone = tz.to_string();
+    }
+    for value in headers
+        .get_all("x-trino-session")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+    {
+        for pair in value.split(',') {
+            if let Some((k, v)) = pair.split_once('=') {
+                let v = urlencoding::decode(v.trim())
+                    .map(|s| s.into_owned())
+                    .unwrap_or_default();
+                session.properties.insert(k.trim().to_string(), v);
+            }
+        }
+    }
+    if let Some(source) = header(headers, "x-trino-source") {
+        session.properties.insert("source".into(), source.into());
+    }
+    session
+}
+
+/// Trino's update type for a statement, from its first words.
+fn update_type(sql: &str) -> Option<String> {
+    let words: Vec<String> = sql
+        .split_whitespace()
+        .take(2)
+        .map(|w| w.to_ascii_uppercase())
+        .collect();
+    let first = words.first()?.as_str();
+    Some(match first {
+        "INSERT" => "INSERT".into(),
+        "CREATE" | "DROP" | "ALTER" => {
+            format!("{first} {}", words.get(1).map(String::as_str).unwrap_or(""))
+                .trim()
+                .to_string()
+        }
+        "USE" => "USE".into(),
+        _ => return None,
+    })
+}
+
+async fn post_statement(
+    State(trino): State<Arc<TrinoService>>,
+    principal: Option<Extension<Principal>>,
+    credential: Option<Extension<Credential>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    trino.sweep();
+    let header_user =
+        header(&headers, "x-trino-user").or_else(|| header(&headers, "x-presto-user"));
+    let principal = match (principal, header_user) {
+        (Some(Extension(p)), Some(user))
+            if p.name != user && !trino.config.impersonators.contains(&p.name) =>
+        {
+            return reject(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Access Denied: user {} cannot impersonate user {user}",
+                    p.name
+                ),
+            );
+        }
+        (Some(Extension(p)), Some(user)) if p.name != user => Principal::new(user),
+        (Some(Extension(p)), _) => p,
+        (None, Some(user)) => Principal::new(user),
+        (None, None) => return reject(StatusCode::BAD_REQUEST, "X-Trino-User must be set"),
+    };
+    let sql = body.trim();
+    if sql.is_empty() {
+        return reject(StatusCode::BAD_REQUEST, "SQL statement is empty");
+    }
+    let session = session_from(
+        &headers,
+        &trino.config,
+        principal,
+        credential.map(|Extension(c)| c),
+    );
+    let user = session.principal.name.clone();
+    let base = base_url(&headers);
+    let id = trino.next_id();
+    let started = Instant::now();
+    let prepared_values: Vec<&str> = headers
+        .get_all("x-trino-prepared-statement")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let prepared = parse_prepared_header(&prepared_values);
+
+    let (tx, rx) = mpsc::channel(2);
+    let mut extra_headers = Vec::new();
+    let mut update = update_type(sql);
+    let task = match resolve(sql, &prepared) {
+        Err(message) => {
+            let e = SqeError::invalid(message);
+            return (StatusCode::OK, Json(error_body(&id, &base, started, &e))).into_response();
+        }
+        Ok(ClientStatement::Prepare { name, sql }) => {
+            extra_headers.push((
+                HeaderName::from_static("x-trino-added-prepare"),
+                format!("{name}={}", urlencoding::encode(&sql)),
+            ));
+            update = Some("PREPARE".into());
+            tokio::spawn(async move {
+                let _ = tx
+                    .send(Event::Started {
+                        schema: Arc::new(Schema::empty()),
+                        update_count: None,
+                        session_update: None,
+                    })
+                    .await;
+            })
+        }
+        Ok(ClientStatement::Deallocate(name)) => {
+            extra_headers.push((HeaderName::from_static("x-trino-deallocated-prepare"), name));
+            update = Some("DEALLOCATE".into());
+            tokio::spawn(async move {
+                let _ = tx
+                    .send(Event::Started {
+                        schema: Arc::new(Schema::empty()),
+                        update_count: None,
+                        session_update: None,
+                    })
+                    .await;
+            })
+        }
+        Ok(ClientStatement::Run(sql)) => {
+            let service = trino.service.clone();
+            tokio::spawn(async move {
+                let mut result = match service.execute(&session, &sql).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = tx.send(Event::Failed(e)).await;
+                        return;
+                    }
+                };
+                let started = Event::Started {
+                    schema: result.schema.clone(),
+                    update_count: result.update_count,
+                    session_update: result.session_update.take(),
+                };
+                if tx.send(started).await.is_err() {
+                    return;
+                }
+                while let Some(batch) = result.batches.next().await {
+                    let event = match batch {
+                        Ok(b) => Event::Batch(b),
+                        Err(e) => Event::Failed(e),
+                    };
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+            })
+        }
+    };
+    let query = Arc::new(Query {
+        id: id.clone(),
+        user,
+        started,
+        events: tokio::sync::Mutex::new(QueryPages {
+            rx,
+            token: 0,
+            columns: None,
+            update_count: None,
+            session_update: None,
+            rows: 0,
+            last_seen: Instant::now(),
+            last_page: None,
+        }),
+        task,
+        headers: extra_headers,
+        update_type: update,
+    });
+    trino.queries().insert(id.clone(), query.clone());
+    let body = json!({
+        "id": id,
+        "infoUri": format!("{base}/ui/query.html?{id}"),
+        "nextUri": format!("{base}/v1/statement/queued/{id}/1"),
+        "stats": stats("QUEUED", started, 0),
+        "warnings": [],
+    });
+    Json(body).into_response()
+}
+
+async fn get_page(
+    State(trino): State<Arc<TrinoService>>,
+    Path((id, token)): Path<(String, u64)>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(query) = trino.queries().get(&id).cloned() else {
+        return reject(StatusCode::NOT_FOUND, format!("query {id} not found"));
+    };
+    let base = base_url(&headers);
+    let mut pages = query.events.lock().await;
+    pages.last_seen = Instant::now();
+    if let Some((t, page)) = &pages.last_page
+        && *t == token
+    {
+        return respond(&query, &pages, page.clone());
+    }
+    if token != pages.token + 1 {
+        return reject(
+            StatusCode::GONE,
+            format!("token {token} of query {id} is not the next page"),
+        );
+    }
+    pages.token = token;
+
+    let mut data: Vec<Value> = Vec::new();
+    let mut failure = None;
+    let mut finished = false;
+    let deadline = tokio::time::Instant::now() + PAGE_WAIT;
+    while data.len() < PAGE_ROWS {
+        let event = match tokio::time::timeout_at(deadline, pages.rx.recv()).await {
+            Err(_) => break,
+            Ok(None) => {
+                finished = true;
+                break;
+            }
+            Ok(Some(e)) => e,
+        };
+        match event {
+            Event::Started {
+                schema,
+                update_count,
+                session_update,
+            } => {
+                pages.columns = Some(if schema.fields().is_empty() {
+                    json!([{"name": "result", "type": "boolean", "typeSignature": {"rawType": "boolean", "arguments": []}}])
+                } else {
+                    types::columns(&schema)
+                });
+                if schema.fields().is_empty() {
+                    data.push(json!([true]));
+                }
+                pages.update_count = update_count;
+                pages.session_update = session_update;
+            }
+            Event::Batch(batch) => {
+                pages.rows += batch.num_rows() as u64;
+                data.extend(types::rows(&batch));
+                if !data.is_empty() {
+                    // Send what we have rather than wait for a full page.
+                    if tokio::time::Instant::now() + Duration::from_millis(50) > deadline {
+                        break;
+                    }
+                }
+            }
+            Event::Failed(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+
+    let page = if let Some(e) = failure {
+        error_body(&query.id, &base, query.started, &e)
+    } else {
+        let state = if finished { "FINISHED" } else { "RUNNING" };
+        let mut body = json!({
+            "id": query.id,
+            "infoUri": format!("{base}/ui/query.html?{}", query.id),
+            "stats": stats(state, query.started, pages.rows),
+            "warnings": [],
+        });
+        if let Some(columns) = &pages.columns {
+            body["columns"] = columns.clone();
+        }
+        if !data.is_empty() {
+            body["data"] = Value::Array(data);
+        }
+        if !finished {
+            body["nextUri"] = json!(format!(
+                "{base}/v1/statement/executing/{}/{}",
+                query.id,
+                token + 1
+            ));
+        }
+        if let Some(t) = &query.update_type {
+            body["updateType"] = json!(t);
+        }
+        if let Some(n) = pages.update_count {
+            body["updateCount"] = json!(n);
+        }
+        body
+    };
+    let done = page.get("nextUri").is_none();
+    pages.last_page = Some((token, page.clone()));
+    let response = respond(&query, &pages, page);
+    if done {
+        drop(pages);
+        trino.queries().remove(&query.id);
+    }
+    response
+}
+
+fn respond(query: &Query, pages: &QueryPages, page: Value) -> Response {
+    let mut response = Json(page).into_response();
+    let headers = response.headers_mut();
+    let mut set = |name: &'static str, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(HeaderName::from_static(name), v);
+        }
+    };
+    if let Some(update) = &pages.session_update {
+        if let Some(c) = &update.catalog {
+            set("x-trino-set-catalog", c);
+        }
+        if let Some(s) = &update.schema {
+            set("x-trino-set-schema", s);
+        }
+    }
+    for (name, value) in &query.headers {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(name.clone(), v);
+        }
+    }
+    response
+}
+
+async fn cancel(
+    State(trino): State<Arc<TrinoService>>,
+    Path((id, _token)): Path<(String, u64)>,
+) -> StatusCode {
+    match trino.queries().remove(&id) {
+        Some(query) => {
+            query.task.abort();
+            StatusCode::NO_CONTENT
+        }
+        None => StatusCode::NOT_FOUND,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_types_follow_trino() {
+        assert_eq!(
+            update_type("insert into t values (1)").as_deref(),
+            Some("INSERT")
+        );
+        assert_eq!(
+            update_type("CREATE TABLE t (a int)").as_deref(),
+            Some("CREATE TABLE")
+        );
+        assert_eq!(update_type("SELECT 1"), None);
+    }
+
+    #[test]
+    fn syntax_errors_are_trino_syntax_errors() {
+        let e = SqeError::invalid("syntax error: Expected: an expression");
+        assert_eq!(trino_error(&e), ("SYNTAX_ERROR", 1, "USER_ERROR"));
+    }
+}

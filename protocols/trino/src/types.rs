@@ -1,0 +1,288 @@
+//! Arrow types and values in Trino's wire form: the type name, its `typeSignature`, and the JSON a
+//! Trino client expects for each value.
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{
+    DataType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, TimeUnit,
+    UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+/// Unbounded varchar, as Trino reports it.
+const VARCHAR_MAX: i64 = 2_147_483_647;
+
+fn long(v: i64) -> Value {
+    json!({"kind": "LONG", "value": v})
+}
+
+fn ty(sig: Value) -> Value {
+    json!({"kind": "TYPE", "value": sig})
+}
+
+fn timestamp_precision(unit: &TimeUnit) -> i64 {
+    match unit {
+        TimeUnit::Second => 0,
+        TimeUnit::Millisecond => 3,
+        TimeUnit::Microsecond => 6,
+        TimeUnit::Nanosecond => 9,
+    }
+}
+
+/// (type name, typeSignature) for an Arrow type.
+pub fn trino_type(t: &DataType) -> (String, Value) {
+    let simple = |name: &str| (name.to_string(), json!({"rawType": name, "arguments": []}));
+    match t {
+        DataType::Null => simple("unknown"),
+        DataType::Boolean => simple("boolean"),
+        DataType::Int8 => simple("tinyint"),
+        DataType::Int16 | DataType::UInt8 => simple("smallint"),
+        DataType::Int32 | DataType::UInt16 => simple("integer"),
+        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => simple("bigint"),
+        DataType::Float16 | DataType::Float32 => simple("real"),
+        DataType::Float64 => simple("double"),
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => (
+            format!("decimal({p},{s})"),
+            json!({"rawType": "decimal", "arguments": [long(i64::from(*p)), long(i64::from(*s))]}),
+        ),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => (
+            "varchar".to_string(),
+            json!({"rawType": "varchar", "arguments": [long(VARCHAR_MAX)]}),
+        ),
+        DataType::FixedSizeBinary(16) => simple("uuid"),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => simple("varbinary"),
+        DataType::Date32 | DataType::Date64 => simple("date"),
+        DataType::Time32(unit) | DataType::Time64(unit) => {
+            let p = timestamp_precision(unit);
+            (
+                format!("time({p})"),
+                json!({"rawType": "time", "arguments": [long(p)]}),
+            )
+        }
+        DataType::Timestamp(unit, None) => {
+            let p = timestamp_precision(unit);
+            (
+                format!("timestamp({p})"),
+                json!({"rawType": "timestamp", "arguments": [long(p)]}),
+            )
+        }
+        DataType::Timestamp(unit, Some(_)) => {
+            let p = timestamp_precision(unit);
+            (
+                format!("timestamp({p}) with time zone"),
+                json!({"rawType": "timestamp with time zone", "arguments": [long(p)]}),
+            )
+        }
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::ListView(f) => {
+            let (name, sig) = trino_type(f.data_type());
+            (
+                format!("array({name})"),
+                json!({"rawType": "array", "arguments": [ty(sig)]}),
+            )
+        }
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                let (kn, ks) = trino_type(kv[0].data_type());
+                let (vn, vs) = trino_type(kv[1].data_type());
+                (
+                    format!("map({kn}, {vn})"),
+                    json!({"rawType": "map", "arguments": [ty(ks), ty(vs)]}),
+                )
+            }
+            _ => simple("varchar"),
+        },
+        DataType::Struct(fields) => {
+            let mut names = Vec::new();
+            let mut args = Vec::new();
+            for f in fields {
+                let (n, s) = trino_type(f.data_type());
+                names.push(format!("{} {n}", f.name()));
+                args.push(json!({"kind": "NAMED_TYPE", "value": {"fieldName": {"name": f.name()}, "typeSignature": s}}));
+            }
+            (
+                format!("row({})", names.join(", ")),
+                json!({"rawType": "row", "arguments": args}),
+            )
+        }
+        DataType::Dictionary(_, v) => trino_type(v),
+        // Everything else travels as text.
+        _ => (
+            "varchar".to_string(),
+            json!({"rawType": "varchar", "arguments": [long(VARCHAR_MAX)]}),
+        ),
+    }
+}
+
+fn float(v: f64) -> Value {
+    if v.is_nan() {
+        json!("NaN")
+    } else if v.is_infinite() {
+        json!(if v > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        json!(v)
+    }
+}
+
+fn text(array: &dyn Array, row: usize, options: &FormatOptions<'_>) -> Value {
+    match ArrayFormatter::try_new(array, options) {
+        Ok(f) => Value::String(f.value(row).to_string()),
+        Err(_) => Value::Null,
+    }
+}
+
+/// The JSON for one value, in the form Trino clients parse.
+pub fn value(array: &dyn Array, row: usize) -> Value {
+    if array.is_null(row) {
+        return Value::Null;
+    }
+    let plain = FormatOptions::default();
+    match array.data_type() {
+        DataType::Boolean => json!(array.as_boolean().value(row)),
+        DataType::Int8 => json!(array.as_primitive::<Int8Type>().value(row)),
+        DataType::Int16 => json!(array.as_primitive::<Int16Type>().value(row)),
+        DataType::Int32 => json!(array.as_primitive::<Int32Type>().value(row)),
+        DataType::Int64 => json!(array.as_primitive::<Int64Type>().value(row)),
+        DataType::UInt8 => json!(array.as_primitive::<UInt8Type>().value(row)),
+        DataType::UInt16 => json!(array.as_primitive::<UInt16Type>().value(row)),
+        DataType::UInt32 => json!(array.as_primitive::<UInt32Type>().value(row)),
+        DataType::UInt64 => json!(array.as_primitive::<UInt64Type>().value(row)),
+        DataType::Float32 => float(f64::from(array.as_primitive::<Float32Type>().value(row))),
+        DataType::Float64 => float(array.as_primitive::<Float64Type>().value(row)),
+        DataType::Timestamp(_, None) => text(
+            array,
+            row,
+            &FormatOptions::default().with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.6f")),
+        ),
+        DataType::Timestamp(_, Some(_)) => text(
+            array,
+            row,
+            &FormatOptions::default().with_timestamp_tz_format(Some("%Y-%m-%d %H:%M:%S%.6f %:z")),
+        ),
+        DataType::Time32(_) | DataType::Time64(_) => text(
+            array,
+            row,
+            &FormatOptions::default().with_time_format(Some("%H:%M:%S%.6f")),
+        ),
+        DataType::FixedSizeBinary(16) => {
+            let bytes = array.as_fixed_size_binary().value(row);
+            match uuid::Uuid::from_slice(bytes) {
+                Ok(u) => json!(u.to_string()),
+                Err(_) => Value::Null,
+            }
+        }
+        DataType::Binary => json!(
+            base64::engine::general_purpose::STANDARD.encode(array.as_binary::<i32>().value(row))
+        ),
+        DataType::LargeBinary => {
+            json!(
+                base64::engine::general_purpose::STANDARD
+                    .encode(array.as_binary::<i64>().value(row))
+            )
+        }
+        DataType::BinaryView => json!(
+            base64::engine::general_purpose::STANDARD.encode(array.as_binary_view().value(row))
+        ),
+        DataType::List(_) => {
+            let inner = array.as_list::<i32>().value(row);
+            Value::Array((0..inner.len()).map(|i| value(inner.as_ref(), i)).collect())
+        }
+        DataType::LargeList(_) => {
+            let inner = array.as_list::<i64>().value(row);
+            Value::Array((0..inner.len()).map(|i| value(inner.as_ref(), i)).collect())
+        }
+        DataType::Struct(_) => {
+            let s = array.as_struct();
+            Value::Array(s.columns().iter().map(|c| value(c.as_ref(), row)).collect())
+        }
+        DataType::Map(_, _) => {
+            let entries = array.as_map().value(row);
+            let mut out = serde_json::Map::new();
+            for i in 0..entries.len() {
+                let key = match value(entries.column(0).as_ref(), i) {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                out.insert(key, value(entries.column(1).as_ref(), i));
+            }
+            Value::Object(out)
+        }
+        _ => text(array, row, &plain),
+    }
+}
+
+/// The rows of a batch as JSON arrays.
+pub fn rows(batch: &RecordBatch) -> Vec<Value> {
+    (0..batch.num_rows())
+        .map(|row| {
+            Value::Array(
+                batch
+                    .columns()
+                    .iter()
+                    .map(|c| value(c.as_ref(), row))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// The `columns` entry of a result.
+pub fn columns(schema: &arrow::datatypes::Schema) -> Value {
+    Value::Array(
+        schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let (name, sig) = trino_type(f.data_type());
+                json!({"name": f.name(), "type": name, "typeSignature": sig})
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Decimal128Array, Int64Array, StringArray, TimestampMicrosecondArray};
+
+    use super::*;
+
+    #[test]
+    fn decimal_signature_carries_precision_and_scale() {
+        let (name, sig) = trino_type(&DataType::Decimal128(10, 2));
+        assert_eq!(name, "decimal(10,2)");
+        assert_eq!(
+            sig,
+            json!({"rawType": "decimal", "arguments": [{"kind": "LONG", "value": 10}, {"kind": "LONG", "value": 2}]})
+        );
+    }
+
+    #[test]
+    fn values_in_trino_form() {
+        let dec = Decimal128Array::from(vec![Some(12345)])
+            .with_precision_and_scale(10, 2)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(value(&dec, 0), json!("123.45"));
+        let ts = TimestampMicrosecondArray::from(vec![Some(1_767_261_600_000_000)]);
+        assert_eq!(value(&ts, 0), json!("2026-01-01 10:00:00.000000"));
+        let batch = RecordBatch::try_from_iter(vec![
+            ("a", Arc::new(Int64Array::from(vec![Some(1), None])) as _),
+            (
+                "b",
+                Arc::new(StringArray::from(vec![Some("x"), Some("y")])) as _,
+            ),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(rows(&batch), vec![json!([1, "x"]), json!([null, "y"])]);
+    }
+}

@@ -1,0 +1,144 @@
+"""The Python `trino` client (DB-API) against sqe-server's Trino HTTP endpoint."""
+
+import threading
+import time
+from datetime import date, datetime
+from decimal import Decimal
+
+import pytest
+import trino
+from trino.exceptions import TrinoUserError
+
+
+def connect(server, user="alice", **kwargs):
+    return trino.dbapi.connect(
+        host="127.0.0.1",
+        port=server.http_port,
+        user=user,
+        catalog=kwargs.pop("catalog", "iceberg"),
+        schema=kwargs.pop("schema", "default"),
+        http_scheme="http",
+        **kwargs,
+    )
+
+
+def run(server, sql, params=None, **kwargs):
+    cur = connect(server, **kwargs).cursor()
+    cur.execute(sql, params) if params is not None else cur.execute(sql)
+    return cur.fetchall()
+
+
+def test_select_literals_and_column_types(server):
+    cur = connect(server).cursor()
+    cur.execute("SELECT 1 AS a, 'x' AS b, CAST(2.5 AS double) AS c, true AS d")
+    assert cur.fetchall() == [[1, "x", 2.5, True]]
+    assert [(d[0], d[1]) for d in cur.description] == [
+        ("a", "bigint"),
+        ("b", "varchar"),
+        ("c", "double"),
+        ("d", "boolean"),
+    ]
+
+
+def test_create_insert_select_with_trino_types(server):
+    cur = connect(server).cursor()
+    cur.execute("CREATE SCHEMA shop")
+    assert cur.fetchall() == [[True]]
+    cur.execute(
+        "CREATE TABLE shop.orders (id bigint, customer varchar, amount decimal(10, 2), "
+        "placed date, at timestamp, tags array(varchar))"
+    )
+    cur.fetchall()
+    cur.execute(
+        "INSERT INTO shop.orders VALUES "
+        "(1, 'acme', 12.50, DATE '2026-11-02', TIMESTAMP '2026-11-02 09:15:00', ['a', 'b']), "
+        "(2, 'globex', 7.00, DATE '2026-11-03', TIMESTAMP '2026-11-03 10:00:00.123456', [])"
+    )
+    assert cur.fetchall() == [[2]]
+    assert cur.rowcount == 2
+    rows = run(server, "SELECT * FROM shop.orders ORDER BY id")
+    assert rows == [
+        [1, "acme", Decimal("12.50"), date(2026, 11, 2), datetime(2026, 11, 2, 9, 15), ["a", "b"]],
+        [2, "globex", Decimal("7.00"), date(2026, 11, 3), datetime(2026, 11, 3, 10, 0, 0, 123456), []],
+    ]
+
+
+def test_query_parameters(server):
+    run(server, "CREATE TABLE params (id bigint, name varchar)")
+    run(server, "INSERT INTO params VALUES (1, 'one'), (2, 'two'), (3, 'it''s')")
+    assert run(server, "SELECT name FROM params WHERE id = ?", [2]) == [["two"]]
+    assert run(server, "SELECT id FROM params WHERE name = ?", ["it's"]) == [[3]]
+    assert run(server, "SELECT count(*) FROM params WHERE id > ? AND name <> ?", [1, "two"]) == [[1]]
+
+
+def test_use_changes_the_clients_schema(server):
+    conn = connect(server)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA IF NOT EXISTS other")
+    cur.fetchall()
+    cur.execute("CREATE TABLE other.only_here AS SELECT 42 AS answer")
+    cur.fetchall()
+    cur.execute("USE other")
+    cur.fetchall()
+    cur = conn.cursor()
+    cur.execute("SELECT answer FROM only_here")
+    assert cur.fetchall() == [[42]]
+
+
+def test_errors_are_trino_errors_and_the_server_keeps_serving(server):
+    with pytest.raises(TrinoUserError) as syntax:
+        run(server, "SELEC 1")
+    assert syntax.value.error_name == "SYNTAX_ERROR"
+    assert syntax.value.message == "syntax error: Expected: an SQL statement, found: SELEC at Line: 1, Column: 1"
+    with pytest.raises(TrinoUserError) as missing:
+        run(server, "SELECT * FROM no_such_table")
+    assert missing.value.error_name == "NOT_FOUND"
+    assert missing.value.message == "table 'iceberg.default.no_such_table' not found"
+    run(server, "CREATE TABLE typed (id bigint)")
+    with pytest.raises(TrinoUserError) as typed:
+        run(server, "INSERT INTO typed VALUES ('x')")
+    assert typed.value.message == "column 'id' of 'iceberg.default.typed' is bigint but the value is varchar"
+    assert run(server, "SELECT 1") == [[1]]
+
+
+def test_large_results_page_through_next_uri(server):
+    rows = run(server, "SELECT value FROM range(0, 20000) ORDER BY value")
+    assert len(rows) == 20000
+    assert rows[0] == [0] and rows[-1] == [19999]
+    assert sum(r[0] for r in rows) == 19999 * 20000 // 2
+
+
+def test_cancel_a_long_query(server):
+    cur = connect(server).cursor()
+    outcome = {}
+
+    def long_query():
+        try:
+            cur.execute("SELECT count(*) FROM range(0, 3000000000) a, range(0, 4) b")
+            outcome["rows"] = cur.fetchall()
+        except Exception as e:  # the cancelled query ends with an error
+            outcome["error"] = e
+
+    t = threading.Thread(target=long_query)
+    t.start()
+    time.sleep(1.5)
+    cur.cancel()
+    t.join(timeout=30)
+    assert not t.is_alive(), "the cancelled query did not stop"
+    # The client stops fetching once cancelled: no count ever arrives.
+    assert outcome.get("rows", []) == []
+    assert run(server, "SELECT 2") == [[2]]
+
+
+def test_concurrent_clients(server):
+    results = {}
+
+    def client(n):
+        results[n] = [run(server, f"SELECT {n} * {i}", user=f"user{n}")[0][0] for i in range(5)]
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert results == {n: [n * i for i in range(5)] for n in range(8)}
