@@ -14,9 +14,10 @@ use datafusion::catalog::{
 };
 use datafusion::common::ScalarValue;
 use datafusion::dataframe::DataFrame;
+use datafusion::execution::FunctionRegistry;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{ColumnarValue, LogicalPlan, Volatility, create_udf};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{CopyToSource, DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
@@ -170,6 +171,18 @@ impl Engine {
         let mut state = builder.build();
         // Fixes now()/current_timestamp for the statement (DataFusion folds them to this instant).
         state.mark_start_execution();
+        // `current_user` is the session's principal.
+        let user = ScalarValue::Utf8(Some(session.principal.name.clone()));
+        let current_user = create_udf(
+            "current_user",
+            vec![],
+            DataType::Utf8,
+            Volatility::Immutable,
+            Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(user.clone()))),
+        );
+        state
+            .register_udf(Arc::new(current_user))
+            .map_err(from_datafusion)?;
         Ok(state)
     }
 

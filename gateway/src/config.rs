@@ -4,13 +4,14 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+pub use sqe_identity::IdentityConfig;
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: ServerConfig,
     pub catalog: CatalogConfig,
-    pub auth: AuthConfig,
+    pub auth: IdentityConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -42,13 +43,6 @@ pub struct Mount {
     pub warehouse: PathBuf,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthConfig {
-    /// Let requests without credentials in, as the user they name. Only on loopback addresses.
-    pub allow_anonymous: bool,
-}
-
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
@@ -65,14 +59,6 @@ impl Default for CatalogConfig {
             warehouse: sqe_engine::EngineConfig::default_warehouse(),
             name: "iceberg".into(),
             mounts: Vec::new(),
-        }
-    }
-}
-
-impl Default for AuthConfig {
-    fn default() -> Self {
-        Self {
-            allow_anonymous: true,
         }
     }
 }
@@ -98,7 +84,8 @@ impl Config {
                 .map_err(|e| format!("cannot read {}: {e}", p.display()))?
                 .parse::<toml::Table>()
                 .map_err(|e| format!("{}: {e}", p.display()))?,
-            None => toml::Table::new(),
+            // No file: the local default, which lets loopback callers in without credentials.
+            None => toml::toml! { [auth] allow_anonymous = true },
         };
         for (key, value) in env {
             let Some(rest) = key.strip_prefix("SQE_") else {
@@ -124,18 +111,37 @@ impl Config {
 
     /// Refuses combinations that would expose data.
     pub fn validate(&self) -> Result<(), String> {
-        if !self.server.host.is_loopback() {
-            // No authenticator is configurable in this build: serving another address would let anyone in.
+        let has_authenticator = self.auth.oidc.is_some() || !self.auth.static_principals.is_empty();
+        let loopback = self.server.host.is_loopback();
+        if !loopback && !has_authenticator {
             return Err(format!(
-                "refusing to listen on {}: without an authenticator SQE serves loopback addresses only",
+                "refusing to listen on {}: without an authenticator ([auth.oidc] or [[auth.static]]) SQE serves loopback addresses only",
+                self.server.host
+            ));
+        }
+        if !loopback && self.auth.allow_anonymous {
+            return Err(format!(
+                "refusing anonymous access on {}: allow_anonymous is for loopback addresses only",
                 self.server.host
             ));
         }
         if self.server.production_mode && self.auth.allow_anonymous {
             return Err("production_mode = true forbids auth.allow_anonymous = true".into());
         }
-        if !self.auth.allow_anonymous {
-            return Err("auth.allow_anonymous = false needs an authenticator, and none is configurable in this build".into());
+        if !self.auth.allow_anonymous && !has_authenticator {
+            return Err("no way to authenticate: set auth.allow_anonymous = true, [auth.oidc] or [[auth.static]]".into());
+        }
+        if let Some(oidc) = &self.auth.oidc {
+            if oidc.issuer.is_empty() {
+                return Err("[auth.oidc] needs an issuer".into());
+            }
+            if oidc
+                .algorithms
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case("none"))
+            {
+                return Err("[auth.oidc] algorithms must not include 'none'".into());
+            }
         }
         Ok(())
     }
@@ -172,7 +178,7 @@ mod tests {
         assert_eq!(
             Config::load(None, open).err().as_deref(),
             Some(
-                "refusing to listen on 0.0.0.0: without an authenticator SQE serves loopback addresses only"
+                "refusing to listen on 0.0.0.0: without an authenticator ([auth.oidc] or [[auth.static]]) SQE serves loopback addresses only"
             )
         );
         let prod = vec![(

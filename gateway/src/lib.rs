@@ -8,10 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::routing::get;
+use axum::{Router, middleware};
 pub use config::Config;
 use sqe_engine::{Engine, EngineConfig};
+use sqe_identity::{Authenticator, http_layer};
 use sqe_trino::{TrinoConfig, TrinoService};
 
 /// Command-line arguments of `sqe-server`.
@@ -86,10 +87,14 @@ pub async fn serve(config: Config) -> Result<(), String> {
             impersonators: Vec::new(),
         },
     );
+    let authenticator = Arc::new(Authenticator::new(config.auth.clone())?);
+    // Authentication wraps the protocol routes; health probes stay open.
+    let protocols =
+        sqe_trino::router(trino).layer(middleware::from_fn_with_state(authenticator, http_layer));
     let app = Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/ready", get(|| async { "ready" }))
-        .merge(sqe_trino::router(trino));
+        .merge(protocols);
     let listener =
         tokio::net::TcpListener::bind(SocketAddr::new(config.server.host, config.server.http_port))
             .await

@@ -1,58 +1,84 @@
-"""Shared fixtures: the real sqe-server binary, started on 127.0.0.1 with a fresh warehouse."""
+"""Shared fixtures: the real sqe-server binary and a real OIDC identity provider, each started on
+127.0.0.1 with fresh state and stopped by its PID."""
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-TARGET = Path(os.environ.get("CARGO_TARGET_DIR", Path(__file__).resolve().parents[2] / "target"))
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 SQE_SERVER = os.environ.get("SQE_SERVER", str(TARGET / "debug" / "sqe-server"))
+IDP_DIR = ROOT / "tests" / "idp"
 
 
-class Server:
-    def __init__(self, process: subprocess.Popen, http_port: int, warehouse: Path):
+class Process:
+    def __init__(self, process: subprocess.Popen, port: int):
         self.process = process
-        self.http_port = http_port
-        self.warehouse = warehouse
+        self.port = port
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start(command, pattern, env=None) -> Process:
+    """Starts `command`, waits for a line matching `pattern` (whose group 1 is the port)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        match = re.search(pattern, line)
+        if match:
+            return Process(process, int(match.group(1)))
+    process.kill()
+    pytest.fail(f"{command[0]} did not start:\n" + "".join(seen))
+
+
+class Server(Process):
+    @property
+    def http_port(self):
+        return self.port
+
+
+def start_server(root: Path, auth_toml: str, env_extra=None) -> Server:
+    if not Path(SQE_SERVER).is_file():
+        pytest.fail(f"sqe-server binary not found at {SQE_SERVER} (build it, or set SQE_SERVER)")
+    config = root / "sqe.toml"
+    config.write_text(
+        f'[server]\nhost = "127.0.0.1"\nhttp_port = 0\n\n[catalog]\nwarehouse = "{root / "warehouse"}"\n\n'
+        + auth_toml
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQE_")}
+    env.update(env_extra or {})
+    p = start([SQE_SERVER, "--config", str(config)], r"trino http listening on 127\.0\.0\.1:(\d+)", env)
+    return Server(p.process, p.port)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not Path(SQE_SERVER).is_file():
-        pytest.fail(f"sqe-server binary not found at {SQE_SERVER} (build it, or set SQE_SERVER)")
-    root = tmp_path_factory.mktemp("sqe-server")
-    warehouse = root / "warehouse"
-    config = root / "sqe.toml"
-    config.write_text(
-        f'[server]\nhost = "127.0.0.1"\nhttp_port = 0\n\n[catalog]\nwarehouse = "{warehouse}"\n'
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SQE_")}
-    process = subprocess.Popen(
-        [SQE_SERVER, "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    port = None
-    seen = []
-    for line in process.stdout:
-        seen.append(line)
-        match = re.search(r"trino http listening on 127\.0\.0\.1:(\d+)", line)
-        if match:
-            port = int(match.group(1))
-            break
-    if port is None:
-        process.kill()
-        pytest.fail("sqe-server did not start:\n" + "".join(seen))
+    s = start_server(tmp_path_factory.mktemp("sqe-server"), "[auth]\nallow_anonymous = true\n")
     try:
-        yield Server(process, port, warehouse)
+        yield s
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def idp():
+    """oauth2-mock-server (tests/idp), installed by scripts/test."""
+    node = shutil.which("node")
+    if node is None or not (IDP_DIR / "node_modules" / "oauth2-mock-server").is_dir():
+        pytest.fail("the test IdP is not installed: run scripts/test (npm install in tests/idp)")
+    p = start([node, str(IDP_DIR / "idp.mjs"), "0"], r"idp listening on 127\.0\.0\.1:(\d+)")
+    try:
+        yield p
+    finally:
+        p.stop()
