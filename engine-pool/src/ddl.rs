@@ -21,6 +21,7 @@ use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequireme
 use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
 
 use crate::catalog::provider::load_table_opt;
+use crate::catalog::sqlite::SqliteCatalog;
 use crate::engine::{
     Engine, QUERY_CATALOG, empty_result, normalize_ident, object_parts, rows_result,
 };
@@ -299,6 +300,25 @@ impl Engine {
         Ok((catalog, ident, table))
     }
 
+    /// The catalog holding `schema`, or a not-found error naming the schema.
+    async fn existing_schema(
+        &self,
+        catalog_name: &str,
+        schema: &str,
+    ) -> SqeResult<&Arc<SqliteCatalog>> {
+        let catalog = self.catalog(catalog_name)?;
+        let exists = catalog
+            .namespace_exists(&NamespaceIdent::new(schema.to_string()))
+            .await
+            .map_err(from_iceberg)?;
+        if !exists {
+            return Err(SqeError::not_found(format!(
+                "schema '{catalog_name}.{schema}' does not exist"
+            )));
+        }
+        Ok(catalog)
+    }
+
     /// (catalog, schema) for a schema name, qualified by the session's current catalog.
     fn schema_name(&self, session: &Session, name: &ObjectName) -> SqeResult<(String, String)> {
         match object_parts(name)?.as_slice() {
@@ -466,16 +486,7 @@ impl Engine {
                     Some(n) => self.schema_name(session, n)?,
                     None => (session.catalog.clone(), session.schema.clone()),
                 };
-                let catalog = self.catalog(&catalog_name)?;
-                if !catalog
-                    .namespace_exists(&NamespaceIdent::new(schema.clone()))
-                    .await
-                    .map_err(from_iceberg)?
-                {
-                    return Err(SqeError::not_found(format!(
-                        "schema '{catalog_name}.{schema}' does not exist"
-                    )));
-                }
+                let catalog = self.existing_schema(&catalog_name, &schema).await?;
                 let pattern = like_filter(&show_options)?;
                 let mut names = catalog.table_names(&schema).map_err(from_iceberg)?;
                 names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
@@ -752,16 +763,7 @@ impl Engine {
             other => return Err(SqeError::unsupported(format!("{other} is not supported"))),
         };
         let (catalog_name, schema) = self.schema_name(session, &name)?;
-        let catalog = self.catalog(&catalog_name)?;
-        if !catalog
-            .namespace_exists(&NamespaceIdent::new(schema.clone()))
-            .await
-            .map_err(from_iceberg)?
-        {
-            return Err(SqeError::not_found(format!(
-                "schema '{catalog_name}.{schema}' does not exist"
-            )));
-        }
+        self.existing_schema(&catalog_name, &schema).await?;
         Ok(QueryResult {
             session_update: Some(SessionUpdate {
                 catalog: Some(catalog_name),

@@ -299,6 +299,18 @@ fn update_type(sql: &str) -> Option<String> {
     })
 }
 
+/// A statement the protocol answers itself (PREPARE, DEALLOCATE): it succeeds with no rows.
+fn answered_here(tx: mpsc::Sender<Event>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let started = Event::Started {
+            schema: Arc::new(Schema::empty()),
+            update_count: None,
+            session_update: None,
+        };
+        let _ = tx.send(started).await;
+    })
+}
+
 async fn post_statement(
     State(trino): State<Arc<TrinoService>>,
     principal: Option<Extension<Principal>>,
@@ -361,28 +373,12 @@ async fn post_statement(
                 format!("{name}={}", urlencoding::encode(&sql)),
             ));
             update = Some("PREPARE".into());
-            tokio::spawn(async move {
-                let _ = tx
-                    .send(Event::Started {
-                        schema: Arc::new(Schema::empty()),
-                        update_count: None,
-                        session_update: None,
-                    })
-                    .await;
-            })
+            answered_here(tx)
         }
         Ok(ClientStatement::Deallocate(name)) => {
             extra_headers.push((HeaderName::from_static("x-trino-deallocated-prepare"), name));
             update = Some("DEALLOCATE".into());
-            tokio::spawn(async move {
-                let _ = tx
-                    .send(Event::Started {
-                        schema: Arc::new(Schema::empty()),
-                        update_count: None,
-                        session_update: None,
-                    })
-                    .await;
-            })
+            answered_here(tx)
         }
         Ok(ClientStatement::Run(sql)) => {
             let service = trino.service.clone();
