@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use futures::TryStreamExt;
-use sqe_engine::{Engine, EngineConfig};
-use sqe_sessions::{Principal, QueryService, Session};
+use sqe_engine::{AdmissionConfig, Engine, EngineConfig};
+use sqe_sessions::{ErrorCode, Principal, QueryService, Session};
 
 async fn run(engine: &Engine, sql: &str) -> Vec<arrow::array::RecordBatch> {
     let session = Session::new(Principal::new("test"), engine.default_catalog(), "default");
@@ -25,6 +25,7 @@ async fn concurrent_writers_lose_no_rows() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = EngineConfig {
         catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        ..EngineConfig::default()
     };
     let first = Arc::new(Engine::open(config.clone()).unwrap_or_else(|e| panic!("{e}")));
     let second = Arc::new(Engine::open(config).unwrap_or_else(|e| panic!("{e}")));
@@ -58,4 +59,102 @@ async fn concurrent_writers_lose_no_rows() {
         .unwrap_or_else(|e| panic!("{e}"))
         .to_string();
     assert_eq!(text, "+----+\n| s  |\n+----+\n| 16 |\n+----+");
+}
+
+fn session(user: &str, engine: &Engine) -> Session {
+    Session::new(Principal::new(user), engine.default_catalog(), "default")
+}
+
+/// Each row as its cells joined by `|`.
+fn lines(batches: &[arrow::array::RecordBatch]) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        for row in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| {
+                    arrow::util::display::array_value_to_string(c, row)
+                        .unwrap_or_else(|e| panic!("{e}"))
+                })
+                .collect();
+            out.push(cells.join("|"));
+        }
+    }
+    out
+}
+
+fn text(batches: &[arrow::array::RecordBatch]) -> String {
+    arrow::util::pretty::pretty_format_batches(batches)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_string()
+}
+
+/// One slot: a second statement waits in the queue while there is room, gets "server busy" when
+/// there is not, and every statement is in `system.runtime.queries` with its user and how it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_queues_then_refuses_and_the_registry_shows_each_query() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        admission: AdmissionConfig {
+            max_concurrent_queries: 1,
+            max_queued: 1,
+            queue_timeout: std::time::Duration::from_secs(10),
+        },
+    };
+    let engine = Arc::new(Engine::open(config).unwrap_or_else(|e| panic!("{e}")));
+    let (alice, bob, carol) = (
+        session("alice", &engine),
+        session("bob", &engine),
+        session("carol", &engine),
+    );
+
+    // Alice holds the only slot until her result is dropped.
+    let held = engine
+        .execute(&alice, "SELECT * FROM range(0, 10)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Bob waits in the queue...
+    let waiting = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let r = engine.execute(&bob, "SELECT 2 AS two").await?;
+            r.batches.try_collect::<Vec<_>>().await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // ...so the queue is full and Carol is refused at once.
+    let busy = engine
+        .execute(&carol, "SELECT 3")
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("expected busy"));
+    assert_eq!(busy.code(), ErrorCode::ResourceExhausted);
+    assert_eq!(
+        busy.message(),
+        "server busy: 1 queries are running and the queue of 1 is full; try again later"
+    );
+
+    drop(held);
+    let bobs = waiting
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(text(&bobs), "+-----+\n| two |\n+-----+\n| 2   |\n+-----+");
+
+    let registry = run(
+        &engine,
+        "SELECT \"user\", state, query FROM system.runtime.queries ORDER BY created, query_id",
+    )
+    .await;
+    assert_eq!(
+        lines(&registry),
+        vec![
+            "alice|CANCELLED|SELECT * FROM range(0, 10)",
+            "bob|FINISHED|SELECT 2 AS two",
+            "carol|FAILED|SELECT 3",
+            "test|RUNNING|SELECT \"user\", state, query FROM system.runtime.queries ORDER BY created, query_id",
+        ]
+    );
 }

@@ -31,6 +31,7 @@ async fn run_file(path: &Path, fixtures: &Path) -> Result<(), String> {
             ("iceberg".to_string(), scratch.path().join("warehouse")),
             ("lake".to_string(), scratch.path().join("lake")),
         ],
+        ..EngineConfig::default()
     };
     let engine = Arc::new(Engine::open(config).map_err(|e| e.to_string())?);
     let mut runner = sqllogictest::Runner::new(move || {

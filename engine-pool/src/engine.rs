@@ -30,21 +30,26 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::{NamespaceIdent, TableIdent};
 use sqe_sessions::{QueryResult, QueryService, Session, SqeError, SqeResult};
 
+use crate::admission::{Admission, AdmissionConfig, QueryRegistry, SystemCatalog, admitted};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
 use crate::catalog::sqlite::SqliteCatalog;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
 
+/// Trino's `system` catalog: `system.runtime.queries`.
+const SYSTEM_CATALOG: &str = "system";
+
 /// The catalog that holds per-query tables (time travel, file functions); never listed.
 pub(crate) const QUERY_CATALOG: &str = "__sqe";
 const QUERY_SCHEMA: &str = "q";
 
-/// Where each mounted catalog keeps its warehouse.
-#[derive(Debug, Clone)]
+/// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
+#[derive(Debug, Clone, Default)]
 pub struct EngineConfig {
     /// (catalog name, warehouse directory); the first is the default catalog.
     pub catalogs: Vec<(String, PathBuf)>,
+    pub admission: AdmissionConfig,
 }
 
 impl EngineConfig {
@@ -62,6 +67,8 @@ pub struct Engine {
     pub(crate) catalogs: BTreeMap<String, Arc<SqliteCatalog>>,
     default_catalog: String,
     state: SessionState,
+    admission: Admission,
+    registry: Arc<QueryRegistry>,
     /// Keeps a `--memory` warehouse alive for as long as the engine.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -88,6 +95,7 @@ impl Engine {
             .map_err(|e| SqeError::internal(format!("temporary warehouse: {e}")))?;
         let config = EngineConfig {
             catalogs: vec![("iceberg".to_string(), dir.path().to_path_buf())],
+            ..EngineConfig::default()
         };
         Self::build(config, Some(dir))
     }
@@ -100,7 +108,7 @@ impl Engine {
         let mut catalogs = BTreeMap::new();
         for (name, dir) in &config.catalogs {
             let name = name.to_lowercase();
-            if catalogs.contains_key(&name) || name == QUERY_CATALOG {
+            if catalogs.contains_key(&name) || name == QUERY_CATALOG || name == SYSTEM_CATALOG {
                 return Err(SqeError::invalid(format!(
                     "catalog name '{name}' is used twice"
                 )));
@@ -112,6 +120,11 @@ impl Engine {
             );
             catalogs.insert(name, catalog);
         }
+        let registry = Arc::new(QueryRegistry::default());
+        list.register_catalog(
+            SYSTEM_CATALOG.to_string(),
+            Arc::new(SystemCatalog::new(registry.clone())),
+        );
         let session_config = SessionConfig::new()
             .with_information_schema(true)
             .with_default_catalog_and_schema(default_catalog.clone(), "default")
@@ -125,8 +138,15 @@ impl Engine {
             catalogs,
             default_catalog: default_catalog.to_lowercase(),
             state,
+            admission: Admission::new(config.admission.clone()),
+            registry,
             _scratch: scratch,
         })
+    }
+
+    /// Every statement run through [`QueryService::execute`], running or recent.
+    pub fn registry(&self) -> &Arc<QueryRegistry> {
+        &self.registry
     }
 
     pub fn default_catalog(&self) -> &str {
@@ -148,12 +168,13 @@ impl Engine {
         let mut builder =
             SessionStateBuilder::new_from_existing(self.state.clone()).with_config(config);
         if !tables.is_empty() {
+            // The engine's catalogs, plus one holding this statement's own tables.
             let list = Arc::new(MemoryCatalogProviderList::new());
-            for (name, catalog) in &self.catalogs {
-                list.register_catalog(
-                    name.clone(),
-                    Arc::new(IcebergCatalogProvider::new(catalog.clone())),
-                );
+            let shared = self.state.catalog_list();
+            for name in shared.catalog_names() {
+                if let Some(catalog) = shared.catalog(&name) {
+                    list.register_catalog(name, catalog);
+                }
             }
             let schema = Arc::new(MemorySchemaProvider::new());
             for (name, provider) in tables {
@@ -710,8 +731,14 @@ impl VisitorMut for RelationRewriter {
 
 #[async_trait::async_trait]
 impl QueryService for Engine {
+    /// Admits the statement (or answers "server busy"), records it, and runs it as `session`'s
+    /// principal. Statements SQE runs for itself (time-travel expressions) go through `run` directly.
     async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
-        self.run(session, sql).await
+        let user = &session.principal.name;
+        admitted(&self.admission, &self.registry, user, sql, || {
+            self.run(session, sql)
+        })
+        .await
     }
 }
 

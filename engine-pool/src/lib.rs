@@ -3,6 +3,7 @@
 //! tables and the file table functions. It knows nothing of wire protocols: front ends call it through
 //! [`sqe_sessions::QueryService`].
 
+mod admission;
 pub mod catalog;
 mod ddl;
 mod engine;
@@ -12,5 +13,6 @@ mod prepass;
 pub mod types;
 mod write;
 
+pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};
 pub use engine::{Engine, EngineConfig};
 pub use prepass::{is_incomplete, split_statements};

@@ -12,6 +12,39 @@ pub struct Config {
     pub server: ServerConfig,
     pub catalog: CatalogConfig,
     pub auth: IdentityConfig,
+    pub engine: EngineSection,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineSection {
+    /// Statements running at once.
+    pub max_concurrent_queries: usize,
+    /// Statements waiting for a slot; past this, "server busy" at once.
+    pub max_queued: usize,
+    /// How long a statement waits for a slot before "server busy".
+    pub queue_timeout_secs: u64,
+}
+
+impl Default for EngineSection {
+    fn default() -> Self {
+        let d = sqe_engine::AdmissionConfig::default();
+        Self {
+            max_concurrent_queries: d.max_concurrent_queries,
+            max_queued: d.max_queued,
+            queue_timeout_secs: d.queue_timeout.as_secs(),
+        }
+    }
+}
+
+impl EngineSection {
+    pub fn admission(&self) -> sqe_engine::AdmissionConfig {
+        sqe_engine::AdmissionConfig {
+            max_concurrent_queries: self.max_concurrent_queries,
+            max_queued: self.max_queued,
+            queue_timeout: std::time::Duration::from_secs(self.queue_timeout_secs),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -78,7 +78,13 @@ pub async fn serve(config: Config) -> Result<(), String> {
             .iter()
             .map(|m| (m.name.clone(), expand_home(&m.warehouse))),
     );
-    let engine = Arc::new(Engine::open(EngineConfig { catalogs }).map_err(|e| e.to_string())?);
+    let engine = Arc::new(
+        Engine::open(EngineConfig {
+            catalogs,
+            admission: config.engine.admission(),
+        })
+        .map_err(|e| e.to_string())?,
+    );
     let trino = TrinoService::new(
         engine.clone(),
         TrinoConfig {

@@ -142,3 +142,9 @@ def test_concurrent_clients(server):
     for t in threads:
         t.join(timeout=60)
     assert results == {n: [n * i for i in range(5)] for n in range(8)}
+
+
+def test_the_registry_shows_each_query_with_its_user(server):
+    run(server, "SELECT 41 AS marker", user="registry-user")
+    rows = run(server, "SELECT \"user\", state FROM system.runtime.queries WHERE query = 'SELECT 41 AS marker'")
+    assert rows == [["registry-user", "FINISHED"]]

@@ -59,7 +59,10 @@ fn engine_config(args: &Args) -> Result<EngineConfig, String> {
         }
         catalogs.push((name.to_string(), PathBuf::from(dir)));
     }
-    Ok(EngineConfig { catalogs })
+    Ok(EngineConfig {
+        catalogs,
+        ..EngineConfig::default()
+    })
 }
 
 struct Shell {
