@@ -1,6 +1,8 @@
 //! Shared pieces of SQE's integration tests: a sqllogictest database over any [`QueryService`], so the
 //! same `.slt` files can run embedded and, later, through each wire protocol.
 
+mod trino_db;
+
 use std::sync::Arc;
 
 use arrow::array::Array;
@@ -9,6 +11,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use futures::StreamExt;
 use sqe_sessions::{QueryService, Session, SqeError};
 use sqllogictest::{DBOutput, DefaultColumnType};
+pub use trino_db::TrinoDb;
 
 /// A sqllogictest connection: one session against one query service.
 pub struct ServiceDb {

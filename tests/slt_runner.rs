@@ -1,5 +1,5 @@
-//! Runs every `tests/slt/**/*.slt` file against a fresh embedded engine (one temporary warehouse per
-//! file). `cargo test -p sqe-tests --test slt -- NAME` runs the files whose path contains NAME.
+//! Runs every `tests/slt/**/*.slt` file against a fresh engine (one temporary warehouse per file and
+//! protocol), once embedded and once over the Trino HTTP protocol. `cargo test -p sqe-tests --test slt -- NAME` runs the files whose path contains NAME.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use sqe_engine::{Engine, EngineConfig};
 use sqe_sessions::{Principal, Session};
-use sqe_tests::ServiceDb;
+use sqe_tests::{ServiceDb, TrinoDb};
+use sqe_trino::{TrinoConfig, TrinoService};
 
 fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -23,7 +24,14 @@ fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-async fn run_file(path: &Path, fixtures: &Path) -> Result<(), String> {
+/// How the statements reach the engine.
+#[derive(Debug, Clone, Copy)]
+enum Protocol {
+    Embedded,
+    Trino,
+}
+
+async fn run_file(path: &Path, fixtures: &Path, protocol: Protocol) -> Result<(), String> {
     // Two warehouses, so cross-catalog statements can be tested: `iceberg` (default) and `lake`.
     let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
     let config = EngineConfig {
@@ -34,20 +42,67 @@ async fn run_file(path: &Path, fixtures: &Path) -> Result<(), String> {
         ..EngineConfig::default()
     };
     let engine = Arc::new(Engine::open(config).map_err(|e| e.to_string())?);
-    let mut runner = sqllogictest::Runner::new(move || {
-        let engine = engine.clone();
-        async move {
-            let session = Session::new(Principal::new("slt"), engine.default_catalog(), "default");
-            Ok(ServiceDb::new(engine, session))
+    let files = scratch.path().join("files");
+    std::fs::create_dir_all(&files).map_err(|e| e.to_string())?;
+    let vars = [
+        ("FIXTURES", fixtures.display().to_string()),
+        ("SCRATCH", files.display().to_string()),
+    ];
+    match protocol {
+        Protocol::Embedded => {
+            let runner = sqllogictest::Runner::new(move || {
+                let engine = engine.clone();
+                async move {
+                    let session =
+                        Session::new(Principal::new("slt"), engine.default_catalog(), "default");
+                    Ok(ServiceDb::new(engine, session))
+                }
+            });
+            run_records(runner, path, &vars).await
         }
-    });
+        Protocol::Trino => {
+            let trino = TrinoService::new(
+                engine.clone(),
+                TrinoConfig {
+                    default_catalog: engine.default_catalog().to_string(),
+                    default_schema: "default".into(),
+                    impersonators: Vec::new(),
+                },
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| e.to_string())?;
+            let base = format!(
+                "http://{}",
+                listener.local_addr().map_err(|e| e.to_string())?
+            );
+            let server = tokio::spawn(async move {
+                let _ = axum::serve(listener, sqe_trino::router(trino)).await;
+            });
+            let runner = sqllogictest::Runner::new(move || {
+                let base = base.clone();
+                async move { Ok(TrinoDb::new(base, "slt", "iceberg", "default")) }
+            });
+            let result = run_records(runner, path, &vars).await;
+            server.abort();
+            result
+        }
+    }
+}
+
+async fn run_records<D, M>(
+    mut runner: sqllogictest::Runner<D, M>,
+    path: &Path,
+    vars: &[(&str, String)],
+) -> Result<(), String>
+where
+    D: sqllogictest::AsyncDB<ColumnType = sqllogictest::DefaultColumnType>,
+    M: sqllogictest::MakeConnection<Conn = D>,
+{
     runner.with_column_validator(|_, _| true);
-    runner.set_var("FIXTURES".to_string(), fixtures.display().to_string());
-    runner.set_var(
-        "SCRATCH".to_string(),
-        scratch.path().join("files").display().to_string(),
-    );
-    std::fs::create_dir_all(scratch.path().join("files")).map_err(|e| e.to_string())?;
+    for (k, v) in vars {
+        runner.set_var(k.to_string(), v.clone());
+    }
     runner
         .run_file_async(path)
         .await
@@ -87,14 +142,16 @@ fn main() -> ExitCode {
             .unwrap_or(file)
             .display()
             .to_string();
-        match runtime.block_on(run_file(file, &fixtures)) {
-            Ok(()) => {
-                passed += 1;
-                println!("slt {name} ... ok");
-            }
-            Err(e) => {
-                failed += 1;
-                println!("slt {name} ... FAILED\n{e}");
+        for protocol in [Protocol::Embedded, Protocol::Trino] {
+            match runtime.block_on(run_file(file, &fixtures, protocol)) {
+                Ok(()) => {
+                    passed += 1;
+                    println!("slt {protocol:?} {name} ... ok");
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("slt {protocol:?} {name} ... FAILED\n{e}");
+                }
             }
         }
     }
