@@ -54,6 +54,8 @@ pub struct ServerConfig {
     pub host: IpAddr,
     /// Trino HTTP port (0 picks a free one).
     pub http_port: u16,
+    /// Arrow Flight SQL port (0 picks a free one).
+    pub flight_port: u16,
     /// Refuse insecure combinations at startup.
     pub production_mode: bool,
 }
@@ -81,6 +83,7 @@ impl Default for ServerConfig {
         Self {
             host: IpAddr::from([127, 0, 0, 1]),
             http_port: 8080,
+            flight_port: 50051,
             production_mode: false,
         }
     }

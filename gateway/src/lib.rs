@@ -12,6 +12,7 @@ use axum::routing::get;
 use axum::{Router, middleware};
 pub use config::Config;
 use sqe_engine::{Engine, EngineConfig};
+use sqe_flight_sql::FlightSqlConfig;
 use sqe_identity::{Authenticator, http_layer};
 use sqe_trino::{TrinoConfig, TrinoService};
 
@@ -94,29 +95,56 @@ pub async fn serve(config: Config) -> Result<(), String> {
         },
     );
     let authenticator = Arc::new(Authenticator::new(config.auth.clone())?);
+    let auth = || middleware::from_fn_with_state(authenticator.clone(), http_layer);
     // Authentication wraps the protocol routes; health probes stay open.
-    let protocols =
-        sqe_trino::router(trino).layer(middleware::from_fn_with_state(authenticator, http_layer));
-    let app = Router::new()
+    let http = Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/ready", get(|| async { "ready" }))
-        .merge(protocols);
-    let listener =
-        tokio::net::TcpListener::bind(SocketAddr::new(config.server.host, config.server.http_port))
+        .merge(sqe_trino::router(trino).layer(auth()));
+    let flight = sqe_flight_sql::service(
+        engine.clone(),
+        FlightSqlConfig {
+            default_catalog: engine.default_catalog().to_string(),
+            default_schema: "default".into(),
+        },
+    );
+    let flight = tonic::service::Routes::new(flight)
+        .into_axum_router()
+        .layer(auth());
+
+    let host = config.server.host;
+    let bind = |port: u16| async move {
+        tokio::net::TcpListener::bind(SocketAddr::new(host, port))
             .await
-            .map_err(|e| {
-                format!(
-                    "cannot listen on {}:{}: {e}",
-                    config.server.host, config.server.http_port
-                )
-            })?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    // Tests and scripts read this line to find the port.
-    println!("sqe-server: trino http listening on {addr}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| e.to_string())
+            .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))
+    };
+    let http_listener = bind(config.server.http_port).await?;
+    let flight_listener = bind(config.server.flight_port).await?;
+    // Tests and scripts read these lines to find the ports.
+    let local = |l: &tokio::net::TcpListener| l.local_addr().map_err(|e| e.to_string());
+    println!(
+        "sqe-server: trino http listening on {}",
+        local(&http_listener)?
+    );
+    println!(
+        "sqe-server: flight sql listening on {}",
+        local(&flight_listener)?
+    );
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let http =
+        axum::serve(http_listener, http).with_graceful_shutdown(until_stopped(stopped.clone()));
+    let flight =
+        axum::serve(flight_listener, flight).with_graceful_shutdown(until_stopped(stopped));
+    tokio::try_join!(async { http.await }, async { flight.await }).map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -12,7 +12,26 @@ use sqe_sessions::ErrorCode;
 
 use crate::{Authenticator, Presented};
 
-fn refuse(status: StatusCode, message: &str) -> Response {
+fn refuse(grpc: bool, status: StatusCode, message: &str) -> Response {
+    if grpc {
+        // gRPC callers read the outcome from grpc-status / grpc-message, not the HTTP status.
+        let code = if status == StatusCode::UNAUTHORIZED {
+            "16"
+        } else {
+            "14"
+        };
+        let mut response = StatusCode::OK.into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        headers.insert("grpc-status", HeaderValue::from_static(code));
+        if let Ok(v) = HeaderValue::from_str(&percent_encode(message)) {
+            headers.insert("grpc-message", v);
+        }
+        return response;
+    }
     let mut response = (status, message.to_string()).into_response();
     if status == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(
@@ -23,19 +42,38 @@ fn refuse(status: StatusCode, message: &str) -> Response {
     response
 }
 
-/// Use with `axum::middleware::from_fn_with_state(authenticator, http_layer)`.
+/// gRPC's grpc-message encoding: printable ASCII except `%` as is, everything else as %XX.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Use with `axum::middleware::from_fn_with_state(authenticator, http_layer)`. Serves HTTP and gRPC
+/// routes alike: a gRPC request is refused with a gRPC status.
 pub async fn http_layer(
     State(auth): State<Arc<Authenticator>>,
     mut request: Request,
     next: Next,
 ) -> Response {
+    let grpc = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
     let value = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let presented = match Presented::from_authorization(value) {
         Ok(p) => p,
-        Err(e) => return refuse(StatusCode::UNAUTHORIZED, e.message()),
+        Err(e) => return refuse(grpc, StatusCode::UNAUTHORIZED, e.message()),
     };
     match auth.authenticate(&presented).await {
         Ok(Some(who)) => {
@@ -47,8 +85,8 @@ pub async fn http_layer(
         }
         Ok(None) => next.run(request).await,
         Err(e) => match e.code() {
-            ErrorCode::External => refuse(StatusCode::SERVICE_UNAVAILABLE, e.message()),
-            _ => refuse(StatusCode::UNAUTHORIZED, e.message()),
+            ErrorCode::External => refuse(grpc, StatusCode::SERVICE_UNAVAILABLE, e.message()),
+            _ => refuse(grpc, StatusCode::UNAUTHORIZED, e.message()),
         },
     }
 }

@@ -58,7 +58,13 @@ impl Presented {
             return Ok(Presented::Bearer(rest.to_string()));
         }
         if scheme.eq_ignore_ascii_case("basic") {
-            let decoded = base64::engine::general_purpose::STANDARD
+            // Some clients (the Go Flight SQL driver) leave out the padding.
+            let lenient = base64::engine::GeneralPurpose::new(
+                &base64::alphabet::STANDARD,
+                base64::engine::GeneralPurposeConfig::new()
+                    .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+            );
+            let decoded = lenient
                 .decode(rest)
                 .ok()
                 .and_then(|b| String::from_utf8(b).ok())
@@ -504,6 +510,14 @@ mod tests {
 
     #[test]
     fn authorization_headers() {
+        // Unpadded, as the Go Flight SQL driver sends it: "alice:wrong".
+        assert_eq!(
+            Presented::from_authorization(Some("Basic YWxpY2U6d3Jvbmc")).ok(),
+            Some(Presented::Basic {
+                user: "alice".into(),
+                password: "wrong".into()
+            })
+        );
         assert_eq!(
             Presented::from_authorization(None).ok(),
             Some(Presented::None)

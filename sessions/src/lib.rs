@@ -6,9 +6,11 @@
 
 mod error;
 mod session;
+mod sql_text;
 
 pub use error::{ErrorCode, SqeError, SqeResult};
 pub use session::{Credential, Principal, Session, SessionUpdate};
+pub use sql_text::bind_parameters;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
@@ -29,15 +30,22 @@ class Process:
             self.process.wait()
 
 
-def start(command, pattern, env=None) -> Process:
-    """Starts `command`, waits for a line matching `pattern` (whose group 1 is the port)."""
+def start(command, pattern, env=None, more=()) -> Process:
+    """Starts `command` and waits for a line matching `pattern` (group 1: the port), then for one
+    line matching each of `more`, whose ports go to `process.more_ports`."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     seen = []
+    ports = []
+    wanted = [pattern, *more]
     for line in process.stdout:
         seen.append(line)
-        match = re.search(pattern, line)
+        match = re.search(wanted[len(ports)], line)
         if match:
-            return Process(process, int(match.group(1)))
+            ports.append(int(match.group(1)))
+            if len(ports) == len(wanted):
+                p = Process(process, ports[0])
+                p.more_ports = ports[1:]
+                return p
     process.kill()
     pytest.fail(f"{command[0]} did not start:\n" + "".join(seen))
 
@@ -47,19 +55,31 @@ class Server(Process):
     def http_port(self):
         return self.port
 
+    @property
+    def flight_port(self):
+        return self.more_ports[0]
+
 
 def start_server(root: Path, auth_toml: str, env_extra=None) -> Server:
     if not Path(SQE_SERVER).is_file():
         pytest.fail(f"sqe-server binary not found at {SQE_SERVER} (build it, or set SQE_SERVER)")
     config = root / "sqe.toml"
     config.write_text(
-        f'[server]\nhost = "127.0.0.1"\nhttp_port = 0\n\n[catalog]\nwarehouse = "{root / "warehouse"}"\n\n'
+        f'[server]\nhost = "127.0.0.1"\nhttp_port = 0\nflight_port = 0\n\n'
+        f'[catalog]\nwarehouse = "{root / "warehouse"}"\n\n'
         + auth_toml
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQE_")}
     env.update(env_extra or {})
-    p = start([SQE_SERVER, "--config", str(config)], r"trino http listening on 127\.0\.0\.1:(\d+)", env)
-    return Server(p.process, p.port)
+    p = start(
+        [SQE_SERVER, "--config", str(config)],
+        r"trino http listening on 127\.0\.0\.1:(\d+)",
+        env,
+        more=[r"flight sql listening on 127\.0\.0\.1:(\d+)"],
+    )
+    server = Server(p.process, p.port)
+    server.more_ports = p.more_ports
+    return server
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +102,27 @@ def idp():
         yield p
     finally:
         p.stop()
+
+
+ROBOT_TOKEN = "robot-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def secure_server(tmp_path_factory, idp):
+    auth = (
+        "[auth]\nallow_anonymous = false\n\n"
+        f'[auth.oidc]\nissuer = "http://127.0.0.1:{idp.port}"\naudience = "sqe"\nclient_id = "sqe"\n\n'
+        '[[auth.static]]\nname = "robot"\ntoken_env = "ROBOT_TOKEN"\n'
+    )
+    s = start_server(tmp_path_factory.mktemp("sqe-secure"), auth, {"ROBOT_TOKEN": ROBOT_TOKEN})
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def token(idp_port, **form):
+    body = {"grant_type": "password", "username": "alice", "password": "alice-secret", **form}
+    response = requests.post(f"http://127.0.0.1:{idp_port}/token", data=body, timeout=10)
+    response.raise_for_status()
+    return response.json()["access_token"]

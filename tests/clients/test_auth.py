@@ -7,36 +7,11 @@ import json
 import shutil
 
 import pytest
-import requests
 import trino
 from trino.auth import BasicAuthentication, JWTAuthentication
 from trino.exceptions import HttpError
 
-from conftest import IDP_DIR, start, start_server
-
-ROBOT_TOKEN = "robot-token-0123456789abcdef"
-
-
-@pytest.fixture(scope="module")
-def secure_server(tmp_path_factory, idp):
-    auth = (
-        "[auth]\nallow_anonymous = false\n\n"
-        f'[auth.oidc]\nissuer = "http://127.0.0.1:{idp.port}"\naudience = "sqe"\nclient_id = "sqe"\n\n'
-        '[[auth.static]]\nname = "robot"\ntoken_env = "ROBOT_TOKEN"\n'
-    )
-    s = start_server(tmp_path_factory.mktemp("sqe-secure"), auth, {"ROBOT_TOKEN": ROBOT_TOKEN})
-    try:
-        yield s
-    finally:
-        s.stop()
-
-
-def token(idp_port, **form):
-    body = {"grant_type": "password", "username": "alice", "password": "alice-secret", **form}
-    response = requests.post(f"http://127.0.0.1:{idp_port}/token", data=body, timeout=10)
-    response.raise_for_status()
-    return response.json()["access_token"]
-
+from conftest import IDP_DIR, ROBOT_TOKEN, start, token
 
 def query(server, sql, user, auth=None):
     conn = trino.dbapi.connect(

@@ -2,6 +2,8 @@
 //! DEALLOCATE PREPARE. Trino clients keep prepared statements themselves and send them back in the
 //! `X-Trino-Prepared-Statement` header, so this is text handling in the protocol, not engine state.
 
+use sqe_sessions::bind_parameters;
+
 /// What a statement asks of the protocol layer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ClientStatement {
@@ -49,55 +51,6 @@ fn split_top_level(s: &str) -> Vec<String> {
         out.push(current.trim().to_string());
     }
     out
-}
-
-/// Replaces each `?` outside quotes and comments with the next parameter's SQL text.
-fn bind(sql: &str, params: &[String]) -> Result<String, String> {
-    let mut out = String::with_capacity(sql.len());
-    let mut chars = sql.chars().peekable();
-    let mut used = 0;
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' | '"' => {
-                out.push(c);
-                for d in chars.by_ref() {
-                    out.push(d);
-                    if d == c {
-                        break;
-                    }
-                }
-            }
-            '-' if chars.peek() == Some(&'-') => {
-                out.push(c);
-                for d in chars.by_ref() {
-                    out.push(d);
-                    if d == '\n' {
-                        break;
-                    }
-                }
-            }
-            '?' => {
-                let p = params.get(used).ok_or_else(|| {
-                    format!(
-                        "statement has more parameters than the {} given",
-                        params.len()
-                    )
-                })?;
-                out.push('(');
-                out.push_str(p);
-                out.push(')');
-                used += 1;
-            }
-            _ => out.push(c),
-        }
-    }
-    if used != params.len() {
-        return Err(format!(
-            "{} parameters given but the statement has {used}",
-            params.len()
-        ));
-    }
-    Ok(out)
 }
 
 /// The words of a statement's head, lower-cased, and the rest after them.
@@ -162,7 +115,7 @@ pub fn resolve(sql: &str, prepared: &[(String, String)]) -> Result<ClientStateme
     if let Some(rest) = strip_words(sql, &["execute", "immediate"]) {
         let (text, params) = using(rest);
         let statement = unquote_string(&text).ok_or("EXECUTE IMMEDIATE needs a string literal")?;
-        return Ok(ClientStatement::Run(bind(&statement, &params)?));
+        return Ok(ClientStatement::Run(bind_parameters(&statement, &params)?));
     }
     if let Some(rest) = strip_words(sql, &["execute"]) {
         let (name, params) = using(rest);
@@ -171,7 +124,7 @@ pub fn resolve(sql: &str, prepared: &[(String, String)]) -> Result<ClientStateme
             .find(|(n, _)| n.eq_ignore_ascii_case(&name))
             .map(|(_, s)| s.clone())
             .ok_or_else(|| format!("prepared statement '{name}' does not exist"))?;
-        return Ok(ClientStatement::Run(bind(&statement, &params)?));
+        return Ok(ClientStatement::Run(bind_parameters(&statement, &params)?));
     }
     Ok(ClientStatement::Run(sql.to_string()))
 }

@@ -1,0 +1,69 @@
+//! SQL text helpers the protocols share: binding `?` parameters, which clients send as SQL literals
+//! (Trino's EXECUTE … USING) or as Arrow values the protocol renders as literals (Flight SQL).
+
+/// Replaces each `?` outside quotes and comments with the next parameter's SQL text.
+pub fn bind_parameters(sql: &str, params: &[String]) -> Result<String, String> {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    let mut used = 0;
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == c {
+                        break;
+                    }
+                }
+            }
+            '-' if chars.peek() == Some(&'-') => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            '?' => {
+                let p = params.get(used).ok_or_else(|| {
+                    format!(
+                        "statement has more parameters than the {} given",
+                        params.len()
+                    )
+                })?;
+                out.push('(');
+                out.push_str(p);
+                out.push(')');
+                used += 1;
+            }
+            _ => out.push(c),
+        }
+    }
+    if used != params.len() {
+        return Err(format!(
+            "{} parameters given but the statement has {used}",
+            params.len()
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binds_outside_quotes_and_counts() {
+        let sql = "SELECT * FROM t WHERE a = ? AND b = '?' AND c = ?";
+        assert_eq!(
+            bind_parameters(sql, &["1".into(), "'x, y'".into()]),
+            Ok("SELECT * FROM t WHERE a = (1) AND b = '?' AND c = ('x, y')".into())
+        );
+        assert_eq!(
+            bind_parameters(sql, &["1".into()]),
+            Err("statement has more parameters than the 1 given".into())
+        );
+    }
+}

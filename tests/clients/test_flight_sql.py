@@ -1,0 +1,58 @@
+"""ADBC's Flight SQL driver (adbc-driver-flightsql) against sqe-server's Arrow Flight SQL endpoint."""
+
+import adbc_driver_flightsql.dbapi as flight_sql
+import pytest
+from adbc_driver_manager import Error as AdbcError
+
+from conftest import ROBOT_TOKEN, token
+
+
+def connect(server, **db_kwargs):
+    return flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=db_kwargs)
+
+
+def fetch(conn, sql, params=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, params) if params is not None else cur.execute(sql)
+        return cur.fetchall()
+
+
+def test_execute_and_parameters(server):
+    with connect(server) as conn:
+        assert fetch(conn, "SELECT 1 AS a, 'x' AS b") == [(1, "x")]
+        fetch(conn, "CREATE TABLE flight_t (id bigint, name varchar)")
+        fetch(conn, "INSERT INTO flight_t VALUES (1, 'one'), (2, 'two'), (3, 'it''s')")
+        assert fetch(conn, "SELECT name FROM flight_t WHERE id = ?", (2,)) == [("two",)]
+        assert fetch(conn, "SELECT id FROM flight_t WHERE name = ?", ("it's",)) == [(3,)]
+        with pytest.raises(AdbcError) as missing:
+            fetch(conn, "SELECT * FROM no_such_table")
+        assert "table 'iceberg.default.no_such_table' not found" in str(missing.value)
+        assert fetch(conn, "SELECT count(*) FROM flight_t") == [(3,)]
+
+
+def test_metadata_calls(server):
+    with connect(server) as conn:
+        fetch(conn, "CREATE SCHEMA IF NOT EXISTS meta")
+        fetch(conn, "CREATE TABLE meta.things (id bigint, label varchar)")
+        assert conn.adbc_get_table_types() == ["TABLE", "VIEW"]
+        objects = conn.adbc_get_objects(depth="tables", catalog_filter="iceberg", db_schema_filter="meta").read_all()
+        catalogs = objects.to_pylist()
+        assert [c["catalog_name"] for c in catalogs] == ["iceberg"]
+        schemas = catalogs[0]["catalog_db_schemas"]
+        assert [s["db_schema_name"] for s in schemas] == ["meta"]
+        assert [t["table_name"] for t in schemas[0]["db_schema_tables"]] == ["things"]
+        schema = conn.adbc_get_table_schema("things", db_schema_filter="meta")
+        assert schema.names == ["id", "label"]
+
+
+def test_bearer_and_password_auth(secure_server, idp):
+    with connect(secure_server, **{"adbc.flight.sql.authorization_header": f"Bearer {token(idp.port)}"}) as conn:
+        assert fetch(conn, "SELECT current_user") == [("alice",)]
+    with connect(secure_server, username="alice", password="alice-secret") as conn:
+        assert fetch(conn, "SELECT current_user") == [("alice",)]
+    with pytest.raises(AdbcError) as refused:
+        with connect(secure_server, username="alice", password="wrong") as conn:
+            fetch(conn, "SELECT 1")
+    assert "invalid username or password" in str(refused.value)
+    with connect(secure_server, **{"adbc.flight.sql.authorization_header": f"Bearer {ROBOT_TOKEN}"}) as conn:
+        assert fetch(conn, "SELECT current_user") == [("robot",)]
