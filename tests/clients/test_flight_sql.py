@@ -1,10 +1,13 @@
 """ADBC's Flight SQL driver (adbc-driver-flightsql) against sqe-server's Arrow Flight SQL endpoint."""
 
+import os
+import subprocess
+
 import adbc_driver_flightsql.dbapi as flight_sql
 import pytest
 from adbc_driver_manager import Error as AdbcError
 
-from conftest import ROBOT_TOKEN, token
+from conftest import ROBOT_TOKEN, TARGET, token
 
 
 def connect(server, **db_kwargs):
@@ -56,3 +59,23 @@ def test_bearer_and_password_auth(secure_server, idp):
     assert "invalid username or password" in str(refused.value)
     with connect(secure_server, **{"adbc.flight.sql.authorization_header": f"Bearer {ROBOT_TOKEN}"}) as conn:
         assert fetch(conn, "SELECT current_user") == [("robot",)]
+
+
+def sqe_cli(server, *args, stdin=None):
+    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
+    return subprocess.run(
+        [cli, "--host", "127.0.0.1", "--port", str(server.flight_port), "-f", "csv", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_shell_in_remote_mode(secure_server):
+    by_token = sqe_cli(secure_server, "--token", ROBOT_TOKEN, "-e", "SELECT 1 AS one, current_user AS who")
+    assert (by_token.returncode, by_token.stdout, by_token.stderr) == (0, "one,who\n1,robot\n", "")
+    by_password = sqe_cli(secure_server, "--user", "alice", "-e", "SELECT current_user AS who", stdin="alice-secret\n")
+    assert (by_password.returncode, by_password.stdout) == (0, "who\nalice\n")
+    refused = sqe_cli(secure_server, "--token", "not-a-token", "-e", "SELECT 1")
+    assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", "Error: malformed token\n")

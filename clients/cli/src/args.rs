@@ -60,7 +60,8 @@ pub struct Args {
     #[arg(long)]
     pub user: Option<String>,
 
-    /// Bearer token (remote mode).
+    /// Bearer token (remote mode). Without it, `--user` signs in with a password read from standard
+    /// input (prompted on a terminal).
     #[arg(long)]
     pub token: Option<String>,
 }

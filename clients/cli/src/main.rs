@@ -2,6 +2,7 @@
 
 mod args;
 mod output;
+mod remote;
 mod shell;
 
 use clap::Parser;

@@ -1,4 +1,5 @@
-//! The shell: runs statements from `-e`, `--file` or an interactive prompt against an embedded engine.
+//! The shell: runs statements from `-e`, `--file` or an interactive prompt, against an embedded
+//! engine or, with `--host`, an sqe-server over Arrow Flight SQL.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use sqe_sessions::{Principal, QueryService, Session, SqeError};
 
 use crate::args::{Args, Format};
 use crate::output::Printer;
+use crate::remote::FlightRemote;
 
 const HELP: &str = "\
 .tables            list the tables of the current schema
@@ -66,31 +68,55 @@ fn engine_config(args: &Args) -> Result<EngineConfig, String> {
 }
 
 struct Shell {
-    engine: Arc<Engine>,
+    service: Arc<dyn QueryService>,
     session: Session,
     format: Format,
     timer: bool,
     interactive: bool,
 }
 
+/// The password for `user`: one line from standard input (typed at a prompt on a terminal).
+fn read_password(user: &str) -> Result<String, String> {
+    if std::io::stdin().is_terminal() {
+        eprint!("Password for {user}: ");
+        let _ = std::io::stderr().flush();
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read the password: {e}"))?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
 /// Returns whether every statement succeeded.
 async fn run(args: Args) -> Result<bool, String> {
-    if args.host.is_some() && !args.embedded {
-        return Err("remote mode (--host) needs sqe-server, which is not part of this build yet; use --embedded".into());
-    }
-    let engine = if args.memory {
-        Engine::in_memory()
-    } else {
-        Engine::open(engine_config(&args)?)
-    }
-    .map_err(|e| e.to_string())?;
-    let session = Session::new(
-        Principal::new(std::env::var("USER").unwrap_or_else(|_| "sqe".into())),
-        engine.default_catalog(),
-        "default",
-    );
+    let user = std::env::var("USER").unwrap_or_else(|_| "sqe".into());
+    let (service, catalog): (Arc<dyn QueryService>, String) = match (&args.host, args.embedded) {
+        (Some(_), true) => return Err("--host and --embedded exclude each other".into()),
+        (Some(host), false) => {
+            let login = match &args.user {
+                Some(u) if args.token.is_none() => Some((u.clone(), read_password(u)?)),
+                _ => None,
+            };
+            let remote = FlightRemote::connect(host, args.port, args.token.clone(), login)
+                .await
+                .map_err(|e| e.to_string())?;
+            (Arc::new(remote), "iceberg".to_string())
+        }
+        (None, _) => {
+            let engine = if args.memory {
+                Engine::in_memory()
+            } else {
+                Engine::open(engine_config(&args)?)
+            }
+            .map_err(|e| e.to_string())?;
+            let catalog = engine.default_catalog().to_string();
+            (Arc::new(engine), catalog)
+        }
+    };
+    let session = Session::new(Principal::new(user), catalog, "default");
     let mut shell = Shell {
-        engine: Arc::new(engine),
+        service,
         session,
         format: args.format,
         timer: false,
@@ -225,7 +251,7 @@ impl Shell {
         let progress = (self.interactive && std::io::stderr().is_terminal())
             .then(|| tokio::spawn(progress_line(started)));
         let work = run_statement(
-            self.engine.clone(),
+            self.service.clone(),
             self.session.clone(),
             sql.to_string(),
             self.format,
@@ -262,7 +288,7 @@ async fn progress_line(started: Instant) {
 }
 
 async fn run_statement(
-    engine: Arc<Engine>,
+    engine: Arc<dyn QueryService>,
     session: Session,
     sql: String,
     format: Format,
