@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::{DataType, Schema};
@@ -32,6 +33,9 @@ use sqe_sessions::{
     Credential, ErrorCode, Principal, QueryResult, QueryService, Session, SqeError, bind_parameters,
 };
 use tonic::{Request, Response, Status, Streaming};
+
+/// How long a result may wait for its DoGet.
+const UNFETCHED_AFTER: Duration = Duration::from_secs(300);
 
 type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -67,8 +71,9 @@ pub struct SqeFlightSql {
     service: Arc<dyn QueryService>,
     config: FlightSqlConfig,
     prepared: Mutex<HashMap<Vec<u8>, Prepared>>,
-    /// Results waiting for their DoGet, by ticket.
-    results: Mutex<HashMap<Vec<u8>, QueryResult>>,
+    /// Results waiting for their DoGet, by ticket, with when they were parked. Each holds a query
+    /// slot, so results nobody fetches are dropped (cancelled) after `UNFETCHED_AFTER`.
+    results: Mutex<HashMap<Vec<u8>, (Instant, QueryResult)>>,
 }
 
 /// The Flight service to mount in the gateway.
@@ -154,7 +159,11 @@ impl SqeFlightSql {
         let result = self.run(&self.session(request), sql).await?;
         let schema = result.schema.clone();
         let handle = uuid::Uuid::new_v4().as_bytes().to_vec();
-        lock(&self.results).insert(handle.clone(), result);
+        {
+            let mut results = lock(&self.results);
+            results.retain(|_, (parked, _)| parked.elapsed() < UNFETCHED_AFTER);
+            results.insert(handle.clone(), (Instant::now(), result));
+        }
         let ticket = TicketStatementQuery {
             statement_handle: handle.into(),
         };
@@ -290,9 +299,9 @@ impl FlightSqlService for SqeFlightSql {
         Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
         Status,
     > {
-        let result = lock(&self.results)
+        let (_, result) = lock(&self.results)
             .remove(ticket.statement_handle.as_ref())
-            .ok_or_else(|| Status::not_found("result not found (already fetched?)"))?;
+            .ok_or_else(|| Status::not_found("result not found (already fetched, or expired)"))?;
         let batches = result
             .batches
             .map_err(|e| FlightError::Tonic(Box::new(status(&e))));
