@@ -61,14 +61,8 @@ async fn run_file(path: &Path, fixtures: &Path, protocol: Protocol) -> Result<()
             run_records(runner, path, &vars).await
         }
         Protocol::Trino => {
-            let trino = TrinoService::new(
-                engine.clone(),
-                TrinoConfig {
-                    default_catalog: engine.default_catalog().to_string(),
-                    default_schema: "default".into(),
-                    impersonators: Vec::new(),
-                },
-            );
+            let trino =
+                TrinoService::new(engine.clone(), TrinoConfig::new(engine.default_catalog()));
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| e.to_string())?;

@@ -86,14 +86,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?,
     );
-    let trino = TrinoService::new(
-        engine.clone(),
-        TrinoConfig {
-            default_catalog: engine.default_catalog().to_string(),
-            default_schema: "default".into(),
-            impersonators: Vec::new(),
-        },
-    );
+    let trino = TrinoService::new(engine.clone(), TrinoConfig::new(engine.default_catalog()));
     let authenticator = Arc::new(Authenticator::new(config.auth.clone())?);
     let auth = || middleware::from_fn_with_state(authenticator.clone(), http_layer);
     // Authentication wraps the protocol routes; health probes stay open.

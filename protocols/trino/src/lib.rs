@@ -45,6 +45,17 @@ pub struct TrinoConfig {
     pub impersonators: Vec<String>,
 }
 
+impl TrinoConfig {
+    /// Requests without X-Trino-Catalog/Schema land in `catalog`.`default`; nobody may impersonate.
+    pub fn new(catalog: &str) -> Self {
+        Self {
+            default_catalog: catalog.to_string(),
+            default_schema: "default".into(),
+            impersonators: Vec::new(),
+        }
+    }
+}
+
 /// What the query task hands to the pages.
 enum Event {
     Started {
