@@ -79,3 +79,18 @@ def test_the_shell_in_remote_mode(secure_server):
     assert (by_password.returncode, by_password.stdout) == (0, "who\nalice\n")
     refused = sqe_cli(secure_server, "--token", "not-a-token", "-e", "SELECT 1")
     assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", "Error: malformed token\n")
+
+
+def test_bad_tokens_are_unauthenticated_with_the_reason(secure_server, idp):
+    cases = {
+        token(idp.port, expired="true"): "token expired",
+        token(idp.port, aud="someone-else"): "token audience is not accepted",
+    }
+    for bad, reason in cases.items():
+        with pytest.raises(AdbcError) as refused:
+            with connect(secure_server, **{"adbc.flight.sql.authorization_header": f"Bearer {bad}"}) as conn:
+                fetch(conn, "SELECT 1")
+        assert "UNAUTHENTICATED" in str(refused.value) and reason in str(refused.value)
+    # Others keep being served.
+    with connect(secure_server, username="alice", password="alice-secret") as conn:
+        assert fetch(conn, "SELECT 2") == [(2,)]
