@@ -24,6 +24,8 @@ use futures::Stream;
 use sqe_sessions::{BatchStream, ErrorCode, SqeError, SqeResult};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::catalog::information::{Catalogs, JdbcSchema, MetadataSchema};
+
 /// Finished queries kept for `system.runtime.queries`.
 const KEEP_FINISHED: usize = 1000;
 
@@ -274,15 +276,17 @@ impl Drop for Tracked {
     }
 }
 
-/// `system.runtime.queries`, Trino's view of running and recent queries.
+/// Trino's `system` catalog: `runtime.queries` (running and recent queries), and the `jdbc` and
+/// `metadata` tables drivers read.
 #[derive(Debug)]
 pub struct SystemCatalog {
     registry: Arc<QueryRegistry>,
+    catalogs: Catalogs,
 }
 
 impl SystemCatalog {
-    pub fn new(registry: Arc<QueryRegistry>) -> Self {
-        Self { registry }
+    pub fn new(registry: Arc<QueryRegistry>, catalogs: Catalogs) -> Self {
+        Self { registry, catalogs }
     }
 }
 
@@ -292,10 +296,20 @@ impl CatalogProvider for SystemCatalog {
     }
 
     fn schema_names(&self) -> Vec<String> {
-        vec!["runtime".to_string()]
+        vec![
+            "jdbc".to_string(),
+            "metadata".to_string(),
+            "runtime".to_string(),
+        ]
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        let catalogs = self.catalogs.clone();
+        match name {
+            "jdbc" => return Some(Arc::new(JdbcSchema { catalogs })),
+            "metadata" => return Some(Arc::new(MetadataSchema { catalogs })),
+            _ => {}
+        }
         (name == "runtime").then(|| {
             Arc::new(RuntimeSchema {
                 registry: self.registry.clone(),

@@ -23,7 +23,7 @@ use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
 use crate::catalog::provider::load_table_opt;
 use crate::catalog::sqlite::SqliteCatalog;
 use crate::engine::{
-    Engine, QUERY_CATALOG, empty_result, normalize_ident, object_parts, rows_result,
+    Engine, SYSTEM_CATALOG, empty_result, normalize_ident, object_parts, rows_result,
 };
 use crate::error::from_iceberg;
 use crate::prepass::Prepared;
@@ -182,6 +182,11 @@ pub(crate) fn table_options(
     let mut partitioning = Vec::new();
     let mut props = HashMap::new();
     for opt in list {
+        if let SqlOption::Comment(comment) = opt {
+            // Where Trino and Spark keep a table's comment.
+            props.insert("comment".to_string(), comment.to_string());
+            continue;
+        }
         let SqlOption::KeyValue { key, value } = opt else {
             return Err(SqeError::invalid(format!(
                 "unsupported table option '{opt}'"
@@ -363,6 +368,9 @@ impl Engine {
         let (with_partitioning, mut props) = table_options(&ct.table_options)?;
         let spec = partition_spec(&schema, with_partitioning, partitioned_by)?;
         let location = props.remove("__location").or_else(|| ct.location.clone());
+        if let Some(comment) = &ct.comment {
+            props.insert("comment".to_string(), comment.to_string());
+        }
         let creation = TableCreation::builder()
             .name(ident.name.clone())
             .schema(schema)
@@ -458,13 +466,15 @@ impl Engine {
                     [_, l, p] if l.value.eq_ignore_ascii_case("like") => Some(p.value.clone()),
                     _ => return Err(SqeError::invalid("expected SHOW CATALOGS [LIKE 'pattern']")),
                 };
-                let names = self
+                let mut names: Vec<String> = self
                     .catalogs
                     .keys()
-                    .filter(|c| c.as_str() != QUERY_CATALOG)
+                    .map(String::as_str)
+                    .chain([SYSTEM_CATALOG])
                     .filter(|c| pattern.as_deref().is_none_or(|p| like(p, c)))
-                    .cloned()
+                    .map(str::to_string)
                     .collect();
+                names.sort();
                 one_column("Catalog", names)
             }
             Statement::ShowSchemas { show_options, .. }
@@ -510,7 +520,7 @@ impl Engine {
         }
     }
 
-    async fn drop_table(
+    pub(crate) async fn drop_table(
         &self,
         session: &Session,
         name: &ObjectName,

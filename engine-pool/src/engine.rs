@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
@@ -28,9 +28,12 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::{NamespaceIdent, TableIdent};
-use sqe_sessions::{QueryResult, QueryService, Session, SqeError, SqeResult};
+use sqe_sessions::{
+    BatchStream, IngestTarget, QueryResult, QueryService, Session, SqeError, SqeResult,
+};
 
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, SystemCatalog, admitted};
+use crate::catalog::information::{Catalogs, WithInformationSchema};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
 use crate::catalog::sqlite::SqliteCatalog;
 use crate::error::{from_datafusion, from_iceberg};
@@ -38,11 +41,11 @@ use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
 
 /// Trino's `system` catalog: `system.runtime.queries`.
-const SYSTEM_CATALOG: &str = "system";
+pub(crate) const SYSTEM_CATALOG: &str = "system";
 
 /// The catalog that holds per-query tables (time travel, file functions); never listed.
 pub(crate) const QUERY_CATALOG: &str = "__sqe";
-const QUERY_SCHEMA: &str = "q";
+pub(crate) const QUERY_SCHEMA: &str = "q";
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
 #[derive(Debug, Clone, Default)]
@@ -114,26 +117,42 @@ impl Engine {
                 )));
             }
             let catalog = Arc::new(SqliteCatalog::open(&name, dir).map_err(from_iceberg)?);
+            let provider = Arc::new(IcebergCatalogProvider::new(catalog.clone()));
             list.register_catalog(
                 name.clone(),
-                Arc::new(IcebergCatalogProvider::new(catalog.clone())),
+                Arc::new(WithInformationSchema::new(&name, provider)),
             );
             catalogs.insert(name, catalog);
         }
         let registry = Arc::new(QueryRegistry::default());
+        let all: Weak<dyn CatalogProviderList> = Arc::downgrade(&list) as _;
+        let system = Arc::new(SystemCatalog::new(registry.clone(), Catalogs(all)));
         list.register_catalog(
             SYSTEM_CATALOG.to_string(),
-            Arc::new(SystemCatalog::new(registry.clone())),
+            Arc::new(WithInformationSchema::new(SYSTEM_CATALOG, system)),
         );
+        // information_schema is SQE's own (Trino's shape, per catalog), not DataFusion's.
         let session_config = SessionConfig::new()
-            .with_information_schema(true)
+            .with_information_schema(false)
             .with_default_catalog_and_schema(default_catalog.clone(), "default")
             .with_create_default_catalog_and_schema(false);
-        let state = SessionStateBuilder::new()
+        let mut state = SessionStateBuilder::new()
             .with_config(session_config)
             .with_catalog_list(list)
             .with_default_features()
             .build();
+        // `version()` is the server's version, as in Trino.
+        let version = ScalarValue::Utf8(Some(format!("sqe-{}", env!("CARGO_PKG_VERSION"))));
+        let version = create_udf(
+            "version",
+            vec![],
+            DataType::Utf8,
+            Volatility::Immutable,
+            Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(version.clone()))),
+        );
+        state
+            .register_udf(Arc::new(version))
+            .map_err(from_datafusion)?;
         Ok(Self {
             catalogs,
             default_catalog: default_catalog.to_lowercase(),
@@ -737,6 +756,26 @@ impl QueryService for Engine {
         let user = &session.principal.name;
         admitted(&self.admission, &self.registry, user, sql, || {
             self.run(session, sql)
+        })
+        .await
+    }
+
+    async fn ingest(
+        &self,
+        session: &Session,
+        target: IngestTarget,
+        schema: SchemaRef,
+        batches: BatchStream,
+    ) -> SqeResult<QueryResult> {
+        let user = &session.principal.name;
+        let what = format!(
+            "-- bulk ingest into {}.{}.{}",
+            target.catalog.as_deref().unwrap_or(&session.catalog),
+            target.schema.as_deref().unwrap_or(&session.schema),
+            target.table
+        );
+        admitted(&self.admission, &self.registry, user, &what, || {
+            self.ingest_rows(session, target, schema, batches)
         })
         .await
     }

@@ -9,6 +9,7 @@ mod ddl;
 mod engine;
 pub mod error;
 mod files;
+mod ingest;
 mod prepass;
 pub mod types;
 mod write;

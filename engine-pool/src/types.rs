@@ -134,7 +134,7 @@ pub fn trino_type_name(ty: &Type) -> String {
             PrimitiveType::Long => "bigint".into(),
             PrimitiveType::Float => "real".into(),
             PrimitiveType::Double => "double".into(),
-            PrimitiveType::Decimal { precision, scale } => format!("decimal({precision}, {scale})"),
+            PrimitiveType::Decimal { precision, scale } => format!("decimal({precision},{scale})"),
             PrimitiveType::Date => "date".into(),
             PrimitiveType::Time => "time(6)".into(),
             PrimitiveType::Timestamp => "timestamp(6)".into(),
@@ -285,7 +285,7 @@ mod tests {
         .ok();
         assert_eq!(
             ty.map(|t| trino_type_name(&t)).as_deref(),
-            Some("array(decimal(10, 2))")
+            Some("array(decimal(10,2))")
         );
     }
 }

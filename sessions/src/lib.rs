@@ -7,10 +7,12 @@
 mod error;
 mod session;
 mod sql_text;
+mod store;
 
 pub use error::{ErrorCode, SqeError, SqeResult};
 pub use session::{Credential, Principal, Session, SessionUpdate};
 pub use sql_text::bind_parameters;
+pub use store::SessionStore;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -42,9 +44,46 @@ impl std::fmt::Debug for QueryResult {
     }
 }
 
+/// What to do when the target of a bulk ingest does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfMissing {
+    Create,
+    Fail,
+}
+
+/// What to do when the target of a bulk ingest exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfExists {
+    Fail,
+    Append,
+    Replace,
+}
+
+/// The table a bulk ingest writes to; catalog and schema default to the session's.
+#[derive(Debug, Clone)]
+pub struct IngestTarget {
+    pub catalog: Option<String>,
+    pub schema: Option<String>,
+    pub table: String,
+    pub if_missing: IfMissing,
+    pub if_exists: IfExists,
+}
+
 /// The one call every protocol makes. Implemented by the engine; protocols depend only on this trait.
 #[async_trait::async_trait]
 pub trait QueryService: Send + Sync {
     /// Runs exactly one SQL statement as `session`'s principal.
     async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult>;
+
+    /// Writes a stream of rows with `schema` into `target` (Flight SQL's bulk ingest). The result
+    /// is a write's: its `update_count` is the number of rows written.
+    async fn ingest(
+        &self,
+        _session: &Session,
+        _target: IngestTarget,
+        _schema: SchemaRef,
+        _batches: BatchStream,
+    ) -> SqeResult<QueryResult> {
+        Err(SqeError::unsupported("bulk ingest is not supported"))
+    }
 }

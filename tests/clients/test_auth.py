@@ -1,17 +1,42 @@
-"""Authentication over Trino HTTP against a real OIDC provider (oauth2-mock-server, tests/idp):
-bearer JWTs checked against the issuer's JWKS, the password grant, a service principal's client
-credentials, static tokens, and a clear 401 for each kind of bad credential."""
+"""Authentication over Trino HTTP and Arrow Flight SQL against a real OIDC provider
+(oauth2-mock-server, tests/idp): bearer JWTs checked against the issuer's JWKS, the password grant,
+a service principal's client credentials, static tokens, and a clear refusal (401 over HTTP,
+UNAUTHENTICATED over gRPC) for each kind of bad credential."""
 
 import base64
 import json
 import shutil
 
+import adbc_driver_flightsql.dbapi as flight_sql
 import pytest
 import trino
+from adbc_driver_manager import AdbcStatusCode
+from adbc_driver_manager import Error as AdbcError
 from trino.auth import BasicAuthentication, JWTAuthentication
 from trino.exceptions import HttpError
 
 from conftest import IDP_DIR, ROBOT_TOKEN, start, token
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unsigned_token(idp_port):
+    """The issuer's own claims for alice (audience sqe), re-wrapped with `alg: none` and no signature."""
+    claims = json.loads(base64.urlsafe_b64decode(token(idp_port).split(".")[1] + "=="))
+    header = b64url(json.dumps({"alg": "none", "typ": "JWT"}).encode())
+    return f"{header}.{b64url(json.dumps(claims).encode())}."
+
+
+def foreign_token():
+    """A token from another issuer instance: signed by a key this issuer does not publish."""
+    other = start([shutil.which("node"), str(IDP_DIR / "idp.mjs"), "0"], r"idp listening on 127\.0\.0\.1:(\d+)")
+    try:
+        return token(other.port)
+    finally:
+        other.stop()
+
 
 def query(server, sql, user, auth=None):
     conn = trino.dbapi.connect(
@@ -57,21 +82,11 @@ def test_each_bad_credential_gets_401_saying_which(secure_server, idp):
     other_audience = token(idp.port, aud="someone-else")
     assert refused(secure_server, JWTAuthentication(other_audience)) == "error 401: b'token audience is not accepted'"
 
-    header = base64.urlsafe_b64encode(json.dumps({"alg": "none", "typ": "JWT"}).encode()).rstrip(b"=").decode()
-    claims = json.loads(base64.urlsafe_b64decode(other_audience.split(".")[1] + "=="))
-    claims["aud"] = "sqe"
-    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
-    unsigned = f"{header}.{payload}."
+    unsigned = unsigned_token(idp.port)
     assert refused(secure_server, JWTAuthentication(unsigned)) == "error 401: b\"token algorithm 'none' is not allowed\""
 
-    # A token from another issuer instance: signed by a key this issuer does not publish.
-    other = start([shutil.which("node"), str(IDP_DIR / "idp.mjs"), "0"], r"idp listening on 127\.0\.0\.1:(\d+)")
-    try:
-        foreign = token(other.port)
-    finally:
-        other.stop()
     assert (
-        refused(secure_server, JWTAuthentication(foreign))
+        refused(secure_server, JWTAuthentication(foreign_token()))
         == "error 401: b'token is signed by a key the issuer does not publish'"
     )
 
@@ -91,3 +106,35 @@ def test_user_header_must_match_the_principal(secure_server, idp):
     with pytest.raises(HttpError) as e:
         query(secure_server, "SELECT 1", "bob", JWTAuthentication(token(idp.port)))
     assert str(e.value) == "error 403: b'Access Denied: user alice cannot impersonate user bob'"
+
+
+def flight_query(server, sql, **db_kwargs):
+    with flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=db_kwargs) as conn:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchall()
+
+
+def bearer(jwt):
+    return {"adbc.flight.sql.authorization_header": f"Bearer {jwt}"}
+
+
+def test_each_bad_credential_over_flight_sql_is_unauthenticated_saying_which(secure_server, idp):
+    # Expired and other-audience tokens and a wrong password over Flight SQL: test_flight_sql.py.
+    cases = [
+        (bearer(foreign_token()), "token is signed by a key the issuer does not publish"),
+        (bearer(unsigned_token(idp.port)), "token algorithm 'none' is not allowed"),
+        ({}, "authentication required: send a Bearer token or Basic credentials"),
+    ]
+    good = [
+        (bearer(token(idp.port)), "alice"),
+        ({"username": "bob", "password": "bob-secret"}, "bob"),
+        (bearer(ROBOT_TOKEN), "robot"),
+    ]
+    for (bad, reason), (credentials, user) in zip(cases, good):
+        with pytest.raises(AdbcError) as refused:
+            flight_query(secure_server, "SELECT 1", **bad)
+        assert refused.value.status_code == AdbcStatusCode.UNAUTHENTICATED
+        assert f"UNAUTHENTICATED: [FlightSQL] {reason} (" in str(refused.value)
+        # Others keep being served, as themselves.
+        assert flight_query(secure_server, "SELECT current_user", **credentials) == [(user,)]

@@ -5,6 +5,7 @@ import subprocess
 
 import adbc_driver_flightsql.dbapi as flight_sql
 import pytest
+from adbc_driver_manager import AdbcStatusCode
 from adbc_driver_manager import Error as AdbcError
 
 from conftest import ROBOT_TOKEN, TARGET, token
@@ -56,7 +57,8 @@ def test_bearer_and_password_auth(secure_server, idp):
     with pytest.raises(AdbcError) as refused:
         with connect(secure_server, username="alice", password="wrong") as conn:
             fetch(conn, "SELECT 1")
-    assert "invalid username or password" in str(refused.value)
+    assert refused.value.status_code == AdbcStatusCode.UNAUTHENTICATED
+    assert "UNAUTHENTICATED: [FlightSQL] invalid username or password (" in str(refused.value)
     with connect(secure_server, **{"adbc.flight.sql.authorization_header": f"Bearer {ROBOT_TOKEN}"}) as conn:
         assert fetch(conn, "SELECT current_user") == [("robot",)]
 
@@ -90,7 +92,80 @@ def test_bad_tokens_are_unauthenticated_with_the_reason(secure_server, idp):
         with pytest.raises(AdbcError) as refused:
             with connect(secure_server, **{"adbc.flight.sql.authorization_header": f"Bearer {bad}"}) as conn:
                 fetch(conn, "SELECT 1")
-        assert "UNAUTHENTICATED" in str(refused.value) and reason in str(refused.value)
-    # Others keep being served.
-    with connect(secure_server, username="alice", password="alice-secret") as conn:
-        assert fetch(conn, "SELECT 2") == [(2,)]
+        assert refused.value.status_code == AdbcStatusCode.UNAUTHENTICATED
+        assert f"UNAUTHENTICATED: [FlightSQL] {reason} (" in str(refused.value)
+        # Others keep being served, as themselves.
+        with connect(secure_server, username="bob", password="bob-secret") as conn:
+            assert fetch(conn, "SELECT current_user") == [("bob",)]
+
+
+def test_bulk_ingest_creates_appends_and_replaces(server):
+    import pyarrow as pa
+
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", None]})
+    with connect(server) as conn:
+        with conn.cursor() as cur:
+            assert cur.adbc_ingest("ingested", data, mode="create") == 3
+            assert fetch(conn, "SELECT id, name FROM ingested ORDER BY id") == [(1, "a"), (2, "b"), (3, None)]
+            # Appending matches columns by name, whatever their order in the batch.
+            more = pa.table({"name": ["d"], "id": pa.array([4], pa.int64())})
+            assert cur.adbc_ingest("ingested", more, mode="append") == 1
+            assert fetch(conn, "SELECT id, name FROM ingested WHERE id = 4") == [(4, "d")]
+            with pytest.raises(AdbcError) as exists:
+                cur.adbc_ingest("ingested", data, mode="create")
+            assert "table 'iceberg.default.ingested' already exists" in str(exists.value)
+            with pytest.raises(AdbcError) as missing:
+                cur.adbc_ingest("not_there", data, mode="append")
+            assert "table 'iceberg.default.not_there' does not exist" in str(missing.value)
+            assert cur.adbc_ingest("ingested", data.slice(0, 1), mode="replace") == 1
+            assert fetch(conn, "SELECT id, name FROM ingested") == [(1, "a")]
+            # A type that cannot go into the column is refused, and nothing is written.
+            wrong = pa.table({"id": ["not a number"], "name": ["x"]})
+            with pytest.raises(AdbcError) as refused:
+                cur.adbc_ingest("ingested", wrong, mode="append")
+            assert "varchar" in str(refused.value), str(refused.value)
+            assert fetch(conn, "SELECT count(*) FROM ingested") == [(1,)]
+            fetch(conn, "CREATE SCHEMA IF NOT EXISTS landing")
+            assert cur.adbc_ingest("elsewhere", data, mode="create_append", db_schema_name="landing") == 3
+            assert cur.adbc_ingest("elsewhere", data, mode="create_append", db_schema_name="landing") == 3
+            assert fetch(conn, "SELECT count(*) FROM landing.elsewhere") == [(6,)]
+
+
+def test_executemany_binds_every_row(server):
+    with connect(server) as conn:
+        fetch(conn, "CREATE TABLE many (id bigint, name varchar)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO many VALUES (?, ?)", [(1, "a"), (2, "b"), (3, "c")])
+        assert fetch(conn, "SELECT id, name FROM many ORDER BY id") == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_server_info(server):
+    with connect(server) as conn:
+        info = conn.adbc_get_info()
+        assert (info["vendor_name"], info["vendor_arrow_version"]) == ("SQE", "58")
+        assert info["vendor_version"].count(".") == 2
+
+
+def test_session_catalog_and_schema_persist_with_the_session_cookie(server):
+    with connect(server) as conn:
+        fetch(conn, "CREATE SCHEMA IF NOT EXISTS sess")
+        fetch(conn, "CREATE TABLE IF NOT EXISTS sess.marker (v varchar)")
+        fetch(conn, "INSERT INTO sess.marker VALUES ('in sess')")
+    with connect(server, **{"adbc.flight.sql.rpc.with_cookie_middleware": "true"}) as conn:
+        conn.adbc_current_db_schema = "sess"
+        assert conn.adbc_current_db_schema == "sess"
+        assert fetch(conn, "SELECT v FROM marker") == [("in sess",)]
+        # USE moves the session as well.
+        fetch(conn, "USE iceberg.default")
+        assert conn.adbc_current_db_schema == "default"
+        with pytest.raises(AdbcError):
+            fetch(conn, "SELECT v FROM marker")
+        with pytest.raises(AdbcError) as bad:
+            conn.adbc_current_db_schema = "no_such_schema"
+        assert "schema" in str(bad.value)
+        assert conn.adbc_current_db_schema == "default"
+    # Without the cookie every call starts from the defaults.
+    with connect(server) as conn:
+        fetch(conn, "USE iceberg.sess")
+        with pytest.raises(AdbcError):
+            fetch(conn, "SELECT v FROM marker")

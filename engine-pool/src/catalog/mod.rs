@@ -1,5 +1,6 @@
 //! Iceberg catalogs and their DataFusion providers.
 
+pub mod information;
 pub mod metadata_tables;
 pub mod provider;
 pub mod sqlite;

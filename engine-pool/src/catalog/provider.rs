@@ -28,6 +28,10 @@ impl IcebergCatalogProvider {
     pub fn new(catalog: Arc<SqliteCatalog>) -> Self {
         Self { catalog }
     }
+
+    pub fn catalog(&self) -> &Arc<SqliteCatalog> {
+        &self.catalog
+    }
 }
 
 impl CatalogProvider for IcebergCatalogProvider {

@@ -1,9 +1,16 @@
 //! Arrow Flight SQL in front of a [`QueryService`]: statements (direct and prepared, with bound
-//! parameters), updates, and the metadata calls ADBC and JDBC make on connect (catalogs, schemas,
-//! tables, table types). Results stream from the engine's batches; nothing is buffered whole.
+//! parameters), updates, bulk ingest, cancellation, sessions, and the metadata calls ADBC and JDBC
+//! make on connect (SQL info, catalogs, schemas, tables, table types, primary keys). Results stream
+//! from the engine's batches; nothing is buffered whole.
+//!
+//! A session (current catalog and schema) lives across calls when the client keeps the
+//! `arrow_flight_session_id` cookie SQE hands out on `SetSessionOptions` or on a `USE`; without it
+//! every call starts from the configured defaults.
 //!
 //! It never checks a credential: the gateway's authentication layer puts the caller's
 //! [`Principal`] and [`Credential`] into the request extensions before a call reaches this service.
+
+mod session_options;
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -16,26 +23,42 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightServiceServer;
+use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
-    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
+    ActionCancelQueryRequest, ActionCancelQueryResult, ActionClosePreparedStatementRequest,
+    ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
+    CommandGetCatalogs, CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetSqlInfo,
     CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
-    CommandPreparedStatementUpdate, CommandStatementQuery, CommandStatementUpdate,
-    DoPutPreparedStatementResult, ProstMessageExt, SqlInfo, TicketStatementQuery,
+    CommandPreparedStatementUpdate, CommandStatementIngest, CommandStatementQuery,
+    CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
+    TableExistsOption, TableNotExistOption, TicketStatementQuery,
 };
 use arrow_flight::{
-    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
+    Action, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus, FlightDescriptor,
+    FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
 };
+use futures::future::{AbortHandle, Abortable};
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
-use sqe_sessions::{
-    Credential, ErrorCode, Principal, QueryResult, QueryService, Session, SqeError, bind_parameters,
+use session_options::{
+    CANCEL_FLIGHT_INFO, CLOSE_SESSION, CLOSED, CloseSessionResult, GET_SESSION_OPTIONS,
+    GetSessionOptionsResult, INVALID_NAME, INVALID_VALUE, OptionValue, SESSION_COOKIE,
+    SET_SESSION_OPTIONS, SessionOptionValue, SetSessionOptionsError, SetSessionOptionsRequest,
+    SetSessionOptionsResult, session_id_from_cookies,
 };
+use sqe_sessions::{
+    Credential, ErrorCode, IfExists, IfMissing, IngestTarget, Principal, QueryResult, QueryService,
+    Session, SessionStore, SqeError, bind_parameters,
+};
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
 /// How long a result may wait for its DoGet.
 const UNFETCHED_AFTER: Duration = Duration::from_secs(300);
+
+/// How long a session may sit unused before it is forgotten.
+const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
 type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -59,7 +82,8 @@ pub fn status(e: &SqeError) -> Status {
 
 struct Prepared {
     sql: String,
-    params: Vec<String>,
+    /// Bound parameter rows, each a list of SQL literals. An update runs once per row.
+    rows: Vec<Vec<String>>,
 }
 
 pub struct FlightSqlConfig {
@@ -70,10 +94,14 @@ pub struct FlightSqlConfig {
 pub struct SqeFlightSql {
     service: Arc<dyn QueryService>,
     config: FlightSqlConfig,
+    sessions: SessionStore,
+    sql_info: SqlInfoData,
     prepared: Mutex<HashMap<Vec<u8>, Prepared>>,
     /// Results waiting for their DoGet, by ticket, with when they were parked. Each holds a query
     /// slot, so results nobody fetches are dropped (cancelled) after `UNFETCHED_AFTER`.
     results: Mutex<HashMap<Vec<u8>, (Instant, QueryResult)>>,
+    /// Results being streamed by a DoGet, by ticket, so CancelFlightInfo can stop them.
+    streaming: Arc<Mutex<HashMap<Vec<u8>, AbortHandle>>>,
 }
 
 /// The Flight service to mount in the gateway.
@@ -84,9 +112,47 @@ pub fn service(
     FlightServiceServer::new(SqeFlightSql {
         service,
         config,
+        sessions: SessionStore::new(SESSION_IDLE),
+        sql_info: sql_info(),
         prepared: Mutex::new(HashMap::new()),
         results: Mutex::new(HashMap::new()),
+        streaming: Arc::new(Mutex::new(HashMap::new())),
     })
+}
+
+/// What GetSqlInfo reports.
+fn sql_info() -> SqlInfoData {
+    let mut b = SqlInfoDataBuilder::new();
+    b.append(SqlInfo::FlightSqlServerName, "SQE");
+    b.append(SqlInfo::FlightSqlServerVersion, env!("CARGO_PKG_VERSION"));
+    b.append(SqlInfo::FlightSqlServerArrowVersion, "58");
+    b.append(SqlInfo::FlightSqlServerReadOnly, false);
+    b.append(SqlInfo::FlightSqlServerSql, true);
+    b.append(SqlInfo::FlightSqlServerSubstrait, false);
+    // SQL_SUPPORTED_TRANSACTION_NONE: every statement commits on its own.
+    b.append(SqlInfo::FlightSqlServerTransaction, 0i32);
+    b.append(SqlInfo::FlightSqlServerCancel, true);
+    b.append(SqlInfo::FlightSqlServerBulkIngestion, true);
+    b.append(SqlInfo::FlightSqlServerIngestTransactionsSupported, false);
+    b.append(SqlInfo::SqlDdlCatalog, false);
+    b.append(SqlInfo::SqlDdlSchema, true);
+    b.append(SqlInfo::SqlDdlTable, true);
+    b.append(SqlInfo::SqlIdentifierQuoteChar, "\"");
+    b.build().expect("static SQL info is well-formed")
+}
+
+/// A `set-cookie` header handing the client its session id.
+fn set_session_cookie(metadata: &mut MetadataMap, session: &Session) {
+    if let Ok(v) = format!("{SESSION_COOKIE}={}", session.id).parse() {
+        metadata.insert("set-cookie", v);
+    }
+}
+
+/// The statement handle inside a ticket SQE issued, if it is one.
+fn statement_handle(ticket: &[u8]) -> Option<Vec<u8>> {
+    let any = Any::decode(ticket).ok()?;
+    let t: TicketStatementQuery = any.unpack().ok()??;
+    Some(t.statement_handle.to_vec())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -127,19 +193,46 @@ fn literal(array: &dyn Array, row: usize) -> Result<String, Status> {
 }
 
 impl SqeFlightSql {
-    fn session<T>(&self, request: &Request<T>) -> Session {
+    /// The caller's session: the stored one its cookie names (if it is theirs), else a fresh one
+    /// with the configured defaults. The second value says whether it was stored.
+    fn session_of<T>(&self, request: &Request<T>) -> (Session, bool) {
         let principal = request
             .extensions()
             .get::<Principal>()
             .cloned()
             .unwrap_or_else(|| Principal::new("anonymous"));
-        let mut session = Session::new(
-            principal,
-            &self.config.default_catalog,
-            &self.config.default_schema,
-        );
+        let stored = request
+            .metadata()
+            .get_all("cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(session_id_from_cookies)
+            .and_then(|id| self.sessions.get(id, &principal));
+        let found = stored.is_some();
+        let mut session = stored.unwrap_or_else(|| {
+            Session::new(
+                principal,
+                &self.config.default_catalog,
+                &self.config.default_schema,
+            )
+        });
         session.credential = request.extensions().get::<Credential>().cloned();
-        session
+        (session, found)
+    }
+
+    fn session<T>(&self, request: &Request<T>) -> Session {
+        self.session_of(request).0
+    }
+
+    /// Applies what a statement changed (`USE`) to the caller's session and keeps it. True if the
+    /// session is new, so the client needs its cookie.
+    fn keep_changes(&self, session: &mut Session, stored: bool, result: &QueryResult) -> bool {
+        let Some(update) = &result.session_update else {
+            return false;
+        };
+        session.apply(update);
+        self.sessions.put(session);
+        !stored
     }
 
     async fn run(&self, session: &Session, sql: &str) -> Result<QueryResult, Status> {
@@ -156,7 +249,9 @@ impl SqeFlightSql {
         sql: &str,
         descriptor: FlightDescriptor,
     ) -> Result<Response<FlightInfo>, Status> {
-        let result = self.run(&self.session(request), sql).await?;
+        let (mut session, stored) = self.session_of(request);
+        let result = self.run(&session, sql).await?;
+        let new_session = self.keep_changes(&mut session, stored, &result);
         let schema = result.schema.clone();
         let handle = uuid::Uuid::new_v4().as_bytes().to_vec();
         {
@@ -174,24 +269,151 @@ impl SqeFlightSql {
                 FlightEndpoint::new().with_ticket(Ticket::new(ticket.as_any().encode_to_vec())),
             )
             .with_descriptor(descriptor);
-        Ok(Response::new(info))
-    }
-
-    /// Runs `sql` to the end and returns the rows it wrote (0 for DDL).
-    async fn update(&self, session: &Session, sql: &str) -> Result<i64, Status> {
-        let mut result = self.run(session, sql).await?;
-        while let Some(batch) = result.batches.next().await {
-            batch.map_err(|e| status(&e))?;
+        let mut response = Response::new(info);
+        if new_session {
+            set_session_cookie(response.metadata_mut(), &session);
         }
-        Ok(result.update_count.unwrap_or(0) as i64)
+        Ok(response)
     }
 
-    fn bound_sql(&self, handle: &[u8]) -> Result<String, Status> {
+    /// Runs each statement to the end and returns the rows they wrote (0 for DDL).
+    async fn update<T>(&self, request: &Request<T>, statements: &[String]) -> Result<i64, Status> {
+        let (mut session, stored) = self.session_of(request);
+        let mut total = 0;
+        for sql in statements {
+            let mut result = self.run(&session, sql).await?;
+            while let Some(batch) = result.batches.next().await {
+                batch.map_err(|e| status(&e))?;
+            }
+            // Kept only for a session the client can name again (it has the cookie).
+            if stored && let Some(update) = &result.session_update {
+                session.apply(update);
+                self.sessions.put(&session);
+            }
+            total += result.update_count.unwrap_or(0) as i64;
+        }
+        Ok(total)
+    }
+
+    /// The prepared statement's SQL with each bound parameter row (one statement if none).
+    fn bound_sql(&self, handle: &[u8]) -> Result<Vec<String>, Status> {
         let prepared = lock(&self.prepared);
         let p = prepared
             .get(handle)
             .ok_or_else(|| Status::not_found("prepared statement not found (closed?)"))?;
-        bind_parameters(&p.sql, &p.params).map_err(Status::invalid_argument)
+        if p.rows.is_empty() {
+            return Ok(vec![
+                bind_parameters(&p.sql, &[]).map_err(Status::invalid_argument)?,
+            ]);
+        }
+        p.rows
+            .iter()
+            .map(|row| bind_parameters(&p.sql, row).map_err(Status::invalid_argument))
+            .collect()
+    }
+
+    /// A query's SQL: at most one parameter row.
+    fn bound_query(&self, handle: &[u8]) -> Result<String, Status> {
+        let mut statements = self.bound_sql(handle)?;
+        if statements.len() > 1 {
+            return Err(Status::invalid_argument(
+                "a query takes one row of parameters; several rows are for updates",
+            ));
+        }
+        Ok(statements.remove(0))
+    }
+
+    /// Stops a result: one still parked is dropped, one streaming is aborted.
+    fn cancel(&self, handle: &[u8]) -> bool {
+        if lock(&self.results).remove(handle).is_some() {
+            return true;
+        }
+        match lock(&self.streaming).remove(handle) {
+            Some(abort) => {
+                abort.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn cancel_info(&self, info: &FlightInfo) -> bool {
+        let mut any = false;
+        for endpoint in &info.endpoint {
+            if let Some(handle) = endpoint
+                .ticket
+                .as_ref()
+                .and_then(|t| statement_handle(&t.ticket))
+            {
+                any |= self.cancel(&handle);
+            }
+        }
+        any
+    }
+
+    /// `SetSessionOptions`: `catalog` and `schema`, checked by running `USE` with them.
+    async fn set_session_options(
+        &self,
+        request: &Request<Action>,
+    ) -> Result<Response<Stream_<arrow_flight::Result>>, Status> {
+        let options = SetSessionOptionsRequest::decode(request.get_ref().body.as_ref())
+            .map_err(|e| Status::invalid_argument(format!("SetSessionOptionsRequest: {e}")))?;
+        let (mut session, stored) = self.session_of(request);
+        let mut errors = HashMap::new();
+        let mut catalog = session.catalog.clone();
+        let mut schema = session.schema.clone();
+        for (name, value) in &options.session_options {
+            let text = match &value.option_value {
+                Some(OptionValue::StringValue(s)) => Some(s.clone()),
+                _ => None,
+            };
+            match (name.as_str(), text) {
+                ("catalog", Some(v)) => catalog = v,
+                ("schema", Some(v)) => schema = v,
+                ("catalog" | "schema", None) => {
+                    errors.insert(name.clone(), INVALID_VALUE);
+                }
+                _ => {
+                    errors.insert(name.clone(), INVALID_NAME);
+                }
+            }
+        }
+        if (catalog.as_str(), schema.as_str())
+            != (session.catalog.as_str(), session.schema.as_str())
+        {
+            let sql = format!("USE {}.{}", quote_ident(&catalog), quote_ident(&schema));
+            match self.run(&session, &sql).await {
+                Ok(result) => {
+                    if let Some(update) = &result.session_update {
+                        session.apply(update);
+                    }
+                }
+                Err(_) => {
+                    for key in ["catalog", "schema"] {
+                        if options.session_options.contains_key(key) {
+                            errors.insert(key.to_string(), INVALID_VALUE);
+                        }
+                    }
+                }
+            }
+        }
+        self.sessions.put(&session);
+        let result = SetSessionOptionsResult {
+            errors: errors
+                .into_iter()
+                .map(|(k, value)| (k, SetSessionOptionsError { value }))
+                .collect(),
+        };
+        let mut response = Self::action_result(result.encode_to_vec());
+        if !stored {
+            set_session_cookie(response.metadata_mut(), &session);
+        }
+        Ok(response)
+    }
+
+    fn action_result(body: Vec<u8>) -> Response<Stream_<arrow_flight::Result>> {
+        let result = arrow_flight::Result { body: body.into() };
+        Response::new(Box::pin(futures::stream::once(async move { Ok(result) })))
     }
 
     /// Streams a batch as a Flight response.
@@ -240,6 +462,20 @@ impl SqeFlightSql {
     }
 }
 
+/// A WHERE clause from a metadata command's optional filters (`TRUE` when there are none).
+fn conditions(filters: &[(&str, &str, Option<&str>)]) -> String {
+    let mut parts: Vec<String> = filters
+        .iter()
+        .filter_map(|(column, op, value)| {
+            value.map(|v| format!("{column} {op} '{}'", v.replace('\'', "''")))
+        })
+        .collect();
+    if parts.is_empty() {
+        parts.push("TRUE".to_string());
+    }
+    parts.join(" AND ")
+}
+
 fn quote_ident(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
@@ -286,7 +522,7 @@ impl FlightSqlService for SqeFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let sql = self.bound_sql(&query.prepared_statement_handle)?;
+        let sql = self.bound_query(&query.prepared_statement_handle)?;
         let descriptor = request.get_ref().clone();
         self.start(&request, &sql, descriptor).await
     }
@@ -299,12 +535,30 @@ impl FlightSqlService for SqeFlightSql {
         Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
         Status,
     > {
+        let handle = ticket.statement_handle.to_vec();
         let (_, result) = lock(&self.results)
-            .remove(ticket.statement_handle.as_ref())
+            .remove(&handle)
             .ok_or_else(|| Status::not_found("result not found (already fetched, or expired)"))?;
-        let batches = result
-            .batches
-            .map_err(|e| FlightError::Tonic(Box::new(status(&e))));
+        // Registered while it streams, so CancelFlightInfo can stop it; a cancelled stream ends
+        // with CANCELLED rather than looking complete.
+        let (abort, registration) = AbortHandle::new_pair();
+        lock(&self.streaming).insert(handle.clone(), abort.clone());
+        let unregister = Unregister {
+            streaming: self.streaming.clone(),
+            handle,
+        };
+        let ending = futures::stream::once(async move {
+            drop(unregister);
+            abort.is_aborted().then(|| {
+                Err(FlightError::Tonic(Box::new(Status::cancelled(
+                    "query cancelled",
+                ))))
+            })
+        })
+        .filter_map(futures::future::ready);
+        let batches = Abortable::new(result.batches, registration)
+            .map_err(|e| FlightError::Tonic(Box::new(status(&e))))
+            .chain(ending);
         let stream = FlightDataEncoderBuilder::new()
             .with_schema(result.schema)
             .build(batches)
@@ -317,7 +571,7 @@ impl FlightSqlService for SqeFlightSql {
         command: CommandStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        self.update(&self.session(&request), &command.query).await
+        self.update(&request, &[command.query]).await
     }
 
     async fn do_action_create_prepared_statement(
@@ -331,7 +585,7 @@ impl FlightSqlService for SqeFlightSql {
             handle.clone(),
             Prepared {
                 sql: query.query,
-                params: Vec::new(),
+                rows: Vec::new(),
             },
         );
         Ok(ActionCreatePreparedStatementResult {
@@ -346,32 +600,13 @@ impl FlightSqlService for SqeFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        let flight_data = request
-            .into_inner()
-            .map_err(|e| FlightError::Tonic(Box::new(e)));
-        let batches: Vec<RecordBatch> =
-            arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(flight_data)
-                .try_collect()
-                .await
-                .map_err(Status::from)?;
-        // One set of parameters: the first row bound.
-        let mut params = Vec::new();
-        if let Some(batch) = batches.iter().find(|b| b.num_rows() > 0) {
-            if batches.iter().map(|b| b.num_rows()).sum::<usize>() > 1 {
-                return Err(Status::unimplemented(
-                    "binding more than one row of parameters is not supported",
-                ));
-            }
-            for column in batch.columns() {
-                params.push(literal(column.as_ref(), 0)?);
-            }
-        }
+        let rows = parameter_rows(request).await?;
         let handle = query.prepared_statement_handle.to_vec();
         let mut prepared = lock(&self.prepared);
         let p = prepared
             .get_mut(&handle)
             .ok_or_else(|| Status::not_found("prepared statement not found (closed?)"))?;
-        p.params = params;
+        p.rows = rows;
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle.into()),
         })
@@ -382,8 +617,18 @@ impl FlightSqlService for SqeFlightSql {
         query: CommandPreparedStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        let sql = self.bound_sql(&query.prepared_statement_handle)?;
-        self.update(&self.session(&request), &sql).await
+        // An update's parameters come in its own DoPut (a query's in an earlier one).
+        let (metadata, extensions, stream) = request.into_parts();
+        let rows = parameter_rows(Request::new(stream)).await?;
+        let request = Request::from_parts(metadata, extensions, ());
+        let handle = query.prepared_statement_handle.to_vec();
+        if !rows.is_empty()
+            && let Some(p) = lock(&self.prepared).get_mut(&handle)
+        {
+            p.rows = rows;
+        }
+        let statements = self.bound_sql(&handle)?;
+        self.update(&request, &statements).await
     }
 
     async fn do_action_close_prepared_statement(
@@ -443,11 +688,17 @@ impl FlightSqlService for SqeFlightSql {
         let rows = self
             .rows(
                 &request,
-                "SELECT catalog_name, schema_name FROM information_schema.schemata ORDER BY 1, 2",
+                &format!(
+                    "SELECT table_catalog, table_schem FROM system.jdbc.schemas WHERE {} ORDER BY 1, 2",
+                    conditions(&[
+                        ("table_catalog", "=", query.catalog.as_deref()),
+                        ("table_schem", "LIKE", query.db_schema_filter_pattern.as_deref()),
+                    ])
+                ),
             )
             .await?;
         let mut builder = query.into_builder();
-        for row in rows.iter().filter(|r| r[0] != "system") {
+        for row in &rows {
             builder.append(&row[0], &row[1]);
         }
         Ok(Self::one_batch(
@@ -478,13 +729,32 @@ impl FlightSqlService for SqeFlightSql {
         let rows = self
             .rows(
                 &request,
-                "SELECT table_catalog, table_schema, table_name, table_type FROM information_schema.tables \
-                 WHERE table_schema <> 'information_schema' ORDER BY 1, 2, 3",
+                &format!(
+                    "SELECT table_cat, table_schem, table_name, table_type FROM system.jdbc.tables \
+                     WHERE {} ORDER BY 1, 2, 3",
+                    conditions(&[
+                        ("table_cat", "=", query.catalog.as_deref()),
+                        (
+                            "table_schem",
+                            "LIKE",
+                            query.db_schema_filter_pattern.as_deref()
+                        ),
+                        (
+                            "table_name",
+                            "LIKE",
+                            query.table_name_filter_pattern.as_deref()
+                        ),
+                    ])
+                ),
             )
             .await?;
+        let types = query.table_types.clone();
         let mut builder = query.into_builder();
-        for row in rows.iter().filter(|r| r[0] != "system") {
-            let kind = if row[3] == "VIEW" { "VIEW" } else { "TABLE" };
+        for row in &rows {
+            let kind = row[3].as_str();
+            if !types.is_empty() && !types.iter().any(|t| t == kind) {
+                continue;
+            }
             let schema = if include_schema {
                 let sql = format!(
                     "SELECT * FROM {}.{}.{} LIMIT 0",
@@ -538,5 +808,251 @@ impl FlightSqlService for SqeFlightSql {
         ))
     }
 
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder(&self.sql_info).schema();
+        Self::info_for(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<Ticket>,
+    ) -> Result<
+        Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
+        Status,
+    > {
+        let batch = query
+            .into_builder(&self.sql_info)
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Self::one_batch(batch))
+    }
+
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        Self::info_for(query, &primary_keys_schema(), request.into_inner())
+    }
+
+    /// Iceberg tables SQE creates declare no keys: the answer is the table's (empty) key list,
+    /// after checking the table exists.
+    async fn do_get_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<Ticket>,
+    ) -> Result<
+        Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
+        Status,
+    > {
+        let session = self.session(&request);
+        let name = format!(
+            "{}.{}.{}",
+            quote_ident(query.catalog.as_deref().unwrap_or(&session.catalog)),
+            quote_ident(query.db_schema.as_deref().unwrap_or(&session.schema)),
+            quote_ident(&query.table)
+        );
+        self.run(&session, &format!("SELECT * FROM {name} LIMIT 0"))
+            .await?;
+        Ok(Self::one_batch(RecordBatch::new_empty(Arc::new(
+            primary_keys_schema(),
+        ))))
+    }
+
+    async fn do_put_statement_ingest(
+        &self,
+        command: CommandStatementIngest,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        if command.temporary {
+            return Err(Status::unimplemented("temporary tables are not supported"));
+        }
+        if command.transaction_id.is_some() {
+            return Err(Status::unimplemented("transactions are not supported"));
+        }
+        let options = command.table_definition_options.unwrap_or_default();
+        let if_missing = match TableNotExistOption::try_from(options.if_not_exist) {
+            Ok(TableNotExistOption::Create) => IfMissing::Create,
+            _ => IfMissing::Fail,
+        };
+        let if_exists = match TableExistsOption::try_from(options.if_exists) {
+            Ok(TableExistsOption::Append) => IfExists::Append,
+            Ok(TableExistsOption::Replace) => IfExists::Replace,
+            _ => IfExists::Fail,
+        };
+        let target = IngestTarget {
+            catalog: command.catalog.filter(|c| !c.is_empty()),
+            schema: command.schema.filter(|s| !s.is_empty()),
+            table: command.table,
+            if_missing,
+            if_exists,
+        };
+        let session = self.session(&request);
+        let flight_data = request
+            .into_inner()
+            .map_err(|e| FlightError::Tonic(Box::new(e)));
+        let mut decoded =
+            arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(flight_data);
+        // The schema arrives with the first message; the batches stream on into the writer.
+        let first = decoded.next().await.transpose().map_err(Status::from)?;
+        let schema = decoded
+            .schema()
+            .cloned()
+            .ok_or_else(|| Status::invalid_argument("bulk ingest sent no schema"))?;
+        let batches = futures::stream::iter(first.map(Ok))
+            .chain(decoded)
+            .map_err(|e| SqeError::invalid(format!("bulk ingest: {e}")))
+            .boxed();
+        let mut result = self
+            .service
+            .ingest(&session, target, schema, batches)
+            .await
+            .map_err(|e| status(&e))?;
+        while let Some(batch) = result.batches.next().await {
+            batch.map_err(|e| status(&e))?;
+        }
+        Ok(result.update_count.unwrap_or(0) as i64)
+    }
+
+    async fn do_action_cancel_query(
+        &self,
+        query: ActionCancelQueryRequest,
+        _request: Request<Action>,
+    ) -> Result<ActionCancelQueryResult, Status> {
+        let info = FlightInfo::decode(query.info.as_ref())
+            .map_err(|e| Status::invalid_argument(format!("FlightInfo: {e}")))?;
+        // ActionCancelQueryResult.CancelResult: CANCELLED = 1, NOT_CANCELLABLE = 3.
+        let result = if self.cancel_info(&info) { 1 } else { 3 };
+        Ok(ActionCancelQueryResult { result })
+    }
+
+    /// Flight's own actions: sessions and CancelFlightInfo.
+    async fn do_action_fallback(
+        &self,
+        request: Request<Action>,
+    ) -> Result<
+        Response<<Self as arrow_flight::flight_service_server::FlightService>::DoActionStream>,
+        Status,
+    > {
+        match request.get_ref().r#type.as_str() {
+            SET_SESSION_OPTIONS => self.set_session_options(&request).await,
+            GET_SESSION_OPTIONS => {
+                let session = self.session(&request);
+                let result = GetSessionOptionsResult {
+                    session_options: HashMap::from([
+                        (
+                            "catalog".to_string(),
+                            SessionOptionValue::string(session.catalog),
+                        ),
+                        (
+                            "schema".to_string(),
+                            SessionOptionValue::string(session.schema),
+                        ),
+                    ]),
+                };
+                Ok(Self::action_result(result.encode_to_vec()))
+            }
+            CLOSE_SESSION => {
+                let (session, stored) = self.session_of(&request);
+                if stored {
+                    self.sessions.remove(&session.id, &session.principal);
+                }
+                let result = CloseSessionResult { status: CLOSED };
+                Ok(Self::action_result(result.encode_to_vec()))
+            }
+            CANCEL_FLIGHT_INFO => {
+                let cancel = CancelFlightInfoRequest::decode(request.get_ref().body.as_ref())
+                    .map_err(|e| {
+                        Status::invalid_argument(format!("CancelFlightInfoRequest: {e}"))
+                    })?;
+                let cancelled = cancel.info.as_ref().is_some_and(|i| self.cancel_info(i));
+                let status = if cancelled {
+                    CancelStatus::Cancelled
+                } else {
+                    CancelStatus::NotCancellable
+                };
+                let result = CancelFlightInfoResult {
+                    status: status as i32,
+                };
+                Ok(Self::action_result(result.encode_to_vec()))
+            }
+            other => Err(Status::invalid_argument(format!(
+                "unknown action '{other}'"
+            ))),
+        }
+    }
+
+    async fn list_custom_actions(&self) -> Option<Vec<Result<arrow_flight::ActionType, Status>>> {
+        let action = |name: &str, description: &str| {
+            Ok(arrow_flight::ActionType {
+                r#type: name.to_string(),
+                description: description.to_string(),
+            })
+        };
+        Some(vec![
+            action(SET_SESSION_OPTIONS, "Set the session's catalog and schema"),
+            action(GET_SESSION_OPTIONS, "The session's catalog and schema"),
+            action(CLOSE_SESSION, "Forget the session"),
+            action(CANCEL_FLIGHT_INFO, "Cancel a running query"),
+        ])
+    }
+
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// Parameter rows sent with a DoPut, each as SQL literals.
+async fn parameter_rows(
+    request: Request<PeekableFlightDataStream>,
+) -> Result<Vec<Vec<String>>, Status> {
+    let flight_data = request
+        .into_inner()
+        .map_err(|e| FlightError::Tonic(Box::new(e)));
+    let batches: Vec<RecordBatch> =
+        arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(flight_data)
+            .try_collect()
+            .await
+            .map_err(Status::from)?;
+    let mut rows = Vec::new();
+    for batch in &batches {
+        for row in 0..batch.num_rows() {
+            rows.push(
+                batch
+                    .columns()
+                    .iter()
+                    .map(|c| literal(c.as_ref(), row))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+    }
+    Ok(rows)
+}
+
+/// The columns of a GetPrimaryKeys answer, as the Flight SQL spec lays them out.
+fn primary_keys_schema() -> Schema {
+    use arrow::datatypes::Field;
+    Schema::new(vec![
+        Field::new("catalog_name", DataType::Utf8, true),
+        Field::new("db_schema_name", DataType::Utf8, true),
+        Field::new("table_name", DataType::Utf8, false),
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("key_name", DataType::Utf8, true),
+        Field::new("key_sequence", DataType::Int32, false),
+    ])
+}
+
+/// Removes a streaming result's cancel handle when its stream ends or is dropped.
+struct Unregister {
+    streaming: Arc<Mutex<HashMap<Vec<u8>, AbortHandle>>>,
+    handle: Vec<u8>,
+}
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        lock(&self.streaming).remove(&self.handle);
+    }
 }

@@ -1,0 +1,829 @@
+//! The metadata tables BI tools and drivers read on connect, in Trino's shape:
+//! `information_schema` in every catalog (only that catalog's objects, Trino type names), and
+//! `system.jdbc.*` / `system.metadata.*` across all catalogs.
+//!
+//! Everything is listed when a table is looked up, so what another process created is seen.
+//! A table whose metadata cannot be read is left out of listings rather than failing them.
+
+use std::any::Any;
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider, TableProvider};
+use datafusion::datasource::{MemTable, TableType};
+use datafusion::error::Result as DFResult;
+use iceberg::TableIdent;
+use iceberg::spec::{PrimitiveType, Type};
+
+use super::provider::{IcebergCatalogProvider, load_table_opt};
+use crate::types::trino_type_name;
+
+pub const INFORMATION_SCHEMA: &str = "information_schema";
+
+/// A catalog with Trino's `information_schema` added.
+#[derive(Debug)]
+pub struct WithInformationSchema {
+    name: String,
+    inner: Arc<dyn CatalogProvider>,
+}
+
+impl WithInformationSchema {
+    pub fn new(name: impl Into<String>, inner: Arc<dyn CatalogProvider>) -> Self {
+        Self {
+            name: name.into(),
+            inner,
+        }
+    }
+}
+
+impl CatalogProvider for WithInformationSchema {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn schema_names(&self) -> Vec<String> {
+        let mut names = self.inner.schema_names();
+        names.push(INFORMATION_SCHEMA.to_string());
+        names.sort();
+        names
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if name == INFORMATION_SCHEMA {
+            return Some(Arc::new(InformationSchema {
+                catalog: (self.name.clone(), self.inner.clone()),
+            }));
+        }
+        self.inner.schema(name)
+    }
+}
+
+/// One catalog, by name. Listings see the catalog's own schemas plus `information_schema`.
+type Named = (String, Arc<dyn CatalogProvider>);
+
+fn schema_names(catalog: &Named) -> Vec<String> {
+    let mut names = catalog.1.schema_names();
+    if !names.iter().any(|n| n == INFORMATION_SCHEMA) {
+        names.push(INFORMATION_SCHEMA.to_string());
+    }
+    names.sort();
+    names
+}
+
+fn schema_of(catalog: &Named, schema: &str) -> Option<Arc<dyn SchemaProvider>> {
+    if schema == INFORMATION_SCHEMA {
+        return Some(Arc::new(InformationSchema {
+            catalog: catalog.clone(),
+        }));
+    }
+    catalog.1.schema(schema)
+}
+
+/// A column as the metadata tables show it.
+struct ColumnInfo {
+    name: String,
+    type_name: String,
+    jdbc_type: i64,
+    nullable: bool,
+    comment: Option<String>,
+}
+
+/// A table or view, with its columns when they were asked for.
+struct TableInfo {
+    catalog: String,
+    schema: String,
+    name: String,
+    view: bool,
+    comment: Option<String>,
+    columns: Vec<ColumnInfo>,
+}
+
+/// What a listing needs: just names, or each table's columns and comment too (which loads it).
+#[derive(Clone, Copy, PartialEq)]
+enum Detail {
+    Names,
+    Columns,
+}
+
+async fn list_tables(catalogs: &[Named], detail: Detail) -> Vec<TableInfo> {
+    let mut out = Vec::new();
+    for catalog in catalogs {
+        for schema_name in schema_names(catalog) {
+            let Some(schema) = schema_of(catalog, &schema_name) else {
+                continue;
+            };
+            let mut names = schema.table_names();
+            names.sort();
+            for name in names {
+                let mut info = TableInfo {
+                    catalog: catalog.0.clone(),
+                    schema: schema_name.clone(),
+                    name,
+                    view: false,
+                    comment: None,
+                    columns: Vec::new(),
+                };
+                if detail == Detail::Columns && !describe(catalog, &*schema, &mut info).await {
+                    continue;
+                }
+                out.push(info);
+            }
+        }
+    }
+    out
+}
+
+/// Fills in a table's columns and comment; false if the table cannot be read.
+async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut TableInfo) -> bool {
+    if let Some(columns) = generated_columns(schema, &info.name) {
+        info.columns = columns
+            .iter()
+            .map(|(name, ty)| ColumnInfo {
+                name: name.to_string(),
+                type_name: arrow_type_name(ty),
+                jdbc_type: arrow_jdbc_type(ty),
+                nullable: true,
+                comment: None,
+            })
+            .collect();
+        return true;
+    }
+    // Iceberg tables: their own schema (Iceberg types, column docs) and the `comment` property.
+    if let Some(iceberg) = catalog.1.as_any().downcast_ref::<IcebergCatalogProvider>() {
+        let ident = TableIdent::from_strs([info.schema.as_str(), info.name.as_str()]);
+        let Ok(ident) = ident else { return false };
+        let Ok(Some(table)) = load_table_opt(iceberg.catalog(), &ident).await else {
+            return false;
+        };
+        let metadata = table.metadata();
+        info.comment = metadata.properties().get("comment").cloned();
+        info.columns = metadata
+            .current_schema()
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| ColumnInfo {
+                name: f.name.clone(),
+                type_name: trino_type_name(&f.field_type),
+                jdbc_type: iceberg_jdbc_type(&f.field_type),
+                nullable: !f.required,
+                comment: f.doc.clone(),
+            })
+            .collect();
+        return true;
+    }
+    match schema.table(&info.name).await {
+        Ok(Some(table)) => {
+            info.view = table.table_type() == TableType::View;
+            info.columns = table
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| ColumnInfo {
+                    name: f.name().clone(),
+                    type_name: arrow_type_name(f.data_type()),
+                    jdbc_type: arrow_jdbc_type(f.data_type()),
+                    nullable: f.is_nullable(),
+                    comment: None,
+                })
+                .collect();
+            true
+        }
+        _ => false,
+    }
+}
+
+/// How Trino spells an Arrow type (for tables that are not Iceberg tables).
+pub fn arrow_type_name(ty: &DataType) -> String {
+    use DataType as D;
+    match ty {
+        D::Null => "unknown".into(),
+        D::Boolean => "boolean".into(),
+        D::Int8 | D::UInt8 => "tinyint".into(),
+        D::Int16 | D::UInt16 => "smallint".into(),
+        D::Int32 | D::UInt32 => "integer".into(),
+        D::Int64 | D::UInt64 => "bigint".into(),
+        D::Float16 | D::Float32 => "real".into(),
+        D::Float64 => "double".into(),
+        D::Decimal32(p, s) | D::Decimal64(p, s) => format!("decimal({p},{s})"),
+        D::Decimal128(p, s) | D::Decimal256(p, s) => format!("decimal({p},{s})"),
+        D::Utf8 | D::LargeUtf8 | D::Utf8View => "varchar".into(),
+        D::Binary | D::LargeBinary | D::BinaryView | D::FixedSizeBinary(_) => "varbinary".into(),
+        D::Date32 | D::Date64 => "date".into(),
+        D::Time32(_) => "time(3)".into(),
+        D::Time64(_) => "time(6)".into(),
+        D::Timestamp(unit, tz) => {
+            let p = match unit {
+                TimeUnit::Second => 0,
+                TimeUnit::Millisecond => 3,
+                TimeUnit::Microsecond => 6,
+                TimeUnit::Nanosecond => 9,
+            };
+            match tz {
+                Some(_) => format!("timestamp({p}) with time zone"),
+                None => format!("timestamp({p})"),
+            }
+        }
+        D::List(f) | D::LargeList(f) | D::FixedSizeList(f, _) | D::ListView(f) => {
+            format!("array({})", arrow_type_name(f.data_type()))
+        }
+        D::Map(entries, _) => match entries.data_type() {
+            D::Struct(kv) if kv.len() == 2 => format!(
+                "map({}, {})",
+                arrow_type_name(kv[0].data_type()),
+                arrow_type_name(kv[1].data_type())
+            ),
+            _ => "map(unknown, unknown)".into(),
+        },
+        D::Struct(fields) => format!(
+            "row({})",
+            fields
+                .iter()
+                .map(|f| format!("{} {}", f.name(), arrow_type_name(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        D::Dictionary(_, v) => arrow_type_name(v),
+        other => other.to_string().to_lowercase(),
+    }
+}
+
+// java.sql.Types codes, as Trino's JDBC metadata reports them.
+const JDBC_BOOLEAN: i64 = 16;
+const JDBC_TINYINT: i64 = -6;
+const JDBC_SMALLINT: i64 = 5;
+const JDBC_INTEGER: i64 = 4;
+const JDBC_BIGINT: i64 = -5;
+const JDBC_REAL: i64 = 7;
+const JDBC_DOUBLE: i64 = 8;
+const JDBC_DECIMAL: i64 = 3;
+const JDBC_VARCHAR: i64 = 12;
+const JDBC_VARBINARY: i64 = -3;
+const JDBC_DATE: i64 = 91;
+const JDBC_TIME: i64 = 92;
+const JDBC_TIMESTAMP: i64 = 93;
+const JDBC_TIMESTAMP_TZ: i64 = 2014;
+const JDBC_ARRAY: i64 = 2003;
+const JDBC_JAVA_OBJECT: i64 = 2000;
+
+fn iceberg_jdbc_type(ty: &Type) -> i64 {
+    match ty {
+        Type::Primitive(p) => match p {
+            PrimitiveType::Boolean => JDBC_BOOLEAN,
+            PrimitiveType::Int => JDBC_INTEGER,
+            PrimitiveType::Long => JDBC_BIGINT,
+            PrimitiveType::Float => JDBC_REAL,
+            PrimitiveType::Double => JDBC_DOUBLE,
+            PrimitiveType::Decimal { .. } => JDBC_DECIMAL,
+            PrimitiveType::Date => JDBC_DATE,
+            PrimitiveType::Time => JDBC_TIME,
+            PrimitiveType::Timestamp | PrimitiveType::TimestampNs => JDBC_TIMESTAMP,
+            PrimitiveType::Timestamptz | PrimitiveType::TimestamptzNs => JDBC_TIMESTAMP_TZ,
+            PrimitiveType::String => JDBC_VARCHAR,
+            PrimitiveType::Uuid => JDBC_JAVA_OBJECT,
+            PrimitiveType::Fixed(_) | PrimitiveType::Binary => JDBC_VARBINARY,
+        },
+        Type::List(_) => JDBC_ARRAY,
+        Type::Map(_) | Type::Struct(_) => JDBC_JAVA_OBJECT,
+    }
+}
+
+fn arrow_jdbc_type(ty: &DataType) -> i64 {
+    use DataType as D;
+    match ty {
+        D::Boolean => JDBC_BOOLEAN,
+        D::Int8 | D::UInt8 => JDBC_TINYINT,
+        D::Int16 | D::UInt16 => JDBC_SMALLINT,
+        D::Int32 | D::UInt32 => JDBC_INTEGER,
+        D::Int64 | D::UInt64 => JDBC_BIGINT,
+        D::Float16 | D::Float32 => JDBC_REAL,
+        D::Float64 => JDBC_DOUBLE,
+        D::Decimal32(..) | D::Decimal64(..) | D::Decimal128(..) | D::Decimal256(..) => JDBC_DECIMAL,
+        D::Utf8 | D::LargeUtf8 | D::Utf8View => JDBC_VARCHAR,
+        D::Binary | D::LargeBinary | D::BinaryView | D::FixedSizeBinary(_) => JDBC_VARBINARY,
+        D::Date32 | D::Date64 => JDBC_DATE,
+        D::Time32(_) | D::Time64(_) => JDBC_TIME,
+        D::Timestamp(_, None) => JDBC_TIMESTAMP,
+        D::Timestamp(_, Some(_)) => JDBC_TIMESTAMP_TZ,
+        D::List(_) | D::LargeList(_) | D::FixedSizeList(..) | D::ListView(_) => JDBC_ARRAY,
+        _ => JDBC_JAVA_OBJECT,
+    }
+}
+
+/// One value of a metadata row.
+enum Cell {
+    Text(Option<String>),
+    Int(Option<i64>),
+    Bool(Option<bool>),
+}
+
+fn text(s: impl Into<String>) -> Cell {
+    Cell::Text(Some(s.into()))
+}
+
+const NULL_TEXT: Cell = Cell::Text(None);
+const NULL_INT: Cell = Cell::Int(None);
+
+/// A table of metadata rows; every column is nullable text, bigint or boolean.
+fn rows_table(columns: Columns, rows: Vec<Vec<Cell>>) -> DFResult<Arc<dyn TableProvider>> {
+    let schema: SchemaRef = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(name, ty)| Field::new(*name, ty.clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+    for (i, (_, ty)) in columns.iter().enumerate() {
+        let cells = rows.iter().map(|r| &r[i]);
+        let array: ArrayRef = match ty {
+            DataType::Int64 => Arc::new(Int64Array::from_iter(cells.map(|c| match c {
+                Cell::Int(v) => *v,
+                _ => None,
+            }))),
+            DataType::Boolean => Arc::new(BooleanArray::from_iter(cells.map(|c| match c {
+                Cell::Bool(v) => *v,
+                _ => None,
+            }))),
+            _ => Arc::new(StringArray::from_iter(cells.map(|c| match c {
+                Cell::Text(v) => v.clone(),
+                _ => None,
+            }))),
+        };
+        arrays.push(array);
+    }
+    let batch = RecordBatch::try_new(schema.clone(), arrays)?;
+    Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+}
+
+const T: DataType = DataType::Utf8;
+const I: DataType = DataType::Int64;
+const B: DataType = DataType::Boolean;
+
+type Columns = &'static [(&'static str, DataType)];
+
+const SCHEMATA: Columns = &[("catalog_name", T), ("schema_name", T)];
+const TABLES: Columns = &[
+    ("table_catalog", T),
+    ("table_schema", T),
+    ("table_name", T),
+    ("table_type", T),
+];
+const VIEWS: Columns = &[
+    ("table_catalog", T),
+    ("table_schema", T),
+    ("table_name", T),
+    ("view_definition", T),
+];
+const COLUMNS: Columns = &[
+    ("table_catalog", T),
+    ("table_schema", T),
+    ("table_name", T),
+    ("column_name", T),
+    ("ordinal_position", I),
+    ("column_default", T),
+    ("is_nullable", T),
+    ("data_type", T),
+    ("comment", T),
+    ("extra_info", T),
+];
+const JDBC_CATALOGS: Columns = &[("table_cat", T)];
+const JDBC_SCHEMAS: Columns = &[("table_schem", T), ("table_catalog", T)];
+const JDBC_TABLE_TYPES: Columns = &[("table_type", T)];
+const JDBC_TABLES_COLUMNS: Columns = &[
+    ("table_cat", T),
+    ("table_schem", T),
+    ("table_name", T),
+    ("table_type", T),
+    ("remarks", T),
+    ("type_cat", T),
+    ("type_schem", T),
+    ("type_name", T),
+    ("self_referencing_col_name", T),
+    ("ref_generation", T),
+];
+const JDBC_COLUMNS: Columns = &[
+    ("table_cat", T),
+    ("table_schem", T),
+    ("table_name", T),
+    ("column_name", T),
+    ("data_type", I),
+    ("type_name", T),
+    ("column_size", I),
+    ("buffer_length", I),
+    ("decimal_digits", I),
+    ("num_prec_radix", I),
+    ("nullable", I),
+    ("remarks", T),
+    ("column_def", T),
+    ("sql_data_type", I),
+    ("sql_datetime_sub", I),
+    ("char_octet_length", I),
+    ("ordinal_position", I),
+    ("is_nullable", T),
+    ("scope_catalog", T),
+    ("scope_schema", T),
+    ("scope_table", T),
+    ("source_data_type", I),
+    ("is_autoincrement", T),
+    ("is_generatedcolumn", T),
+];
+const JDBC_TYPES: Columns = &[
+    ("type_name", T),
+    ("data_type", I),
+    ("precision", I),
+    ("literal_prefix", T),
+    ("literal_suffix", T),
+    ("create_params", T),
+    ("nullable", I),
+    ("case_sensitive", B),
+    ("searchable", I),
+    ("unsigned_attribute", B),
+    ("fixed_prec_scale", B),
+    ("auto_increment", B),
+    ("local_type_name", T),
+    ("minimum_scale", I),
+    ("maximum_scale", I),
+    ("sql_data_type", I),
+    ("sql_datetime_sub", I),
+    ("num_prec_radix", I),
+];
+const METADATA_CATALOGS: Columns = &[
+    ("catalog_name", T),
+    ("connector_id", T),
+    ("connector_name", T),
+];
+const TABLE_COMMENTS: Columns = &[
+    ("catalog_name", T),
+    ("schema_name", T),
+    ("table_name", T),
+    ("comment", T),
+];
+
+/// The columns of SQE's own metadata tables, known without computing their rows (which may list
+/// these very tables).
+fn generated_columns(schema: &dyn SchemaProvider, table: &str) -> Option<Columns> {
+    let any = schema.as_any();
+    if any.is::<InformationSchema>() {
+        return match table {
+            "schemata" => Some(SCHEMATA),
+            "tables" => Some(TABLES),
+            "views" => Some(VIEWS),
+            "columns" => Some(COLUMNS),
+            _ => None,
+        };
+    }
+    if any.is::<JdbcSchema>() {
+        return match table {
+            "catalogs" => Some(JDBC_CATALOGS),
+            "schemas" => Some(JDBC_SCHEMAS),
+            "table_types" => Some(JDBC_TABLE_TYPES),
+            "tables" => Some(JDBC_TABLES_COLUMNS),
+            "columns" => Some(JDBC_COLUMNS),
+            "types" => Some(JDBC_TYPES),
+            _ => None,
+        };
+    }
+    if any.is::<MetadataSchema>() {
+        return match table {
+            "catalogs" => Some(METADATA_CATALOGS),
+            "table_comments" => Some(TABLE_COMMENTS),
+            _ => None,
+        };
+    }
+    None
+}
+
+/// `<catalog>.information_schema`: `schemata`, `tables`, `columns` and `views` of that catalog.
+#[derive(Debug)]
+struct InformationSchema {
+    catalog: Named,
+}
+
+const INFORMATION_TABLES: [&str; 4] = ["columns", "schemata", "tables", "views"];
+
+#[async_trait]
+impl SchemaProvider for InformationSchema {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        INFORMATION_TABLES.iter().map(|s| s.to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let catalogs = std::slice::from_ref(&self.catalog);
+        let table = match name {
+            "schemata" => rows_table(
+                SCHEMATA,
+                schema_names(&self.catalog)
+                    .into_iter()
+                    .map(|s| vec![text(&self.catalog.0), text(s)])
+                    .collect(),
+            )?,
+            "tables" => rows_table(
+                TABLES,
+                list_tables(catalogs, Detail::Names)
+                    .await
+                    .into_iter()
+                    .map(|t| {
+                        let kind = if t.view { "VIEW" } else { "BASE TABLE" };
+                        vec![text(t.catalog), text(t.schema), text(t.name), text(kind)]
+                    })
+                    .collect(),
+            )?,
+            "views" => rows_table(VIEWS, Vec::new())?,
+            "columns" => {
+                let mut rows = Vec::new();
+                for t in list_tables(catalogs, Detail::Columns).await {
+                    for (i, c) in t.columns.into_iter().enumerate() {
+                        rows.push(vec![
+                            text(&t.catalog),
+                            text(&t.schema),
+                            text(&t.name),
+                            text(c.name),
+                            Cell::Int(Some(i as i64 + 1)),
+                            NULL_TEXT,
+                            text(if c.nullable { "YES" } else { "NO" }),
+                            text(c.type_name),
+                            Cell::Text(c.comment),
+                            NULL_TEXT,
+                        ]);
+                    }
+                }
+                rows_table(COLUMNS, rows)?
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(table))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        INFORMATION_TABLES.contains(&name)
+    }
+}
+
+/// The engine's catalogs, for the cross-catalog tables in `system`. Weak: the list holds `system`.
+#[derive(Debug, Clone)]
+pub struct Catalogs(pub Weak<dyn CatalogProviderList>);
+
+impl Catalogs {
+    /// Every catalog but the per-statement ones, sorted by name.
+    fn all(&self) -> Vec<Named> {
+        let Some(list) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let mut names = list.catalog_names();
+        names.retain(|n| !n.starts_with("__"));
+        names.sort();
+        names
+            .into_iter()
+            .filter_map(|n| {
+                let c = list.catalog(&n)?;
+                // Listings look through the information_schema wrapper to the catalog itself.
+                let inner = match c.as_any().downcast_ref::<WithInformationSchema>() {
+                    Some(w) => w.inner.clone(),
+                    None => c,
+                };
+                Some((n, inner))
+            })
+            .collect()
+    }
+}
+
+/// `system.jdbc`: what JDBC's DatabaseMetaData (and so DBeaver, Tableau, …) reads.
+#[derive(Debug)]
+pub struct JdbcSchema {
+    pub catalogs: Catalogs,
+}
+
+const JDBC_TABLES: [&str; 6] = [
+    "catalogs",
+    "columns",
+    "schemas",
+    "table_types",
+    "tables",
+    "types",
+];
+
+#[async_trait]
+impl SchemaProvider for JdbcSchema {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        JDBC_TABLES.iter().map(|s| s.to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let catalogs = self.catalogs.all();
+        let table = match name {
+            "catalogs" => rows_table(
+                JDBC_CATALOGS,
+                catalogs.iter().map(|c| vec![text(&c.0)]).collect(),
+            )?,
+            "schemas" => rows_table(
+                JDBC_SCHEMAS,
+                catalogs
+                    .iter()
+                    .flat_map(|c| {
+                        schema_names(c)
+                            .into_iter()
+                            .map(|s| vec![text(s), text(&c.0)])
+                    })
+                    .collect(),
+            )?,
+            "table_types" => rows_table(
+                JDBC_TABLE_TYPES,
+                vec![vec![text("TABLE")], vec![text("VIEW")]],
+            )?,
+            "tables" => rows_table(
+                JDBC_TABLES_COLUMNS,
+                list_tables(&catalogs, Detail::Names)
+                    .await
+                    .into_iter()
+                    .map(|t| {
+                        let kind = if t.view { "VIEW" } else { "TABLE" };
+                        let mut row = vec![text(t.catalog), text(t.schema), text(t.name)];
+                        row.push(text(kind));
+                        row.extend(std::iter::repeat_with(|| NULL_TEXT).take(6));
+                        row
+                    })
+                    .collect(),
+            )?,
+            "columns" => jdbc_columns(&catalogs).await?,
+            "types" => jdbc_types()?,
+            _ => return Ok(None),
+        };
+        Ok(Some(table))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        JDBC_TABLES.contains(&name)
+    }
+}
+
+async fn jdbc_columns(catalogs: &[Named]) -> DFResult<Arc<dyn TableProvider>> {
+    let mut rows = Vec::new();
+    for t in list_tables(catalogs, Detail::Columns).await {
+        for (i, c) in t.columns.into_iter().enumerate() {
+            let (size, digits) = precision_of(&c.type_name);
+            rows.push(vec![
+                text(&t.catalog),
+                text(&t.schema),
+                text(&t.name),
+                text(c.name),
+                Cell::Int(Some(c.jdbc_type)),
+                text(c.type_name),
+                Cell::Int(size),
+                NULL_INT,
+                Cell::Int(digits),
+                Cell::Int(size.map(|_| 10)),
+                Cell::Int(Some(if c.nullable { 1 } else { 0 })),
+                Cell::Text(c.comment),
+                NULL_TEXT,
+                NULL_INT,
+                NULL_INT,
+                NULL_INT,
+                Cell::Int(Some(i as i64 + 1)),
+                text(if c.nullable { "YES" } else { "NO" }),
+                NULL_TEXT,
+                NULL_TEXT,
+                NULL_TEXT,
+                NULL_INT,
+                text("NO"),
+                text("NO"),
+            ]);
+        }
+    }
+    rows_table(JDBC_COLUMNS, rows)
+}
+
+/// Column size and decimal digits of numeric types, as JDBC reports them.
+fn precision_of(type_name: &str) -> (Option<i64>, Option<i64>) {
+    match type_name {
+        "tinyint" => (Some(3), Some(0)),
+        "smallint" => (Some(5), Some(0)),
+        "integer" => (Some(10), Some(0)),
+        "bigint" => (Some(19), Some(0)),
+        "real" => (Some(24), None),
+        "double" => (Some(53), None),
+        t => match t
+            .strip_prefix("decimal(")
+            .and_then(|r| r.strip_suffix(')'))
+            .and_then(|r| r.split_once(','))
+        {
+            Some((p, s)) => (p.trim().parse().ok(), s.trim().parse().ok()),
+            None => (None, None),
+        },
+    }
+}
+
+/// The types a column can be created with.
+fn jdbc_types() -> DFResult<Arc<dyn TableProvider>> {
+    let types: [(&str, i64, Option<i64>, Option<&str>); 16] = [
+        ("boolean", JDBC_BOOLEAN, None, None),
+        ("tinyint", JDBC_TINYINT, Some(3), None),
+        ("smallint", JDBC_SMALLINT, Some(5), None),
+        ("integer", JDBC_INTEGER, Some(10), None),
+        ("bigint", JDBC_BIGINT, Some(19), None),
+        ("real", JDBC_REAL, Some(24), None),
+        ("double", JDBC_DOUBLE, Some(53), None),
+        ("decimal", JDBC_DECIMAL, Some(38), Some("precision,scale")),
+        ("varchar", JDBC_VARCHAR, None, None),
+        ("varbinary", JDBC_VARBINARY, None, None),
+        ("date", JDBC_DATE, None, None),
+        ("time", JDBC_TIME, None, None),
+        ("timestamp", JDBC_TIMESTAMP, None, None),
+        ("timestamp with time zone", JDBC_TIMESTAMP_TZ, None, None),
+        ("uuid", JDBC_JAVA_OBJECT, None, None),
+        ("array", JDBC_ARRAY, None, None),
+    ];
+    let rows = types
+        .iter()
+        .map(|(name, code, precision, params)| {
+            let numeric = precision.is_some();
+            vec![
+                text(*name),
+                Cell::Int(Some(*code)),
+                Cell::Int(*precision),
+                NULL_TEXT,
+                NULL_TEXT,
+                Cell::Text(params.map(str::to_string)),
+                Cell::Int(Some(1)),
+                Cell::Bool(Some(*name == "varchar")),
+                Cell::Int(Some(3)),
+                Cell::Bool(Some(!numeric)),
+                Cell::Bool(Some(false)),
+                Cell::Bool(Some(false)),
+                NULL_TEXT,
+                Cell::Int(Some(0)),
+                Cell::Int(Some(if *name == "decimal" { 38 } else { 0 })),
+                NULL_INT,
+                NULL_INT,
+                Cell::Int(numeric.then_some(10)),
+            ]
+        })
+        .collect();
+    rows_table(JDBC_TYPES, rows)
+}
+
+/// `system.metadata`: `catalogs` and `table_comments`.
+#[derive(Debug)]
+pub struct MetadataSchema {
+    pub catalogs: Catalogs,
+}
+
+const METADATA_TABLES: [&str; 2] = ["catalogs", "table_comments"];
+
+#[async_trait]
+impl SchemaProvider for MetadataSchema {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        METADATA_TABLES.iter().map(|s| s.to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let catalogs = self.catalogs.all();
+        let table = match name {
+            "catalogs" => rows_table(
+                METADATA_CATALOGS,
+                catalogs
+                    .iter()
+                    .map(|(n, c)| {
+                        let iceberg = c.as_any().is::<IcebergCatalogProvider>();
+                        let connector = if iceberg { "iceberg" } else { "system" };
+                        vec![text(n), text(n), text(connector)]
+                    })
+                    .collect(),
+            )?,
+            "table_comments" => rows_table(
+                TABLE_COMMENTS,
+                list_tables(&catalogs, Detail::Columns)
+                    .await
+                    .into_iter()
+                    .map(|t| {
+                        vec![
+                            text(t.catalog),
+                            text(t.schema),
+                            text(t.name),
+                            Cell::Text(t.comment),
+                        ]
+                    })
+                    .collect(),
+            )?,
+            _ => return Ok(None),
+        };
+        Ok(Some(table))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        METADATA_TABLES.contains(&name)
+    }
+}
