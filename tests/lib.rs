@@ -1,13 +1,15 @@
 //! Shared pieces of SQE's integration tests: a sqllogictest database over any [`QueryService`], so the
 //! same `.slt` files can run embedded and, later, through each wire protocol.
 
+mod flight_db;
 mod trino_db;
 
 use std::sync::Arc;
 
-use arrow::array::Array;
-use arrow::datatypes::DataType;
+use arrow::array::{Array, RecordBatch};
+use arrow::datatypes::{DataType, Schema};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+pub use flight_db::FlightDb;
 use futures::StreamExt;
 use sqe_sessions::{QueryService, Session, SqeError};
 use sqllogictest::{DBOutput, DefaultColumnType};
@@ -50,6 +52,38 @@ fn cell(formatter: &ArrayFormatter<'_>, array: &dyn Array, row: usize) -> String
     }
 }
 
+/// Rows as sqllogictest compares them, the same way for every protocol.
+fn rows_output(
+    schema: &Schema,
+    batches: Vec<RecordBatch>,
+) -> Result<DBOutput<DefaultColumnType>, SqeError> {
+    let types = schema
+        .fields()
+        .iter()
+        .map(|f| column_type(f.data_type()))
+        .collect();
+    let options = FormatOptions::default();
+    let mut rows = Vec::new();
+    for batch in batches {
+        let formatters = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| SqeError::internal(e.to_string()))?;
+        for row in 0..batch.num_rows() {
+            rows.push(
+                formatters
+                    .iter()
+                    .zip(batch.columns())
+                    .map(|(f, c)| cell(f, c.as_ref(), row))
+                    .collect(),
+            );
+        }
+    }
+    Ok(DBOutput::Rows { types, rows })
+}
+
 #[async_trait::async_trait]
 impl sqllogictest::AsyncDB for ServiceDb {
     type Error = SqeError;
@@ -68,33 +102,11 @@ impl sqllogictest::AsyncDB for ServiceDb {
                 result.update_count.unwrap_or(0),
             ));
         }
-        let types = result
-            .schema
-            .fields()
-            .iter()
-            .map(|f| column_type(f.data_type()))
-            .collect();
-        let options = FormatOptions::default();
-        let mut rows = Vec::new();
+        let mut batches = Vec::new();
         while let Some(batch) = result.batches.next().await {
-            let batch = batch?;
-            let formatters = batch
-                .columns()
-                .iter()
-                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| SqeError::internal(e.to_string()))?;
-            for row in 0..batch.num_rows() {
-                rows.push(
-                    formatters
-                        .iter()
-                        .zip(batch.columns())
-                        .map(|(f, c)| cell(f, c.as_ref(), row))
-                        .collect(),
-                );
-            }
+            batches.push(batch?);
         }
-        Ok(DBOutput::Rows { types, rows })
+        rows_output(&result.schema, batches)
     }
 
     async fn shutdown(&mut self) {}

@@ -1,13 +1,14 @@
 //! Runs every `tests/slt/**/*.slt` file against a fresh engine (one temporary warehouse per file and
-//! protocol), once embedded and once over the Trino HTTP protocol. `cargo test -p sqe-tests --test slt -- NAME` runs the files whose path contains NAME.
+//! protocol): embedded, over the Trino HTTP protocol and over Arrow Flight SQL. `cargo test -p sqe-tests --test slt -- NAME` runs the files whose path contains NAME.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use sqe_engine::{Engine, EngineConfig};
+use sqe_flight_sql::FlightSqlConfig;
 use sqe_sessions::{Principal, Session};
-use sqe_tests::{ServiceDb, TrinoDb};
+use sqe_tests::{FlightDb, ServiceDb, TrinoDb};
 use sqe_trino::{TrinoConfig, TrinoService};
 
 fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -29,6 +30,7 @@ fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
 enum Protocol {
     Embedded,
     Trino,
+    FlightSql,
 }
 
 async fn run_file(path: &Path, fixtures: &Path, protocol: Protocol) -> Result<(), String> {
@@ -76,6 +78,33 @@ async fn run_file(path: &Path, fixtures: &Path, protocol: Protocol) -> Result<()
             let runner = sqllogictest::Runner::new(move || {
                 let base = base.clone();
                 async move { Ok(TrinoDb::new(base, "slt", "iceberg", "default")) }
+            });
+            let result = run_records(runner, path, &vars).await;
+            server.abort();
+            result
+        }
+        Protocol::FlightSql => {
+            let flight = sqe_flight_sql::service(
+                engine.clone(),
+                FlightSqlConfig {
+                    default_catalog: engine.default_catalog().to_string(),
+                    default_schema: "default".into(),
+                },
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| e.to_string())?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| e.to_string())?
+                .to_string();
+            let router = tonic::service::Routes::new(flight).into_axum_router();
+            let server = tokio::spawn(async move {
+                let _ = axum::serve(listener, router).await;
+            });
+            let runner = sqllogictest::Runner::new(move || {
+                let addr = addr.clone();
+                async move { FlightDb::connect(&addr, "iceberg", "default").await }
             });
             let result = run_records(runner, path, &vars).await;
             server.abort();
@@ -136,7 +165,7 @@ fn main() -> ExitCode {
             .unwrap_or(file)
             .display()
             .to_string();
-        for protocol in [Protocol::Embedded, Protocol::Trino] {
+        for protocol in [Protocol::Embedded, Protocol::Trino, Protocol::FlightSql] {
             match runtime.block_on(run_file(file, &fixtures, protocol)) {
                 Ok(()) => {
                     passed += 1;
