@@ -12,6 +12,9 @@ pub struct TrinoDb {
     user: String,
     catalog: String,
     schema: String,
+    /// Session properties, kept from X-Trino-Set-Session / X-Trino-Clear-Session as the trino
+    /// client keeps them, and sent back in X-Trino-Session.
+    properties: std::collections::BTreeMap<String, String>,
 }
 
 impl TrinoDb {
@@ -22,6 +25,7 @@ impl TrinoDb {
             user: user.to_string(),
             catalog: catalog.to_string(),
             schema: schema.to_string(),
+            properties: Default::default(),
         }
     }
 
@@ -37,6 +41,19 @@ impl TrinoDb {
             .and_then(|v| v.to_str().ok())
         {
             self.schema = s.to_string();
+        }
+        for v in headers.get_all("x-trino-set-session") {
+            if let Some((k, v)) = v.to_str().ok().and_then(|v| v.split_once('=')) {
+                let v = urlencoding::decode(v)
+                    .map(|s| s.into_owned())
+                    .unwrap_or_default();
+                self.properties.insert(k.to_string(), v);
+            }
+        }
+        for v in headers.get_all("x-trino-clear-session") {
+            if let Ok(k) = v.to_str() {
+                self.properties.remove(k);
+            }
         }
     }
 }
@@ -120,6 +137,14 @@ impl sqllogictest::AsyncDB for TrinoDb {
             .header("X-Trino-User", &self.user)
             .header("X-Trino-Catalog", &self.catalog)
             .header("X-Trino-Schema", &self.schema)
+            .header(
+                "X-Trino-Session",
+                self.properties
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", urlencoding::encode(v)))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
             .body(sql.to_string())
             .send()
             .await

@@ -8,7 +8,7 @@ use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use datafusion::sql::sqlparser::ast::{
     AlterTableOperation, ColumnOption, CreateTable, CreateTableOptions, Expr, ObjectName,
-    ObjectType, SchemaName, ShowCreateObject, ShowStatementFilter, ShowStatementIn,
+    ObjectType, Reset, SchemaName, ShowCreateObject, ShowStatementFilter, ShowStatementIn,
     ShowStatementOptions, SqlOption, Statement, Use, Value,
 };
 use iceberg::spec::{
@@ -27,6 +27,7 @@ use crate::engine::{
 };
 use crate::error::from_iceberg;
 use crate::prepass::Prepared;
+use crate::session_properties::{reset_session, set_session, show_session};
 use crate::types::{FieldIds, sql_to_iceberg, trino_type_name};
 
 /// A LIKE pattern matcher with `%` and `_`.
@@ -166,6 +167,15 @@ pub(crate) fn partition_spec(
             .map_err(from_iceberg)?;
     }
     Ok(Some(builder.build()))
+}
+
+/// True if `sql`'s first words are `words` (case-insensitive).
+fn starts_with_words(sql: &str, words: &[&str]) -> bool {
+    let mut it = sql.split_whitespace();
+    words.iter().all(|w| {
+        it.next()
+            .is_some_and(|t| t.trim_end_matches(';').eq_ignore_ascii_case(w))
+    })
 }
 
 /// Table options from `WITH (...)`: partitioning entries and Iceberg properties.
@@ -455,6 +465,20 @@ impl Engine {
                 Ok(empty_result())
             }
             Statement::Use(u) => self.use_statement(session, u).await,
+            Statement::Set(set) => set_session(&set),
+            Statement::Reset(reset) => match reset.reset {
+                Reset::ConfigurationParameter(name) => reset_session(&name),
+                Reset::ALL => Err(SqeError::unsupported(
+                    "RESET ALL is not supported; reset each property with RESET SESSION name",
+                )),
+            },
+            // The parser takes SESSION as a flag and leaves no variable name.
+            Statement::ShowVariable { variable }
+                if variable.is_empty()
+                    && starts_with_words(&prepared.sql, &["show", "session"]) =>
+            {
+                show_session(session)
+            }
             Statement::ShowVariable { variable }
                 if variable
                     .first()
@@ -765,7 +789,7 @@ impl Engine {
                 return Ok(QueryResult {
                     session_update: Some(SessionUpdate {
                         catalog: Some(c.clone()),
-                        schema: None,
+                        ..SessionUpdate::default()
                     }),
                     ..empty_result()
                 });
@@ -778,6 +802,7 @@ impl Engine {
             session_update: Some(SessionUpdate {
                 catalog: Some(catalog_name),
                 schema: Some(schema),
+                ..SessionUpdate::default()
             }),
             ..empty_result()
         })

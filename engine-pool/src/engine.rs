@@ -29,7 +29,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::{NamespaceIdent, TableIdent};
 use sqe_sessions::{
-    BatchStream, IngestTarget, QueryResult, QueryService, Session, SqeError, SqeResult,
+    BatchStream, ErrorCode, IngestTarget, QueryResult, QueryService, Session, SqeError, SqeResult,
 };
 
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, SystemCatalog, admitted};
@@ -39,6 +39,7 @@ use crate::catalog::sqlite::SqliteCatalog;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
+use crate::session_properties::{check_session, max_run_time};
 
 /// Trino's `system` catalog: `system.runtime.queries`.
 pub(crate) const SYSTEM_CATALOG: &str = "system";
@@ -228,9 +229,16 @@ impl Engine {
 
     /// Runs one statement.
     pub async fn run(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
-        let prepared = prepare(sql)?;
+        let mut prepared = prepare(sql)?;
         if starts_with_word(&prepared.sql, "copy") {
             return self.copy_to(session, &prepared).await;
+        }
+        // Trino's `RESET SESSION name` is the parser's `RESET name`.
+        if starts_with_word(&prepared.sql, "reset") {
+            let rest = prepared.sql.trim_start()["reset".len()..].trim_start();
+            if starts_with_word(rest, "session") {
+                prepared.sql = format!("RESET {}", &rest["session".len()..]);
+            }
         }
         let mut statements = Parser::parse_sql(&GenericDialect {}, &prepared.sql).map_err(|e| {
             let text = e.to_string();
@@ -543,6 +551,48 @@ impl Engine {
     }
 }
 
+/// Ends `batches` with an error from `exceeded` if they are not done by `deadline`; what is still
+/// running is dropped (cancelled) then.
+fn until_deadline(
+    batches: BatchStream,
+    deadline: tokio::time::Instant,
+    exceeded: impl Fn() -> SqeError + Send + 'static,
+) -> BatchStream {
+    let mut inner = Some(batches);
+    let mut timer = Box::pin(tokio::time::sleep_until(deadline));
+    futures::stream::poll_fn(move |cx| {
+        let Some(stream) = inner.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        if let std::task::Poll::Ready(item) = stream.poll_next_unpin(cx) {
+            if item.is_none() {
+                inner = None;
+            }
+            return std::task::Poll::Ready(item);
+        }
+        if timer.as_mut().poll(cx).is_ready() {
+            inner = None;
+            return std::task::Poll::Ready(Some(Err(exceeded())));
+        }
+        std::task::Poll::Pending
+    })
+    .boxed()
+}
+
+/// A duration as Trino prints it in errors: `10.00s`, `5.00m`.
+fn display_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 60.0 {
+        format!("{s:.2}s")
+    } else if s < 3600.0 {
+        format!("{:.2}m", s / 60.0)
+    } else if s < 86400.0 {
+        format!("{:.2}h", s / 3600.0)
+    } else {
+        format!("{:.2}d", s / 86400.0)
+    }
+}
+
 fn starts_with_word(sql: &str, word: &str) -> bool {
     sql.trim_start()
         .get(..word.len())
@@ -753,9 +803,31 @@ impl QueryService for Engine {
     /// Admits the statement (or answers "server busy"), records it, and runs it as `session`'s
     /// principal. Statements SQE runs for itself (time-travel expressions) go through `run` directly.
     async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
+        check_session(session)?;
         let user = &session.principal.name;
-        admitted(&self.admission, &self.registry, user, sql, || {
-            self.run(session, sql)
+        let Some(limit) = max_run_time(session) else {
+            return admitted(&self.admission, &self.registry, user, sql, || {
+                self.run(session, sql)
+            })
+            .await;
+        };
+        // `query_max_run_time`: from now (queueing included) to the last row.
+        let deadline = tokio::time::Instant::now() + limit;
+        let exceeded = move || {
+            SqeError::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "Query exceeded maximum time limit of {}",
+                    display_duration(limit)
+                ),
+            )
+        };
+        admitted(&self.admission, &self.registry, user, sql, || async move {
+            let mut result = tokio::time::timeout_at(deadline, self.run(session, sql))
+                .await
+                .map_err(|_| exceeded())??;
+            result.batches = until_deadline(result.batches, deadline, exceeded);
+            Ok(result)
         })
         .await
     }

@@ -51,7 +51,10 @@ pub struct Session {
     pub schema: String,
     /// IANA name or offset; `UTC` unless the client says otherwise.
     pub time_zone: String,
+    /// Session properties (`SET SESSION`), by name.
     pub properties: BTreeMap<String, String>,
+    /// What the client says it is (Trino's `X-Trino-Source`), for the query registry.
+    pub source: Option<String>,
 }
 
 impl Session {
@@ -68,6 +71,7 @@ impl Session {
             schema: schema.into(),
             time_zone: "UTC".to_string(),
             properties: BTreeMap::new(),
+            source: None,
         }
     }
 
@@ -78,14 +82,23 @@ impl Session {
         if let Some(schema) = &update.schema {
             self.schema.clone_from(schema);
         }
+        for (name, value) in &update.set_properties {
+            self.properties.insert(name.clone(), value.clone());
+        }
+        for name in &update.reset_properties {
+            self.properties.remove(name);
+        }
     }
 }
 
-/// A change a statement made to its session (`USE catalog.schema`).
+/// A change a statement made to its session: `USE catalog.schema`, `SET SESSION name = value`,
+/// `RESET SESSION name`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionUpdate {
     pub catalog: Option<String>,
     pub schema: Option<String>,
+    pub set_properties: BTreeMap<String, String>,
+    pub reset_properties: Vec<String>,
 }
 
 #[cfg(test)]
@@ -102,8 +115,8 @@ mod tests {
     fn use_updates_only_what_it_names() {
         let mut s = Session::new(Principal::new("u"), "iceberg", "default");
         s.apply(&SessionUpdate {
-            catalog: None,
             schema: Some("s".into()),
+            ..SessionUpdate::default()
         });
         assert_eq!((s.catalog.as_str(), s.schema.as_str()), ("iceberg", "s"));
     }

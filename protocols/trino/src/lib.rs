@@ -285,7 +285,7 @@ fn session_from(
         }
     }
     if let Some(source) = header(headers, "x-trino-source") {
-        session.properties.insert("source".into(), source.into());
+        session.source = Some(source.to_string());
     }
     session
 }
@@ -576,6 +576,17 @@ fn respond(query: &Query, pages: &QueryPages, page: Value) -> Response {
         }
         if let Some(s) = &update.schema {
             set("x-trino-set-schema", s);
+        }
+        for (name, value) in &update.set_properties {
+            let pair = format!("{name}={}", urlencoding::encode(value));
+            if let Ok(v) = HeaderValue::from_str(&pair) {
+                headers.append(HeaderName::from_static("x-trino-set-session"), v);
+            }
+        }
+        for name in &update.reset_properties {
+            if let Ok(v) = HeaderValue::from_str(name) {
+                headers.append(HeaderName::from_static("x-trino-clear-session"), v);
+            }
         }
     }
     for (name, value) in &query.headers {

@@ -1,0 +1,209 @@
+//! Session properties: `SET SESSION name = value`, `RESET SESSION name`, `SHOW SESSION`. Only
+//! properties SQE acts on exist; any other name is refused, as Trino refuses it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::StringArray;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::sql::sqlparser::ast::{ContextModifier, Expr, ObjectName, Set, Value};
+use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
+
+use crate::engine::{empty_result, rows_result};
+
+struct Property {
+    name: &'static str,
+    default: &'static str,
+    kind: &'static str,
+    description: &'static str,
+    check: fn(&str) -> SqeResult<()>,
+}
+
+const PROPERTIES: &[Property] = &[Property {
+    name: "query_max_run_time",
+    default: "100.00d",
+    kind: "varchar",
+    description: "Maximum run time of a query, queueing included (e.g. 30s, 5m, 1.5h)",
+    check: |v| parse_duration(v).map(|_| ()),
+}];
+
+fn property(name: &str) -> SqeResult<&'static Property> {
+    PROPERTIES
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| SqeError::invalid(format!("Session property '{name}' does not exist")))
+}
+
+/// A Trino duration: a number and a unit (`ns`, `us`, `ms`, `s`, `m`, `h`, `d`).
+pub(crate) fn parse_duration(text: &str) -> SqeResult<Duration> {
+    let bad = || {
+        SqeError::invalid(format!(
+            "'{text}' is not a duration (a number and a unit: ms, s, m, h, d)"
+        ))
+    };
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).ok_or_else(bad)?;
+    let (number, unit) = t.split_at(split);
+    let number: f64 = number.trim().parse().map_err(|_| bad())?;
+    let seconds = match unit.trim() {
+        "ns" => 1e-9,
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return Err(bad()),
+    };
+    if !number.is_finite() || number < 0.0 {
+        return Err(bad());
+    }
+    Duration::try_from_secs_f64(number * seconds).map_err(|_| bad())
+}
+
+/// Checks every property a session carries (a client may send them in headers).
+pub(crate) fn check_session(session: &Session) -> SqeResult<()> {
+    for (name, value) in &session.properties {
+        let p = property(name)?;
+        (p.check)(value).map_err(|e| {
+            SqeError::invalid(format!(
+                "invalid value for session property '{name}': {}",
+                e.message()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// The session's `query_max_run_time`, if set.
+pub(crate) fn max_run_time(session: &Session) -> Option<Duration> {
+    session
+        .properties
+        .get("query_max_run_time")
+        .and_then(|v| parse_duration(v).ok())
+}
+
+fn property_name(name: &ObjectName) -> String {
+    name.0
+        .iter()
+        .map(|p| p.to_string().trim_matches('"').to_string())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// `SET SESSION name = value`.
+pub(crate) fn set_session(set: &Set) -> SqeResult<QueryResult> {
+    let Set::SingleAssignment {
+        scope: Some(ContextModifier::Session),
+        hivevar: false,
+        variable,
+        values,
+    } = set
+    else {
+        return Err(SqeError::unsupported(format!(
+            "{set} is not supported; use SET SESSION name = value"
+        )));
+    };
+    let name = property_name(variable);
+    let p = property(&name)?;
+    let value = match values.as_slice() {
+        [Expr::Value(v)] => match &v.value {
+            Value::SingleQuotedString(s) => s.clone(),
+            Value::Number(n, _) => n.to_string(),
+            Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(SqeError::invalid(format!(
+                    "session property '{name}' needs a literal value, not {other}"
+                )));
+            }
+        },
+        _ => {
+            return Err(SqeError::invalid(format!(
+                "session property '{name}' needs one literal value"
+            )));
+        }
+    };
+    (p.check)(&value).map_err(|e| {
+        SqeError::invalid(format!(
+            "invalid value for session property '{name}': {}",
+            e.message()
+        ))
+    })?;
+    let mut update = SessionUpdate::default();
+    update.set_properties.insert(name, value);
+    Ok(QueryResult {
+        session_update: Some(update),
+        ..empty_result()
+    })
+}
+
+/// `RESET SESSION name`.
+pub(crate) fn reset_session(name: &ObjectName) -> SqeResult<QueryResult> {
+    let name = property_name(name);
+    property(&name)?;
+    Ok(QueryResult {
+        session_update: Some(SessionUpdate {
+            reset_properties: vec![name],
+            ..SessionUpdate::default()
+        }),
+        ..empty_result()
+    })
+}
+
+/// `SHOW SESSION`: each property with its current value, in Trino's columns.
+pub(crate) fn show_session(session: &Session) -> SqeResult<QueryResult> {
+    let column = |f: &dyn Fn(&Property) -> String| {
+        Arc::new(StringArray::from(
+            PROPERTIES.iter().map(f).collect::<Vec<_>>(),
+        )) as _
+    };
+    rows_result(
+        Schema::new(vec![
+            Field::new("Name", DataType::Utf8, false),
+            Field::new("Value", DataType::Utf8, false),
+            Field::new("Default", DataType::Utf8, false),
+            Field::new("Type", DataType::Utf8, false),
+            Field::new("Description", DataType::Utf8, false),
+        ]),
+        vec![
+            column(&|p| p.name.to_string()),
+            column(&|p| {
+                session
+                    .properties
+                    .get(p.name)
+                    .cloned()
+                    .unwrap_or_else(|| p.default.to_string())
+            }),
+            column(&|p| p.default.to_string()),
+            column(&|p| p.kind.to_string()),
+            column(&|p| p.description.to_string()),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_trino() {
+        assert_eq!(parse_duration("30s").ok(), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1.5m").ok(), Some(Duration::from_secs(90)));
+        assert_eq!(
+            parse_duration("250ms").ok(),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_duration("100.00d").ok(),
+            Some(Duration::from_secs(8_640_000))
+        );
+        let e = parse_duration("soon")
+            .err()
+            .map(|e| e.message().to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("'soon' is not a duration (a number and a unit: ms, s, m, h, d)")
+        );
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}
