@@ -58,6 +58,16 @@ pub struct ServerConfig {
     pub flight_port: u16,
     /// Refuse insecure combinations at startup.
     pub production_mode: bool,
+    /// TLS on both listeners, when set.
+    pub tls: Option<TlsConfig>,
+}
+
+/// A PEM certificate chain and its private key.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -85,6 +95,7 @@ impl Default for ServerConfig {
             http_port: 8080,
             flight_port: 50051,
             production_mode: false,
+            tls: None,
         }
     }
 }
@@ -163,6 +174,12 @@ impl Config {
         }
         if self.server.production_mode && self.auth.allow_anonymous {
             return Err("production_mode = true forbids auth.allow_anonymous = true".into());
+        }
+        if self.server.production_mode && !loopback && self.server.tls.is_none() {
+            return Err(format!(
+                "production_mode = true forbids serving credentials in plain text on {}: configure [server.tls]",
+                self.server.host
+            ));
         }
         if !self.auth.allow_anonymous && !has_authenticator {
             return Err("no way to authenticate: set auth.allow_anonymous = true, [auth.oidc] or [[auth.static]]".into());

@@ -2,6 +2,7 @@
 //! Protocols see only the `QueryService` trait; this crate is where the engine is wired in.
 
 mod config;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,7 +87,11 @@ pub async fn serve(config: Config) -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?,
     );
-    let trino = TrinoService::new(engine.clone(), TrinoConfig::new(engine.default_catalog()));
+    let trino_config = TrinoConfig {
+        https: config.server.tls.is_some(),
+        ..TrinoConfig::new(engine.default_catalog())
+    };
+    let trino = TrinoService::new(engine.clone(), trino_config);
     let authenticator = Arc::new(Authenticator::new(config.auth.clone())?);
     let auth = || middleware::from_fn_with_state(authenticator.clone(), http_layer);
     // Authentication wraps the protocol routes; health probes stay open.
@@ -111,16 +116,18 @@ pub async fn serve(config: Config) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))
     };
+    let tls = config.server.tls.as_ref().map(tls::acceptor).transpose()?;
     let http_listener = bind(config.server.http_port).await?;
     let flight_listener = bind(config.server.flight_port).await?;
     // Tests and scripts read these lines to find the ports.
     let local = |l: &tokio::net::TcpListener| l.local_addr().map_err(|e| e.to_string());
+    let secured = if tls.is_some() { " (tls)" } else { "" };
     println!(
-        "sqe-server: trino http listening on {}",
+        "sqe-server: trino http listening on {}{secured}",
         local(&http_listener)?
     );
     println!(
-        "sqe-server: flight sql listening on {}",
+        "sqe-server: flight sql listening on {}{secured}",
         local(&flight_listener)?
     );
 
@@ -132,12 +139,37 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let http =
-        axum::serve(http_listener, http).with_graceful_shutdown(until_stopped(stopped.clone()));
-    let flight =
-        axum::serve(flight_listener, flight).with_graceful_shutdown(until_stopped(stopped));
-    tokio::try_join!(async { http.await }, async { flight.await }).map_err(|e| e.to_string())?;
+    let (http, flight) = match tls {
+        None => tokio::try_join!(
+            serve_on(http_listener, http, until_stopped(stopped.clone())),
+            serve_on(flight_listener, flight, until_stopped(stopped)),
+        ),
+        Some(acceptor) => {
+            let secure = |l| tls::TlsListener::new(l, acceptor.clone()).map_err(|e| e.to_string());
+            tokio::try_join!(
+                serve_on(secure(http_listener)?, http, until_stopped(stopped.clone())),
+                serve_on(secure(flight_listener)?, flight, until_stopped(stopped)),
+            )
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    let ((), ()) = (http, flight);
     Ok(())
+}
+
+/// Serves `router` on `listener` until `stop` resolves, then lets open requests finish.
+async fn serve_on<L>(
+    listener: L,
+    router: Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    axum::serve(listener, router)
+        .with_graceful_shutdown(stop)
+        .await
 }
 
 async fn shutdown_signal() {

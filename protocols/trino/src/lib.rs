@@ -43,6 +43,9 @@ pub struct TrinoConfig {
     pub default_schema: String,
     /// Principals allowed to run as another user (`X-Trino-User` different from themselves).
     pub impersonators: Vec<String>,
+    /// Served over TLS: the `nextUri`s handed out are `https://` (unless a proxy says otherwise in
+    /// `X-Forwarded-Proto`).
+    pub https: bool,
 }
 
 impl TrinoConfig {
@@ -52,6 +55,7 @@ impl TrinoConfig {
             default_catalog: catalog.to_string(),
             default_schema: "default".into(),
             impersonators: Vec::new(),
+            https: false,
         }
     }
 }
@@ -192,9 +196,10 @@ fn reject(status: StatusCode, message: impl Into<String>) -> Response {
     (status, message.into()).into_response()
 }
 
-fn base_url(headers: &HeaderMap) -> String {
+fn base_url(headers: &HeaderMap, config: &TrinoConfig) -> String {
     let host = header(headers, "host").unwrap_or("127.0.0.1");
-    let scheme = header(headers, "x-forwarded-proto").unwrap_or("http");
+    let own = if config.https { "https" } else { "http" };
+    let scheme = header(headers, "x-forwarded-proto").unwrap_or(own);
     format!("{scheme}://{host}")
 }
 
@@ -360,7 +365,7 @@ async fn post_statement(
         credential.map(|Extension(c)| c),
     );
     let user = session.principal.name.clone();
-    let base = base_url(&headers);
+    let base = base_url(&headers, &trino.config);
     let id = trino.next_id();
     let started = Instant::now();
     let prepared_values: Vec<&str> = headers
@@ -458,7 +463,7 @@ async fn get_page(
     let Some(query) = trino.queries().get(&id).cloned() else {
         return reject(StatusCode::NOT_FOUND, format!("query {id} not found"));
     };
-    let base = base_url(&headers);
+    let base = base_url(&headers, &trino.config);
     let mut pages = query.events.lock().await;
     pages.last_seen = Instant::now();
     if let Some((t, page)) = &pages.last_page
