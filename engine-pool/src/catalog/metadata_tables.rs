@@ -2,17 +2,21 @@
 //! `$properties`, `$manifests`, `$files`, `$partitions`. Each is built from the table's metadata (and,
 //! for the last three, its current manifests) when the query names it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Int32Array, Int64Array, MapBuilder, RecordBatch, StringArray,
-    StringBuilder, TimestampMillisecondArray,
+    Array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float32Array,
+    Float64Array, Int32Array, Int64Array, MapBuilder, RecordBatch, StringArray, StringBuilder,
+    StructArray, Time64MicrosecondArray, TimestampMicrosecondArray, TimestampMillisecondArray,
+    TimestampNanosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
-use iceberg::spec::{DataContentType, Literal, PrimitiveLiteral, PrimitiveType, StructType, Type};
+use iceberg::spec::{
+    DataContentType, Datum, Literal, PrimitiveLiteral, PrimitiveType, StructType, Type,
+};
 use iceberg::table::Table;
 use iceberg::{Error, ErrorKind, Result};
 
@@ -400,6 +404,66 @@ async fn live_files(table: &Table) -> Result<Vec<LiveFile>> {
     Ok(files)
 }
 
+/// A live data file's partition (as a grouping key and by field name) and column statistics.
+struct DataFileStats {
+    key: String,
+    values: BTreeMap<String, Option<PrimitiveLiteral>>,
+    records: i64,
+    size: i64,
+    lower: HashMap<i32, Datum>,
+    upper: HashMap<i32, Datum>,
+    nulls: HashMap<i32, u64>,
+    nans: HashMap<i32, u64>,
+}
+
+async fn live_data_files(table: &Table) -> Result<Vec<DataFileStats>> {
+    let Some(snapshot) = table.metadata().current_snapshot() else {
+        return Ok(Vec::new());
+    };
+    let schema = table.metadata().current_schema();
+    let list = table.manifest_list_reader(snapshot).load().await?;
+    let mut files = Vec::new();
+    for manifest_file in list.entries() {
+        let partition_type = match table
+            .metadata()
+            .partition_spec_by_id(manifest_file.partition_spec_id)
+        {
+            Some(spec) => spec.partition_type(schema)?,
+            None => StructType::new(Vec::new()),
+        };
+        let manifest = manifest_file.load_manifest(table.file_io()).await?;
+        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let f = entry.data_file();
+            if f.content_type() != DataContentType::Data {
+                continue;
+            }
+            let values = partition_type
+                .fields()
+                .iter()
+                .zip(f.partition().iter())
+                .map(|(field, v)| {
+                    let value = match v {
+                        Some(Literal::Primitive(p)) => Some(p.clone()),
+                        _ => None,
+                    };
+                    (field.name.clone(), value)
+                })
+                .collect();
+            files.push(DataFileStats {
+                key: render_partition(f.partition(), &partition_type),
+                values,
+                records: f.record_count() as i64,
+                size: f.file_size_in_bytes() as i64,
+                lower: f.lower_bounds().clone(),
+                upper: f.upper_bounds().clone(),
+                nulls: f.null_value_counts().clone(),
+                nans: f.nan_value_counts().clone(),
+            });
+        }
+    }
+    Ok(files)
+}
+
 async fn files(table: &Table) -> Result<(SchemaRef, RecordBatch)> {
     let files = live_files(table).await?;
     batch(
@@ -441,40 +505,248 @@ async fn files(table: &Table) -> Result<(SchemaRef, RecordBatch)> {
     )
 }
 
+/// One partition's totals, and per column (by field id) the bounds and counts of its files.
+#[derive(Default)]
+struct PartitionTotals {
+    values: Vec<Option<PrimitiveLiteral>>,
+    records: i64,
+    files: i64,
+    size: i64,
+    columns: BTreeMap<i32, ColumnTotals>,
+}
+
+struct ColumnTotals {
+    min: Option<Datum>,
+    max: Option<Datum>,
+    /// None once a file does not report the count.
+    nulls: Option<i64>,
+    nans: Option<i64>,
+}
+
+fn sum(total: Option<i64>, file: Option<&u64>) -> Option<i64> {
+    Some(total? + i64::try_from(*file?).ok()?)
+}
+
+/// Trino's `$partitions`: `partition row(...)` (partitioned tables only), `record_count`,
+/// `file_count`, `total_size`, and `data row(<column> row(min, max, null_count, nan_count))` for
+/// each top-level primitive column, from the live data files' statistics.
 async fn partitions(table: &Table) -> Result<(SchemaRef, RecordBatch)> {
-    let mut groups: BTreeMap<String, (i64, i64, i64)> = BTreeMap::new();
-    for f in live_files(table)
-        .await?
-        .into_iter()
-        .filter(|f| f.content == 0)
-    {
-        let g = groups.entry(f.partition).or_default();
-        g.0 += f.records;
-        g.1 += 1;
-        g.2 += f.size;
+    let metadata = table.metadata();
+    let schema = metadata.current_schema();
+    let partition_type = metadata.default_partition_spec().partition_type(schema)?;
+    let columns: Vec<(i32, String, PrimitiveType)> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .filter_map(|f| match &*f.field_type {
+            Type::Primitive(p) => Some((f.id, f.name.clone(), p.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut groups: BTreeMap<String, PartitionTotals> = BTreeMap::new();
+    for f in live_data_files(table).await? {
+        let g = groups.entry(f.key).or_default();
+        if g.files == 0 {
+            g.values = partition_type
+                .fields()
+                .iter()
+                .map(|field| f.values.get(&field.name).cloned().flatten())
+                .collect();
+        }
+        g.records += f.records;
+        g.files += 1;
+        g.size += f.size;
+        for (id, _, _) in &columns {
+            let c = g.columns.entry(*id).or_insert(ColumnTotals {
+                min: None,
+                max: None,
+                nulls: Some(0),
+                nans: Some(0),
+            });
+            if let Some(lower) = f.lower.get(id)
+                && c.min.as_ref().is_none_or(|m| lower < m)
+            {
+                c.min = Some(lower.clone());
+            }
+            if let Some(upper) = f.upper.get(id)
+                && c.max.as_ref().is_none_or(|m| upper > m)
+            {
+                c.max = Some(upper.clone());
+            }
+            c.nulls = sum(c.nulls, f.nulls.get(id));
+            c.nans = sum(c.nans, f.nans.get(id));
+        }
     }
-    batch(
-        vec![
-            Field::new("partition", DataType::Utf8, false),
-            Field::new("record_count", DataType::Int64, false),
-            Field::new("file_count", DataType::Int64, false),
-            Field::new("total_size", DataType::Int64, false),
-        ],
-        vec![
-            Arc::new(StringArray::from(
-                groups.keys().cloned().collect::<Vec<_>>(),
-            )),
-            Arc::new(Int64Array::from(
-                groups.values().map(|g| g.0).collect::<Vec<_>>(),
-            )),
-            Arc::new(Int64Array::from(
-                groups.values().map(|g| g.1).collect::<Vec<_>>(),
-            )),
-            Arc::new(Int64Array::from(
-                groups.values().map(|g| g.2).collect::<Vec<_>>(),
-            )),
-        ],
-    )
+    let groups: Vec<PartitionTotals> = groups.into_values().collect();
+
+    let mut fields = Vec::new();
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    if !partition_type.fields().is_empty() {
+        let mut members = Vec::new();
+        for (i, pf) in partition_type.fields().iter().enumerate() {
+            let Type::Primitive(p) = &*pf.field_type else {
+                continue;
+            };
+            let values: Vec<Option<PrimitiveLiteral>> =
+                groups.iter().map(|g| g.values[i].clone()).collect();
+            let array = primitive_array(p, &values)?;
+            members.push((
+                Arc::new(Field::new(&pf.name, array.data_type().clone(), true)),
+                array,
+            ));
+        }
+        let partition = StructArray::from(members);
+        fields.push(Field::new(
+            "partition",
+            partition.data_type().clone(),
+            false,
+        ));
+        arrays.push(Arc::new(partition));
+    }
+    for (name, pick) in [
+        (
+            "record_count",
+            (|g: &PartitionTotals| g.records) as fn(&PartitionTotals) -> i64,
+        ),
+        ("file_count", |g| g.files),
+        ("total_size", |g| g.size),
+    ] {
+        fields.push(Field::new(name, DataType::Int64, false));
+        arrays.push(Arc::new(Int64Array::from(
+            groups.iter().map(pick).collect::<Vec<_>>(),
+        )));
+    }
+    let mut data_members = Vec::new();
+    for (id, name, ty) in &columns {
+        let totals: Vec<Option<&ColumnTotals>> = groups.iter().map(|g| g.columns.get(id)).collect();
+        let literal = |d: &Option<Datum>| d.as_ref().map(|d| d.literal().clone());
+        let min = primitive_array(
+            ty,
+            &totals
+                .iter()
+                .map(|t| t.and_then(|t| literal(&t.min)))
+                .collect::<Vec<_>>(),
+        )?;
+        let max = primitive_array(
+            ty,
+            &totals
+                .iter()
+                .map(|t| t.and_then(|t| literal(&t.max)))
+                .collect::<Vec<_>>(),
+        )?;
+        let nulls: ArrayRef = Arc::new(Int64Array::from(
+            totals
+                .iter()
+                .map(|t| t.and_then(|t| t.nulls))
+                .collect::<Vec<_>>(),
+        ));
+        let nans: ArrayRef = Arc::new(Int64Array::from(
+            totals
+                .iter()
+                .map(|t| t.and_then(|t| t.nans))
+                .collect::<Vec<_>>(),
+        ));
+        let column = StructArray::from(vec![
+            (
+                Arc::new(Field::new("min", min.data_type().clone(), true)),
+                min,
+            ),
+            (
+                Arc::new(Field::new("max", max.data_type().clone(), true)),
+                max,
+            ),
+            (
+                Arc::new(Field::new("null_count", DataType::Int64, true)),
+                nulls,
+            ),
+            (
+                Arc::new(Field::new("nan_count", DataType::Int64, true)),
+                nans,
+            ),
+        ]);
+        data_members.push((
+            Arc::new(Field::new(name, column.data_type().clone(), true)),
+            Arc::new(column) as ArrayRef,
+        ));
+    }
+    let data = if data_members.is_empty() {
+        StructArray::new_empty_fields(groups.len(), None)
+    } else {
+        StructArray::from(data_members)
+    };
+    fields.push(Field::new("data", data.data_type().clone(), false));
+    arrays.push(Arc::new(data));
+    batch(fields, arrays)
+}
+
+/// Values of one Iceberg primitive type as an Arrow array of the matching type.
+fn primitive_array(ty: &PrimitiveType, values: &[Option<PrimitiveLiteral>]) -> Result<ArrayRef> {
+    use PrimitiveLiteral as L;
+    macro_rules! collect {
+        ($array:ty, $pattern:pat => $value:expr) => {
+            Arc::new(<$array>::from(
+                values
+                    .iter()
+                    .map(|v| match v {
+                        Some($pattern) => Some($value),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
+            )) as ArrayRef
+        };
+    }
+    Ok(match ty {
+        PrimitiveType::Boolean => collect!(BooleanArray, L::Boolean(b) => *b),
+        PrimitiveType::Int => collect!(Int32Array, L::Int(i) => *i),
+        PrimitiveType::Long => collect!(Int64Array, L::Long(i) => *i),
+        PrimitiveType::Float => collect!(Float32Array, L::Float(f) => f.0),
+        PrimitiveType::Double => collect!(Float64Array, L::Double(f) => f.0),
+        PrimitiveType::Date => collect!(Date32Array, L::Int(d) => *d),
+        PrimitiveType::Time => collect!(Time64MicrosecondArray, L::Long(t) => *t),
+        PrimitiveType::Timestamp => collect!(TimestampMicrosecondArray, L::Long(t) => *t),
+        PrimitiveType::Timestamptz => {
+            let a = values
+                .iter()
+                .map(|v| match v {
+                    Some(L::Long(t)) => Some(*t),
+                    _ => None,
+                })
+                .collect::<TimestampMicrosecondArray>()
+                .with_timezone("UTC");
+            Arc::new(a)
+        }
+        PrimitiveType::TimestampNs => collect!(TimestampNanosecondArray, L::Long(t) => *t),
+        PrimitiveType::TimestamptzNs => {
+            let a = values
+                .iter()
+                .map(|v| match v {
+                    Some(L::Long(t)) => Some(*t),
+                    _ => None,
+                })
+                .collect::<TimestampNanosecondArray>()
+                .with_timezone("UTC");
+            Arc::new(a)
+        }
+        PrimitiveType::String => collect!(StringArray, L::String(s) => s.as_str()),
+        PrimitiveType::Uuid => {
+            collect!(StringArray, L::UInt128(u) => uuid::Uuid::from_u128(*u).to_string())
+        }
+        PrimitiveType::Decimal { precision, scale } => {
+            let a = values
+                .iter()
+                .map(|v| match v {
+                    Some(L::Int128(d)) => Some(*d),
+                    _ => None,
+                })
+                .collect::<Decimal128Array>()
+                .with_precision_and_scale(*precision as u8, *scale as i8)
+                .map_err(arrow_err)?;
+            Arc::new(a)
+        }
+        PrimitiveType::Fixed(_) | PrimitiveType::Binary => {
+            collect!(BinaryArray, L::Binary(b) => b.as_slice())
+        }
+    })
 }
 
 pub async fn metadata_table_provider(

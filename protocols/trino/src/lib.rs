@@ -69,6 +69,9 @@ enum Event {
     },
     Batch(arrow::array::RecordBatch),
     Failed(SqeError),
+    /// The last event of a query that ran to its end. A channel that closes without it means the
+    /// query was cancelled.
+    Finished,
 }
 
 struct Query {
@@ -323,7 +326,9 @@ fn answered_here(tx: mpsc::Sender<Event>) -> tokio::task::JoinHandle<()> {
             update_count: None,
             session_update: None,
         };
-        let _ = tx.send(started).await;
+        if tx.send(started).await.is_ok() {
+            let _ = tx.send(Event::Finished).await;
+        }
     })
 }
 
@@ -423,6 +428,7 @@ async fn post_statement(
                         return;
                     }
                 }
+                let _ = tx.send(Event::Finished).await;
             })
         }
     };
@@ -487,7 +493,7 @@ async fn get_page(
         let event = match tokio::time::timeout_at(deadline, pages.rx.recv()).await {
             Err(_) => break,
             Ok(None) => {
-                finished = true;
+                failure = Some(SqeError::new(ErrorCode::Cancelled, "Query was canceled"));
                 break;
             }
             Ok(Some(e)) => e,
@@ -521,6 +527,10 @@ async fn get_page(
             }
             Event::Failed(e) => {
                 failure = Some(e);
+                break;
+            }
+            Event::Finished => {
+                finished = true;
                 break;
             }
         }
@@ -606,13 +616,11 @@ async fn cancel(
     State(trino): State<Arc<TrinoService>>,
     Path((id, _token)): Path<(String, u64)>,
 ) -> StatusCode {
-    match trino.queries().remove(&id) {
-        Some(query) => {
-            query.task.abort();
-            StatusCode::NO_CONTENT
-        }
-        None => StatusCode::NOT_FOUND,
+    // Idempotent: a query that already ended (clients cancel on close) is simply gone.
+    if let Some(query) = trino.queries().remove(&id) {
+        query.task.abort();
     }
+    StatusCode::NO_CONTENT
 }
 
 #[cfg(test)]
