@@ -99,14 +99,7 @@ impl QueryRegistry {
 
     fn register(&self, user: &str, sql: &str) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) as u64 + 1;
-        let mut queries = self.lock();
-        let finished = queries.iter().filter(|q| q.ended_ms.is_some()).count();
-        if finished >= KEEP_FINISHED
-            && let Some(pos) = queries.iter().position(|q| q.ended_ms.is_some())
-        {
-            queries.remove(pos);
-        }
-        queries.push_back(QueryInfo {
+        self.lock().push_back(QueryInfo {
             id,
             user: user.to_string(),
             sql: sql.to_string(),
@@ -125,13 +118,25 @@ impl QueryRegistry {
         }
     }
 
+    /// Records a query's end; past `KEEP_FINISHED` finished queries, the oldest are forgotten.
     fn end(&self, id: u64, state: QueryState, rows: u64, error: Option<String>) {
-        self.update(id, |q| {
+        let mut queries = self.lock();
+        if let Some(q) = queries.iter_mut().find(|q| q.id == id) {
             q.state = state;
             q.rows = rows;
             q.error = error;
             q.ended_ms = Some(now_ms());
-        });
+        }
+        let mut finished = queries.iter().filter(|q| q.ended_ms.is_some()).count();
+        while finished > KEEP_FINISHED {
+            match queries.iter().position(|q| q.ended_ms.is_some()) {
+                Some(pos) => {
+                    queries.remove(pos);
+                    finished -= 1;
+                }
+                None => break,
+            }
+        }
     }
 
     /// The queries known now, oldest first.
