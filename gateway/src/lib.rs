@@ -89,6 +89,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
     );
     let trino_config = TrinoConfig {
         https: config.server.tls.is_some(),
+        impersonators: config.auth.impersonators.clone(),
         ..TrinoConfig::new(engine.default_catalog())
     };
     let trino = TrinoService::new(engine.clone(), trino_config);

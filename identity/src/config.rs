@@ -13,6 +13,9 @@ pub struct IdentityConfig {
     /// Named bearer tokens, each read from an environment variable.
     #[serde(rename = "static")]
     pub static_principals: Vec<StaticPrincipal>,
+    /// Principals that may run queries as another user they name (Trino's `X-Trino-User`), such
+    /// as a BI server that signs in once for its viewers. Nobody else may.
+    pub impersonators: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -114,6 +114,7 @@ def secure_server(tmp_path_factory, idp):
         f'[auth.oidc]\nissuer = "http://127.0.0.1:{idp.port}"\naudience = "sqe"\nclient_id = "sqe"\n\n'
         '[[auth.static]]\nname = "robot"\ntoken_env = "ROBOT_TOKEN"\n'
     )
+    auth = auth.replace("allow_anonymous = false\n", 'allow_anonymous = false\nimpersonators = ["robot"]\n')
     s = start_server(tmp_path_factory.mktemp("sqe-secure"), auth, {"ROBOT_TOKEN": ROBOT_TOKEN})
     try:
         yield s

@@ -108,6 +108,18 @@ def test_user_header_must_match_the_principal(secure_server, idp):
     assert str(e.value) == "error 403: b'Access Denied: user alice cannot impersonate user bob'"
 
 
+def test_a_configured_impersonator_runs_as_the_user_it_names(secure_server):
+    # `robot` is in [auth] impersonators: its query runs as carol, and the registry says so.
+    assert query(secure_server, "SELECT current_user", "carol", JWTAuthentication(ROBOT_TOKEN)) == [["carol"]]
+    rows = query(
+        secure_server,
+        "SELECT \"user\" FROM system.runtime.queries WHERE query = 'SELECT current_user' AND \"user\" = 'carol'",
+        "robot",
+        JWTAuthentication(ROBOT_TOKEN),
+    )
+    assert rows == [["carol"]]
+
+
 def flight_query(server, sql, **db_kwargs):
     with flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=db_kwargs) as conn:
         with conn.cursor() as cur:
