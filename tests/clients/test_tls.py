@@ -84,3 +84,31 @@ def test_flight_sql_over_tls(tls_server, certificate):
         with conn.cursor() as cur:
             cur.execute("SELECT current_user")
             assert cur.fetchall() == [("alice",)]
+
+
+def test_the_shell_over_tls(tls_server, certificate):
+    import os
+
+    from conftest import TARGET
+
+    ca, _, _ = certificate
+    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
+    base = [cli, "--host", "127.0.0.1", "--port", str(tls_server.flight_port), "-f", "csv"]
+    ok = subprocess.run(
+        [*base, "--tls-ca", str(ca), "--token", ROBOT_TOKEN, "-e", "SELECT current_user AS who"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "who\nrobot\n", "")
+    # Without TLS the server does not answer; with the public roots its certificate is not trusted.
+    plain = subprocess.run([*base, "--token", ROBOT_TOKEN, "-e", "SELECT 1"], capture_output=True, text=True, timeout=120)
+    assert (plain.returncode, plain.stderr) == (
+        1,
+        "Error: h2 protocol error: http2 error (does the server use TLS? then connect with --tls or --tls-ca)\n",
+    )
+    untrusted = subprocess.run(
+        [*base, "--tls", "--token", ROBOT_TOKEN, "-e", "SELECT 1"], capture_output=True, text=True, timeout=120
+    )
+    assert (untrusted.returncode, untrusted.stderr) == (
+        1,
+        f"Error: cannot connect to 127.0.0.1:{tls_server.flight_port}: transport error: invalid peer certificate: UnknownIssuer\n",
+    )

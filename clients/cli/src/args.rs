@@ -61,7 +61,15 @@ pub struct Args {
     pub user: Option<String>,
 
     /// Bearer token (remote mode). Without it, `--user` signs in with a password read from standard
-    /// input (prompted on a terminal).
+    /// input (prompted on a terminal, without echo).
     #[arg(long)]
     pub token: Option<String>,
+
+    /// Connect over TLS, checking the server against the public web roots (remote mode).
+    #[arg(long)]
+    pub tls: bool,
+
+    /// Connect over TLS, checking the server against this CA certificate (PEM) (remote mode).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
 }

@@ -9,7 +9,7 @@ use arrow_flight::sql::client::FlightSqlServiceClient;
 use futures::{StreamExt, TryStreamExt};
 use sqe_sessions::{ErrorCode, QueryResult, QueryService, Session, SqeError, SqeResult};
 use tokio::sync::Mutex;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 pub struct FlightRemote {
     client: Arc<Mutex<FlightSqlServiceClient<Channel>>>,
@@ -24,7 +24,35 @@ fn remote_error(e: impl std::fmt::Display) -> SqeError {
         .and_then(|m| m.split('"').next())
         .map(str::to_string)
         .unwrap_or(text);
+    let message = if message.contains("h2 protocol error") {
+        format!("{message} (does the server use TLS? then connect with --tls or --tls-ca)")
+    } else {
+        message
+    };
     SqeError::new(ErrorCode::External, message)
+}
+
+/// An error with its causes, which is where transport errors say what went wrong.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// How the server's certificate is checked.
+pub enum Tls {
+    /// Against the public web roots.
+    WebRoots,
+    /// Against this CA certificate (PEM).
+    Ca(Vec<u8>),
 }
 
 impl FlightRemote {
@@ -32,17 +60,29 @@ impl FlightRemote {
     pub async fn connect(
         host: &str,
         port: u16,
+        tls: Option<Tls>,
         token: Option<String>,
         user: Option<(String, String)>,
     ) -> SqeResult<Self> {
-        let channel = Endpoint::from_shared(format!("http://{host}:{port}"))
-            .map_err(remote_error)?
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint =
+            Endpoint::from_shared(format!("{scheme}://{host}:{port}")).map_err(remote_error)?;
+        if let Some(tls) = tls {
+            let config = match tls {
+                Tls::WebRoots => ClientTlsConfig::new().with_webpki_roots(),
+                Tls::Ca(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+            };
+            endpoint = endpoint
+                .tls_config(config.domain_name(host))
+                .map_err(remote_error)?;
+        }
+        let channel = endpoint
             .connect()
             .await
             .map_err(|e| {
                 SqeError::new(
                     ErrorCode::External,
-                    format!("cannot connect to {host}:{port}: {e}"),
+                    format!("cannot connect to {host}:{port}: {}", with_causes(&e)),
                 )
             })?;
         let mut client = FlightSqlServiceClient::new(channel);

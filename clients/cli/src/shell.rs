@@ -15,7 +15,7 @@ use sqe_sessions::{Principal, QueryService, Session, SqeError};
 
 use crate::args::{Args, Format};
 use crate::output::Printer;
-use crate::remote::FlightRemote;
+use crate::remote::{FlightRemote, Tls};
 
 const HELP: &str = "\
 .tables            list the tables of the current schema
@@ -75,11 +75,12 @@ struct Shell {
     interactive: bool,
 }
 
-/// The password for `user`: one line from standard input (typed at a prompt on a terminal).
+/// The password for `user`: typed at a prompt without echo on a terminal, else one line of standard
+/// input.
 fn read_password(user: &str) -> Result<String, String> {
     if std::io::stdin().is_terminal() {
-        eprint!("Password for {user}: ");
-        let _ = std::io::stderr().flush();
+        return rpassword::prompt_password(format!("Password for {user}: "))
+            .map_err(|e| format!("cannot read the password: {e}"));
     }
     let mut line = String::new();
     std::io::stdin()
@@ -98,7 +99,15 @@ async fn run(args: Args) -> Result<bool, String> {
                 Some(u) if args.token.is_none() => Some((u.clone(), read_password(u)?)),
                 _ => None,
             };
-            let remote = FlightRemote::connect(host, args.port, args.token.clone(), login)
+            let tls = match (&args.tls_ca, args.tls) {
+                (Some(file), _) => Some(Tls::Ca(
+                    std::fs::read(file)
+                        .map_err(|e| format!("cannot read {}: {e}", file.display()))?,
+                )),
+                (None, true) => Some(Tls::WebRoots),
+                (None, false) => None,
+            };
+            let remote = FlightRemote::connect(host, args.port, tls, args.token.clone(), login)
                 .await
                 .map_err(|e| e.to_string())?;
             (Arc::new(remote), "iceberg".to_string())
