@@ -76,15 +76,12 @@ impl FlightRemote {
                 .tls_config(config.domain_name(host))
                 .map_err(remote_error)?;
         }
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|e| {
-                SqeError::new(
-                    ErrorCode::External,
-                    format!("cannot connect to {host}:{port}: {}", with_causes(&e)),
-                )
-            })?;
+        let channel = endpoint.connect().await.map_err(|e| {
+            SqeError::new(
+                ErrorCode::External,
+                format!("cannot connect to {host}:{port}: {}", with_causes(&e)),
+            )
+        })?;
         let mut client = FlightSqlServiceClient::new(channel);
         if let Some(t) = token {
             client.set_token(t);

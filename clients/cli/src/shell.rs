@@ -100,10 +100,11 @@ async fn run(args: Args) -> Result<bool, String> {
                 _ => None,
             };
             let tls = match (&args.tls_ca, args.tls) {
-                (Some(file), _) => Some(Tls::Ca(
-                    std::fs::read(file)
-                        .map_err(|e| format!("cannot read {}: {e}", file.display()))?,
-                )),
+                (Some(file), _) => {
+                    Some(Tls::Ca(std::fs::read(file).map_err(|e| {
+                        format!("cannot read {}: {e}", file.display())
+                    })?))
+                }
                 (None, true) => Some(Tls::WebRoots),
                 (None, false) => None,
             };
