@@ -102,6 +102,7 @@ async fn admission_queues_then_refuses_and_the_registry_shows_each_query() {
             max_queued: 1,
             queue_timeout: std::time::Duration::from_secs(10),
         },
+        ..EngineConfig::default()
     };
     let engine = Arc::new(Engine::open(config).unwrap_or_else(|e| panic!("{e}")));
     let (alice, bob, carol) = (
@@ -157,4 +158,50 @@ async fn admission_queues_then_refuses_and_the_registry_shows_each_query() {
             "test|RUNNING|SELECT \"user\", state, query FROM system.runtime.queries ORDER BY created, query_id",
         ]
     );
+}
+
+/// A table written in several commits has several files; the scan is planned over several
+/// partitions (one per file here), reads every row once, and still reads them after a column is
+/// renamed (columns resolve by field id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_file_scan_is_spread_over_partitions() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = Engine::open(EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        target_partitions: Some(4),
+        ..EngineConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    run(&engine, "CREATE TABLE t (id bigint, name varchar)").await;
+    for chunk in [
+        "(1, 'a'), (2, 'b')",
+        "(3, 'c')",
+        "(4, 'd'), (5, 'e'), (6, 'f')",
+    ] {
+        run(&engine, &format!("INSERT INTO t VALUES {chunk}")).await;
+    }
+    let plan = lines(&run(&engine, "EXPLAIN SELECT id, name FROM t").await).join("\n");
+    assert!(
+        plan.contains("IcebergScan: files=3, ranges=3, partitions=3, projection=[id, name]"),
+        "{plan}"
+    );
+    let all = "SELECT id, name FROM t ORDER BY id";
+    let expected = ["1|a", "2|b", "3|c", "4|d", "5|e", "6|f"];
+    assert_eq!(lines(&run(&engine, all).await), expected);
+    assert_eq!(
+        lines(&run(&engine, "SELECT count(*), sum(id) FROM t WHERE id > 2").await),
+        ["4|18"]
+    );
+
+    run(&engine, "ALTER TABLE t RENAME COLUMN name TO label").await;
+    let renamed = "SELECT id, label FROM t ORDER BY id";
+    assert_eq!(lines(&run(&engine, renamed).await), expected);
+    // The filter prunes the files whose statistics rule it out: one file is left to read.
+    let point = "SELECT label FROM t WHERE id = 4";
+    let plan = lines(&run(&engine, &format!("EXPLAIN {point}")).await).join("\n");
+    assert!(
+        plan.contains("IcebergScan: files=1, ranges=1, partitions=1, projection=[id, label], predicate=[id = 4]"),
+        "{plan}"
+    );
+    assert_eq!(lines(&run(&engine, point).await), ["d"]);
 }

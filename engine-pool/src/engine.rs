@@ -54,6 +54,8 @@ pub struct EngineConfig {
     /// (catalog name, warehouse directory); the first is the default catalog.
     pub catalogs: Vec<(String, PathBuf)>,
     pub admission: AdmissionConfig,
+    /// Partitions each query runs in (and each table scan is spread over); the core count if unset.
+    pub target_partitions: Option<usize>,
 }
 
 impl EngineConfig {
@@ -133,7 +135,11 @@ impl Engine {
             Arc::new(WithInformationSchema::new(SYSTEM_CATALOG, system)),
         );
         // information_schema is SQE's own (Trino's shape, per catalog), not DataFusion's.
-        let session_config = SessionConfig::new()
+        let mut session_config = SessionConfig::new();
+        if let Some(n) = config.target_partitions {
+            session_config = session_config.with_target_partitions(n.max(1));
+        }
+        let session_config = session_config
             .with_information_schema(false)
             .with_default_catalog_and_schema(default_catalog.clone(), "default")
             .with_create_default_catalog_and_schema(false);

@@ -84,6 +84,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
         Engine::open(EngineConfig {
             catalogs,
             admission: config.engine.admission(),
+            ..EngineConfig::default()
         })
         .map_err(|e| e.to_string())?,
     );

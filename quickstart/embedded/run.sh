@@ -35,5 +35,5 @@ SELECT count(*) AS orders_then
 FROM shop.orders FOR VERSION AS OF (SELECT snapshot_id FROM shop.\"orders\$snapshots\" WHERE parent_id IS NULL);
 SELECT operation, summary['added-records'] AS added_records, summary['total-records'] AS total_records
 FROM shop.\"orders\$snapshots\" ORDER BY committed_at;
-SELECT partition, record_count FROM shop.\"orders\$partitions\" ORDER BY partition;
+SELECT partition.ordered_at_day AS day, record_count FROM shop.\"orders\$partitions\" ORDER BY day;
 "

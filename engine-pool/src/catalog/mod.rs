@@ -3,4 +3,5 @@
 pub mod information;
 pub mod metadata_tables;
 pub mod provider;
+pub mod scan;
 pub mod sqlite;

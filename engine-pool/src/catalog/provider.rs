@@ -10,9 +10,9 @@ use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use iceberg::table::Table;
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
-use iceberg_datafusion::IcebergStaticTableProvider;
 
 use super::metadata_tables::{MetadataTable, metadata_table_provider};
+use super::scan::IcebergScanProvider;
 use super::sqlite::SqliteCatalog;
 
 fn df_err(e: iceberg::Error) -> DataFusionError {
@@ -77,14 +77,11 @@ pub async fn scan_provider(
     table: Table,
     snapshot_id: Option<i64>,
 ) -> DFResult<Arc<dyn TableProvider>> {
-    let provider = match snapshot_id {
-        Some(id) => IcebergStaticTableProvider::try_new_from_table_snapshot(table, id).await,
-        None => {
-            let table = read_with_current_schema(table).map_err(df_err)?;
-            IcebergStaticTableProvider::try_new_from_table(table).await
-        }
-    }
-    .map_err(df_err)?;
+    let table = match snapshot_id {
+        Some(_) => table,
+        None => read_with_current_schema(table).map_err(df_err)?,
+    };
+    let provider = IcebergScanProvider::try_new(table, snapshot_id).map_err(df_err)?;
     Ok(Arc::new(provider))
 }
 

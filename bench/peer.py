@@ -1,0 +1,97 @@
+"""The DuckDB side of sqe-bench: DuckDB 1.5.5 generates a suite's data as Parquet files and runs the
+suite's queries over those same files, so SQE's answers and times can be set beside an engine nobody
+here wrote. Extensions load from their wheels (duckdb-extension-*), with auto-install off: nothing is
+downloaded.
+
+    peer.py gen tpch --scale 1 --out DIR     # DIR/parquet/<table>.parquet and DIR/queries/qNN.sql
+    peer.py run --dir DIR --runs 3 [--query q01 ...]
+        # DIR/duckdb/<query>.parquet (each answer) and DIR/duckdb/timings.json (median seconds)
+"""
+
+import argparse
+import importlib
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+import duckdb
+
+
+def connect():
+    return duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+
+
+def load_extension(con, name):
+    module = importlib.import_module(f"duckdb_extension_{name}")
+    path = pathlib.Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+    con.execute(f"LOAD '{path}'")
+
+
+def generate(suite, scale, out):
+    if suite != "tpch":
+        sys.exit(f"peer.py: suite '{suite}' is not supported yet")
+    out = pathlib.Path(out)
+    (out / "parquet").mkdir(parents=True, exist_ok=True)
+    (out / "queries").mkdir(parents=True, exist_ok=True)
+    con = connect()
+    load_extension(con, "tpch")
+    con.execute(f"CALL dbgen(sf={scale})")
+    for (table,) in con.execute("SHOW TABLES").fetchall():
+        con.execute(f"COPY {table} TO '{out / 'parquet' / table}.parquet' (FORMAT parquet)")
+    for number, query in con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall():
+        (out / "queries" / f"q{number:02}.sql").write_text(query.strip() + "\n")
+
+
+def run(directory, runs, only):
+    directory = pathlib.Path(directory)
+    results = directory / "duckdb"
+    results.mkdir(exist_ok=True)
+    con = connect()
+    for parquet in sorted((directory / "parquet").glob("*.parquet")):
+        con.execute(f"CREATE VIEW {parquet.stem} AS SELECT * FROM read_parquet('{parquet}')")
+    timings = {}
+    errors = {}
+    for path in sorted((directory / "queries").glob("*.sql")):
+        name = path.stem
+        if only and name not in only:
+            continue
+        sql = path.read_text().strip().rstrip(";")
+        try:
+            con.execute(sql).fetchall()  # warm-up
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                con.execute(sql).fetchall()
+                times.append(time.perf_counter() - start)
+            timings[name] = statistics.median(times)
+            con.execute(f"COPY ({sql}) TO '{results / name}.parquet' (FORMAT parquet)")
+        except duckdb.Error as e:
+            errors[name] = str(e)
+    (results / "timings.json").write_text(
+        json.dumps({"version": duckdb.__version__, "threads": con.execute("SELECT current_setting('threads')").fetchone()[0],
+                    "seconds": timings, "errors": errors}, indent=1)
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("gen")
+    g.add_argument("suite")
+    g.add_argument("--scale", required=True)
+    g.add_argument("--out", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--dir", required=True)
+    r.add_argument("--runs", type=int, default=3)
+    r.add_argument("--query", action="append", default=[])
+    args = parser.parse_args()
+    if args.command == "gen":
+        generate(args.suite, args.scale, args.out)
+    else:
+        run(args.dir, args.runs, set(args.query))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+//! Comparing two engines' answers to one query: row for row when the query orders its rows, as
+//! multisets otherwise. Numbers compare within a tolerance (see [`close`]); everything else by text.
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+
+/// One value, as both engines' answers are compared.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Number(f64),
+    Text(String),
+}
+
+/// Numbers agree when they differ by at most 1e-6 plus 1e-9 of their size: exact decimal sums match
+/// exactly, and an average one engine computes as a double and the other as a decimal(…, 6) still
+/// matches.
+pub fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 + 1e-9 * a.abs().max(b.abs())
+}
+
+impl Cell {
+    fn same(&self, other: &Cell) -> bool {
+        match (self, other) {
+            (Cell::Number(a), Cell::Number(b)) => close(*a, *b),
+            (a, b) => a == b,
+        }
+    }
+
+    fn sort_key(&self) -> (u8, f64, &str) {
+        match self {
+            Cell::Null => (0, 0.0, ""),
+            Cell::Number(n) => (1, *n, ""),
+            Cell::Text(t) => (2, 0.0, t.as_str()),
+        }
+    }
+}
+
+fn is_number(t: &DataType) -> bool {
+    t.is_numeric()
+}
+
+/// The rows of `batches` as cells.
+pub fn rows(batches: &[RecordBatch]) -> Result<Vec<Vec<Cell>>, String> {
+    let mut out = Vec::new();
+    let options = FormatOptions::default();
+    for batch in batches {
+        let mut columns: Vec<Vec<Cell>> = Vec::new();
+        for column in batch.columns() {
+            columns.push(cells(column, &options)?);
+        }
+        for r in 0..batch.num_rows() {
+            out.push(columns.iter().map(|c| c[r].clone()).collect());
+        }
+    }
+    Ok(out)
+}
+
+fn cells(column: &ArrayRef, options: &FormatOptions<'_>) -> Result<Vec<Cell>, String> {
+    if is_number(column.data_type()) {
+        let doubles = cast(column, &DataType::Float64).map_err(|e| e.to_string())?;
+        let doubles = doubles
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Float64Array>()
+            .ok_or("cast to double")?;
+        return Ok((0..doubles.len())
+            .map(|i| {
+                if doubles.is_null(i) {
+                    Cell::Null
+                } else {
+                    Cell::Number(doubles.value(i))
+                }
+            })
+            .collect());
+    }
+    let f = ArrayFormatter::try_new(column.as_ref(), options).map_err(|e| e.to_string())?;
+    Ok((0..column.len())
+        .map(|i| {
+            if column.is_null(i) {
+                Cell::Null
+            } else {
+                Cell::Text(f.value(i).to_string())
+            }
+        })
+        .collect())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Match,
+    Mismatch,
+    /// Both answers are empty: nothing was compared.
+    Vacuous,
+    Error,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Match => "Match",
+            Outcome::Mismatch => "Mismatch",
+            Outcome::Vacuous => "Vacuous",
+            Outcome::Error => "Error",
+        }
+    }
+}
+
+/// Compares `ours` with `theirs`; on a mismatch, says where.
+pub fn compare(
+    ours: &[Vec<Cell>],
+    theirs: &[Vec<Cell>],
+    ordered: bool,
+) -> (Outcome, Option<String>) {
+    if ours.is_empty() && theirs.is_empty() {
+        return (Outcome::Vacuous, None);
+    }
+    if ours.len() != theirs.len() {
+        return (
+            Outcome::Mismatch,
+            Some(format!("{} rows, DuckDB {}", ours.len(), theirs.len())),
+        );
+    }
+    let sorted = |rows: &[Vec<Cell>]| {
+        let mut rows = rows.to_vec();
+        rows.sort_by(|a, b| {
+            a.iter()
+                .map(Cell::sort_key)
+                .partial_cmp(b.iter().map(Cell::sort_key))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        rows
+    };
+    let (a, b) = if ordered {
+        (ours.to_vec(), theirs.to_vec())
+    } else {
+        (sorted(ours), sorted(theirs))
+    };
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        if x.len() != y.len() || x.iter().zip(y).any(|(p, q)| !p.same(q)) {
+            return (
+                Outcome::Mismatch,
+                Some(format!("row {}: {x:?} vs DuckDB {y:?}", i + 1)),
+            );
+        }
+    }
+    (Outcome::Match, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(v: f64) -> Cell {
+        Cell::Number(v)
+    }
+
+    #[test]
+    fn numbers_compare_within_the_tolerance() {
+        assert!(close(25.510_230_3, 25.510_230));
+        assert!(close(1e10, 1e10 + 5.0));
+        assert!(!close(0.05, 0.051));
+        assert!(!close(1e10, 1e10 + 50.0));
+    }
+
+    #[test]
+    fn order_matters_only_when_the_query_orders() {
+        let a = vec![vec![n(1.0)], vec![n(2.0)]];
+        let b = vec![vec![n(2.0)], vec![n(1.0)]];
+        assert_eq!(compare(&a, &b, false).0, Outcome::Match);
+        assert_eq!(compare(&a, &b, true).0, Outcome::Mismatch);
+        assert_eq!(compare(&[], &[], true).0, Outcome::Vacuous);
+        assert_eq!(
+            compare(&a, &b[..1], false),
+            (Outcome::Mismatch, Some("2 rows, DuckDB 1".into()))
+        );
+    }
+}

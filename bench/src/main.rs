@@ -1,0 +1,410 @@
+//! `sqe-bench`: runs a benchmark suite on SQE (embedded, over Iceberg tables) and, with
+//! `--compare duckdb`, the same queries on DuckDB 1.5.5 over the same data as Parquet files. It checks
+//! every answer against DuckDB's and reports both engines' times side by side.
+//!
+//! ```text
+//! sqe-bench tpch --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
+//! ```
+//! The data (generated once by DuckDB's dbgen, see `peer.py`), the SQE warehouse loaded from it with
+//! CREATE TABLE AS, and the reports (`report.json`, `report.md`) live in `DIR/<suite>-sf<scale>/`,
+//! by default under `~/.cache/sqe/bench`. The exit status is 0 only if every answer matched.
+
+mod compare;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Parser;
+use compare::{Cell, Outcome};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use futures::TryStreamExt;
+use serde_json::{Value, json};
+use sqe_engine::{Engine, EngineConfig};
+use sqe_sessions::{Principal, QueryService, Session};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sqe-bench",
+    version,
+    about = "SQE beside DuckDB: answers checked, times compared"
+)]
+struct Args {
+    /// The suite: tpch.
+    suite: String,
+    /// Scale factor (1 is about 1 GB of raw data for TPC-H).
+    #[arg(long, default_value = "1")]
+    scale: String,
+    /// The peer to check answers against and time beside SQE: duckdb.
+    #[arg(long)]
+    compare: Option<String>,
+    /// Timed runs per query, after one warm-up run; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Only these queries (e.g. q01); repeatable.
+    #[arg(long)]
+    query: Vec<String>,
+    /// Where data, warehouse and reports go.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The Python with duckdb 1.5.5 and its extension wheels (default: the repository's .venv).
+    #[arg(long)]
+    python: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sqe-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("sqe-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn python(args: &Args) -> PathBuf {
+    if let Some(p) = &args.python {
+        return p.clone();
+    }
+    let venv = repository().join(".venv/bin/python");
+    if venv.is_file() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+fn peer(args: &Args, peer_args: &[&str]) -> Result<(), String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peer.py");
+    let status = Command::new(python(args))
+        .arg(&script)
+        .args(peer_args)
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("peer.py {} failed ({status})", peer_args.join(" ")))
+    }
+}
+
+struct QueryRun {
+    seconds: Option<f64>,
+    rows: Vec<Vec<Cell>>,
+    error: Option<String>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn collect(
+    engine: &Engine,
+    session: &Session,
+    sql: &str,
+) -> Result<Vec<RecordBatch>, String> {
+    let result = engine
+        .execute(session, sql)
+        .await
+        .map_err(|e| e.to_string())?;
+    result
+        .batches
+        .try_collect()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn run_query(engine: &Engine, session: &Session, sql: &str, runs: usize) -> QueryRun {
+    let failed = |e: String| QueryRun {
+        seconds: None,
+        rows: Vec::new(),
+        error: Some(e),
+    };
+    if let Err(e) = collect(engine, session, sql).await {
+        return failed(e);
+    }
+    let mut times = Vec::new();
+    let mut last = Vec::new();
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        match collect(engine, session, sql).await {
+            Ok(b) => last = b,
+            Err(e) => return failed(e),
+        }
+        times.push(start.elapsed().as_secs_f64());
+    }
+    match compare::rows(&last) {
+        Ok(rows) => QueryRun {
+            seconds: Some(median(times)),
+            rows,
+            error: None,
+        },
+        Err(e) => failed(e),
+    }
+}
+
+fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn machine() -> Value {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let memory_gb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map(|kb| (kb / 1024.0 / 1024.0).round());
+    json!({"cores": cores, "memory_gb": memory_gb})
+}
+
+async fn run(args: Args) -> Result<bool, String> {
+    if args.suite != "tpch" {
+        return Err(format!(
+            "suite '{}' is not supported yet (tpch)",
+            args.suite
+        ));
+    }
+    if let Some(peer) = &args.compare
+        && peer != "duckdb"
+    {
+        return Err(format!("--compare {peer}: only duckdb is supported"));
+    }
+    let base = args.dir.clone().unwrap_or_else(|| {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(".cache/sqe/bench")
+    });
+    let dir = base.join(format!("{}-sf{}", args.suite, args.scale));
+    let dir_text = dir.display().to_string();
+
+    // 1. Data, generated once.
+    if !dir.join("parquet/lineitem.parquet").is_file() {
+        eprintln!(
+            "generating {} scale {} into {dir_text}",
+            args.suite, args.scale
+        );
+        peer(
+            &args,
+            &[
+                "gen",
+                &args.suite,
+                "--scale",
+                &args.scale,
+                "--out",
+                &dir_text,
+            ],
+        )?;
+    }
+
+    // 2. The same data as Iceberg tables in an SQE warehouse.
+    let engine = Arc::new(
+        Engine::open(EngineConfig {
+            catalogs: vec![("iceberg".to_string(), dir.join("warehouse"))],
+            ..EngineConfig::default()
+        })
+        .map_err(|e| e.to_string())?,
+    );
+    let session = Session::new(Principal::new("bench"), "iceberg", "default");
+    let existing: Vec<String> = compare::rows(&collect(&engine, &session, "SHOW TABLES").await?)?
+        .into_iter()
+        .filter_map(|r| match r.first() {
+            Some(Cell::Text(t)) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut parquet: Vec<PathBuf> = std::fs::read_dir(dir.join("parquet"))
+        .map_err(|e| format!("{dir_text}/parquet: {e}"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .collect();
+    parquet.sort();
+    for path in &parquet {
+        let table = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if existing.contains(&table) {
+            continue;
+        }
+        let start = Instant::now();
+        let sql = format!(
+            "CREATE TABLE {table} AS SELECT * FROM read_parquet('{}')",
+            path.display()
+        );
+        collect(&engine, &session, &sql).await?;
+        eprintln!("loaded {table} in {:.1}s", start.elapsed().as_secs_f64());
+    }
+
+    // 3. SQE's answers and times.
+    let mut queries: Vec<(String, String)> = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("queries"))
+        .map_err(|e| format!("{dir_text}/queries: {e}"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    for f in files {
+        let name = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if !args.query.is_empty() && !args.query.contains(&name) {
+            continue;
+        }
+        let sql = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        queries.push((name, sql.trim().trim_end_matches(';').to_string()));
+    }
+    let mut ours = BTreeMap::new();
+    for (name, sql) in &queries {
+        let r = run_query(&engine, &session, sql, args.runs).await;
+        match (&r.seconds, &r.error) {
+            (Some(s), _) => eprintln!("sqe {name}: {s:.3}s"),
+            (_, Some(e)) => eprintln!("sqe {name}: error: {e}"),
+            _ => {}
+        }
+        ours.insert(name.clone(), r);
+    }
+
+    // 4. DuckDB's, over the Parquet files.
+    let mut theirs: Value = json!({});
+    if args.compare.is_some() {
+        let runs = args.runs.to_string();
+        let mut peer_args = vec!["run", "--dir", &dir_text, "--runs", &runs];
+        for q in &args.query {
+            peer_args.push("--query");
+            peer_args.push(q);
+        }
+        peer(&args, &peer_args)?;
+        let timings = std::fs::read_to_string(dir.join("duckdb/timings.json"))
+            .map_err(|e| format!("DuckDB timings: {e}"))?;
+        theirs = serde_json::from_str(&timings).map_err(|e| format!("DuckDB timings: {e}"))?;
+    }
+
+    // 5. Answers compared, times side by side.
+    let mut table = String::from(
+        "| query | SQE (s) | DuckDB (s) | SQE / DuckDB | answer |\n|---|---:|---:|---:|---|\n",
+    );
+    let mut report = Vec::new();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut total_ours, mut total_theirs) = (0.0, 0.0);
+    for (name, sql) in &queries {
+        let r = &ours[name];
+        let their_seconds = theirs["seconds"][name].as_f64();
+        let (outcome, detail) = if args.compare.is_none() {
+            (None, None)
+        } else if let Some(e) = &r.error {
+            (Some(Outcome::Error), Some(format!("SQE: {e}")))
+        } else if let Some(e) = theirs["errors"][name].as_str() {
+            (Some(Outcome::Error), Some(format!("DuckDB: {e}")))
+        } else {
+            let answer = read_parquet(&dir.join(format!("duckdb/{name}.parquet")))
+                .and_then(|b| compare::rows(&b));
+            match answer {
+                Ok(answer) => {
+                    let ordered = sql.to_lowercase().contains("order by");
+                    let (o, d) = compare::compare(&r.rows, &answer, ordered);
+                    (Some(o), d)
+                }
+                Err(e) => (Some(Outcome::Error), Some(e)),
+            }
+        };
+        if let Some(o) = outcome {
+            *counts.entry(o.as_str()).or_default() += 1;
+        }
+        if let (Some(a), Some(b)) = (r.seconds, their_seconds) {
+            total_ours += a;
+            total_theirs += b;
+        }
+        let fmt = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.3}"));
+        let ratio = match (r.seconds, their_seconds) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+            _ => "-".into(),
+        };
+        let answer = match (outcome, &detail) {
+            (Some(o), Some(d)) => format!("{}: {}", o.as_str(), d.replace('|', "\\|")),
+            (Some(o), None) => o.as_str().to_string(),
+            (None, _) => "not compared".into(),
+        };
+        table.push_str(&format!(
+            "| {name} | {} | {} | {ratio} | {answer} |\n",
+            fmt(r.seconds),
+            fmt(their_seconds)
+        ));
+        report.push(json!({
+            "query": name,
+            "sqe_seconds": r.seconds,
+            "duckdb_seconds": their_seconds,
+            "outcome": outcome.map(Outcome::as_str),
+            "detail": detail,
+        }));
+    }
+    let ratio = if total_theirs > 0.0 {
+        format!("{:.2}", total_ours / total_theirs)
+    } else {
+        "-".into()
+    };
+    table.push_str(&format!(
+        "| **total** | **{total_ours:.3}** | **{total_theirs:.3}** | **{ratio}** | |\n"
+    ));
+    let matched = counts.get("Match").copied().unwrap_or(0);
+    let summary = format!(
+        "{} scale {}: {matched}/{} Match ({}), SQE {total_ours:.3}s, DuckDB {total_theirs:.3}s, ratio {ratio}",
+        args.suite,
+        args.scale,
+        queries.len(),
+        counts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let full = json!({
+        "suite": args.suite,
+        "scale": args.scale,
+        "runs": args.runs,
+        "machine": machine(),
+        "duckdb": {"version": theirs["version"], "threads": theirs["threads"]},
+        "queries": report,
+        "total": {"sqe_seconds": total_ours, "duckdb_seconds": total_theirs},
+        "summary": summary,
+    });
+    std::fs::write(
+        dir.join("report.json"),
+        serde_json::to_string_pretty(&full).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| format!("report.json: {e}"))?;
+    std::fs::write(dir.join("report.md"), format!("{table}\n{summary}\n"))
+        .map_err(|e| format!("report.md: {e}"))?;
+    println!("{table}\n{summary}");
+    println!("reports: {dir_text}/report.md, {dir_text}/report.json");
+    Ok(args.compare.is_none()
+        || matched + counts.get("Vacuous").copied().unwrap_or(0) == queries.len())
+}

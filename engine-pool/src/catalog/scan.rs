@@ -1,0 +1,313 @@
+//! SQE's scan of an Iceberg table. The files are planned once, when the query is planned (manifests
+//! and files pruned by the pushed-down filters). Each file is cut into byte ranges, which
+//! iceberg-rust's reader maps onto whole row groups (a row group belongs to the range holding its
+//! midpoint), and the ranges are spread over DataFusion's target partitions so that every core
+//! reads. The reading itself stays iceberg-rust's: columns by field id, delete files applied, and
+//! predicates pushed into the Parquet reader (row groups and row selection).
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::datasource::TableType;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::arrow::{ArrowReaderBuilder, schema_to_arrow_schema};
+use iceberg::expr::Predicate;
+use iceberg::io::FileIO;
+use iceberg::scan::FileScanTask;
+use iceberg::table::Table;
+use iceberg_datafusion::physical_plan::convert_filters_to_predicate;
+use iceberg_datafusion::to_datafusion_error;
+
+/// Ranges smaller than this are not cut further: a row group is the unit of work anyway.
+const MIN_RANGE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// A table (at its current snapshot, or at `snapshot_id`) for DataFusion.
+#[derive(Debug, Clone)]
+pub struct IcebergScanProvider {
+    table: Table,
+    snapshot_id: Option<i64>,
+    schema: SchemaRef,
+}
+
+impl IcebergScanProvider {
+    /// Reads the current snapshot with the table's current schema, or `snapshot_id` with the schema
+    /// that snapshot was written with.
+    pub fn try_new(table: Table, snapshot_id: Option<i64>) -> iceberg::Result<Self> {
+        let metadata = table.metadata();
+        let schema = match snapshot_id {
+            Some(id) => {
+                let snapshot = metadata.snapshot_by_id(id).ok_or_else(|| {
+                    iceberg::Error::new(
+                        iceberg::ErrorKind::DataInvalid,
+                        format!("snapshot {id} does not exist"),
+                    )
+                })?;
+                snapshot.schema(metadata)?
+            }
+            None => metadata.current_schema().clone(),
+        };
+        Ok(Self {
+            schema: Arc::new(schema_to_arrow_schema(&schema)?),
+            table,
+            snapshot_id,
+        })
+    }
+}
+
+#[async_trait]
+impl TableProvider for IcebergScanProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let output_schema = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => self.schema.clone(),
+        };
+        let mut builder = match self.snapshot_id {
+            Some(id) => self.table.scan().snapshot_id(id),
+            None => self.table.scan(),
+        };
+        builder = match projection {
+            Some(p) => builder.select(p.iter().map(|i| self.schema.field(*i).name().clone())),
+            None => builder.select_all(),
+        };
+        let predicate = convert_filters_to_predicate(filters);
+        if let Some(p) = &predicate {
+            builder = builder.with_filter(p.clone());
+        }
+        let scan = builder.build().map_err(to_datafusion_error)?;
+        let tasks: Vec<FileScanTask> = scan
+            .plan_files()
+            .await
+            .map_err(to_datafusion_error)?
+            .try_collect()
+            .await
+            .map_err(to_datafusion_error)?;
+        let partitions = state.config().target_partitions().max(1);
+        let files = tasks.len();
+        let groups = spread(tasks, partitions);
+        Ok(Arc::new(IcebergScanExec {
+            file_io: self.table.file_io().clone(),
+            properties: Arc::new(PlanProperties::new(
+                EquivalenceProperties::new(output_schema.clone()),
+                Partitioning::UnknownPartitioning(groups.len().max(1)),
+                EmissionType::Incremental,
+                Boundedness::Bounded,
+            )),
+            schema: output_schema,
+            groups,
+            files,
+            predicate,
+            batch_size: state.config().batch_size(),
+            limit,
+        }))
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DFResult<Vec<TableProviderFilterPushDown>> {
+        // Pruning only: DataFusion still applies every filter to the rows.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+}
+
+/// Cuts the files into byte ranges and deals them out so each of `partitions` groups gets about the
+/// same number of bytes. A file smaller than its share stays whole.
+fn spread(tasks: Vec<FileScanTask>, partitions: usize) -> Vec<Vec<FileScanTask>> {
+    let length = |t: &FileScanTask| {
+        if t.length == 0 {
+            t.file_size_in_bytes
+        } else {
+            t.length
+        }
+    };
+    let total: u64 = tasks.iter().map(length).sum();
+    let share = (total / partitions as u64).max(MIN_RANGE_BYTES);
+    let mut ranges = Vec::new();
+    for task in tasks {
+        let bytes = length(&task);
+        let pieces = bytes.div_ceil(share).max(1);
+        if pieces == 1 {
+            ranges.push(task);
+            continue;
+        }
+        let step = bytes.div_ceil(pieces);
+        let mut start = task.start;
+        let end = task.start + bytes;
+        while start < end {
+            let mut piece = task.clone();
+            piece.start = start;
+            piece.length = step.min(end - start);
+            start += piece.length;
+            ranges.push(piece);
+        }
+    }
+    // Largest first, each to the group with the fewest bytes so far.
+    ranges.sort_by_key(|t| std::cmp::Reverse(length(t)));
+    let mut groups: Vec<(u64, Vec<FileScanTask>)> = vec![(0, Vec::new()); partitions];
+    for range in ranges {
+        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
+            g.0 += length(&range);
+            g.1.push(range);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, tasks)| tasks)
+        .filter(|tasks| !tasks.is_empty())
+        .collect()
+}
+
+/// Reads its groups of file ranges, one group per partition.
+pub struct IcebergScanExec {
+    file_io: FileIO,
+    properties: Arc<PlanProperties>,
+    schema: SchemaRef,
+    groups: Vec<Vec<FileScanTask>>,
+    files: usize,
+    predicate: Option<Predicate>,
+    batch_size: usize,
+    limit: Option<usize>,
+}
+
+impl IcebergScanExec {
+    /// The file ranges each partition reads.
+    pub fn groups(&self) -> &[Vec<FileScanTask>] {
+        &self.groups
+    }
+}
+
+impl fmt::Debug for IcebergScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IcebergScanExec")
+            .field("files", &self.files)
+            .field("partitions", &self.groups.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DisplayAs for IcebergScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let columns: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|c| c.name().as_str())
+            .collect();
+        write!(
+            f,
+            "IcebergScan: files={}, ranges={}, partitions={}, projection=[{}]",
+            self.files,
+            self.groups.iter().map(Vec::len).sum::<usize>(),
+            self.groups.len(),
+            columns.join(", ")
+        )?;
+        if let Some(p) = &self.predicate {
+            write!(f, ", predicate=[{p}]")?;
+        }
+        if let Some(l) = self.limit {
+            write!(f, ", limit={l}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for IcebergScanExec {
+    fn name(&self) -> &str {
+        "IcebergScan"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        let tasks = self.groups.get(partition).cloned().unwrap_or_default();
+        let runtime = iceberg::Runtime::try_current().map_err(to_datafusion_error)?;
+        let reader = ArrowReaderBuilder::new(self.file_io.clone(), runtime)
+            .with_batch_size(self.batch_size)
+            .with_data_file_concurrency_limit(2)
+            .with_row_group_filtering_enabled(true)
+            .with_row_selection_enabled(true)
+            .build();
+        let stream = reader
+            .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
+            .map_err(to_datafusion_error)?
+            .stream()
+            .map_err(to_datafusion_error);
+        let stream = match self.limit {
+            None => stream.boxed(),
+            Some(limit) => {
+                let mut remaining = limit;
+                stream
+                    .try_filter_map(move |batch| {
+                        let out = if remaining == 0 {
+                            None
+                        } else if batch.num_rows() <= remaining {
+                            remaining -= batch.num_rows();
+                            Some(batch)
+                        } else {
+                            let b = batch.slice(0, remaining);
+                            remaining = 0;
+                            Some(b)
+                        };
+                        futures::future::ready(Ok::<_, DataFusionError>(out))
+                    })
+                    .boxed()
+            }
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            stream,
+        )))
+    }
+}
