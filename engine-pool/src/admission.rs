@@ -21,7 +21,7 @@ use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::datasource::MemTable;
 use datafusion::error::Result as DFResult;
 use futures::Stream;
-use sqe_sessions::{BatchStream, ErrorCode, SqeError, SqeResult};
+use sqe_sessions::{BatchStream, ErrorCode, Session, SqeError, SqeResult};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::catalog::information::{Catalogs, JdbcSchema, MetadataSchema};
@@ -77,6 +77,8 @@ pub struct QueryInfo {
     pub ended_ms: Option<i64>,
     pub rows: u64,
     pub error: Option<String>,
+    /// What the client said it is (Trino's `X-Trino-Source`).
+    pub source: Option<String>,
 }
 
 fn now_ms() -> i64 {
@@ -97,17 +99,18 @@ impl QueryRegistry {
         self.queries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn register(&self, user: &str, sql: &str) -> u64 {
+    fn register(&self, session: &Session, sql: &str) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) as u64 + 1;
         self.lock().push_back(QueryInfo {
             id,
-            user: user.to_string(),
+            user: session.principal.name.clone(),
             sql: sql.to_string(),
             state: QueryState::Queued,
             created_ms: now_ms(),
             ended_ms: None,
             rows: 0,
             error: None,
+            source: session.source.clone(),
         });
         id
     }
@@ -201,7 +204,7 @@ impl Admission {
 pub async fn admitted<F, Fut>(
     admission: &Admission,
     registry: &Arc<QueryRegistry>,
-    user: &str,
+    session: &Session,
     sql: &str,
     run: F,
 ) -> SqeResult<sqe_sessions::QueryResult>
@@ -209,7 +212,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = SqeResult<sqe_sessions::QueryResult>>,
 {
-    let id = registry.register(user, sql);
+    let id = registry.register(session, sql);
     let permit = match admission.admit().await {
         Ok(p) => p,
         Err(e) => {
@@ -353,6 +356,7 @@ impl SchemaProvider for RuntimeSchema {
             Field::new("end", ts(), true),
             Field::new("rows", DataType::Int64, false),
             Field::new("error_message", DataType::Utf8, true),
+            Field::new("source", DataType::Utf8, true),
         ]));
         let batch = RecordBatch::try_new(
             schema.clone(),
@@ -386,6 +390,9 @@ impl SchemaProvider for RuntimeSchema {
                 )),
                 Arc::new(StringArray::from(
                     queries.iter().map(|q| q.error.clone()).collect::<Vec<_>>(),
+                )),
+                Arc::new(StringArray::from(
+                    queries.iter().map(|q| q.source.clone()).collect::<Vec<_>>(),
                 )),
             ],
         )?;

@@ -810,9 +810,8 @@ impl QueryService for Engine {
     /// principal. Statements SQE runs for itself (time-travel expressions) go through `run` directly.
     async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         check_session(session)?;
-        let user = &session.principal.name;
         let Some(limit) = max_run_time(session) else {
-            return admitted(&self.admission, &self.registry, user, sql, || {
+            return admitted(&self.admission, &self.registry, session, sql, || {
                 self.run(session, sql)
             })
             .await;
@@ -828,13 +827,19 @@ impl QueryService for Engine {
                 ),
             )
         };
-        admitted(&self.admission, &self.registry, user, sql, || async move {
-            let mut result = tokio::time::timeout_at(deadline, self.run(session, sql))
-                .await
-                .map_err(|_| exceeded())??;
-            result.batches = until_deadline(result.batches, deadline, exceeded);
-            Ok(result)
-        })
+        admitted(
+            &self.admission,
+            &self.registry,
+            session,
+            sql,
+            || async move {
+                let mut result = tokio::time::timeout_at(deadline, self.run(session, sql))
+                    .await
+                    .map_err(|_| exceeded())??;
+                result.batches = until_deadline(result.batches, deadline, exceeded);
+                Ok(result)
+            },
+        )
         .await
     }
 
@@ -845,14 +850,13 @@ impl QueryService for Engine {
         schema: SchemaRef,
         batches: BatchStream,
     ) -> SqeResult<QueryResult> {
-        let user = &session.principal.name;
         let what = format!(
             "-- bulk ingest into {}.{}.{}",
             target.catalog.as_deref().unwrap_or(&session.catalog),
             target.schema.as_deref().unwrap_or(&session.schema),
             target.table
         );
-        admitted(&self.admission, &self.registry, user, &what, || {
+        admitted(&self.admission, &self.registry, session, &what, || {
             self.ingest_rows(session, target, schema, batches)
         })
         .await

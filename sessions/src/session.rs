@@ -55,6 +55,8 @@ pub struct Session {
     pub properties: BTreeMap<String, String>,
     /// What the client says it is (Trino's `X-Trino-Source`), for the query registry.
     pub source: Option<String>,
+    /// Tags the client attached (Trino's `X-Trino-Client-Tags`).
+    pub client_tags: Vec<String>,
 }
 
 impl Session {
@@ -72,6 +74,7 @@ impl Session {
             time_zone: "UTC".to_string(),
             properties: BTreeMap::new(),
             source: None,
+            client_tags: Vec::new(),
         }
     }
 

@@ -169,3 +169,36 @@ def test_session_catalog_and_schema_persist_with_the_session_cookie(server):
         fetch(conn, "USE iceberg.sess")
         with pytest.raises(AdbcError):
             fetch(conn, "SELECT v FROM marker")
+
+
+@pytest.mark.parametrize("auth", ["bearer", "password"])
+def test_the_whole_workflow_as_an_authenticated_user(secure_server, idp, auth):
+    """What a user does over ADBC, signed in with a bearer token or with a username and password:
+    every statement runs as that user."""
+    import pyarrow as pa
+
+    kwargs = (
+        {"adbc.flight.sql.authorization_header": f"Bearer {token(idp.port)}"}
+        if auth == "bearer"
+        else {"username": "alice", "password": "alice-secret"}
+    )
+    schema = f"wf_{auth}"
+    with connect(secure_server, **kwargs) as conn:
+        assert fetch(conn, "SELECT current_user") == [("alice",)]
+        fetch(conn, f"CREATE SCHEMA {schema}")
+        fetch(conn, f"CREATE TABLE {schema}.t (id bigint, name varchar)")
+        fetch(conn, f"INSERT INTO {schema}.t VALUES (1, 'one'), (2, 'two')")
+        assert fetch(conn, f"SELECT name FROM {schema}.t WHERE id = ?", (2,)) == [("two",)]
+        objects = conn.adbc_get_objects(depth="tables", catalog_filter="iceberg", db_schema_filter=schema).read_all()
+        tables = objects.to_pylist()[0]["catalog_db_schemas"][0]["db_schema_tables"]
+        assert [t["table_name"] for t in tables] == ["t"]
+        assert conn.adbc_get_table_types() == ["TABLE", "VIEW"]
+        with conn.cursor() as cur:
+            data = pa.table({"id": pa.array([7, 8], pa.int64()), "note": ["x", None]})
+            assert cur.adbc_ingest("loaded", data, mode="create", db_schema_name=schema) == 2
+        assert fetch(conn, f"SELECT id, note FROM {schema}.loaded ORDER BY id") == [(7, "x"), (8, None)]
+        users = fetch(
+            conn,
+            f"SELECT DISTINCT \"user\" FROM system.runtime.queries WHERE query LIKE '%{schema}%'",
+        )
+        assert users == [("alice",)]

@@ -148,6 +148,8 @@ def test_concurrent_clients(server):
 
 
 def test_the_registry_shows_each_query_with_its_user(server):
-    run(server, "SELECT 41 AS marker", user="registry-user")
-    rows = run(server, "SELECT \"user\", state FROM system.runtime.queries WHERE query = 'SELECT 41 AS marker'")
-    assert rows == [["registry-user", "FINISHED"]]
+    run(server, "SELECT 41 AS marker", user="registry-user", source="nightly-report")
+    rows = run(
+        server, "SELECT \"user\", state, source FROM system.runtime.queries WHERE query = 'SELECT 41 AS marker'"
+    )
+    assert rows == [["registry-user", "FINISHED", "nightly-report"]]

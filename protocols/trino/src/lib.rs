@@ -295,6 +295,14 @@ fn session_from(
     if let Some(source) = header(headers, "x-trino-source") {
         session.source = Some(source.to_string());
     }
+    if let Some(tags) = header(headers, "x-trino-client-tags") {
+        session.client_tags = tags
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+    }
     session
 }
 
