@@ -6,6 +6,8 @@ downloaded.
     peer.py gen tpch --scale 1 --out DIR     # DIR/parquet/<table>.parquet and DIR/queries/qNN.sql
     peer.py run --dir DIR --runs 3 [--query q01 ...]
         # DIR/duckdb/<query>.parquet (each answer) and DIR/duckdb/timings.json (median seconds)
+    peer.py chart --report DIR/report.json --out DIR/report.png
+        # both engines' times per query as a bar chart
 """
 
 import argparse
@@ -75,6 +77,31 @@ def run(directory, runs, only):
     )
 
 
+def chart(report_path, out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    report = json.loads(pathlib.Path(report_path).read_text())
+    rows = [q for q in report["queries"] if q["sqe_seconds"] is not None and q["duckdb_seconds"] is not None]
+    names = [q["query"] for q in rows]
+    width = 0.4
+    fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.5), 4.5))
+    xs = range(len(names))
+    ax.bar([x - width / 2 for x in xs], [q["sqe_seconds"] for q in rows], width, label="SQE (Iceberg tables)")
+    ax.bar([x + width / 2 for x in xs], [q["duckdb_seconds"] for q in rows], width,
+           label=f"DuckDB {report['duckdb'].get('version') or ''} (Parquet files)")
+    ax.set_xticks(list(xs), names, rotation=90)
+    ax.set_ylabel("seconds (median)")
+    total = report["total"]
+    ax.set_title(f"{report['suite']} scale {report['scale']}: SQE {total['sqe_seconds']:.2f}s, "
+                 f"DuckDB {total['duckdb_seconds']:.2f}s")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,11 +113,16 @@ def main():
     r.add_argument("--dir", required=True)
     r.add_argument("--runs", type=int, default=3)
     r.add_argument("--query", action="append", default=[])
+    c = sub.add_parser("chart")
+    c.add_argument("--report", required=True)
+    c.add_argument("--out", required=True)
     args = parser.parse_args()
     if args.command == "gen":
         generate(args.suite, args.scale, args.out)
-    else:
+    elif args.command == "run":
         run(args.dir, args.runs, set(args.query))
+    else:
+        chart(args.report, args.out)
 
 
 if __name__ == "__main__":

@@ -403,8 +403,19 @@ async fn run(args: Args) -> Result<bool, String> {
     .map_err(|e| format!("report.json: {e}"))?;
     std::fs::write(dir.join("report.md"), format!("{table}\n{summary}\n"))
         .map_err(|e| format!("report.md: {e}"))?;
+    let mut reports = format!("{dir_text}/report.md, {dir_text}/report.json");
+    if args.compare.is_some() {
+        let (json_path, png) = (
+            format!("{dir_text}/report.json"),
+            format!("{dir_text}/report.png"),
+        );
+        match peer(&args, &["chart", "--report", &json_path, "--out", &png]) {
+            Ok(()) => reports.push_str(&format!(", {png}")),
+            Err(e) => eprintln!("no chart: {e}"),
+        }
+    }
     println!("{table}\n{summary}");
-    println!("reports: {dir_text}/report.md, {dir_text}/report.json");
+    println!("reports: {reports}");
     Ok(args.compare.is_none()
         || matched + counts.get("Vacuous").copied().unwrap_or(0) == queries.len())
 }
