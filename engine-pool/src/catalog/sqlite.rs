@@ -32,7 +32,15 @@ pub struct SqliteCatalog {
     warehouse: PathBuf,
     conn: Mutex<Connection>,
     file_io: FileIO,
+    /// Tables already read, by name and metadata file. A metadata file never changes once written
+    /// and every commit writes a new one, so an entry is right for as long as the catalog row still
+    /// points at its file; each lookup reads the row first, which sees commits by other processes.
+    /// A cached table also keeps its manifests cached (iceberg-rust's object cache).
+    tables: Mutex<HashMap<(String, String), Table>>,
 }
+
+/// Tables kept in [`SqliteCatalog::tables`]; past this the cache starts over.
+const CACHED_TABLES: usize = 256;
 
 impl std::fmt::Debug for SqliteCatalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -128,6 +136,7 @@ impl SqliteCatalog {
             warehouse,
             conn: Mutex::new(conn),
             file_io: FileIO::new_with_fs(),
+            tables: Mutex::new(HashMap::new()),
         };
         let default = NamespaceIdent::new("default".to_string());
         if !catalog.namespace_exists_sync(&default)? {
@@ -526,8 +535,19 @@ impl Catalog for SqliteCatalog {
 
     async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
         let location = self.metadata_location(ident)?;
+        let key = (ident.to_string(), location.clone());
+        let cached = || self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(table) = cached().get(&key) {
+            return Ok(table.clone());
+        }
         let metadata = TableMetadata::read_from(&self.file_io, &location).await?;
-        self.table_from(ident, location, metadata)
+        let table = self.table_from(ident, location, metadata)?;
+        let mut tables = cached();
+        if tables.len() >= CACHED_TABLES {
+            tables.clear();
+        }
+        tables.insert(key, table.clone());
+        Ok(table)
     }
 
     async fn drop_table(&self, ident: &TableIdent) -> Result<()> {
