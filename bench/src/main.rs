@@ -53,6 +53,9 @@ struct Args {
     /// The Python with duckdb 1.5.5 and its extension wheels (default: the repository's .venv).
     #[arg(long)]
     python: Option<PathBuf>,
+    /// Also write each query's EXPLAIN ANALYZE on SQE to DIR/<suite>-sf<scale>/explain/<query>.txt.
+    #[arg(long)]
+    explain: bool,
 }
 
 fn main() -> ExitCode {
@@ -281,6 +284,25 @@ async fn run(args: Args) -> Result<bool, String> {
         }
         let sql = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
         queries.push((name, sql.trim().trim_end_matches(';').to_string()));
+    }
+    if args.explain {
+        std::fs::create_dir_all(dir.join("explain")).map_err(|e| format!("explain: {e}"))?;
+        for (name, sql) in &queries {
+            let plan = collect(&engine, &session, &format!("EXPLAIN ANALYZE {sql}")).await;
+            let text = match plan.and_then(|b| compare::rows(&b)) {
+                Ok(rows) => rows
+                    .iter()
+                    .map(|r| match r.last() {
+                        Some(Cell::Text(t)) => t.clone(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                Err(e) => format!("error: {e}"),
+            };
+            std::fs::write(dir.join(format!("explain/{name}.txt")), text)
+                .map_err(|e| format!("explain/{name}.txt: {e}"))?;
+        }
     }
     let mut ours = BTreeMap::new();
     for (name, sql) in &queries {
