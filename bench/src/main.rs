@@ -361,9 +361,13 @@ async fn run(args: Args) -> Result<bool, String> {
         if let Some(o) = outcome {
             *counts.entry(o.as_str()).or_default() += 1;
         }
-        if let (Some(a), Some(b)) = (r.seconds, their_seconds) {
-            total_ours += a;
-            total_theirs += b;
+        match (r.seconds, their_seconds) {
+            (Some(a), Some(b)) => {
+                total_ours += a;
+                total_theirs += b;
+            }
+            (Some(a), None) if args.compare.is_none() => total_ours += a,
+            _ => {}
         }
         let fmt = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.3}"));
         let ratio = match (r.seconds, their_seconds) {
@@ -397,17 +401,26 @@ async fn run(args: Args) -> Result<bool, String> {
         "| **total** | **{total_ours:.3}** | **{total_theirs:.3}** | **{ratio}** | |\n"
     ));
     let matched = counts.get("Match").copied().unwrap_or(0);
-    let summary = format!(
-        "{} scale {}: {matched}/{} Match ({}), SQE {total_ours:.3}s, DuckDB {total_theirs:.3}s, ratio {ratio}",
-        args.suite,
-        args.scale,
-        queries.len(),
-        counts
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let summary = if args.compare.is_none() {
+        format!(
+            "{} scale {}: {} queries, SQE {total_ours:.3}s (answers not compared)",
+            args.suite,
+            args.scale,
+            queries.len()
+        )
+    } else {
+        format!(
+            "{} scale {}: {matched}/{} Match ({}), SQE {total_ours:.3}s, DuckDB {total_theirs:.3}s, ratio {ratio}",
+            args.suite,
+            args.scale,
+            queries.len(),
+            counts
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let full = json!({
         "suite": args.suite,
         "scale": args.scale,

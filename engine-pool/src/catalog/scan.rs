@@ -12,12 +12,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::Statistics;
+use datafusion::common::stats::Precision;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -33,6 +36,10 @@ use iceberg_datafusion::to_datafusion_error;
 
 /// Ranges smaller than this are not cut further: a row group is the unit of work anyway.
 const MIN_RANGE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Ranges per partition a large file is cut into. Row groups fall into ranges unevenly (by their
+/// midpoints), so several smaller ranges per partition even out the work.
+const RANGES_PER_PARTITION: u64 = 4;
 
 /// A table (at its current snapshot, or at `snapshot_id`) for DataFusion.
 #[derive(Debug, Clone)]
@@ -129,6 +136,7 @@ impl TableProvider for IcebergScanProvider {
             predicate,
             batch_size: state.config().batch_size(),
             limit,
+            metrics: ExecutionPlanMetricsSet::new(),
         }))
     }
 
@@ -152,7 +160,7 @@ fn spread(tasks: Vec<FileScanTask>, partitions: usize) -> Vec<Vec<FileScanTask>>
         }
     };
     let total: u64 = tasks.iter().map(length).sum();
-    let share = (total / partitions as u64).max(MIN_RANGE_BYTES);
+    let share = (total / (partitions as u64 * RANGES_PER_PARTITION)).max(MIN_RANGE_BYTES);
     let mut ranges = Vec::new();
     for task in tasks {
         let bytes = length(&task);
@@ -198,6 +206,7 @@ pub struct IcebergScanExec {
     predicate: Option<Predicate>,
     batch_size: usize,
     limit: Option<usize>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl IcebergScanExec {
@@ -242,9 +251,37 @@ impl DisplayAs for IcebergScanExec {
     }
 }
 
+/// Rows a range holds, estimated from its file's record count and the share of the file it covers.
+fn range_rows(t: &FileScanTask) -> Option<usize> {
+    let records = t.record_count?;
+    if t.length == 0 || t.file_size_in_bytes == 0 || t.length >= t.file_size_in_bytes {
+        return usize::try_from(records).ok();
+    }
+    let share = t.length as f64 / t.file_size_in_bytes as f64;
+    Some((records as f64 * share).round() as usize)
+}
+
 impl ExecutionPlan for IcebergScanExec {
     fn name(&self) -> &str {
         "IcebergScan"
+    }
+
+    /// Row counts from the manifests, so joins build on their smaller side. Inexact: delete files
+    /// and the filters DataFusion still applies make the true count smaller.
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
+        let tasks: Vec<&FileScanTask> = match partition {
+            Some(p) => self.groups.get(p).into_iter().flatten().collect(),
+            None => self.groups.iter().flatten().collect(),
+        };
+        let rows: Option<usize> = tasks.iter().map(|t| range_rows(t)).sum();
+        let stats = Statistics::new_unknown(&self.schema);
+        Ok(match rows {
+            Some(rows) => {
+                let rows = self.limit.map_or(rows, |l| rows.min(l));
+                stats.with_num_rows(Precision::Inexact(rows))
+            }
+            None => stats,
+        })
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -266,6 +303,10 @@ impl ExecutionPlan for IcebergScanExec {
         Ok(self)
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn execute(
         &self,
         partition: usize,
@@ -279,11 +320,13 @@ impl ExecutionPlan for IcebergScanExec {
             .with_row_group_filtering_enabled(true)
             .with_row_selection_enabled(true)
             .build();
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let stream = reader
             .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
             .map_err(to_datafusion_error)?
             .stream()
-            .map_err(to_datafusion_error);
+            .map_err(to_datafusion_error)
+            .inspect_ok(move |b| output_rows.add(b.num_rows()));
         let stream = match self.limit {
             None => stream.boxed(),
             Some(limit) => {
