@@ -6,6 +6,9 @@ downloaded.
     peer.py gen tpch --scale 1 --out DIR     # DIR/parquet/<table>.parquet and DIR/queries/qNN.sql
     peer.py run --dir DIR --runs 3 [--query q01 ...]
         # DIR/duckdb/<query>.parquet (each answer) and DIR/duckdb/timings.json (median seconds)
+    peer.py run --dir DIR --iceberg CATALOG_DB ...
+        # the same over SQE's Iceberg tables (iceberg_scan of each table's current metadata file,
+        # read from the SQLite catalog), into DIR/duckdb-iceberg/
     peer.py chart --report DIR/report.json --out DIR/report.png
         # both engines' times per query as a bar chart
 """
@@ -46,13 +49,24 @@ def generate(suite, scale, out):
         (out / "queries" / f"q{number:02}.sql").write_text(query.strip() + "\n")
 
 
-def run(directory, runs, only):
+def run(directory, runs, only, iceberg_catalog=None):
     directory = pathlib.Path(directory)
-    results = directory / "duckdb"
+    results = directory / ("duckdb-iceberg" if iceberg_catalog else "duckdb")
     results.mkdir(exist_ok=True)
     con = connect()
-    for parquet in sorted((directory / "parquet").glob("*.parquet")):
-        con.execute(f"CREATE VIEW {parquet.stem} AS SELECT * FROM read_parquet('{parquet}')")
+    if iceberg_catalog:
+        import sqlite3
+
+        load_extension(con, "avro")
+        load_extension(con, "iceberg")
+        tables = sqlite3.connect(iceberg_catalog).execute(
+            "SELECT table_name, metadata_location FROM iceberg_tables WHERE table_namespace = 'default'"
+        )
+        for table, location in tables.fetchall():
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM iceberg_scan('{location}')")
+    else:
+        for parquet in sorted((directory / "parquet").glob("*.parquet")):
+            con.execute(f"CREATE VIEW {parquet.stem} AS SELECT * FROM read_parquet('{parquet}')")
     timings = {}
     errors = {}
     for path in sorted((directory / "queries").glob("*.sql")):
@@ -86,12 +100,14 @@ def chart(report_path, out):
     report = json.loads(pathlib.Path(report_path).read_text())
     rows = [q for q in report["queries"] if q["sqe_seconds"] is not None and q["duckdb_seconds"] is not None]
     names = [q["query"] for q in rows]
-    width = 0.4
-    fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.5), 4.5))
+    width = 0.28
+    fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.6), 4.5))
     xs = range(len(names))
-    ax.bar([x - width / 2 for x in xs], [q["sqe_seconds"] for q in rows], width, label="SQE (Iceberg tables)")
-    ax.bar([x + width / 2 for x in xs], [q["duckdb_seconds"] for q in rows], width,
-           label=f"DuckDB {report['duckdb'].get('version') or ''} (Parquet files)")
+    version = report["duckdb"].get("version") or ""
+    ax.bar([x - width for x in xs], [q["sqe_seconds"] for q in rows], width, label="SQE on Iceberg tables")
+    ax.bar(list(xs), [q["duckdb_seconds"] for q in rows], width, label=f"DuckDB {version} on Parquet files")
+    ax.bar([x + width for x in xs], [q.get("duckdb_iceberg_seconds") or 0 for q in rows], width,
+           label=f"DuckDB {version} on the same Iceberg tables")
     ax.set_xticks(list(xs), names, rotation=90)
     ax.set_ylabel("seconds (median)")
     total = report["total"]
@@ -113,6 +129,7 @@ def main():
     r.add_argument("--dir", required=True)
     r.add_argument("--runs", type=int, default=3)
     r.add_argument("--query", action="append", default=[])
+    r.add_argument("--iceberg", help="SQE's catalog.db: read its Iceberg tables instead of the Parquet files")
     c = sub.add_parser("chart")
     c.add_argument("--report", required=True)
     c.add_argument("--out", required=True)
@@ -120,7 +137,7 @@ def main():
     if args.command == "gen":
         generate(args.suite, args.scale, args.out)
     elif args.command == "run":
-        run(args.dir, args.runs, set(args.query))
+        run(args.dir, args.runs, set(args.query), args.iceberg)
     else:
         chart(args.report, args.out)
 

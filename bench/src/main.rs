@@ -317,6 +317,7 @@ async fn run(args: Args) -> Result<bool, String> {
 
     // 4. DuckDB's, over the Parquet files.
     let mut theirs: Value = json!({});
+    let mut on_iceberg: Value = json!({});
     if args.compare.is_some() {
         let runs = args.runs.to_string();
         let mut peer_args = vec!["run", "--dir", &dir_text, "--runs", &runs];
@@ -328,18 +329,28 @@ async fn run(args: Args) -> Result<bool, String> {
         let timings = std::fs::read_to_string(dir.join("duckdb/timings.json"))
             .map_err(|e| format!("DuckDB timings: {e}"))?;
         theirs = serde_json::from_str(&timings).map_err(|e| format!("DuckDB timings: {e}"))?;
+        // And over the Iceberg tables SQE wrote, through DuckDB's iceberg extension.
+        let catalog = dir.join("warehouse/catalog.db").display().to_string();
+        peer_args.extend(["--iceberg", &catalog]);
+        peer(&args, &peer_args)?;
+        let timings = std::fs::read_to_string(dir.join("duckdb-iceberg/timings.json"))
+            .map_err(|e| format!("DuckDB on Iceberg timings: {e}"))?;
+        on_iceberg = serde_json::from_str(&timings)
+            .map_err(|e| format!("DuckDB on Iceberg timings: {e}"))?;
     }
 
     // 5. Answers compared, times side by side.
     let mut table = String::from(
-        "| query | SQE (s) | DuckDB (s) | SQE / DuckDB | answer |\n|---|---:|---:|---:|---|\n",
+        "| query | SQE on Iceberg (s) | DuckDB on Parquet (s) | SQE / DuckDB | DuckDB on Iceberg (s) | answer |\n|---|---:|---:|---:|---:|---|\n",
     );
     let mut report = Vec::new();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    let (mut total_ours, mut total_theirs) = (0.0, 0.0);
+    let (mut total_ours, mut total_theirs, mut total_iceberg) = (0.0, 0.0, 0.0);
     for (name, sql) in &queries {
         let r = &ours[name];
         let their_seconds = theirs["seconds"][name].as_f64();
+        let iceberg_seconds = on_iceberg["seconds"][name].as_f64();
+        total_iceberg += iceberg_seconds.unwrap_or(0.0);
         let (outcome, detail) = if args.compare.is_none() {
             (None, None)
         } else if let Some(e) = &r.error {
@@ -379,8 +390,16 @@ async fn run(args: Args) -> Result<bool, String> {
             (Some(o), None) => o.as_str().to_string(),
             (None, _) => "not compared".into(),
         };
+        let iceberg_cell = match (iceberg_seconds, on_iceberg["errors"][name].as_str()) {
+            (Some(s), _) => format!("{s:.3}"),
+            (None, Some(e)) => format!(
+                "error: {}",
+                e.lines().next().unwrap_or("").replace('|', "\\|")
+            ),
+            (None, None) => "-".into(),
+        };
         table.push_str(&format!(
-            "| {name} | {} | {} | {ratio} | {answer} |\n",
+            "| {name} | {} | {} | {ratio} | {iceberg_cell} | {answer} |\n",
             fmt(r.seconds),
             fmt(their_seconds)
         ));
@@ -388,6 +407,7 @@ async fn run(args: Args) -> Result<bool, String> {
             "query": name,
             "sqe_seconds": r.seconds,
             "duckdb_seconds": their_seconds,
+            "duckdb_iceberg_seconds": iceberg_seconds,
             "outcome": outcome.map(Outcome::as_str),
             "detail": detail,
         }));
@@ -398,7 +418,7 @@ async fn run(args: Args) -> Result<bool, String> {
         "-".into()
     };
     table.push_str(&format!(
-        "| **total** | **{total_ours:.3}** | **{total_theirs:.3}** | **{ratio}** | |\n"
+        "| **total** | **{total_ours:.3}** | **{total_theirs:.3}** | **{ratio}** | **{total_iceberg:.3}** | |\n"
     ));
     let matched = counts.get("Match").copied().unwrap_or(0);
     let summary = if args.compare.is_none() {
@@ -428,7 +448,7 @@ async fn run(args: Args) -> Result<bool, String> {
         "machine": machine(),
         "duckdb": {"version": theirs["version"], "threads": theirs["threads"]},
         "queries": report,
-        "total": {"sqe_seconds": total_ours, "duckdb_seconds": total_theirs},
+        "total": {"sqe_seconds": total_ours, "duckdb_seconds": total_theirs, "duckdb_iceberg_seconds": total_iceberg},
         "summary": summary,
     });
     std::fs::write(
