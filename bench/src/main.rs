@@ -259,8 +259,11 @@ async fn run(args: Args) -> Result<bool, String> {
             continue;
         }
         let start = Instant::now();
+        // Stored with the codec of the peer's Parquet files (dbgen writes SNAPPY), so both engines
+        // decompress the same way; SQE's own default is Iceberg's, zstd.
         let sql = format!(
-            "CREATE TABLE {table} AS SELECT * FROM read_parquet('{}')",
+            "CREATE TABLE {table} WITH (\"write.parquet.compression-codec\" = 'snappy') \
+             AS SELECT * FROM read_parquet('{}')",
             path.display()
         );
         collect(&engine, &session, &sql).await?;
