@@ -66,7 +66,8 @@ impl FlightRemote {
         token: Option<String>,
         user: Option<(String, String)>,
     ) -> SqeResult<Self> {
-        let scheme = if tls.is_some() { "https" } else { "http" };
+        let plain = tls.is_none();
+        let scheme = if plain { "http" } else { "https" };
         let mut endpoint =
             Endpoint::from_shared(format!("{scheme}://{host}:{port}")).map_err(remote_error)?;
         if let Some(tls) = tls {
@@ -85,6 +86,29 @@ impl FlightRemote {
             )
         })?;
         let mut client = FlightSqlServiceClient::new(channel);
+        if plain {
+            // Any gRPC answer, even "unauthenticated", shows the server speaks plain HTTP/2; a TLS
+            // server answers nothing a client without TLS can read.
+            let probe = client
+                .inner_mut()
+                .list_actions(tonic::Request::new(arrow_flight::Empty {}))
+                .await;
+            if let Err(status) = probe
+                && !matches!(
+                    status.code(),
+                    tonic::Code::Unauthenticated
+                        | tonic::Code::PermissionDenied
+                        | tonic::Code::Unimplemented
+                )
+            {
+                return Err(SqeError::new(
+                    ErrorCode::External,
+                    format!(
+                        "cannot connect to {host}:{port}: no answer over plain gRPC (does the server use TLS? then connect with --tls or --tls-ca)"
+                    ),
+                ));
+            }
+        }
         if let Some(t) = token {
             client.set_token(t);
         } else if let Some((user, password)) = user {
