@@ -149,16 +149,11 @@ impl Engine {
             .with_default_features()
             .build();
         // `version()` is the server's version, as in Trino.
-        let version = ScalarValue::Utf8(Some(format!("sqe-{}", env!("CARGO_PKG_VERSION"))));
-        let version = create_udf(
-            "version",
-            vec![],
-            DataType::Utf8,
-            Volatility::Immutable,
-            Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(version.clone()))),
-        );
         state
-            .register_udf(Arc::new(version))
+            .register_udf(text_constant(
+                "version",
+                format!("sqe-{}", env!("CARGO_PKG_VERSION")),
+            ))
             .map_err(from_datafusion)?;
         Ok(Self {
             catalogs,
@@ -219,16 +214,11 @@ impl Engine {
         // Fixes now()/current_timestamp for the statement (DataFusion folds them to this instant).
         state.mark_start_execution();
         // `current_user` is the session's principal.
-        let user = ScalarValue::Utf8(Some(session.principal.name.clone()));
-        let current_user = create_udf(
-            "current_user",
-            vec![],
-            DataType::Utf8,
-            Volatility::Immutable,
-            Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(user.clone()))),
-        );
         state
-            .register_udf(Arc::new(current_user))
+            .register_udf(text_constant(
+                "current_user",
+                session.principal.name.clone(),
+            ))
             .map_err(from_datafusion)?;
         Ok(state)
     }
@@ -555,6 +545,18 @@ impl Engine {
             ))),
         }
     }
+}
+
+/// A function of no arguments that returns `value`.
+fn text_constant(name: &str, value: String) -> Arc<datafusion::logical_expr::ScalarUDF> {
+    let value = ScalarValue::Utf8(Some(value));
+    Arc::new(create_udf(
+        name,
+        vec![],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(value.clone()))),
+    ))
 }
 
 /// Ends `batches` with an error from `exceeded` if they are not done by `deadline`; what is still

@@ -24,13 +24,6 @@ fn remote_error(e: impl std::fmt::Display) -> SqeError {
         .and_then(|m| m.split('"').next())
         .map(str::to_string)
         .unwrap_or(text);
-    // A plain connection to a TLS port fails as an HTTP/2 error or a bare transport error,
-    // depending on when the server hangs up.
-    let message = if message.contains("h2 protocol error") || message == "transport error" {
-        format!("{message} (does the server use TLS? then connect with --tls or --tls-ca)")
-    } else {
-        message
-    };
     SqeError::new(ErrorCode::External, message)
 }
 

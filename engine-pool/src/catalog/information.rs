@@ -196,7 +196,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
 }
 
 /// How Trino spells an Arrow type (for tables that are not Iceberg tables).
-pub fn arrow_type_name(ty: &DataType) -> String {
+fn arrow_type_name(ty: &DataType) -> String {
     use DataType as D;
     match ty {
         D::Null => "unknown".into(),
@@ -461,38 +461,50 @@ const TABLE_COMMENTS: Columns = &[
     ("comment", T),
 ];
 
+/// The tables of one of SQE's metadata schemas, by name, with their columns.
+type Tables = &'static [(&'static str, Columns)];
+
+const INFORMATION: Tables = &[
+    ("columns", COLUMNS),
+    ("schemata", SCHEMATA),
+    ("tables", TABLES),
+    ("views", VIEWS),
+];
+const JDBC: Tables = &[
+    ("catalogs", JDBC_CATALOGS),
+    ("columns", JDBC_COLUMNS),
+    ("schemas", JDBC_SCHEMAS),
+    ("table_types", JDBC_TABLE_TYPES),
+    ("tables", JDBC_TABLES_COLUMNS),
+    ("types", JDBC_TYPES),
+];
+const METADATA: Tables = &[
+    ("catalogs", METADATA_CATALOGS),
+    ("table_comments", TABLE_COMMENTS),
+];
+
+fn names(tables: Tables) -> Vec<String> {
+    tables.iter().map(|(n, _)| n.to_string()).collect()
+}
+
+fn columns_of(tables: Tables, table: &str) -> Option<Columns> {
+    tables.iter().find(|(n, _)| *n == table).map(|(_, c)| *c)
+}
+
 /// The columns of SQE's own metadata tables, known without computing their rows (which may list
 /// these very tables).
 fn generated_columns(schema: &dyn SchemaProvider, table: &str) -> Option<Columns> {
     let any = schema.as_any();
-    if any.is::<InformationSchema>() {
-        return match table {
-            "schemata" => Some(SCHEMATA),
-            "tables" => Some(TABLES),
-            "views" => Some(VIEWS),
-            "columns" => Some(COLUMNS),
-            _ => None,
-        };
-    }
-    if any.is::<JdbcSchema>() {
-        return match table {
-            "catalogs" => Some(JDBC_CATALOGS),
-            "schemas" => Some(JDBC_SCHEMAS),
-            "table_types" => Some(JDBC_TABLE_TYPES),
-            "tables" => Some(JDBC_TABLES_COLUMNS),
-            "columns" => Some(JDBC_COLUMNS),
-            "types" => Some(JDBC_TYPES),
-            _ => None,
-        };
-    }
-    if any.is::<MetadataSchema>() {
-        return match table {
-            "catalogs" => Some(METADATA_CATALOGS),
-            "table_comments" => Some(TABLE_COMMENTS),
-            _ => None,
-        };
-    }
-    None
+    let tables = if any.is::<InformationSchema>() {
+        INFORMATION
+    } else if any.is::<JdbcSchema>() {
+        JDBC
+    } else if any.is::<MetadataSchema>() {
+        METADATA
+    } else {
+        return None;
+    };
+    columns_of(tables, table)
 }
 
 /// `<catalog>.information_schema`: `schemata`, `tables`, `columns` and `views` of that catalog.
@@ -501,8 +513,6 @@ struct InformationSchema {
     catalog: Named,
 }
 
-const INFORMATION_TABLES: [&str; 4] = ["columns", "schemata", "tables", "views"];
-
 #[async_trait]
 impl SchemaProvider for InformationSchema {
     fn as_any(&self) -> &dyn Any {
@@ -510,7 +520,7 @@ impl SchemaProvider for InformationSchema {
     }
 
     fn table_names(&self) -> Vec<String> {
-        INFORMATION_TABLES.iter().map(|s| s.to_string()).collect()
+        names(INFORMATION)
     }
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
@@ -561,7 +571,7 @@ impl SchemaProvider for InformationSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        INFORMATION_TABLES.contains(&name)
+        columns_of(INFORMATION, name).is_some()
     }
 }
 
@@ -599,15 +609,6 @@ pub struct JdbcSchema {
     pub catalogs: Catalogs,
 }
 
-const JDBC_TABLES: [&str; 6] = [
-    "catalogs",
-    "columns",
-    "schemas",
-    "table_types",
-    "tables",
-    "types",
-];
-
 #[async_trait]
 impl SchemaProvider for JdbcSchema {
     fn as_any(&self) -> &dyn Any {
@@ -615,7 +616,7 @@ impl SchemaProvider for JdbcSchema {
     }
 
     fn table_names(&self) -> Vec<String> {
-        JDBC_TABLES.iter().map(|s| s.to_string()).collect()
+        names(JDBC)
     }
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
@@ -662,7 +663,7 @@ impl SchemaProvider for JdbcSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        JDBC_TABLES.contains(&name)
+        columns_of(JDBC, name).is_some()
     }
 }
 
@@ -777,8 +778,6 @@ pub struct MetadataSchema {
     pub catalogs: Catalogs,
 }
 
-const METADATA_TABLES: [&str; 2] = ["catalogs", "table_comments"];
-
 #[async_trait]
 impl SchemaProvider for MetadataSchema {
     fn as_any(&self) -> &dyn Any {
@@ -786,7 +785,7 @@ impl SchemaProvider for MetadataSchema {
     }
 
     fn table_names(&self) -> Vec<String> {
-        METADATA_TABLES.iter().map(|s| s.to_string()).collect()
+        names(METADATA)
     }
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
@@ -824,6 +823,6 @@ impl SchemaProvider for MetadataSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        METADATA_TABLES.contains(&name)
+        columns_of(METADATA, name).is_some()
     }
 }

@@ -695,6 +695,15 @@ fn primitive_array(ty: &PrimitiveType, values: &[Option<PrimitiveLiteral>]) -> R
             )) as ArrayRef
         };
     }
+    let longs = || {
+        values
+            .iter()
+            .map(|v| match v {
+                Some(L::Long(t)) => Some(*t),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
     Ok(match ty {
         PrimitiveType::Boolean => collect!(BooleanArray, L::Boolean(b) => *b),
         PrimitiveType::Int => collect!(Int32Array, L::Int(i) => *i),
@@ -705,27 +714,11 @@ fn primitive_array(ty: &PrimitiveType, values: &[Option<PrimitiveLiteral>]) -> R
         PrimitiveType::Time => collect!(Time64MicrosecondArray, L::Long(t) => *t),
         PrimitiveType::Timestamp => collect!(TimestampMicrosecondArray, L::Long(t) => *t),
         PrimitiveType::Timestamptz => {
-            let a = values
-                .iter()
-                .map(|v| match v {
-                    Some(L::Long(t)) => Some(*t),
-                    _ => None,
-                })
-                .collect::<TimestampMicrosecondArray>()
-                .with_timezone("UTC");
-            Arc::new(a)
+            Arc::new(TimestampMicrosecondArray::from(longs()).with_timezone("UTC"))
         }
         PrimitiveType::TimestampNs => collect!(TimestampNanosecondArray, L::Long(t) => *t),
         PrimitiveType::TimestamptzNs => {
-            let a = values
-                .iter()
-                .map(|v| match v {
-                    Some(L::Long(t)) => Some(*t),
-                    _ => None,
-                })
-                .collect::<TimestampNanosecondArray>()
-                .with_timezone("UTC");
-            Arc::new(a)
+            Arc::new(TimestampNanosecondArray::from(longs()).with_timezone("UTC"))
         }
         PrimitiveType::String => collect!(StringArray, L::String(s) => s.as_str()),
         PrimitiveType::Uuid => {

@@ -209,13 +209,6 @@ pub struct IcebergScanExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
-impl IcebergScanExec {
-    /// The file ranges each partition reads.
-    pub fn groups(&self) -> &[Vec<FileScanTask>] {
-        &self.groups
-    }
-}
-
 impl fmt::Debug for IcebergScanExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IcebergScanExec")
