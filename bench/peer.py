@@ -3,7 +3,9 @@ suite's queries over those same files, so SQE's answers and times can be set bes
 here wrote. Extensions load from their wheels (duckdb-extension-*), with auto-install off: nothing is
 downloaded.
 
-    peer.py gen tpch --scale 1 --out DIR     # DIR/parquet/<table>.parquet and DIR/queries/qNN.sql
+    peer.py gen SUITE --scale 1 --out DIR    # DIR/parquet/<table>.parquet and DIR/queries/<query>.sql
+        # SUITE: tpch (dbgen), tpcds (dsdgen), ssb (SSB's tables derived from dbgen's, see
+        # queries/ssb-tables.sql) or clickbench (a generated `hits`, see queries/clickbench-hits.sql)
     peer.py run --dir DIR --runs 3 [--query q01 ...]
         # DIR/duckdb/<query>.parquet (each answer) and DIR/duckdb/timings.json (median seconds)
     peer.py run --dir DIR --iceberg CATALOG_DB ...
@@ -34,19 +36,55 @@ def load_extension(con, name):
     con.execute(f"LOAD '{path}'")
 
 
+QUERIES = pathlib.Path(__file__).parent / "queries"
+SUITES = ("tpch", "ssb", "tpcds", "clickbench")
+
+
 def generate(suite, scale, out):
-    if suite != "tpch":
-        sys.exit(f"peer.py: suite '{suite}' is not supported yet")
+    """Writes OUT/parquet/<table>.parquet and OUT/queries/<query>.sql; the queries come last, so a
+    directory with queries holds complete data."""
+    if suite not in SUITES:
+        sys.exit(f"peer.py: unknown suite '{suite}' (one of {', '.join(SUITES)})")
     out = pathlib.Path(out)
     (out / "parquet").mkdir(parents=True, exist_ok=True)
-    (out / "queries").mkdir(parents=True, exist_ok=True)
     con = connect()
-    load_extension(con, "tpch")
-    con.execute(f"CALL dbgen(sf={scale})")
-    for (table,) in con.execute("SHOW TABLES").fetchall():
+    queries = {}
+    if suite == "tpch":
+        load_extension(con, "tpch")
+        con.execute(f"CALL dbgen(sf={scale})")
+        tables = [t for (t,) in con.execute("SHOW TABLES").fetchall()]
+        queries = {f"q{n:02}": q for n, q in con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall()}
+    elif suite == "tpcds":
+        load_extension(con, "tpcds")
+        con.execute(f"CALL dsdgen(sf={scale})")
+        tables = [t for (t,) in con.execute("SHOW TABLES").fetchall()]
+        queries = {f"q{n:02}": q for n, q in con.execute("SELECT query_nr, query FROM tpcds_queries()").fetchall()}
+    elif suite == "ssb":
+        load_extension(con, "tpch")
+        con.execute(f"CALL dbgen(sf={scale})")
+        con.execute((QUERIES / "ssb-tables.sql").read_text())
+        con.execute("USE ssb")
+        tables = ["customer", "dates", "lineorder", "part", "supplier"]
+        queries = {f.stem: f.read_text() for f in sorted((QUERIES / "ssb").glob("*.sql"))}
+    else:
+        # ClickBench: scale 1 is a million rows (the published table has 100 million).
+        con.execute(f"SET VARIABLE rows = {round(float(scale) * 1_000_000)}")
+        con.execute((QUERIES / "clickbench-hits.sql").read_text())
+        # Stored with lower-case names, as Trino stores them; the queries keep ClickBench's spelling,
+        # which SQL folds to lower case when unquoted.
+        names = [name for (name, *_) in con.execute("DESCRIBE hits").fetchall()]
+        columns = ", ".join(f'"{name}" AS {name.lower()}' for name in names)
+        con.execute(f"CREATE TABLE hits_lower AS SELECT {columns} FROM hits")
+        con.execute("DROP TABLE hits")
+        con.execute("ALTER TABLE hits_lower RENAME TO hits")
+        tables = ["hits"]
+        lines = [line for line in (QUERIES / "clickbench.sql").read_text().splitlines() if line.strip()]
+        queries = {f"q{n:02}": q for n, q in enumerate(lines)}
+    for table in tables:
         con.execute(f"COPY {table} TO '{out / 'parquet' / table}.parquet' (FORMAT parquet)")
-    for number, query in con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall():
-        (out / "queries" / f"q{number:02}.sql").write_text(query.strip() + "\n")
+    (out / "queries").mkdir(exist_ok=True)
+    for name, query in queries.items():
+        (out / "queries" / f"{name}.sql").write_text(query.strip() + "\n")
 
 
 def run(directory, runs, only, iceberg_catalog=None):

@@ -1,5 +1,7 @@
 //! Engine behaviour that needs more than one session or engine: concurrent writers on one warehouse.
 
+mod position_deletes;
+
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -187,6 +189,11 @@ async fn a_multi_file_scan_is_spread_over_partitions() {
     );
     let all = "SELECT id, name FROM t ORDER BY id";
     let expected = ["1|a", "2|b", "3|c", "4|d", "5|e", "6|f"];
+    // With no delete files the manifests' row counts are exact: count(*) reads no data file.
+    let count = "SELECT count(*) FROM t";
+    let plan = lines(&run(&engine, &format!("EXPLAIN {count}")).await).join("\n");
+    assert!(!plan.contains("IcebergScan"), "{plan}");
+    assert_eq!(lines(&run(&engine, count).await), ["6"]);
     assert_eq!(lines(&run(&engine, all).await), expected);
     assert_eq!(
         lines(&run(&engine, "SELECT count(*), sum(id) FROM t WHERE id > 2").await),
@@ -204,4 +211,136 @@ async fn a_multi_file_scan_is_spread_over_partitions() {
         "{plan}"
     );
     assert_eq!(lines(&run(&engine, point).await), ["d"]);
+}
+
+/// Position deletes committed by another engine (see [`position_deletes`]) hide exactly their rows
+/// in a scan spread over partitions: in small files, and in both byte ranges of a file the scan
+/// cuts in two (a position counts from the start of the file, not of the range). Filters and a
+/// renamed column change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn position_deletes_hide_their_rows_in_every_partition_and_range() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = Engine::open(EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        target_partitions: Some(4),
+        ..EngineConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    // Uncompressed, and a row group per written batch (8,192 rows, over 1 MB): the big file below
+    // is over the scan's smallest range (8 MB), so it is cut in two ranges of several row groups.
+    run(&engine, "CREATE TABLE t (id bigint, name varchar) WITH (\"write.parquet.compression-codec\" = 'uncompressed', \"write.parquet.row-group-size-bytes\" = '1048576')").await;
+    for chunk in [
+        "(1, 'a'), (2, 'b')",
+        "(3, 'c')",
+        "(4, 'd'), (5, 'e'), (6, 'f')",
+    ] {
+        run(&engine, &format!("INSERT INTO t VALUES {chunk}")).await;
+    }
+    // Row n of `range` has id n + 100 and a name starting with n.
+    run(&engine, "INSERT INTO t SELECT value + 100, concat(CAST(value AS varchar), repeat('x', 300)) FROM range(0, 40000)").await;
+    let mut files = std::collections::HashMap::new();
+    for file in lines(&run(&engine, "SELECT file_path, record_count FROM \"t$files\"").await) {
+        let (path, records) = file.rsplit_once('|').unwrap_or_else(|| panic!("{file}"));
+        files.insert(records.to_string(), path.to_string());
+    }
+    let file = |records: &str| {
+        files
+            .get(records)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("no file of {records} rows in {files:?}"))
+    };
+    // The writer keeps no order across batches, so the ids at the deleted positions are read
+    // back from the file, as an engine deleting by position knows them.
+    let (row_groups, big_ids) = ids_in_file_order(file("40000"));
+    assert!(row_groups >= 4, "{row_groups} row groups");
+
+    // Ids 2 and 5 in two of the small files. In the big file, whatever the order of its row groups
+    // (8,192 rows but one): the first rows of the first and second row groups (first range), and
+    // rows of the last two (second range).
+    let big_positions = [0, 8192, 30000, 39999];
+    let deleted: Vec<i64> = big_positions.iter().map(|&p| big_ids[p]).collect();
+    let mut deletes = vec![(file("2"), 1), (file("3"), 1)];
+    deletes.extend(big_positions.iter().map(|&p| (file("40000"), p as i64)));
+    let catalog = sqe_engine::catalog::sqlite::SqliteCatalog::open("iceberg", dir.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    position_deletes::commit_position_deletes(&catalog, "t", &deletes)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        lines(
+            &run(
+                &engine,
+                "SELECT content, record_count FROM \"t$files\" WHERE content = 1"
+            )
+            .await
+        ),
+        ["1|6"]
+    );
+
+    let plan = lines(&run(&engine, "EXPLAIN SELECT id, name FROM t").await).join("\n");
+    assert!(
+        plan.contains("IcebergScan: files=4, ranges=5, partitions=4, projection=[id, name]"),
+        "{plan}"
+    );
+    assert_remaining_rows(&engine, "name", &deleted).await;
+    run(&engine, "ALTER TABLE t RENAME COLUMN name TO label").await;
+    assert_remaining_rows(&engine, "label", &deleted).await;
+}
+
+/// The rows left by the deletes of the test above (`deleted`: the big file's deleted ids), read
+/// with the name column called `name`.
+async fn assert_remaining_rows(engine: &Engine, name: &str, deleted: &[i64]) {
+    let small = format!("SELECT id, {name} FROM t WHERE id < 100 ORDER BY id");
+    assert_eq!(
+        lines(&run(engine, &small).await),
+        ["1|a", "3|c", "4|d", "6|f"]
+    );
+    // 100 + ... + 40099 = 803,980,000.
+    let big_sum = 803_980_000 - deleted.iter().sum::<i64>();
+    assert_eq!(
+        lines(&run(engine, "SELECT count(*), sum(id) FROM t WHERE id >= 100").await),
+        [format!("39996|{big_sum}")]
+    );
+    assert_eq!(
+        lines(&run(engine, "SELECT count(*), sum(id) FROM t WHERE id > 2").await),
+        [format!("39999|{}", big_sum + 3 + 4 + 6)]
+    );
+    // Delete files make the manifests' row counts an upper bound: count(*) reads the rows.
+    assert_eq!(
+        lines(&run(engine, "SELECT count(*) FROM t").await),
+        ["40000"]
+    );
+    let ids: Vec<String> = deleted.iter().map(i64::to_string).collect();
+    let gone = format!("SELECT id FROM t WHERE id IN (2, 5, {})", ids.join(", "));
+    assert_eq!(lines(&run(engine, &gone).await), Vec::<String>::new());
+    // Every row still has its own name: no row of a range is shifted onto another.
+    let shifted = format!(
+        "SELECT count(*) FROM t WHERE id >= 100 AND {name} <> concat(CAST(id - 100 AS varchar), repeat('x', 300))"
+    );
+    assert_eq!(lines(&run(engine, &shifted).await), ["0"]);
+}
+
+/// A Parquet file's row group count and its `id` column (the first) in file order.
+fn ids_in_file_order(path: &str) -> (usize, Vec<i64>) {
+    use arrow::array::AsArray;
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap_or_else(|e| panic!("{e}"));
+    let row_groups = builder.metadata().num_row_groups();
+    let id_only = ProjectionMask::leaves(builder.parquet_schema(), [0]);
+    let mut ids = Vec::new();
+    let reader = builder
+        .with_projection(id_only)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    for batch in reader {
+        let batch = batch.unwrap_or_else(|e| panic!("{e}"));
+        let column = batch
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        ids.extend(column.values().iter().copied());
+    }
+    (row_groups, ids)
 }

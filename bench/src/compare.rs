@@ -87,6 +87,37 @@ fn cells(column: &ArrayRef, options: &FormatOptions<'_>) -> Result<Vec<Cell>, St
         .collect())
 }
 
+/// Whether the statement's result is ordered: an ORDER BY outside every parenthesis (one inside a
+/// subquery or a window's OVER orders nothing the client sees).
+pub fn orders_its_rows(sql: &str) -> bool {
+    let mut depth = 0usize;
+    let mut quoted = false;
+    let mut words: Vec<(usize, String)> = Vec::new();
+    let mut word = String::new();
+    for c in sql.chars().chain([' ']) {
+        if quoted {
+            quoted = c != '\'';
+            continue;
+        }
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c.to_ascii_lowercase());
+            continue;
+        }
+        if !word.is_empty() {
+            words.push((depth, std::mem::take(&mut word)));
+        }
+        match c {
+            '\'' => quoted = true,
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    words
+        .windows(2)
+        .any(|w| w[0].0 == 0 && w[1].0 == 0 && w[0].1 == "order" && w[1].1 == "by")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Match,
@@ -162,6 +193,21 @@ mod tests {
         assert!(close(1e10, 1e10 + 5.0));
         assert!(!close(0.05, 0.051));
         assert!(!close(1e10, 1e10 + 50.0));
+    }
+
+    #[test]
+    fn only_an_outer_order_by_orders_the_answer() {
+        assert!(orders_its_rows("SELECT a FROM t ORDER BY a LIMIT 3"));
+        assert!(orders_its_rows(
+            "WITH x AS (SELECT 1 AS a) SELECT * FROM x\norder  by a"
+        ));
+        assert!(!orders_its_rows(
+            "SELECT rank() OVER (PARTITION BY a ORDER BY b) FROM t"
+        ));
+        assert!(!orders_its_rows(
+            "SELECT * FROM (SELECT a FROM t ORDER BY a LIMIT 5) s"
+        ));
+        assert!(!orders_its_rows("SELECT 'order by' AS words"));
     }
 
     #[test]

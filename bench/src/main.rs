@@ -3,9 +3,9 @@
 //! every answer against DuckDB's and reports both engines' times side by side.
 //!
 //! ```text
-//! sqe-bench tpch --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
+//! sqe-bench tpch|ssb|tpcds|clickbench --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
 //! ```
-//! The data (generated once by DuckDB's dbgen, see `peer.py`), the SQE warehouse loaded from it with
+//! The data (generated once by DuckDB, see `peer.py`), the SQE warehouse loaded from it with
 //! CREATE TABLE AS, and the reports (`report.json`, `report.md`) live in `DIR/<suite>-sf<scale>/`,
 //! by default under `~/.cache/sqe/bench`. The exit status is 0 only if every answer matched.
 
@@ -33,9 +33,10 @@ use sqe_sessions::{Principal, QueryService, Session};
     about = "SQE beside DuckDB: answers checked, times compared"
 )]
 struct Args {
-    /// The suite: tpch.
+    /// The suite: tpch, ssb, tpcds or clickbench.
     suite: String,
-    /// Scale factor (1 is about 1 GB of raw data for TPC-H).
+    /// Scale factor (1 is about 1 GB of raw data for TPC-H, SSB and TPC-DS; a million rows of
+    /// `hits` for ClickBench).
     #[arg(long, default_value = "1")]
     scale: String,
     /// The peer to check answers against and time beside SQE: duckdb.
@@ -56,7 +57,14 @@ struct Args {
     /// Also write each query's EXPLAIN ANALYZE on SQE to DIR/<suite>-sf<scale>/explain/<query>.txt.
     #[arg(long)]
     explain: bool,
+    /// A DataFusion setting for SQE, as `name=value` (e.g. `datafusion.execution.batch_size=16384`);
+    /// repeatable, and recorded in the report.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    settings: Vec<String>,
 }
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -175,6 +183,16 @@ fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// An error or a difference as a table cell: its first line, at most 200 characters (the JSON
+/// report keeps all of it).
+fn short(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    match line.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
+    }
+}
+
 fn machine() -> Value {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let memory_gb = std::fs::read_to_string("/proc/meminfo")
@@ -189,10 +207,12 @@ fn machine() -> Value {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
-    if args.suite != "tpch" {
+    const SUITES: [&str; 4] = ["tpch", "ssb", "tpcds", "clickbench"];
+    if !SUITES.contains(&args.suite.as_str()) {
         return Err(format!(
-            "suite '{}' is not supported yet (tpch)",
-            args.suite
+            "unknown suite '{}' (one of {})",
+            args.suite,
+            SUITES.join(", ")
         ));
     }
     if let Some(peer) = &args.compare
@@ -209,8 +229,9 @@ async fn run(args: Args) -> Result<bool, String> {
     let dir = base.join(format!("{}-sf{}", args.suite, args.scale));
     let dir_text = dir.display().to_string();
 
-    // 1. Data, generated once.
-    if !dir.join("parquet/lineitem.parquet").is_file() {
+    // 1. Data, generated once (peer.py writes the queries last).
+    let generated = std::fs::read_dir(dir.join("queries")).is_ok_and(|mut d| d.next().is_some());
+    if !generated {
         eprintln!(
             "generating {} scale {} into {dir_text}",
             args.suite, args.scale
@@ -229,9 +250,18 @@ async fn run(args: Args) -> Result<bool, String> {
     }
 
     // 2. The same data as Iceberg tables in an SQE warehouse.
+    let options = args
+        .settings
+        .iter()
+        .map(|s| match s.split_once('=') {
+            Some((k, v)) => Ok((k.trim().to_string(), v.trim().to_string())),
+            None => Err(format!("--set {s}: expected NAME=VALUE")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let engine = Arc::new(
         Engine::open(EngineConfig {
             catalogs: vec![("iceberg".to_string(), dir.join("warehouse"))],
+            options,
             ..EngineConfig::default()
         })
         .map_err(|e| e.to_string())?,
@@ -365,7 +395,7 @@ async fn run(args: Args) -> Result<bool, String> {
                 .and_then(|b| compare::rows(&b));
             match answer {
                 Ok(answer) => {
-                    let ordered = sql.to_lowercase().contains("order by");
+                    let ordered = compare::orders_its_rows(sql);
                     let (o, d) = compare::compare(&r.rows, &answer, ordered);
                     (Some(o), d)
                 }
@@ -389,16 +419,13 @@ async fn run(args: Args) -> Result<bool, String> {
             _ => "-".into(),
         };
         let answer = match (outcome, &detail) {
-            (Some(o), Some(d)) => format!("{}: {}", o.as_str(), d.replace('|', "\\|")),
+            (Some(o), Some(d)) => format!("{}: {}", o.as_str(), short(d).replace('|', "\\|")),
             (Some(o), None) => o.as_str().to_string(),
             (None, _) => "not compared".into(),
         };
         let iceberg_cell = match (iceberg_seconds, on_iceberg["errors"][name].as_str()) {
             (Some(s), _) => format!("{s:.3}"),
-            (None, Some(e)) => format!(
-                "error: {}",
-                e.lines().next().unwrap_or("").replace('|', "\\|")
-            ),
+            (None, Some(e)) => format!("error: {}", short(e).replace('|', "\\|")),
             (None, None) => "-".into(),
         };
         table.push_str(&format!(
@@ -448,6 +475,7 @@ async fn run(args: Args) -> Result<bool, String> {
         "suite": args.suite,
         "scale": args.scale,
         "runs": args.runs,
+        "settings": args.settings,
         "machine": machine(),
         "duckdb": {"version": theirs["version"], "threads": theirs["threads"]},
         "queries": report,

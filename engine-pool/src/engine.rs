@@ -56,6 +56,9 @@ pub struct EngineConfig {
     pub admission: AdmissionConfig,
     /// Partitions each query runs in (and each table scan is spread over); the core count if unset.
     pub target_partitions: Option<usize>,
+    /// DataFusion settings by their full name (`datafusion.execution.batch_size`, …), applied to
+    /// every statement; an unknown name or a bad value is refused when the engine opens.
+    pub options: Vec<(String, String)>,
 }
 
 impl EngineConfig {
@@ -138,6 +141,12 @@ impl Engine {
         let mut session_config = SessionConfig::new();
         if let Some(n) = config.target_partitions {
             session_config = session_config.with_target_partitions(n.max(1));
+        }
+        for (key, value) in &config.options {
+            session_config
+                .options_mut()
+                .set(key, value)
+                .map_err(|e| SqeError::invalid(format!("setting {key} = {value}: {e}")))?;
         }
         let session_config = session_config
             .with_information_schema(false)

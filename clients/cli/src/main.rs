@@ -7,6 +7,9 @@ mod shell;
 
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     shell::main(args::Args::parse())
 }

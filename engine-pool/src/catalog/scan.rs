@@ -6,6 +6,7 @@
 //! predicates pushed into the Parquet reader (row groups and row selection).
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -259,20 +260,33 @@ impl ExecutionPlan for IcebergScanExec {
         "IcebergScan"
     }
 
-    /// Row counts from the manifests, so joins build on their smaller side. Inexact: delete files
-    /// and the filters DataFusion still applies make the true count smaller.
+    /// Row counts from the manifests, so joins build on their smaller side. A partition's count is
+    /// an estimate (a byte range holds its share of the file's rows); the whole scan's is exact when
+    /// nothing can remove rows (no predicate, no delete files), so `count(*)` needs no reading.
     fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
         let tasks: Vec<&FileScanTask> = match partition {
             Some(p) => self.groups.get(p).into_iter().flatten().collect(),
             None => self.groups.iter().flatten().collect(),
         };
-        let rows: Option<usize> = tasks.iter().map(|t| range_rows(t)).sum();
         let stats = Statistics::new_unknown(&self.schema);
-        Ok(match rows {
-            Some(rows) => {
-                let rows = self.limit.map_or(rows, |l| rows.min(l));
-                stats.with_num_rows(Precision::Inexact(rows))
+        let cap = |rows: usize| self.limit.map_or(rows, |l| rows.min(l));
+        let exact = partition.is_none()
+            && self.predicate.is_none()
+            && tasks.iter().all(|t| t.deletes.is_empty());
+        if exact {
+            let mut files = BTreeMap::new();
+            for t in &tasks {
+                files.insert(t.data_file_path.as_str(), t.record_count);
             }
+            if let Some(rows) = files.into_values().sum::<Option<u64>>() {
+                let rows =
+                    usize::try_from(rows).map_err(|e| DataFusionError::External(e.into()))?;
+                return Ok(stats.with_num_rows(Precision::Exact(cap(rows))));
+            }
+        }
+        let rows: Option<usize> = tasks.iter().map(|t| range_rows(t)).sum();
+        Ok(match rows {
+            Some(rows) => stats.with_num_rows(Precision::Inexact(cap(rows))),
             None => stats,
         })
     }
