@@ -61,6 +61,10 @@ struct Args {
     /// repeatable, and recorded in the report.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     settings: Vec<String>,
+    /// Stops an SQE query after this many seconds (the session's `query_max_run_time`); it is
+    /// then reported as an error.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
 }
 
 #[global_allocator]
@@ -266,7 +270,7 @@ async fn run(args: Args) -> Result<bool, String> {
         })
         .map_err(|e| e.to_string())?,
     );
-    let session = Session::new(Principal::new("bench"), "iceberg", "default");
+    let mut session = Session::new(Principal::new("bench"), "iceberg", "default");
     let existing: Vec<String> = compare::rows(&collect(&engine, &session, "SHOW TABLES").await?)?
         .into_iter()
         .filter_map(|r| match r.first() {
@@ -301,6 +305,11 @@ async fn run(args: Args) -> Result<bool, String> {
     }
 
     // 3. SQE's answers and times.
+    if let Some(seconds) = args.timeout {
+        session
+            .properties
+            .insert("query_max_run_time".into(), format!("{seconds}s"));
+    }
     let mut queries: Vec<(String, String)> = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("queries"))
         .map_err(|e| format!("{dir_text}/queries: {e}"))?

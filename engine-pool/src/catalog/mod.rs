@@ -2,6 +2,7 @@
 
 pub mod information;
 pub mod metadata_tables;
+mod parquet_read;
 pub mod provider;
 pub mod scan;
 pub mod sqlite;

@@ -6,12 +6,13 @@
 //! predicates pushed into the Parquet reader (row groups and row selection).
 
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::datatypes::{Field, Schema as ArrowSchema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::Statistics;
 use datafusion::common::stats::Precision;
@@ -19,6 +20,7 @@ use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
@@ -35,6 +37,8 @@ use iceberg::table::Table;
 use iceberg_datafusion::physical_plan::convert_filters_to_predicate;
 use iceberg_datafusion::to_datafusion_error;
 
+use super::parquet_read;
+
 /// Ranges smaller than this are not cut further: a row group is the unit of work anyway.
 const MIN_RANGE_BYTES: u64 = 8 * 1024 * 1024;
 
@@ -48,6 +52,8 @@ pub struct IcebergScanProvider {
     table: Table,
     snapshot_id: Option<i64>,
     schema: SchemaRef,
+    /// Each top-level column's field id, by name.
+    field_ids: HashMap<String, i32>,
 }
 
 impl IcebergScanProvider {
@@ -67,10 +73,33 @@ impl IcebergScanProvider {
             }
             None => metadata.current_schema().clone(),
         };
+        // Field ids are for iceberg-rust's reader, which resolves columns by them; DataFusion
+        // compares top-level field metadata between its logical and physical plans, and a UNION of
+        // columns from different tables (different ids) would fail that check.
+        let arrow = schema_to_arrow_schema(&schema)?;
+        let field_ids = schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| (f.name.clone(), f.id))
+            .collect();
+        let fields: Vec<Field> = arrow
+            .fields()
+            .iter()
+            .map(|f| {
+                let mut metadata = f.metadata().clone();
+                metadata.remove(PARQUET_FIELD_ID_META_KEY);
+                f.as_ref().clone().with_metadata(metadata)
+            })
+            .collect();
         Ok(Self {
-            schema: Arc::new(schema_to_arrow_schema(&schema)?),
+            schema: Arc::new(ArrowSchema::new_with_metadata(
+                fields,
+                arrow.metadata().clone(),
+            )),
             table,
             snapshot_id,
+            field_ids,
         })
     }
 }
@@ -122,7 +151,21 @@ impl TableProvider for IcebergScanProvider {
             .map_err(to_datafusion_error)?;
         let partitions = state.config().target_partitions().max(1);
         let files = tasks.len();
+        let datafusion_reads = parquet_read::readable(&self.schema, &tasks);
         let groups = spread(tasks, partitions);
+        if datafusion_reads {
+            let all: Vec<&FileScanTask> = groups.iter().flatten().collect();
+            let statistics = row_count(&self.schema, &all, predicate.is_none(), None);
+            return parquet_read::plan(
+                state,
+                self.schema.clone(),
+                &self.field_ids,
+                groups,
+                projection,
+                limit,
+                statistics,
+            );
+        }
         Ok(Arc::new(IcebergScanExec {
             file_io: self.table.file_io().clone(),
             properties: Arc::new(PlanProperties::new(
@@ -246,6 +289,35 @@ impl DisplayAs for IcebergScanExec {
 }
 
 /// Rows a range holds, estimated from its file's record count and the share of the file it covers.
+/// Row counts from the manifests, so joins build on their smaller side. The count of some ranges
+/// is an estimate (a range holds its share of the file's rows); the count of `whole` files (every
+/// range of them, no predicate) is exact when no delete file can remove rows, so `count(*)` needs
+/// no reading.
+fn row_count(
+    schema: &SchemaRef,
+    tasks: &[&FileScanTask],
+    whole: bool,
+    limit: Option<usize>,
+) -> Statistics {
+    let stats = Statistics::new_unknown(schema);
+    let cap = |rows: usize| limit.map_or(rows, |l| rows.min(l));
+    if whole && tasks.iter().all(|t| t.deletes.is_empty()) {
+        let mut files = BTreeMap::new();
+        for t in tasks {
+            files.insert(t.data_file_path.as_str(), t.record_count);
+        }
+        if let Some(rows) = files.into_values().sum::<Option<u64>>()
+            && let Ok(rows) = usize::try_from(rows)
+        {
+            return stats.with_num_rows(Precision::Exact(cap(rows)));
+        }
+    }
+    match tasks.iter().map(|t| range_rows(t)).sum::<Option<usize>>() {
+        Some(rows) => stats.with_num_rows(Precision::Inexact(cap(rows))),
+        None => stats,
+    }
+}
+
 fn range_rows(t: &FileScanTask) -> Option<usize> {
     let records = t.record_count?;
     if t.length == 0 || t.file_size_in_bytes == 0 || t.length >= t.file_size_in_bytes {
@@ -260,35 +332,13 @@ impl ExecutionPlan for IcebergScanExec {
         "IcebergScan"
     }
 
-    /// Row counts from the manifests, so joins build on their smaller side. A partition's count is
-    /// an estimate (a byte range holds its share of the file's rows); the whole scan's is exact when
-    /// nothing can remove rows (no predicate, no delete files), so `count(*)` needs no reading.
     fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
         let tasks: Vec<&FileScanTask> = match partition {
             Some(p) => self.groups.get(p).into_iter().flatten().collect(),
             None => self.groups.iter().flatten().collect(),
         };
-        let stats = Statistics::new_unknown(&self.schema);
-        let cap = |rows: usize| self.limit.map_or(rows, |l| rows.min(l));
-        let exact = partition.is_none()
-            && self.predicate.is_none()
-            && tasks.iter().all(|t| t.deletes.is_empty());
-        if exact {
-            let mut files = BTreeMap::new();
-            for t in &tasks {
-                files.insert(t.data_file_path.as_str(), t.record_count);
-            }
-            if let Some(rows) = files.into_values().sum::<Option<u64>>() {
-                let rows =
-                    usize::try_from(rows).map_err(|e| DataFusionError::External(e.into()))?;
-                return Ok(stats.with_num_rows(Precision::Exact(cap(rows))));
-            }
-        }
-        let rows: Option<usize> = tasks.iter().map(|t| range_rows(t)).sum();
-        Ok(match rows {
-            Some(rows) => stats.with_num_rows(Precision::Inexact(cap(rows))),
-            None => stats,
-        })
+        let whole = partition.is_none() && self.predicate.is_none();
+        Ok(row_count(&self.schema, &tasks, whole, self.limit))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -328,11 +378,19 @@ impl ExecutionPlan for IcebergScanExec {
             .with_row_selection_enabled(true)
             .build();
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let schema = self.schema.clone();
         let stream = reader
             .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
             .map_err(to_datafusion_error)?
             .stream()
             .map_err(to_datafusion_error)
+            // The batches as the plan declares them: without the readers' field ids.
+            .and_then(move |b| {
+                let rows = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                let batch =
+                    RecordBatch::try_new_with_options(schema.clone(), b.columns().to_vec(), &rows);
+                futures::future::ready(batch.map_err(Into::into))
+            })
             .inspect_ok(move |b| output_rows.add(b.num_rows()));
         let stream = match self.limit {
             None => stream.boxed(),

@@ -1,0 +1,217 @@
+//! Reading planned Iceberg files with DataFusion's own Parquet reader: page-index and row-group
+//! pruning, dynamic filters from joins and TopK, cached footers. It serves the scans it can read
+//! exactly as Iceberg means them (see [`readable`]); iceberg-rust's reader serves the rest (delete
+//! files, nested columns, files outside the local file system).
+//!
+//! Columns resolve by Iceberg field id, not by name: [`FieldIds`] rewrites every column a scan
+//! touches (projection, pushed filters, pruning) to the file's own column with the same id, so a
+//! renamed column reads its old data and a column added later reads as NULL.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::Session;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{ScalarValue, Statistics};
+use datafusion::config::TableParquetOptions;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::object_store::path::Path as ObjectPath;
+use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{Column, lit};
+use datafusion::physical_expr_adapter::{
+    DefaultPhysicalExprAdapter, PhysicalExprAdapter, PhysicalExprAdapterFactory,
+};
+use datafusion::physical_plan::ExecutionPlan;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::DataFileFormat;
+
+/// Whether DataFusion's reader reads these tasks of a table with `schema` exactly as Iceberg
+/// means: Parquet files on the local file system, no delete files, and only top-level primitive
+/// columns (nested fields would resolve by name inside their parent).
+pub(crate) fn readable(schema: &Schema, tasks: &[FileScanTask]) -> bool {
+    let nested = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Struct(_)
+                | DataType::List(_)
+                | DataType::LargeList(_)
+                | DataType::FixedSizeList(..)
+                | DataType::Map(..)
+        )
+    };
+    !tasks.is_empty()
+        && !schema.fields().iter().any(|f| nested(f.data_type()))
+        && tasks.iter().all(|t| {
+            t.deletes.is_empty()
+                && t.data_file_format == DataFileFormat::Parquet
+                && local_path(&t.data_file_path).is_some()
+        })
+}
+
+fn local_path(location: &str) -> Option<&str> {
+    let path = location.strip_prefix("file://").unwrap_or(location);
+    path.starts_with('/').then_some(path)
+}
+
+/// The scan of `groups` (one per partition, each a list of byte ranges of files) of a table with
+/// `schema` (field ids in `ids`), as a DataFusion `DataSourceExec` that keeps the grouping.
+pub(crate) fn plan(
+    state: &dyn Session,
+    schema: SchemaRef,
+    ids: &HashMap<String, i32>,
+    groups: Vec<Vec<FileScanTask>>,
+    projection: Option<&Vec<usize>>,
+    limit: Option<usize>,
+    statistics: Statistics,
+) -> DFResult<Arc<dyn ExecutionPlan>> {
+    let url = ObjectStoreUrl::local_filesystem();
+    let store = state.runtime_env().object_store(&url)?;
+    let footers = state.runtime_env().cache_manager.get_file_metadata_cache();
+    let options = TableParquetOptions {
+        global: state.config_options().execution.parquet.clone(),
+        ..Default::default()
+    };
+    let source = ParquetSource::new(schema)
+        .with_table_parquet_options(options)
+        .with_parquet_file_reader_factory(Arc::new(CachedParquetFileReaderFactory::new(
+            store, footers,
+        )));
+    let groups = groups
+        .iter()
+        .map(|tasks| {
+            tasks
+                .iter()
+                .map(partitioned_file)
+                .collect::<DFResult<Vec<_>>>()
+                .map(FileGroup::new)
+        })
+        .collect::<DFResult<Vec<_>>>()?;
+    let config = FileScanConfigBuilder::new(url, Arc::new(source))
+        .with_projection_indices(projection.cloned())?
+        .with_file_groups(groups)
+        // The ranges are already spread over the partitions; DataFusion must not cut them again.
+        .with_partitioned_by_file_group(true)
+        .with_limit(limit)
+        .with_statistics(statistics)
+        .with_expr_adapter(Some(Arc::new(FieldIds { ids: ids.clone() })))
+        .build();
+    Ok(DataSourceExec::from_data_source(config))
+}
+
+/// One byte range of a file. The path goes in literally: Iceberg writes partition values into
+/// directory names unescaped, and parsing the path as a URL would change them.
+fn partitioned_file(task: &FileScanTask) -> DFResult<PartitionedFile> {
+    let local = local_path(&task.data_file_path).ok_or_else(|| {
+        DataFusionError::Internal(format!("not a local file: {}", task.data_file_path))
+    })?;
+    let mut file = PartitionedFile::new(String::new(), task.file_size_in_bytes);
+    file.object_meta.location =
+        ObjectPath::from_absolute_path(local).map_err(|e| DataFusionError::External(e.into()))?;
+    let length = if task.length == 0 {
+        task.file_size_in_bytes
+    } else {
+        task.length
+    };
+    let (start, end) = (task.start, task.start + length);
+    let offset = |v: u64| i64::try_from(v).map_err(|e| DataFusionError::External(e.into()));
+    Ok(file.with_range(offset(start)?, offset(end)?))
+}
+
+/// Resolves a table's columns in each file by field id (the table's column name → its id).
+#[derive(Debug)]
+struct FieldIds {
+    ids: HashMap<String, i32>,
+}
+
+impl PhysicalExprAdapterFactory for FieldIds {
+    fn create(
+        &self,
+        logical: SchemaRef,
+        physical: SchemaRef,
+    ) -> DFResult<Arc<dyn PhysicalExprAdapter>> {
+        let in_file: HashMap<i32, &String> = physical
+            .fields()
+            .iter()
+            .filter_map(|f| {
+                let id = f.metadata().get(PARQUET_FIELD_ID_META_KEY)?.parse().ok()?;
+                Some((id, f.name()))
+            })
+            .collect();
+        // A file written without field ids (imported, not written by an Iceberg writer) is read
+        // by column name.
+        if in_file.is_empty() {
+            return Ok(Arc::new(DefaultPhysicalExprAdapter::new(logical, physical)));
+        }
+        let mut columns = HashMap::new();
+        let mut fields: Vec<Field> = Vec::with_capacity(logical.fields().len());
+        for field in logical.fields() {
+            let name = field.name();
+            match self.ids.get(name).and_then(|id| in_file.get(id)) {
+                Some(file_name) => {
+                    columns.insert(name.clone(), Some((*file_name).clone()));
+                    fields.push(field.as_ref().clone().with_name(*file_name));
+                }
+                None => {
+                    // Not in this file (added later): read as NULL, under a name no file has.
+                    columns.insert(name.clone(), None);
+                    fields.push(field.as_ref().clone().with_name(format!("\0{name}")));
+                }
+            }
+        }
+        let types = logical
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect();
+        Ok(Arc::new(ByFieldId {
+            columns,
+            types,
+            inner: DefaultPhysicalExprAdapter::new(Arc::new(Schema::new(fields)), physical),
+        }))
+    }
+}
+
+/// [`FieldIds`] for one file: each table column's name in the file (None: not in the file).
+#[derive(Debug)]
+struct ByFieldId {
+    columns: HashMap<String, Option<String>>,
+    types: HashMap<String, DataType>,
+    /// Casts (promoted types) and indices, by the file's names.
+    inner: DefaultPhysicalExprAdapter,
+}
+
+impl PhysicalExprAdapter for ByFieldId {
+    fn rewrite(&self, expr: Arc<dyn PhysicalExpr>) -> DFResult<Arc<dyn PhysicalExpr>> {
+        // Bottom up, each column once: a swap of two names by renames cannot chain.
+        let renamed = expr
+            .transform_up(|e| {
+                let Some(column) = e.as_any().downcast_ref::<Column>() else {
+                    return Ok(Transformed::no(e));
+                };
+                match self.columns.get(column.name()) {
+                    Some(Some(file_name)) => Ok(Transformed::yes(Arc::new(Column::new(
+                        file_name,
+                        column.index(),
+                    ))
+                        as Arc<dyn PhysicalExpr>)),
+                    Some(None) => {
+                        let null = match self.types.get(column.name()) {
+                            Some(data_type) => ScalarValue::try_from(data_type)?,
+                            None => ScalarValue::Null,
+                        };
+                        Ok(Transformed::yes(lit(null)))
+                    }
+                    None => Ok(Transformed::no(e)),
+                }
+            })
+            .data()?;
+        self.inner.rewrite(renamed)
+    }
+}
