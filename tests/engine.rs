@@ -394,3 +394,27 @@ fn ids_in_file_order(path: &str) -> (usize, Vec<i64>) {
     }
     (row_groups, ids)
 }
+
+/// A statement that needs more memory than the engine allows fails with DataFusion's "Resources
+/// exhausted" (naming what ran out), and the engine serves the next statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_over_the_memory_limit_fails_alone() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = Engine::open(EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        memory_limit: Some(4 * 1024 * 1024),
+        ..EngineConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let session = Session::new(Principal::new("test"), "iceberg", "default");
+    // A hash join builds on a million rows: far over 4 MB.
+    let join =
+        "SELECT count(*) FROM range(0, 1000000) a JOIN range(0, 1000000) b ON a.value = b.value";
+    let outcome = match engine.execute(&session, join).await {
+        Ok(result) => result.batches.try_collect::<Vec<_>>().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    let error = outcome.err().unwrap_or_else(|| panic!("{join} succeeded"));
+    assert!(error.to_string().contains("Resources exhausted"), "{error}");
+    assert_eq!(lines(&run(&engine, "SELECT 1 + 1").await), ["2"]);
+}

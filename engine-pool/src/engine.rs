@@ -17,6 +17,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::execution::FunctionRegistry;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::{ColumnarValue, LogicalPlan, Volatility, create_udf};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{CopyToSource, DFParser, Statement as DFStatement};
@@ -59,6 +60,10 @@ pub struct EngineConfig {
     /// DataFusion settings by their full name (`datafusion.execution.batch_size`, …), applied to
     /// every statement; an unknown name or a bad value is refused when the engine opens.
     pub options: Vec<(String, String)>,
+    /// Bytes all running statements may hold in hash tables, sorts and aggregations together;
+    /// a statement that needs more spills to disk where it can and fails otherwise, and the
+    /// process lives on. Three quarters of the machine's memory if unset.
+    pub memory_limit: Option<usize>,
 }
 
 impl EngineConfig {
@@ -152,8 +157,13 @@ impl Engine {
             .with_information_schema(false)
             .with_default_catalog_and_schema(default_catalog.clone(), "default")
             .with_create_default_catalog_and_schema(false);
+        let mut runtime = RuntimeEnvBuilder::new();
+        if let Some(bytes) = config.memory_limit.or_else(default_memory_limit) {
+            runtime = runtime.with_memory_limit(bytes, 1.0);
+        }
         let mut state = SessionStateBuilder::new()
             .with_config(session_config)
+            .with_runtime_env(runtime.build_arc().map_err(from_datafusion)?)
             .with_catalog_list(list)
             .with_default_features()
             .build();
@@ -594,6 +604,20 @@ fn until_deadline(
         std::task::Poll::Pending
     })
     .boxed()
+}
+
+/// Three quarters of the machine's memory (Linux), leaving room for everything DataFusion does not
+/// account: batches in flight, the catalog, the protocols.
+fn default_memory_limit() -> Option<usize> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: usize = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib / 4 * 3 * 1024)
 }
 
 /// A duration as Trino prints it in errors: `10.00s`, `5.00m`.

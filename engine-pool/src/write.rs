@@ -354,7 +354,8 @@ const ROW_GROUP_ROWS: usize = 128 * 1024;
 
 /// How data files are written, from the table's `write.parquet.*` properties: the codec
 /// (`write.parquet.compression-codec`, Iceberg's default `zstd`), its level
-/// (`write.parquet.compression-level`) and `write.parquet.row-group-size-bytes` (128 MB).
+/// (`write.parquet.compression-level`), `row-group-size-bytes` (128 MB), `page-size-bytes` (1 MB),
+/// `page-row-limit` (20,000) and `dict-size-bytes` (2 MB).
 fn parquet_properties(table: &HashMap<String, String>) -> SqeResult<WriterProperties> {
     let codec = table
         .get("write.parquet.compression-codec")
@@ -386,18 +387,23 @@ fn parquet_properties(table: &HashMap<String, String>) -> SqeResult<WriterProper
             )));
         }
     };
-    let group_bytes = match table.get("write.parquet.row-group-size-bytes") {
-        Some(b) => b.parse::<usize>().map_err(|_| {
-            SqeError::invalid(format!(
-                "write.parquet.row-group-size-bytes must be a number, not '{b}'"
-            ))
-        })?,
-        None => 128 * 1024 * 1024,
+    let number = |name: &str, default: usize| match table.get(name) {
+        Some(v) => v
+            .parse::<usize>()
+            .map_err(|_| SqeError::invalid(format!("{name} must be a number, not '{v}'"))),
+        None => Ok(default),
     };
+    // Iceberg's table properties, with Iceberg's defaults.
     Ok(WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_max_row_group_bytes(Some(group_bytes))
+        .set_max_row_group_bytes(Some(number(
+            "write.parquet.row-group-size-bytes",
+            128 * 1024 * 1024,
+        )?))
+        .set_data_page_size_limit(number("write.parquet.page-size-bytes", 1024 * 1024)?)
+        .set_data_page_row_count_limit(number("write.parquet.page-row-limit", 20_000)?)
+        .set_dictionary_page_size_limit(number("write.parquet.dict-size-bytes", 2 * 1024 * 1024)?)
         .build())
 }
 

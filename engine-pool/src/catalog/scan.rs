@@ -1,9 +1,9 @@
 //! SQE's scan of an Iceberg table. The files are planned once, when the query is planned (manifests
-//! and files pruned by the pushed-down filters). Each file is cut into byte ranges, which
-//! iceberg-rust's reader maps onto whole row groups (a row group belongs to the range holding its
-//! midpoint), and the ranges are spread over DataFusion's target partitions so that every core
-//! reads. The reading itself stays iceberg-rust's: columns by field id, delete files applied, and
-//! predicates pushed into the Parquet reader (row groups and row selection).
+//! and files pruned by the pushed-down filters). Each file is cut into byte ranges (a row group
+//! belongs to the range holding it), and the ranges are spread over DataFusion's target partitions
+//! so that every core reads. Files without delete files are read by DataFusion's own Parquet
+//! reader, columns resolved by field id (see `parquet_read`); files with delete files, and tables
+//! with nested columns, by iceberg-rust's reader, which applies the deletes.
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
