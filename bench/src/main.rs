@@ -6,8 +6,9 @@
 //! sqe-bench tpch|ssb|tpcds|clickbench --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
 //! ```
 //! The data (generated once by DuckDB, see `peer.py`), the SQE warehouse loaded from it with
-//! CREATE TABLE AS, and the reports (`report.json`, `report.md`) live in `DIR/<suite>-sf<scale>/`,
-//! by default under `~/.cache/sqe/bench`. The exit status is 0 only if every answer matched.
+//! CREATE TABLE AS, and the reports (`report.json`, `report.md`, `report.png`; `report-partial.*`
+//! for a run of some queries) live in `DIR/<suite>-sf<scale>/`, by default under
+//! `~/.cache/sqe/bench`. The exit status is 0 only if every answer matched.
 
 mod compare;
 
@@ -491,21 +492,31 @@ async fn run(args: Args) -> Result<bool, String> {
         "total": {"sqe_seconds": total_ours, "duckdb_seconds": total_theirs, "duckdb_iceberg_seconds": total_iceberg},
         "summary": summary,
     });
+    // A run of some queries (--query) leaves the whole suite's report alone.
+    let stem = if args.query.is_empty() {
+        "report"
+    } else {
+        "report-partial"
+    };
+    let (json_path, md_path, png_path) = (
+        format!("{dir_text}/{stem}.json"),
+        format!("{dir_text}/{stem}.md"),
+        format!("{dir_text}/{stem}.png"),
+    );
     std::fs::write(
-        dir.join("report.json"),
+        &json_path,
         serde_json::to_string_pretty(&full).map_err(|e| e.to_string())?,
     )
-    .map_err(|e| format!("report.json: {e}"))?;
-    std::fs::write(dir.join("report.md"), format!("{table}\n{summary}\n"))
-        .map_err(|e| format!("report.md: {e}"))?;
-    let mut reports = format!("{dir_text}/report.md, {dir_text}/report.json");
+    .map_err(|e| format!("{json_path}: {e}"))?;
+    std::fs::write(&md_path, format!("{table}\n{summary}\n"))
+        .map_err(|e| format!("{md_path}: {e}"))?;
+    let mut reports = format!("{md_path}, {json_path}");
     if args.compare.is_some() {
-        let (json_path, png) = (
-            format!("{dir_text}/report.json"),
-            format!("{dir_text}/report.png"),
-        );
-        match peer(&args, &["chart", "--report", &json_path, "--out", &png]) {
-            Ok(()) => reports.push_str(&format!(", {png}")),
+        match peer(
+            &args,
+            &["chart", "--report", &json_path, "--out", &png_path],
+        ) {
+            Ok(()) => reports.push_str(&format!(", {png_path}")),
             Err(e) => eprintln!("no chart: {e}"),
         }
     }
