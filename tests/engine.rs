@@ -418,3 +418,27 @@ async fn a_statement_over_the_memory_limit_fails_alone() {
     assert!(error.to_string().contains("Resources exhausted"), "{error}");
     assert_eq!(lines(&run(&engine, "SELECT 1 + 1").await), ["2"]);
 }
+
+/// The planner gets each column's range and null count from the manifests (the files' lower and
+/// upper bounds), so a join with a small dimension is not estimated at the dimension's size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scans_carry_column_bounds_from_the_manifests() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = Engine::open(EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        options: vec![("datafusion.explain.show_statistics".into(), "true".into())],
+        ..EngineConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    run(&engine, "CREATE TABLE f (k bigint, name varchar)").await;
+    run(&engine, "INSERT INTO f VALUES (3, 'c'), (5, NULL)").await;
+    run(&engine, "INSERT INTO f VALUES (1, 'a')").await;
+    let plan = lines(&run(&engine, "EXPLAIN SELECT k, name FROM f").await).join("\n");
+    assert!(
+        plan.contains("(Col[0]: Min=Inexact(Int64(1)) Max=Inexact(Int64(5)) Null=Inexact(0)")
+            && plan.contains(
+                "(Col[1]: Min=Inexact(Utf8(\"a\")) Max=Inexact(Utf8(\"c\")) Null=Inexact(1)"
+            ),
+        "{plan}"
+    );
+}

@@ -1,5 +1,6 @@
 //! Iceberg catalogs and their DataFusion providers.
 
+mod column_stats;
 pub mod information;
 pub mod metadata_tables;
 mod parquet_read;

@@ -37,7 +37,7 @@ use iceberg::table::Table;
 use iceberg_datafusion::physical_plan::convert_filters_to_predicate;
 use iceberg_datafusion::to_datafusion_error;
 
-use super::parquet_read;
+use super::{column_stats, parquet_read};
 
 /// Ranges smaller than this are not cut further: a row group is the unit of work anyway.
 const MIN_RANGE_BYTES: u64 = 8 * 1024 * 1024;
@@ -155,7 +155,17 @@ impl TableProvider for IcebergScanProvider {
         let groups = spread(tasks, partitions);
         if datafusion_reads {
             let all: Vec<&FileScanTask> = groups.iter().flatten().collect();
-            let statistics = row_count(&self.schema, &all, predicate.is_none(), None);
+            let paths = all.iter().map(|t| t.data_file_path.as_str()).collect();
+            let mut statistics = row_count(&self.schema, &all, predicate.is_none(), None);
+            statistics.column_statistics = column_stats::from_manifests(
+                &self.table,
+                self.snapshot_id,
+                &self.schema,
+                &self.field_ids,
+                &paths,
+            )
+            .await
+            .map_err(to_datafusion_error)?;
             return parquet_read::plan(
                 state,
                 self.schema.clone(),

@@ -1,0 +1,145 @@
+//! Column statistics for DataFusion's planner from the Iceberg manifests: each column's lowest lower
+//! bound, highest upper bound and null count over the files a scan reads. With only row counts,
+//! DataFusion takes every join key to be distinct and estimates a fact table joined to a 5-row
+//! dimension at 5 rows; a key's range caps that estimate.
+
+use std::collections::{HashMap, HashSet};
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::stats::Precision;
+use datafusion::common::{ColumnStatistics, ScalarValue};
+use iceberg::spec::{DataContentType, Datum, PrimitiveLiteral, PrimitiveType};
+use iceberg::table::Table;
+
+/// Statistics of the columns of `schema` (field ids in `ids`) over the data files at `paths` in
+/// `snapshot_id` (the current snapshot if None). Bounds and counts are estimates: Iceberg may
+/// truncate a string's bounds, and delete files and filters remove rows.
+pub(crate) async fn from_manifests(
+    table: &Table,
+    snapshot_id: Option<i64>,
+    schema: &Schema,
+    ids: &HashMap<String, i32>,
+    paths: &HashSet<&str>,
+) -> iceberg::Result<Vec<ColumnStatistics>> {
+    let metadata = table.metadata();
+    let snapshot = match snapshot_id {
+        Some(id) => metadata.snapshot_by_id(id),
+        None => metadata.current_snapshot(),
+    };
+    let mut columns: Vec<Column> = schema
+        .fields()
+        .iter()
+        .map(|f| Column {
+            id: ids.get(f.name()).copied(),
+            min: None,
+            max: None,
+            nulls: Some(0),
+            known: true,
+        })
+        .collect();
+    let Some(snapshot) = snapshot else {
+        return Ok(vec![ColumnStatistics::new_unknown(); schema.fields().len()]);
+    };
+    let list = table.manifest_list_reader(snapshot).load().await?;
+    let mut seen = 0;
+    for manifest_file in list.entries() {
+        let manifest = manifest_file.load_manifest(table.file_io()).await?;
+        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let file = entry.data_file();
+            if file.content_type() != DataContentType::Data || !paths.contains(file.file_path()) {
+                continue;
+            }
+            seen += 1;
+            for (column, field) in columns.iter_mut().zip(schema.fields()) {
+                let Some(id) = column.id else { continue };
+                let value = |d: Option<&Datum>| {
+                    d.and_then(scalar)
+                        .filter(|s| s.data_type() == *field.data_type())
+                };
+                column.add(
+                    value(file.lower_bounds().get(&id)),
+                    value(file.upper_bounds().get(&id)),
+                    file.null_value_counts().get(&id).copied(),
+                );
+            }
+        }
+    }
+    if seen == 0 {
+        return Ok(vec![ColumnStatistics::new_unknown(); schema.fields().len()]);
+    }
+    Ok(columns.into_iter().map(Column::statistics).collect())
+}
+
+/// One column's statistics as they are gathered: `known` until a file lacks a bound.
+struct Column {
+    id: Option<i32>,
+    min: Option<ScalarValue>,
+    max: Option<ScalarValue>,
+    nulls: Option<u64>,
+    known: bool,
+}
+
+impl Column {
+    fn add(&mut self, lower: Option<ScalarValue>, upper: Option<ScalarValue>, nulls: Option<u64>) {
+        match (lower, upper) {
+            (Some(lower), Some(upper)) if self.known => {
+                if self.min.as_ref().is_none_or(|m| lower < *m) {
+                    self.min = Some(lower);
+                }
+                if self.max.as_ref().is_none_or(|m| upper > *m) {
+                    self.max = Some(upper);
+                }
+            }
+            _ => self.known = false,
+        }
+        self.nulls = self.nulls.zip(nulls).map(|(a, b)| a + b);
+    }
+
+    fn statistics(self) -> ColumnStatistics {
+        let mut stats = ColumnStatistics::new_unknown();
+        if self.known
+            && let (Some(min), Some(max)) = (self.min, self.max)
+        {
+            stats.min_value = Precision::Inexact(min);
+            stats.max_value = Precision::Inexact(max);
+        }
+        if let Some(nulls) = self.nulls.and_then(|n| usize::try_from(n).ok())
+            && self.id.is_some()
+        {
+            stats.null_count = Precision::Inexact(nulls);
+        }
+        stats
+    }
+}
+
+/// An Iceberg bound as the scalar of the column's Arrow type (None for types not mapped here).
+fn scalar(datum: &Datum) -> Option<ScalarValue> {
+    Some(match (datum.data_type(), datum.literal()) {
+        (PrimitiveType::Boolean, PrimitiveLiteral::Boolean(b)) => ScalarValue::Boolean(Some(*b)),
+        (PrimitiveType::Int, PrimitiveLiteral::Int(v)) => ScalarValue::Int32(Some(*v)),
+        (PrimitiveType::Date, PrimitiveLiteral::Int(v)) => ScalarValue::Date32(Some(*v)),
+        (PrimitiveType::Long, PrimitiveLiteral::Long(v)) => ScalarValue::Int64(Some(*v)),
+        (PrimitiveType::Float, PrimitiveLiteral::Float(v)) => ScalarValue::Float32(Some(v.0)),
+        (PrimitiveType::Double, PrimitiveLiteral::Double(v)) => ScalarValue::Float64(Some(v.0)),
+        (PrimitiveType::String, PrimitiveLiteral::String(s)) => ScalarValue::Utf8(Some(s.clone())),
+        (PrimitiveType::Decimal { precision, scale }, PrimitiveLiteral::Int128(v)) => {
+            ScalarValue::Decimal128(
+                Some(*v),
+                u8::try_from(*precision).ok()?,
+                i8::try_from(*scale).ok()?,
+            )
+        }
+        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(v)) => {
+            ScalarValue::TimestampMicrosecond(Some(*v), None)
+        }
+        (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(v)) => {
+            ScalarValue::TimestampMicrosecond(Some(*v), Some("+00:00".into()))
+        }
+        (PrimitiveType::Time, PrimitiveLiteral::Long(v)) => {
+            ScalarValue::Time64Microsecond(Some(*v))
+        }
+        _ => return None,
+    })
+    .filter(|s| !matches!(s, ScalarValue::Float32(Some(f)) if f.is_nan()))
+    .filter(|s| !matches!(s, ScalarValue::Float64(Some(f)) if f.is_nan()))
+}
