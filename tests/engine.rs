@@ -20,6 +20,15 @@ async fn run(engine: &Engine, sql: &str) -> Vec<arrow::array::RecordBatch> {
     }
 }
 
+/// An engine with `config` over a warehouse in `dir`, mounted as `iceberg`.
+fn open_in(dir: &tempfile::TempDir, config: EngineConfig) -> Engine {
+    Engine::open(EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        ..config
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Two engines on one warehouse stand for two processes: each commit is a compare-and-swap on the
 /// catalog row, so every acknowledged INSERT is in the table afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,12 +177,13 @@ async fn admission_queues_then_refuses_and_the_registry_shows_each_query() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_file_scan_is_spread_over_partitions() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let engine = Engine::open(EngineConfig {
-        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
-        target_partitions: Some(4),
-        ..EngineConfig::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(
+        &dir,
+        EngineConfig {
+            target_partitions: Some(4),
+            ..EngineConfig::default()
+        },
+    );
     run(&engine, "CREATE TABLE t (id bigint, name varchar)").await;
     for chunk in [
         "(1, 'a'), (2, 'b')",
@@ -222,12 +232,13 @@ async fn a_multi_file_scan_is_spread_over_partitions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn columns_resolve_by_field_id_after_renames() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let engine = Engine::open(EngineConfig {
-        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
-        target_partitions: Some(2),
-        ..EngineConfig::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(
+        &dir,
+        EngineConfig {
+            target_partitions: Some(2),
+            ..EngineConfig::default()
+        },
+    );
     run(&engine, "CREATE TABLE s (a bigint, b bigint)").await;
     run(&engine, "INSERT INTO s VALUES (1, 100), (2, 200)").await;
     run(&engine, "INSERT INTO s VALUES (3, 300)").await;
@@ -270,12 +281,13 @@ async fn columns_resolve_by_field_id_after_renames() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn position_deletes_hide_their_rows_in_every_partition_and_range() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let engine = Engine::open(EngineConfig {
-        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
-        target_partitions: Some(4),
-        ..EngineConfig::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(
+        &dir,
+        EngineConfig {
+            target_partitions: Some(4),
+            ..EngineConfig::default()
+        },
+    );
     // Uncompressed, and a row group per written batch (8,192 rows, over 1 MB): the big file below
     // is over the scan's smallest range (8 MB), so it is cut in two ranges of several row groups.
     run(&engine, "CREATE TABLE t (id bigint, name varchar) WITH (\"write.parquet.compression-codec\" = 'uncompressed', \"write.parquet.row-group-size-bytes\" = '1048576')").await;
@@ -400,12 +412,13 @@ fn ids_in_file_order(path: &str) -> (usize, Vec<i64>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_over_the_memory_limit_fails_alone() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let engine = Engine::open(EngineConfig {
-        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
-        memory_limit: Some(4 * 1024 * 1024),
-        ..EngineConfig::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(
+        &dir,
+        EngineConfig {
+            memory_limit: Some(4 * 1024 * 1024),
+            ..EngineConfig::default()
+        },
+    );
     let session = Session::new(Principal::new("test"), "iceberg", "default");
     // A hash join builds on a million rows: far over 4 MB.
     let join =
@@ -424,12 +437,13 @@ async fn a_statement_over_the_memory_limit_fails_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scans_carry_column_bounds_from_the_manifests() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let engine = Engine::open(EngineConfig {
-        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
-        options: vec![("datafusion.explain.show_statistics".into(), "true".into())],
-        ..EngineConfig::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(
+        &dir,
+        EngineConfig {
+            options: vec![("datafusion.explain.show_statistics".into(), "true".into())],
+            ..EngineConfig::default()
+        },
+    );
     run(&engine, "CREATE TABLE f (k bigint, name varchar)").await;
     run(&engine, "INSERT INTO f VALUES (3, 'c'), (5, NULL)").await;
     run(&engine, "INSERT INTO f VALUES (1, 'a')").await;

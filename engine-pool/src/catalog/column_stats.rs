@@ -140,6 +140,10 @@ fn scalar(datum: &Datum) -> Option<ScalarValue> {
         }
         _ => return None,
     })
-    .filter(|s| !matches!(s, ScalarValue::Float32(Some(f)) if f.is_nan()))
-    .filter(|s| !matches!(s, ScalarValue::Float64(Some(f)) if f.is_nan()))
+    // A NaN bound orders nothing.
+    .filter(|s| match s {
+        ScalarValue::Float32(Some(f)) => !f.is_nan(),
+        ScalarValue::Float64(Some(f)) => !f.is_nan(),
+        _ => true,
+    })
 }
