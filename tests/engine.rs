@@ -223,6 +223,14 @@ async fn a_multi_file_scan_is_spread_over_partitions() {
         "{plan}"
     );
     assert_eq!(lines(&run(&engine, point).await), ["d"]);
+    // Strings are scanned as views; a filter on one still prunes the files.
+    let by_label = "SELECT id FROM t WHERE label = 'e'";
+    let plan = lines(&run(&engine, &format!("EXPLAIN {by_label}")).await).join("\n");
+    assert!(
+        plan.contains("DataSourceExec: file_groups={1 group: "),
+        "{plan}"
+    );
+    assert_eq!(lines(&run(&engine, by_label).await), ["5"]);
 }
 
 /// Columns are found in each file by field id, by both readers (DataFusion's for plain files,
@@ -451,8 +459,61 @@ async fn scans_carry_column_bounds_from_the_manifests() {
     assert!(
         plan.contains("(Col[0]: Min=Inexact(Int64(1)) Max=Inexact(Int64(5)) Null=Inexact(0)")
             && plan.contains(
-                "(Col[1]: Min=Inexact(Utf8(\"a\")) Max=Inexact(Utf8(\"c\")) Null=Inexact(1)"
+                "(Col[1]: Min=Inexact(Utf8View(\"a\")) Max=Inexact(Utf8View(\"c\")) Null=Inexact(1)"
             ),
         "{plan}"
+    );
+}
+
+/// The writer gives a column a dictionary only where it pays: a column with more than one distinct
+/// value in eight rows (here `id` and `note`) is written plain, the repetitive ones (`flag`, `day`)
+/// with a dictionary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_repetitive_columns_get_a_dictionary() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(
+        &engine,
+        "CREATE TABLE w AS SELECT id, CAST(id % 3 AS varchar) AS flag, \
+         DATE '2026-01-01' + CAST(id % 50 AS int) AS day, 'note ' || CAST(id AS varchar) AS note \
+         FROM generate_series(1, 20000) AS g(id)",
+    )
+    .await;
+    let files = lines(&run(&engine, "SELECT file_path FROM \"w$files\"").await);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file = std::fs::File::open(files[0].trim_start_matches("file://"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let reader =
+        parquet::file::reader::SerializedFileReader::new(file).unwrap_or_else(|e| panic!("{e}"));
+    let metadata = parquet::file::reader::FileReader::metadata(&reader);
+    let group = metadata.row_group(0);
+    let dictionary: Vec<(String, bool)> = group
+        .columns()
+        .iter()
+        .map(|c| {
+            (
+                c.column_path().string(),
+                c.dictionary_page_offset().is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        dictionary,
+        [
+            ("id".to_string(), false),
+            ("flag".to_string(), true),
+            ("day".to_string(), true),
+            ("note".to_string(), false)
+        ]
+    );
+    assert_eq!(
+        lines(
+            &run(
+                &engine,
+                "SELECT count(*), count(DISTINCT flag), min(day), max(note) FROM w"
+            )
+            .await
+        ),
+        ["20000|3|2026-01-01|note 9999"]
     );
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef};
 use datafusion::common::Column;
+use datafusion::common::hash_utils::create_hashes;
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::{Expr as DFExpr, LogicalPlan, LogicalPlanBuilder, cast, lit};
 use datafusion::physical_plan::execute_stream;
@@ -32,7 +33,8 @@ use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
 use iceberg::{Catalog, TableIdent};
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
+use parquet::schema::types::ColumnPath;
 use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
 
 use crate::catalog::sqlite::SqliteCatalog;
@@ -288,10 +290,28 @@ async fn write_and_commit(
     let arrow_schema: SchemaRef =
         Arc::new(schema_to_arrow_schema(&iceberg_schema).map_err(from_iceberg)?);
     let props = metadata.table_properties().map_err(from_iceberg)?;
-    let parquet = ParquetWriterBuilder::new(
-        parquet_properties(metadata.properties())?,
-        iceberg_schema.clone(),
-    );
+    let mut parquet = parquet_properties(metadata.properties())?;
+
+    let physical = state
+        .create_physical_plan(&plan)
+        .await
+        .map_err(from_datafusion)?;
+    let mut stream = execute_stream(physical, state.task_ctx()).map_err(from_datafusion)?;
+    // The first row group's rows, to choose each column's encoding before anything is written.
+    let mut sample = Vec::new();
+    let mut sampled = 0;
+    while sampled < ROW_GROUP_ROWS {
+        let Some(batch) = stream.next().await else {
+            break;
+        };
+        let batch = with_schema(batch.map_err(from_datafusion)?, &arrow_schema)?;
+        sampled += batch.num_rows();
+        sample.push(batch);
+    }
+    for column in plain_columns(&sample)? {
+        parquet = parquet.set_column_dictionary_enabled(ColumnPath::from(column), false);
+    }
+    let parquet = ParquetWriterBuilder::new(parquet.build(), iceberg_schema.clone());
     let rolling = RollingFileWriterBuilder::new(
         parquet,
         props.write_target_file_size_bytes,
@@ -300,18 +320,14 @@ async fn write_and_commit(
         DefaultFileNameGenerator::new(prefix.to_string(), None, DataFileFormat::Parquet),
     );
     let builder = DataFileWriterBuilder::new(rolling);
-
-    let physical = state
-        .create_physical_plan(&plan)
-        .await
-        .map_err(from_datafusion)?;
-    let mut stream = execute_stream(physical, state.task_ctx()).map_err(from_datafusion)?;
+    let mut batches = futures::stream::iter(sample.into_iter().map(Ok))
+        .chain(stream.map(|b| with_schema(b.map_err(from_datafusion)?, &arrow_schema)));
     let spec = metadata.default_partition_spec().clone();
     let mut rows = 0u64;
     let files = if spec.is_unpartitioned() {
         let mut writer = UnpartitionedWriter::new(builder);
-        while let Some(batch) = stream.next().await {
-            let batch = with_schema(batch.map_err(from_datafusion)?, &arrow_schema)?;
+        while let Some(batch) = batches.next().await {
+            let batch = batch?;
             rows += batch.num_rows() as u64;
             writer.write(batch).await.map_err(from_iceberg)?;
         }
@@ -323,8 +339,8 @@ async fn write_and_commit(
         )
         .map_err(from_iceberg)?;
         let mut writer = FanoutWriter::new(builder);
-        while let Some(batch) = stream.next().await {
-            let batch = with_schema(batch.map_err(from_datafusion)?, &arrow_schema)?;
+        while let Some(batch) = batches.next().await {
+            let batch = batch?;
             rows += batch.num_rows() as u64;
             for (key, part) in splitter.split(&batch).map_err(from_iceberg)? {
                 writer.write(key, part).await.map_err(from_iceberg)?;
@@ -347,7 +363,6 @@ async fn write_and_commit(
     Ok(rows)
 }
 
-/// The batch under the table's Arrow schema (with Iceberg field ids), which the writer needs.
 /// Rows per Parquet row group: small enough that scans split across cores and filters skip whole
 /// groups, large enough for good compression (DuckDB writes 122,880).
 const ROW_GROUP_ROWS: usize = 128 * 1024;
@@ -356,7 +371,7 @@ const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// (`write.parquet.compression-codec`, Iceberg's default `zstd`), its level
 /// (`write.parquet.compression-level`), `row-group-size-bytes` (128 MB), `page-size-bytes` (1 MB),
 /// `page-row-limit` (20,000) and `dict-size-bytes` (2 MB).
-fn parquet_properties(table: &HashMap<String, String>) -> SqeResult<WriterProperties> {
+fn parquet_properties(table: &HashMap<String, String>) -> SqeResult<WriterPropertiesBuilder> {
     let codec = table
         .get("write.parquet.compression-codec")
         .map(|c| c.to_ascii_lowercase())
@@ -403,10 +418,40 @@ fn parquet_properties(table: &HashMap<String, String>) -> SqeResult<WriterProper
         )?))
         .set_data_page_size_limit(number("write.parquet.page-size-bytes", 1024 * 1024)?)
         .set_data_page_row_count_limit(number("write.parquet.page-row-limit", 20_000)?)
-        .set_dictionary_page_size_limit(number("write.parquet.dict-size-bytes", 2 * 1024 * 1024)?)
-        .build())
+        .set_dictionary_page_size_limit(number("write.parquet.dict-size-bytes", 2 * 1024 * 1024)?))
 }
 
+/// The columns written without a dictionary: those with more than one distinct value in eight rows
+/// of `sample` (the first row group). Their dictionary would be about as big as the data, so it
+/// barely shrinks the file, and every read would gather each value from a dictionary too big for
+/// the CPU's caches; plain values are read by copying. (DuckDB's writer makes the same choice.)
+fn plain_columns(sample: &[RecordBatch]) -> SqeResult<Vec<String>> {
+    let rows: usize = sample.iter().map(RecordBatch::num_rows).sum();
+    let Some(first) = sample.first() else {
+        return Ok(Vec::new());
+    };
+    let state = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    let mut plain = Vec::new();
+    let mut hashes = Vec::new();
+    for (i, field) in first.schema().fields().iter().enumerate() {
+        if field.data_type().is_nested() || field.data_type() == &DataType::Boolean {
+            continue;
+        }
+        let mut distinct = std::collections::HashSet::new();
+        for batch in sample {
+            hashes.clear();
+            hashes.resize(batch.num_rows(), 0);
+            create_hashes([batch.column(i)], &state, &mut hashes).map_err(from_datafusion)?;
+            distinct.extend(hashes.iter().copied());
+        }
+        if distinct.len() * 8 > rows {
+            plain.push(field.name().clone());
+        }
+    }
+    Ok(plain)
+}
+
+/// The batch under the table's Arrow schema (with Iceberg field ids), which the writer needs.
 fn with_schema(batch: RecordBatch, schema: &SchemaRef) -> SqeResult<RecordBatch> {
     RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| {
         SqeError::internal(format!("write batch does not match the table schema: {e}"))

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, ScalarValue};
 use iceberg::spec::{DataContentType, Datum, PrimitiveLiteral, PrimitiveType};
@@ -54,6 +54,10 @@ pub(crate) async fn from_manifests(
                 let Some(id) = column.id else { continue };
                 let value = |d: Option<&Datum>| {
                     d.and_then(scalar)
+                        .map(|s| match (s, field.data_type()) {
+                            (ScalarValue::Utf8(v), DataType::Utf8View) => ScalarValue::Utf8View(v),
+                            (s, _) => s,
+                        })
                         .filter(|s| s.data_type() == *field.data_type())
                 };
                 column.add(

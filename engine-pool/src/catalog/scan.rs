@@ -4,6 +4,10 @@
 //! so that every core reads. Files without delete files are read by DataFusion's own Parquet
 //! reader, columns resolved by field id (see `parquet_read`); files with delete files, and tables
 //! with nested columns, by iceberg-rust's reader, which applies the deletes.
+//!
+//! String columns are scanned as `Utf8View`: a dictionary-encoded page then decodes to views of the
+//! dictionary instead of copies of every value, and comparisons and hashes of short strings work on
+//! the inline view. Writers cast back to the table's types.
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
@@ -11,11 +15,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
-use datafusion::arrow::datatypes::{Field, Schema as ArrowSchema, SchemaRef};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::Statistics;
 use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -75,7 +81,8 @@ impl IcebergScanProvider {
         };
         // Field ids are for iceberg-rust's reader, which resolves columns by them; DataFusion
         // compares top-level field metadata between its logical and physical plans, and a UNION of
-        // columns from different tables (different ids) would fail that check.
+        // columns from different tables (different ids) would fail that check. Top-level strings
+        // are read as views.
         let arrow = schema_to_arrow_schema(&schema)?;
         let field_ids = schema
             .as_struct()
@@ -89,7 +96,11 @@ impl IcebergScanProvider {
             .map(|f| {
                 let mut metadata = f.metadata().clone();
                 metadata.remove(PARQUET_FIELD_ID_META_KEY);
-                f.as_ref().clone().with_metadata(metadata)
+                let field = f.as_ref().clone().with_metadata(metadata);
+                match field.data_type() {
+                    DataType::Utf8 => field.with_data_type(DataType::Utf8View),
+                    _ => field,
+                }
             })
             .collect();
         Ok(Self {
@@ -137,7 +148,7 @@ impl TableProvider for IcebergScanProvider {
             Some(p) => builder.select(p.iter().map(|i| self.schema.field(*i).name().clone())),
             None => builder.select_all(),
         };
-        let predicate = convert_filters_to_predicate(filters);
+        let predicate = convert_filters_to_predicate(&without_views(filters));
         if let Some(p) = &predicate {
             builder = builder.with_filter(p.clone());
         }
@@ -201,6 +212,47 @@ impl TableProvider for IcebergScanProvider {
         // Pruning only: DataFusion still applies every filter to the rows.
         Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
     }
+}
+
+/// The filters with string literals as `Utf8` (not the views the columns are compared with), which
+/// is what iceberg-rust's predicate conversion understands.
+fn without_views(filters: &[Expr]) -> Vec<Expr> {
+    filters
+        .iter()
+        .map(|f| {
+            f.clone()
+                .transform(|e| match e {
+                    Expr::Literal(ScalarValue::Utf8View(v), meta) => {
+                        Ok(Transformed::yes(Expr::Literal(ScalarValue::Utf8(v), meta)))
+                    }
+                    e => Ok(Transformed::no(e)),
+                })
+                .data()
+        })
+        .collect::<DFResult<_>>()
+        .unwrap_or_else(|_| filters.to_vec())
+}
+
+/// A batch from iceberg-rust's reader in the types the scan declares (its strings are `Utf8`).
+fn as_declared(schema: &SchemaRef, batch: &RecordBatch) -> DFResult<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c.clone())
+            } else {
+                cast(c, f.data_type())
+            }
+        })
+        .collect::<Result<Vec<ArrayRef>, _>>()?;
+    let rows = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &rows,
+    )?)
 }
 
 /// Cuts the files into byte ranges and deals them out so each of `partitions` groups gets about the
@@ -394,13 +446,9 @@ impl ExecutionPlan for IcebergScanExec {
             .map_err(to_datafusion_error)?
             .stream()
             .map_err(to_datafusion_error)
-            // The batches as the plan declares them: without the readers' field ids.
-            .and_then(move |b| {
-                let rows = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-                let batch =
-                    RecordBatch::try_new_with_options(schema.clone(), b.columns().to_vec(), &rows);
-                futures::future::ready(batch.map_err(Into::into))
-            })
+            // The batches as the plan declares them: strings as views, without the readers' field
+            // ids.
+            .and_then(move |b| futures::future::ready(as_declared(&schema, &b)))
             .inspect_ok(move |b| output_rows.add(b.num_rows()));
         let stream = match self.limit {
             None => stream.boxed(),
