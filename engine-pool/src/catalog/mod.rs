@@ -1,6 +1,7 @@
 //! Iceberg catalogs and their DataFusion providers.
 
 mod column_stats;
+pub(crate) mod dynamic_filter;
 pub mod information;
 pub mod metadata_tables;
 mod parquet_read;

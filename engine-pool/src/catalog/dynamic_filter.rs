@@ -1,0 +1,260 @@
+//! Dynamic filters on rows, not only on row groups.
+//!
+//! When a hash join has built its table, DataFusion hands the probe side's scan a filter on the join
+//! keys (their bounds and the built keys), and a TopK hands its scan a bound on the sort key. With
+//! `pushdown_filters` off (its default: row-level filters in the Parquet reader cost more than they
+//! save on most scans), the scan uses those filters only to skip row groups and pages, and every
+//! row still travels up to the join. [`DynamicFilterRows`] puts a [`DynamicFilterExec`] right above
+//! each Parquet scan that received dynamic filters: it drops the rows they rule out before anything
+//! else sees them. A query whose join keeps a few keys (a correlated subquery's aggregate, a star
+//! join with a selective dimension) then aggregates, shuffles and probes only the rows that can join.
+//!
+//! A filter that keeps nearly every row is dead weight, so each partition stops evaluating it once
+//! it has seen that.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{Result as DFResult, Statistics};
+use datafusion::datasource::physical_plan::{FileScanConfig, FileSource, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, lit};
+use datafusion::physical_expr::utils::{conjunction, split_conjunction};
+use datafusion::physical_expr_common::physical_expr::{
+    snapshot_generation, snapshot_physical_expr,
+};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::filter::batch_filter;
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::{StreamExt, TryStreamExt};
+
+/// Rows a partition filters before it judges whether the filter is worth evaluating.
+const TRIAL_ROWS: usize = 64 * 1024;
+
+/// Above this share of rows kept, a partition stops evaluating the filter.
+const KEEPS_TOO_MANY: f64 = 0.9;
+
+/// The physical optimizer rule: runs after DataFusion's own rules, when dynamic filters have been
+/// pushed into the scans.
+#[derive(Debug, Default)]
+pub(crate) struct DynamicFilterRows;
+
+impl PhysicalOptimizerRule for DynamicFilterRows {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| match dynamic_filters_of_scan(&node) {
+            Some(predicate) => Ok(Transformed::yes(
+                Arc::new(DynamicFilterExec::new(predicate, node)) as _,
+            )),
+            None => Ok(Transformed::no(node)),
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "dynamic_filter_rows"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// The dynamic filters a Parquet scan received, over the scan's output columns; None when it has
+/// none, or filters its rows itself (`pushdown_filters`).
+fn dynamic_filters_of_scan(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn PhysicalExpr>> {
+    let scan = node.as_any().downcast_ref::<DataSourceExec>()?;
+    let config = scan
+        .data_source()
+        .as_any()
+        .downcast_ref::<FileScanConfig>()?;
+    let parquet = config
+        .file_source()
+        .as_any()
+        .downcast_ref::<ParquetSource>()?;
+    if parquet.table_parquet_options().global.pushdown_filters {
+        return None;
+    }
+    // The scan holds its predicate over the table's columns; the filter runs over its output.
+    let projection = parquet.projection();
+    let predicate = parquet.filter()?;
+    let filters = split_conjunction(&predicate)
+        .into_iter()
+        .filter(|e| e.as_any().is::<DynamicFilterPhysicalExpr>())
+        .map(|e| match projection {
+            Some(p) => p.project_expr(e).ok(),
+            None => Some(Arc::clone(e)),
+        })
+        .collect::<Option<Vec<_>>>()?;
+    (!filters.is_empty()).then(|| conjunction(filters))
+}
+
+/// Drops the rows its input's dynamic filters rule out.
+#[derive(Debug)]
+pub(crate) struct DynamicFilterExec {
+    predicate: Arc<dyn PhysicalExpr>,
+    input: Arc<dyn ExecutionPlan>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl DynamicFilterExec {
+    fn new(predicate: Arc<dyn PhysicalExpr>, input: Arc<dyn ExecutionPlan>) -> Self {
+        Self {
+            predicate,
+            input,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+}
+
+impl DisplayAs for DynamicFilterExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DynamicFilterExec: {}", self.predicate)
+    }
+}
+
+impl ExecutionPlan for DynamicFilterExec {
+    fn name(&self) -> &str {
+        "DynamicFilterExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        // Dropping rows keeps the partitioning and the order.
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        match children.pop() {
+            Some(input) if children.is_empty() => {
+                Ok(Arc::new(Self::new(Arc::clone(&self.predicate), input)))
+            }
+            _ => Err(datafusion::error::DataFusionError::Internal(
+                "DynamicFilterExec has exactly one input".into(),
+            )),
+        }
+    }
+
+    /// A plan run again (a recursive query's next round) gets new dynamic filters from its joins;
+    /// this node's would be stale, so it leaves the plan.
+    fn reset_state(self: Arc<Self>) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::clone(&self.input))
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
+        Ok(self.input.partition_statistics(partition)?.to_inexact())
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let schema = input.schema();
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let pruned = MetricBuilder::new(&self.metrics).counter("rows_pruned", partition);
+        let mut state = Trial {
+            predicate: Arc::clone(&self.predicate),
+            current: None,
+            seen: 0,
+            kept: 0,
+            on: true,
+            pruned,
+        };
+        let stream = input
+            .and_then(move |batch| {
+                let timer = baseline.elapsed_compute().timer();
+                let out = state.filter(batch);
+                timer.done();
+                futures::future::ready(out.map(|b| {
+                    baseline.record_output(b.num_rows());
+                    b
+                }))
+            })
+            .try_filter(|b| futures::future::ready(b.num_rows() > 0));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            stream.boxed(),
+        )))
+    }
+}
+
+/// One partition's filter, and how much of its input it has kept so far.
+struct Trial {
+    predicate: Arc<dyn PhysicalExpr>,
+    /// The predicate as it stood at a generation. Taking it rebuilds the filter's expression (an
+    /// IN list builds its hash set), so it is taken once per update, not once per batch.
+    current: Option<(u64, Arc<dyn PhysicalExpr>)>,
+    seen: usize,
+    kept: usize,
+    on: bool,
+    pruned: Count,
+}
+
+impl Trial {
+    fn filter(
+        &mut self,
+        batch: datafusion::arrow::array::RecordBatch,
+    ) -> DFResult<datafusion::arrow::array::RecordBatch> {
+        if !self.on {
+            return Ok(batch);
+        }
+        let generation = snapshot_generation(&self.predicate);
+        let current = match &self.current {
+            Some((g, expr)) if *g == generation => Arc::clone(expr),
+            _ => {
+                let expr = snapshot_physical_expr(Arc::clone(&self.predicate))?;
+                self.current = Some((generation, Arc::clone(&expr)));
+                expr
+            }
+        };
+        // Until the join has built its table the filter is `true`: nothing to evaluate or judge.
+        let always = lit(true);
+        if split_conjunction(&current)
+            .iter()
+            .all(|e| e.as_ref() == always.as_ref())
+        {
+            return Ok(batch);
+        }
+        let rows = batch.num_rows();
+        let out = batch_filter(&batch, &current)?;
+        self.seen += rows;
+        self.kept += out.num_rows();
+        self.pruned.add(rows - out.num_rows());
+        if self.seen >= TRIAL_ROWS && self.kept as f64 > KEEPS_TOO_MANY * self.seen as f64 {
+            self.on = false;
+        }
+        Ok(out)
+    }
+}
