@@ -197,9 +197,8 @@ impl ExecutionPlan for DynamicFilterExec {
                 let timer = baseline.elapsed_compute().timer();
                 let out = state.filter(batch);
                 timer.done();
-                futures::future::ready(out.map(|b| {
+                futures::future::ready(out.inspect(|b| {
                     baseline.record_output(b.num_rows());
-                    b
                 }))
             })
             .try_filter(|b| futures::future::ready(b.num_rows() > 0));
