@@ -123,6 +123,20 @@ fn peer(args: &Args, peer_args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Adds the timings and errors peer.py wrote to `path` (one query's) to `into`.
+fn merge(into: &mut Value, path: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let one: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    for key in ["seconds", "errors"] {
+        if let (Some(all), Some(new)) = (into[key].as_object_mut(), one[key].as_object()) {
+            all.extend(new.clone());
+        }
+    }
+    into["version"] = one["version"].clone();
+    into["threads"] = one["threads"].clone();
+    Ok(())
+}
+
 struct QueryRun {
     seconds: Option<f64>,
     rows: Vec<Vec<Cell>>,
@@ -347,7 +361,14 @@ async fn run(args: Args) -> Result<bool, String> {
                 .map_err(|e| format!("explain/{name}.txt: {e}"))?;
         }
     }
+    // 4. Each query on SQE, then on DuckDB over the Parquet files and over SQE's Iceberg tables
+    // (through DuckDB's iceberg extension), before the next query: a machine that slows down or
+    // speeds up during the run then weighs on both engines alike.
     let mut ours = BTreeMap::new();
+    let mut theirs: Value = json!({"seconds": {}, "errors": {}});
+    let mut on_iceberg: Value = json!({"seconds": {}, "errors": {}});
+    let runs = args.runs.to_string();
+    let catalog = dir.join("warehouse/catalog.db").display().to_string();
     for (name, sql) in &queries {
         let r = run_query(&engine, &session, sql, args.runs).await;
         match (&r.seconds, &r.error) {
@@ -356,30 +377,13 @@ async fn run(args: Args) -> Result<bool, String> {
             _ => {}
         }
         ours.insert(name.clone(), r);
-    }
-
-    // 4. DuckDB's, over the Parquet files.
-    let mut theirs: Value = json!({});
-    let mut on_iceberg: Value = json!({});
-    if args.compare.is_some() {
-        let runs = args.runs.to_string();
-        let mut peer_args = vec!["run", "--dir", &dir_text, "--runs", &runs];
-        for q in &args.query {
-            peer_args.push("--query");
-            peer_args.push(q);
+        if args.compare.is_some() {
+            let one = ["run", "--dir", &dir_text, "--runs", &runs, "--query", name];
+            peer(&args, &one)?;
+            merge(&mut theirs, &dir.join("duckdb/timings.json"))?;
+            peer(&args, &[&one[..], &["--iceberg", &catalog]].concat())?;
+            merge(&mut on_iceberg, &dir.join("duckdb-iceberg/timings.json"))?;
         }
-        peer(&args, &peer_args)?;
-        let timings = std::fs::read_to_string(dir.join("duckdb/timings.json"))
-            .map_err(|e| format!("DuckDB timings: {e}"))?;
-        theirs = serde_json::from_str(&timings).map_err(|e| format!("DuckDB timings: {e}"))?;
-        // And over the Iceberg tables SQE wrote, through DuckDB's iceberg extension.
-        let catalog = dir.join("warehouse/catalog.db").display().to_string();
-        peer_args.extend(["--iceberg", &catalog]);
-        peer(&args, &peer_args)?;
-        let timings = std::fs::read_to_string(dir.join("duckdb-iceberg/timings.json"))
-            .map_err(|e| format!("DuckDB on Iceberg timings: {e}"))?;
-        on_iceberg = serde_json::from_str(&timings)
-            .map_err(|e| format!("DuckDB on Iceberg timings: {e}"))?;
     }
 
     // 5. Answers compared, times side by side.
