@@ -202,3 +202,16 @@ def test_the_whole_workflow_as_an_authenticated_user(secure_server, idp, auth):
             f"SELECT DISTINCT \"user\" FROM system.runtime.queries WHERE query LIKE '%{schema}%'",
         )
         assert users == [("alice",)]
+
+
+def test_strings_arrive_as_classic_arrow_strings(server):
+    # The engine scans strings as Utf8View; the wire carries Arrow's classic string type, which
+    # every Flight SQL client reads.
+    with connect(server) as conn:
+        fetch(conn, "CREATE TABLE wire_types (id bigint, name varchar)")
+        fetch(conn, "INSERT INTO wire_types VALUES (1, 'a')")
+        with conn.cursor() as cur:
+            cur.execute("SELECT id, name, CAST(id AS varchar) AS t FROM wire_types")
+            table = cur.fetch_arrow_table()
+        assert [str(t) for t in table.schema.types] == ["int64", "string", "string"]
+        assert table.to_pylist() == [{"id": 1, "name": "a", "t": "1"}]

@@ -62,6 +62,53 @@ const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
 type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
+/// The result with strings and binaries in Arrow's classic types, as they go on the wire. The
+/// engine scans them as views (`Utf8View`, `BinaryView`), which came to Arrow's format in 1.4
+/// (2024): clients built on older Arrow libraries cannot read them.
+fn without_views(mut result: QueryResult) -> QueryResult {
+    let classic = |t: &DataType| match t {
+        DataType::Utf8View => Some(DataType::Utf8),
+        DataType::BinaryView => Some(DataType::Binary),
+        _ => None,
+    };
+    if !result
+        .schema
+        .fields()
+        .iter()
+        .any(|f| classic(f.data_type()).is_some())
+    {
+        return result;
+    }
+    let fields: Vec<_> = result
+        .schema
+        .fields()
+        .iter()
+        .map(|f| match classic(f.data_type()) {
+            Some(t) => Arc::new(f.as_ref().clone().with_data_type(t)),
+            None => f.clone(),
+        })
+        .collect();
+    let schema = Arc::new(Schema::new_with_metadata(
+        fields,
+        result.schema.metadata().clone(),
+    ));
+    let to = schema.clone();
+    result.batches = Box::pin(result.batches.map(move |batch| {
+        let batch = batch?;
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(to.fields())
+            .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|c| RecordBatch::try_new(to.clone(), c))
+            .map_err(|e| SqeError::internal(format!("result columns: {e}")))?;
+        Ok(columns)
+    }));
+    result.schema = schema;
+    result
+}
+
 /// Maps each error code to a gRPC status. Exhaustive: a new code must be placed here.
 pub fn status(e: &SqeError) -> Status {
     let m = e.message().to_string();
@@ -252,6 +299,7 @@ impl SqeFlightSql {
         let (mut session, stored) = self.session_of(request);
         let result = self.run(&session, sql).await?;
         let new_session = self.keep_changes(&mut session, stored, &result);
+        let result = without_views(result);
         let schema = result.schema.clone();
         let handle = uuid::Uuid::new_v4().as_bytes().to_vec();
         {
