@@ -45,7 +45,7 @@ const KEEPS_TOO_MANY: f64 = 0.9;
 
 /// The physical optimizer rule: runs after DataFusion's own rules, when dynamic filters have been
 /// pushed into the scans.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct DynamicFilterRows;
 
 impl PhysicalOptimizerRule for DynamicFilterRows {
@@ -212,9 +212,10 @@ impl ExecutionPlan for DynamicFilterExec {
 /// One partition's filter, and how much of its input it has kept so far.
 struct Trial {
     predicate: Arc<dyn PhysicalExpr>,
-    /// The predicate as it stood at a generation. Taking it rebuilds the filter's expression (an
-    /// IN list builds its hash set), so it is taken once per update, not once per batch.
-    current: Option<(u64, Arc<dyn PhysicalExpr>)>,
+    /// The predicate as it stood at a generation (None while it is `true`). Taking it rebuilds the
+    /// filter's expression (an IN list builds its hash set), so it is taken once per update, not
+    /// once per batch.
+    current: Option<(u64, Option<Arc<dyn PhysicalExpr>>)>,
     seen: usize,
     kept: usize,
     on: bool,
@@ -230,24 +231,20 @@ impl Trial {
             return Ok(batch);
         }
         let generation = snapshot_generation(&self.predicate);
-        let current = match &self.current {
-            Some((g, expr)) if *g == generation => Arc::clone(expr),
-            _ => {
-                let expr = snapshot_physical_expr(Arc::clone(&self.predicate))?;
-                self.current = Some((generation, Arc::clone(&expr)));
-                expr
-            }
-        };
-        // Until the join has built its table the filter is `true`: nothing to evaluate or judge.
-        let always = lit(true);
-        if split_conjunction(&current)
-            .iter()
-            .all(|e| e.as_ref() == always.as_ref())
-        {
-            return Ok(batch);
+        if self.current.as_ref().is_none_or(|(g, _)| *g != generation) {
+            let expr = snapshot_physical_expr(Arc::clone(&self.predicate))?;
+            // Until the join has built its table the filter is `true`: nothing to evaluate or judge.
+            let always = lit(true);
+            let trivial = split_conjunction(&expr)
+                .iter()
+                .all(|e| e.as_ref() == always.as_ref());
+            self.current = Some((generation, (!trivial).then_some(expr)));
         }
+        let Some((_, Some(current))) = &self.current else {
+            return Ok(batch);
+        };
         let rows = batch.num_rows();
-        let out = batch_filter(&batch, &current)?;
+        let out = batch_filter(&batch, current)?;
         self.seen += rows;
         self.kept += out.num_rows();
         self.pruned.add(rows - out.num_rows());
