@@ -556,3 +556,95 @@ async fn join_filters_drop_rows_at_the_scan() {
         "SELECT count(*), count(d.k) FROM fact f LEFT JOIN dim d ON f.k = d.k AND d.tag = 'x'";
     assert_eq!(lines(&run(&engine, outer).await), ["200000|20"]);
 }
+
+/// A partitioned join's filter (a CASE over the key's hash, a short IN list per partition) drops
+/// the same rows at the scan, and runs after the query's own filter on that scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_join_filters_run_after_the_static_filter() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let partitioned = EngineConfig {
+        target_partitions: Some(4),
+        options: vec![
+            (
+                "datafusion.optimizer.hash_join_single_partition_threshold".into(),
+                "0".into(),
+            ),
+            (
+                "datafusion.optimizer.hash_join_single_partition_threshold_rows".into(),
+                "0".into(),
+            ),
+        ],
+        ..EngineConfig::default()
+    };
+    let engine = open_in(&dir, partitioned);
+    run(
+        &engine,
+        "CREATE TABLE fact AS SELECT id AS k, id * 2 AS v FROM generate_series(1, 200000) AS g(id)",
+    )
+    .await;
+    run(
+        &engine,
+        "CREATE TABLE dim AS SELECT id AS k, CASE WHEN id % 100 = 0 THEN 'x' ELSE 'y' END AS tag \
+         FROM generate_series(1, 2000) AS g(id)",
+    )
+    .await;
+    let join = "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.k = d.k \
+                WHERE d.tag = 'x' AND f.v > 1000";
+    assert_eq!(lines(&run(&engine, join).await), ["15|39000"]);
+    let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {join}")).await).join("\n");
+    assert!(plan.contains("mode=Partitioned"), "{plan}");
+    let mut steps = plan
+        .lines()
+        .skip_while(|l| !l.contains("DynamicFilterExec: "));
+    let filter = steps
+        .next()
+        .unwrap_or_else(|| panic!("no DynamicFilterExec in {plan}"));
+    assert!(filter.contains("CASE hash_repartition"), "{filter}");
+    assert!(filter.contains("output_rows=15,"), "{filter}");
+    let below = steps.next().unwrap_or_default();
+    assert!(below.contains("FilterExec: v@1 > 1000"), "{below}");
+    assert!(below.contains("output_rows=199.5 K,"), "{below}");
+}
+
+/// `IN (SELECT k … GROUP BY k)` checks a unique key: it runs as an inner join, whose filter on the
+/// built keys reaches the outer tables' scans. Against a key that repeats it stays a semi join; both
+/// return each outer row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semi_joins_on_a_unique_key_filter_the_outer_scans() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(
+        &engine,
+        "CREATE TABLE items AS SELECT id % 50000 AS k, id AS q FROM generate_series(1, 200000) AS g(id)",
+    )
+    .await;
+    run(
+        &engine,
+        "CREATE TABLE orders AS SELECT id AS k, id % 7 AS c FROM generate_series(0, 49999) AS g(id)",
+    )
+    .await;
+    // Each key has four items, q summing to 4k + 300000 (500000 for key 0).
+    let unique = "SELECT o.k, o.c, count(*) FROM orders o JOIN items i ON o.k = i.k \
+                  WHERE o.k IN (SELECT k FROM items GROUP BY k HAVING sum(q) > 499960) \
+                  GROUP BY o.k, o.c ORDER BY o.k";
+    let expected: Vec<String> = std::iter::once(0)
+        .chain(49991..50000)
+        .map(|k| format!("{k}|{}|4", k % 7))
+        .collect();
+    assert_eq!(lines(&run(&engine, unique).await), expected);
+    let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {unique}")).await).join("\n");
+    assert!(!plan.contains("Semi"), "{plan}");
+    let kept: Vec<&str> = plan
+        .lines()
+        .filter(|l| l.contains("DynamicFilterExec: "))
+        .filter_map(|l| l.split("output_rows=").nth(1)?.split(',').next())
+        .collect();
+    assert!(kept.contains(&"10"), "orders: {plan}");
+    assert!(kept.contains(&"40"), "items: {plan}");
+
+    let repeated =
+        "SELECT count(*), sum(k) FROM orders WHERE k IN (SELECT k FROM items WHERE k > 49990)";
+    assert_eq!(lines(&run(&engine, repeated).await), ["9|449955"]);
+    let plan = lines(&run(&engine, &format!("EXPLAIN {repeated}")).await).join("\n");
+    assert!(plan.contains("Semi"), "{plan}");
+}

@@ -166,6 +166,7 @@ impl Engine {
             .with_runtime_env(runtime.build_arc().map_err(from_datafusion)?)
             .with_catalog_list(list)
             .with_default_features()
+            .with_optimizer_rule(Arc::new(crate::semi_join::SemiJoinToInner))
             .with_physical_optimizer_rules(physical_optimizer_rules())
             .build();
         // `version()` is the server's version, as in Trino.
@@ -607,8 +608,6 @@ fn until_deadline(
     .boxed()
 }
 
-/// Three quarters of the machine's memory (Linux), leaving room for everything DataFusion does not
-/// account: batches in flight, the catalog, the protocols.
 /// DataFusion's physical optimizer rules, then SQE's: dynamic filters also drop rows at the scan.
 fn physical_optimizer_rules()
 -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
@@ -617,6 +616,8 @@ fn physical_optimizer_rules()
     rules
 }
 
+/// Three quarters of the machine's memory (Linux), leaving room for everything DataFusion does not
+/// account: batches in flight, the catalog, the protocols.
 fn default_memory_limit() -> Option<usize> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kib: usize = meminfo

@@ -11,6 +11,7 @@ pub mod error;
 mod files;
 mod ingest;
 mod prepass;
+mod semi_join;
 mod session_properties;
 pub mod types;
 mod write;
