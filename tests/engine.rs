@@ -648,3 +648,34 @@ async fn semi_joins_on_a_unique_key_filter_the_outer_scans() {
     let plan = lines(&run(&engine, &format!("EXPLAIN {repeated}")).await).join("\n");
     assert!(plan.contains("Semi"), "{plan}");
 }
+
+/// A CTE referenced twice is aggregated once, and both references read that one result; with a
+/// volatile function in it, each reference computes its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cte_used_twice_is_computed_once() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(
+        &engine,
+        "CREATE TABLE fact AS SELECT id AS k, id * 2 AS v FROM generate_series(1, 200000) AS g(id)",
+    )
+    .await;
+    let twice = "WITH r AS (SELECT k % 10 AS g, sum(v) AS s FROM fact GROUP BY k % 10) \
+                 SELECT g, s FROM r WHERE s = (SELECT max(s) FROM r)";
+    assert_eq!(lines(&run(&engine, twice).await), ["0|4000200000"]);
+    let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {twice}")).await).join("\n");
+    let shared = plan
+        .matches("SharedExec: computed once for 2 copies")
+        .count();
+    assert_eq!(shared, 2, "{plan}");
+    let scanned: Vec<&str> = plan
+        .lines()
+        .filter(|l| l.contains("DataSourceExec: ") && l.contains("output_rows=200.0 K,"))
+        .collect();
+    assert_eq!(scanned.len(), 1, "{plan}");
+
+    let volatile = "WITH r AS (SELECT k % 10 AS g, sum(v * random()) AS s FROM fact GROUP BY k % 10) \
+                    SELECT count(*) FROM r WHERE s <= (SELECT max(s) FROM r)";
+    let plan = lines(&run(&engine, &format!("EXPLAIN {volatile}")).await).join("\n");
+    assert!(!plan.contains("SharedExec"), "{plan}");
+}

@@ -608,10 +608,17 @@ fn until_deadline(
     .boxed()
 }
 
-/// DataFusion's physical optimizer rules, then SQE's: dynamic filters also drop rows at the scan.
+/// DataFusion's physical optimizer rules with SQE's: identical aggregates are computed once (before
+/// the joins hand out dynamic filters, which would make the copies differ), and dynamic filters
+/// also drop rows at the scan.
 fn physical_optimizer_rules()
 -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
+    let post = rules
+        .iter()
+        .position(|r| r.name() == "FilterPushdown(Post)")
+        .unwrap_or(rules.len());
+    rules.insert(post, Arc::new(crate::shared::ShareAggregates));
     rules.push(Arc::new(crate::catalog::dynamic_filter::DynamicFilterRows));
     rules
 }

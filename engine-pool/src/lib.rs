@@ -13,6 +13,7 @@ mod ingest;
 mod prepass;
 mod semi_join;
 mod session_properties;
+mod shared;
 pub mod types;
 mod write;
 

@@ -1,0 +1,311 @@
+//! One computation for identical aggregates.
+//!
+//! A CTE referenced twice (TPC-H q15's `revenue`: joined once, and once for its maximum) is planned
+//! twice, and each copy would read and aggregate its tables. [`ShareAggregates`] finds complete
+//! aggregates whose subtrees are identical and deterministic and puts a [`SharedExec`] above each
+//! copy: the first copy to run computes its result, and every copy reads that result.
+//!
+//! The rule runs before the joins hand out their dynamic filters, which would make the copies differ,
+//! and a shared result takes no filter from above. Later rules may still rewrite a copy, but only in
+//! ways that keep its rows, so any copy's result stands for all of them.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt::{self, Write as _};
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DataFusionError, Result as DFResult, Statistics};
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr_common::physical_expr::is_volatile;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
+    collect_partitioned, displayable,
+};
+use futures::TryStreamExt;
+use tokio::sync::OnceCell;
+
+/// The physical optimizer rule; it goes right before DataFusion's post-optimization filter pushdown.
+#[derive(Debug)]
+pub(crate) struct ShareAggregates;
+
+impl PhysicalOptimizerRule for ShareAggregates {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let mut copies: HashMap<String, usize> = HashMap::new();
+        plan.apply(|node| {
+            if let Some(key) = shareable(node) {
+                *copies.entry(key).or_default() += 1;
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        let mut results: HashMap<String, Arc<SharedResult>> = copies
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(key, n)| (key, Arc::new(SharedResult::new(n))))
+            .collect();
+        if results.is_empty() {
+            return Ok(plan);
+        }
+        plan.transform_down(|node| {
+            let Some(result) = shareable(&node).and_then(|key| results.get_mut(&key)) else {
+                return Ok(Transformed::no(node));
+            };
+            let shared = SharedExec::new(node, Arc::clone(result));
+            Ok(Transformed::new(
+                Arc::new(shared),
+                true,
+                TreeNodeRecursion::Jump,
+            ))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "share_aggregates"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// The text identifying a complete aggregate whose subtree SQE knows to be deterministic: every
+/// node, its expressions, and every file it reads. None for any other node.
+fn shareable(node: &Arc<dyn ExecutionPlan>) -> Option<String> {
+    let aggregate = node.as_any().downcast_ref::<AggregateExec>()?;
+    if matches!(aggregate.mode(), AggregateMode::Partial) {
+        return None;
+    }
+    let mut key = String::new();
+    let mut known = true;
+    node.apply(|n| match describe(n, &mut key) {
+        Some(()) => Ok(TreeNodeRecursion::Continue),
+        None => {
+            known = false;
+            Ok(TreeNodeRecursion::Stop)
+        }
+    })
+    .ok()?;
+    known.then_some(key)
+}
+
+/// Appends one node to `key`; None if the node is of a kind SQE does not inspect, or evaluates a
+/// volatile expression (`random()`), whose copies would not agree.
+fn describe(node: &Arc<dyn ExecutionPlan>, key: &mut String) -> Option<()> {
+    let any = node.as_any();
+    let exprs: Vec<Arc<dyn PhysicalExpr>> = if let Some(a) = any.downcast_ref::<AggregateExec>() {
+        let groups = a.group_expr().expr().iter().map(|(e, _)| Arc::clone(e));
+        let args = a.aggr_expr().iter().flat_map(|f| f.expressions());
+        let filters = a.filter_expr().iter().flatten().cloned();
+        groups.chain(args).chain(filters).collect()
+    } else if let Some(f) = any.downcast_ref::<FilterExec>() {
+        vec![Arc::clone(f.predicate())]
+    } else if let Some(p) = any.downcast_ref::<ProjectionExec>() {
+        p.expr().iter().map(|e| Arc::clone(&e.expr)).collect()
+    } else if let Some(j) = any.downcast_ref::<HashJoinExec>() {
+        j.filter()
+            .map(|f| Arc::clone(f.expression()))
+            .into_iter()
+            .collect()
+    } else if let Some(s) = any.downcast_ref::<SortExec>() {
+        s.expr().iter().map(|e| Arc::clone(&e.expr)).collect()
+    } else if any.is::<RepartitionExec>()
+        || any.is::<CoalescePartitionsExec>()
+        || any.is::<SortPreservingMergeExec>()
+    {
+        vec![]
+    } else if let Some(scan) = any.downcast_ref::<DataSourceExec>() {
+        // Files only: a scan's display lists at most a few files, so the key lists them all.
+        let config = scan
+            .data_source()
+            .as_any()
+            .downcast_ref::<FileScanConfig>()?;
+        for group in &config.file_groups {
+            for file in group.iter() {
+                let range = file.range.as_ref().map(|r| (r.start, r.end));
+                write!(key, "{}@{range:?};", file.object_meta.location).ok()?;
+            }
+        }
+        vec![]
+    } else {
+        return None;
+    };
+    if exprs.iter().any(is_volatile) {
+        return None;
+    }
+    writeln!(
+        key,
+        "{} {}",
+        displayable(node.as_ref()).one_line(),
+        node.schema()
+    )
+    .ok()
+}
+
+/// The result every copy reads: computed by the first copy to run.
+#[derive(Debug)]
+struct SharedResult {
+    copies: usize,
+    batches: OnceCell<Result<Computed, Arc<DataFusionError>>>,
+}
+
+#[derive(Debug)]
+struct Computed {
+    partitions: Vec<Vec<RecordBatch>>,
+    _reservation: MemoryReservation,
+}
+
+impl SharedResult {
+    fn new(copies: usize) -> Self {
+        Self {
+            copies,
+            batches: OnceCell::new(),
+        }
+    }
+}
+
+/// One copy of a shared aggregate: reads the result the first copy computed.
+#[derive(Debug)]
+pub(crate) struct SharedExec {
+    input: Arc<dyn ExecutionPlan>,
+    result: Arc<SharedResult>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl SharedExec {
+    fn new(input: Arc<dyn ExecutionPlan>, result: Arc<SharedResult>) -> Self {
+        Self {
+            input,
+            result,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+}
+
+impl DisplayAs for SharedExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "SharedExec: computed once for {} copies",
+            self.result.copies
+        )
+    }
+}
+
+impl ExecutionPlan for SharedExec {
+    fn name(&self) -> &str {
+        "SharedExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        match children.pop() {
+            Some(input) if children.is_empty() => {
+                Ok(Arc::new(Self::new(input, Arc::clone(&self.result))))
+            }
+            _ => Err(DataFusionError::Internal(
+                "SharedExec has exactly one input".into(),
+            )),
+        }
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
+        self.input.partition_statistics(partition)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        let input = Arc::clone(&self.input);
+        let result = Arc::clone(&self.result);
+        let schema = self.input.schema();
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let stream = futures::stream::once(async move {
+            let computed = result
+                .batches
+                .get_or_init(|| compute(Arc::clone(&input), Arc::clone(&context)))
+                .await
+                .as_ref()
+                .map_err(|e| DataFusionError::Shared(Arc::clone(e)))?;
+            if computed.partitions.len() != input.output_partitioning().partition_count() {
+                // A later rule gave the copies different partitions: this one runs on its own.
+                return input.execute(partition, context);
+            }
+            let batches = computed.partitions[partition].clone();
+            let stream = futures::stream::iter(batches.into_iter().map(Ok));
+            Ok(
+                Box::pin(RecordBatchStreamAdapter::new(input.schema(), stream))
+                    as SendableRecordBatchStream,
+            )
+        })
+        .try_flatten()
+        .inspect_ok(move |b| baseline.record_output(b.num_rows()));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Runs one copy to the end, holding its batches against the memory pool.
+async fn compute(
+    input: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> Result<Computed, Arc<DataFusionError>> {
+    let reservation = MemoryConsumer::new("SharedExec").register(context.memory_pool());
+    let partitions = collect_partitioned(input, context)
+        .await
+        .map_err(Arc::new)?;
+    let bytes = partitions
+        .iter()
+        .flatten()
+        .map(RecordBatch::get_array_memory_size)
+        .sum();
+    reservation.try_grow(bytes).map_err(Arc::new)?;
+    Ok(Computed {
+        partitions,
+        _reservation: reservation,
+    })
+}
