@@ -609,8 +609,8 @@ fn until_deadline(
 }
 
 /// DataFusion's physical optimizer rules with SQE's: identical aggregates are computed once (before
-/// the joins hand out dynamic filters, which would make the copies differ), and dynamic filters
-/// also drop rows at the scan.
+/// the joins hand out dynamic filters, which would make the copies differ), dynamic filters also
+/// drop rows at the scan, and filters evaluate their conjuncts over a bitmap of the passing rows.
 fn physical_optimizer_rules()
 -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
@@ -620,6 +620,7 @@ fn physical_optimizer_rules()
         .unwrap_or(rules.len());
     rules.insert(post, Arc::new(crate::shared::ShareAggregates));
     rules.push(Arc::new(crate::catalog::dynamic_filter::DynamicFilterRows));
+    rules.push(Arc::new(crate::conjunction::FilterConjunctions));
     rules
 }
 

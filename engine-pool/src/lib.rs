@@ -5,6 +5,7 @@
 
 mod admission;
 pub mod catalog;
+mod conjunction;
 mod ddl;
 mod engine;
 pub mod error;

@@ -244,6 +244,12 @@ impl ExecutionPlan for SharedExec {
         }
     }
 
+    /// A plan run again (a recursive query's next round) must compute afresh: this copy leaves the
+    /// plan, and its input runs on its own.
+    fn reset_state(self: Arc<Self>) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::clone(&self.input))
+    }
+
     fn maintains_input_order(&self) -> Vec<bool> {
         vec![true]
     }
