@@ -557,53 +557,57 @@ async fn join_filters_drop_rows_at_the_scan() {
     assert_eq!(lines(&run(&engine, outer).await), ["200000|20"]);
 }
 
-/// A partitioned join's filter (a CASE over the key's hash, a short IN list per partition) drops
-/// the same rows at the scan, and runs after the query's own filter on that scan.
+/// A partitioned join's filter (a CASE over the key's hash, with a short IN list or a hash table
+/// per partition) drops the same rows at the scan, and runs after the query's own filter on that
+/// scan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_join_filters_run_after_the_static_filter() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let partitioned = EngineConfig {
-        target_partitions: Some(4),
-        options: vec![
-            (
-                "datafusion.optimizer.hash_join_single_partition_threshold".into(),
-                "0".into(),
-            ),
-            (
-                "datafusion.optimizer.hash_join_single_partition_threshold_rows".into(),
-                "0".into(),
-            ),
-        ],
-        ..EngineConfig::default()
-    };
-    let engine = open_in(&dir, partitioned);
-    run(
-        &engine,
-        "CREATE TABLE fact AS SELECT id AS k, id * 2 AS v FROM generate_series(1, 200000) AS g(id)",
-    )
-    .await;
-    run(
-        &engine,
-        "CREATE TABLE dim AS SELECT id AS k, CASE WHEN id % 100 = 0 THEN 'x' ELSE 'y' END AS tag \
-         FROM generate_series(1, 2000) AS g(id)",
-    )
-    .await;
-    let join = "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.k = d.k \
-                WHERE d.tag = 'x' AND f.v > 1000";
-    assert_eq!(lines(&run(&engine, join).await), ["15|39000"]);
-    let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {join}")).await).join("\n");
-    assert!(plan.contains("mode=Partitioned"), "{plan}");
-    let mut steps = plan
-        .lines()
-        .skip_while(|l| !l.contains("DynamicFilterExec: "));
-    let filter = steps
-        .next()
-        .unwrap_or_else(|| panic!("no DynamicFilterExec in {plan}"));
-    assert!(filter.contains("CASE hash_repartition"), "{filter}");
-    assert!(filter.contains("output_rows=15,"), "{filter}");
-    let below = steps.next().unwrap_or_default();
-    assert!(below.contains("FilterExec: v@1 > 1000"), "{below}");
-    assert!(below.contains("output_rows=199.5 K,"), "{below}");
+    for (membership, largest_list) in [("IN (SET)", "150"), ("hash_lookup", "0")] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let optimizer =
+            |name: &str, value: &str| (format!("datafusion.optimizer.{name}"), value.into());
+        let partitioned = EngineConfig {
+            target_partitions: Some(4),
+            options: vec![
+                optimizer("hash_join_single_partition_threshold", "0"),
+                optimizer("hash_join_single_partition_threshold_rows", "0"),
+                optimizer(
+                    "hash_join_inlist_pushdown_max_distinct_values",
+                    largest_list,
+                ),
+            ],
+            ..EngineConfig::default()
+        };
+        let engine = open_in(&dir, partitioned);
+        run(
+            &engine,
+            "CREATE TABLE fact AS SELECT id AS k, id * 2 AS v FROM generate_series(1, 200000) AS g(id)",
+        )
+        .await;
+        run(
+            &engine,
+            "CREATE TABLE dim AS SELECT id AS k, CASE WHEN id % 100 = 0 THEN 'x' ELSE 'y' END AS tag \
+             FROM generate_series(1, 2000) AS g(id)",
+        )
+        .await;
+        let join = "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.k = d.k \
+                    WHERE d.tag = 'x' AND f.v > 1000";
+        assert_eq!(lines(&run(&engine, join).await), ["15|39000"]);
+        let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {join}")).await).join("\n");
+        assert!(plan.contains("mode=Partitioned"), "{plan}");
+        let mut steps = plan
+            .lines()
+            .skip_while(|l| !l.contains("DynamicFilterExec: "));
+        let filter = steps
+            .next()
+            .unwrap_or_else(|| panic!("no DynamicFilterExec in {plan}"));
+        assert!(filter.contains("CASE hash_repartition"), "{filter}");
+        assert!(filter.contains(membership), "{filter}");
+        assert!(filter.contains("output_rows=15,"), "{filter}");
+        let below = steps.next().unwrap_or_default();
+        assert!(below.contains("FilterExec: v@1 > 1000"), "{below}");
+        assert!(below.contains("output_rows=199.5 K,"), "{below}");
+    }
 }
 
 /// `IN (SELECT k … GROUP BY k)` checks a unique key: it runs as an inner join, whose filter on the
