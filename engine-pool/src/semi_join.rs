@@ -75,10 +75,13 @@ impl OptimizerRule for SemiJoinToInner {
             return Ok(Transformed::no(plan));
         };
         let columns = kept.schema().columns().into_iter().map(Expr::Column);
-        let rewritten = LogicalPlanBuilder::from(LogicalPlan::Join(inner))
-            .project(columns)?
-            .build()?;
-        Ok(Transformed::yes(rewritten))
+        match LogicalPlanBuilder::from(LogicalPlan::Join(inner))
+            .project(columns)
+            .and_then(LogicalPlanBuilder::build)
+        {
+            Ok(rewritten) => Ok(Transformed::yes(rewritten)),
+            Err(_) => Ok(Transformed::no(plan)),
+        }
     }
 }
 
