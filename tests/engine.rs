@@ -76,6 +76,25 @@ fn session(user: &str, engine: &Engine) -> Session {
     Session::new(Principal::new(user), engine.default_catalog(), "default")
 }
 
+/// `fact(k, v)`: keys 1 to 200000, `v = 2k`.
+async fn create_fact(engine: &Engine) {
+    run(
+        engine,
+        "CREATE TABLE fact AS SELECT id AS k, id * 2 AS v FROM generate_series(1, 200000) AS g(id)",
+    )
+    .await;
+}
+
+/// `dim(k, tag)`: keys 1 to 2000, tagged 'x' every hundredth and 'y' otherwise.
+async fn create_dim(engine: &Engine) {
+    run(
+        engine,
+        "CREATE TABLE dim AS SELECT id AS k, CASE WHEN id % 100 = 0 THEN 'x' ELSE 'y' END AS tag \
+         FROM generate_series(1, 2000) AS g(id)",
+    )
+    .await;
+}
+
 /// Each row as its cells joined by `|`.
 fn lines(batches: &[arrow::array::RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();
@@ -525,17 +544,8 @@ async fn only_repetitive_columns_get_a_dictionary() {
 async fn join_filters_drop_rows_at_the_scan() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let engine = open_in(&dir, EngineConfig::default());
-    run(
-        &engine,
-        "CREATE TABLE fact AS SELECT id AS k, id * 2 AS v FROM generate_series(1, 200000) AS g(id)",
-    )
-    .await;
-    run(
-        &engine,
-        "CREATE TABLE dim AS SELECT id AS k, CASE WHEN id % 100 = 0 THEN 'x' ELSE 'y' END AS tag \
-         FROM generate_series(1, 2000) AS g(id)",
-    )
-    .await;
+    create_fact(&engine).await;
+    create_dim(&engine).await;
     let join = "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.k = d.k WHERE d.tag = 'x'";
     assert_eq!(lines(&run(&engine, join).await), ["20|42000"]);
     let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {join}")).await).join("\n");
@@ -579,17 +589,8 @@ async fn partitioned_join_filters_run_after_the_static_filter() {
             ..EngineConfig::default()
         };
         let engine = open_in(&dir, partitioned);
-        run(
-            &engine,
-            "CREATE TABLE fact AS SELECT id AS k, id * 2 AS v FROM generate_series(1, 200000) AS g(id)",
-        )
-        .await;
-        run(
-            &engine,
-            "CREATE TABLE dim AS SELECT id AS k, CASE WHEN id % 100 = 0 THEN 'x' ELSE 'y' END AS tag \
-             FROM generate_series(1, 2000) AS g(id)",
-        )
-        .await;
+        create_fact(&engine).await;
+        create_dim(&engine).await;
         let join = "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.k = d.k \
                     WHERE d.tag = 'x' AND f.v > 1000";
         assert_eq!(lines(&run(&engine, join).await), ["15|39000"]);
@@ -659,11 +660,7 @@ async fn semi_joins_on_a_unique_key_filter_the_outer_scans() {
 async fn a_cte_used_twice_is_computed_once() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let engine = open_in(&dir, EngineConfig::default());
-    run(
-        &engine,
-        "CREATE TABLE fact AS SELECT id AS k, id * 2 AS v FROM generate_series(1, 200000) AS g(id)",
-    )
-    .await;
+    create_fact(&engine).await;
     let twice = "WITH r AS (SELECT k % 10 AS g, sum(v) AS s FROM fact GROUP BY k % 10) \
                  SELECT g, s FROM r WHERE s = (SELECT max(s) FROM r)";
     assert_eq!(lines(&run(&engine, twice).await), ["0|4000200000"]);

@@ -232,13 +232,7 @@ impl PhysicalExpr for Conjunction {
     }
 
     fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, c) in self.conjuncts.iter().enumerate() {
-            if i > 0 {
-                write!(f, " AND ")?;
-            }
-            write!(f, "{}", fmt_sql(c.as_ref()))?;
-        }
-        Ok(())
+        self.write(f, |f, c| write!(f, "{}", fmt_sql(c.as_ref())))
     }
 }
 
@@ -263,6 +257,18 @@ fn evaluate_on(
 
 impl fmt::Display for Conjunction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, |f, c| write!(f, "{c}"))
+    }
+}
+
+impl Conjunction {
+    /// The conjuncts joined by AND, each written by `one`; an OR in parentheses, as a `BinaryExpr`
+    /// AND writes it.
+    fn write(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        one: impl Fn(&mut fmt::Formatter<'_>, &Arc<dyn PhysicalExpr>) -> fmt::Result,
+    ) -> fmt::Result {
         for (i, c) in self.conjuncts.iter().enumerate() {
             if i > 0 {
                 write!(f, " AND ")?;
@@ -272,9 +278,11 @@ impl fmt::Display for Conjunction {
                 .downcast_ref::<BinaryExpr>()
                 .is_some_and(|b| *b.op() == Operator::Or);
             if or {
-                write!(f, "({c})")?;
+                write!(f, "(")?;
+                one(f, c)?;
+                write!(f, ")")?;
             } else {
-                write!(f, "{c}")?;
+                one(f, c)?;
             }
         }
         Ok(())

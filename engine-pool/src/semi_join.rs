@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use datafusion::common::tree_node::Transformed;
-use datafusion::common::{Column, DFSchema, Dependency, NullEquality, Result as DFResult};
+use datafusion::common::{DFSchema, Dependency, NullEquality, Result as DFResult};
 use datafusion::logical_expr::{Expr, Join, JoinType, LogicalPlan, LogicalPlanBuilder};
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
@@ -91,7 +91,7 @@ fn unique_on(schema: &DFSchema, keys: &[&Expr]) -> bool {
     let indices: Option<Vec<usize>> = keys
         .iter()
         .map(|k| match k {
-            Expr::Column(c) => index_of(schema, c),
+            Expr::Column(c) => schema.index_of_column(c).ok(),
             _ => None,
         })
         .collect();
@@ -103,8 +103,4 @@ fn unique_on(schema: &DFSchema, keys: &[&Expr]) -> bool {
             && !d.source_indices.is_empty()
             && d.source_indices.iter().all(|i| indices.contains(i))
     })
-}
-
-fn index_of(schema: &DFSchema, column: &Column) -> Option<usize> {
-    schema.index_of_column(column).ok()
 }

@@ -42,6 +42,8 @@ use datafusion::physical_plan::{
 use futures::TryStreamExt;
 use tokio::sync::OnceCell;
 
+use crate::catalog::dynamic_filter::only_input;
+
 /// The physical optimizer rule; it goes right before DataFusion's post-optimization filter pushdown.
 #[derive(Debug)]
 pub(crate) struct ShareAggregates;
@@ -232,16 +234,10 @@ impl ExecutionPlan for SharedExec {
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        match children.pop() {
-            Some(input) if children.is_empty() => {
-                Ok(Arc::new(Self::new(input, Arc::clone(&self.result))))
-            }
-            _ => Err(DataFusionError::Internal(
-                "SharedExec has exactly one input".into(),
-            )),
-        }
+        let input = only_input(children, self.name())?;
+        Ok(Arc::new(Self::new(input, Arc::clone(&self.result))))
     }
 
     /// A plan run again (a recursive query's next round) must compute afresh: this copy leaves the

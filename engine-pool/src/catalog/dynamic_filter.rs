@@ -285,16 +285,10 @@ impl ExecutionPlan for DynamicFilterExec {
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        match children.pop() {
-            Some(input) if children.is_empty() => {
-                Ok(Arc::new(Self::new(Arc::clone(&self.predicate), input)))
-            }
-            _ => Err(datafusion::error::DataFusionError::Internal(
-                "DynamicFilterExec has exactly one input".into(),
-            )),
-        }
+        let input = only_input(children, self.name())?;
+        Ok(Arc::new(Self::new(Arc::clone(&self.predicate), input)))
     }
 
     /// A plan run again (a recursive query's next round) gets new dynamic filters from its joins;
@@ -347,6 +341,19 @@ impl ExecutionPlan for DynamicFilterExec {
             schema,
             stream.boxed(),
         )))
+    }
+}
+
+/// The one input among `children` given to an exec that has exactly one.
+pub(crate) fn only_input(
+    mut children: Vec<Arc<dyn ExecutionPlan>>,
+    exec: &str,
+) -> DFResult<Arc<dyn ExecutionPlan>> {
+    match children.pop() {
+        Some(input) if children.is_empty() => Ok(input),
+        _ => Err(datafusion::error::DataFusionError::Internal(format!(
+            "{exec} has exactly one input"
+        ))),
     }
 }
 
