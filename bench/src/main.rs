@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! sqe-bench tpch|ssb|tpcds|clickbench --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
+//!           [--baseline OTHER-SQE-BENCH]
 //! ```
 //! The data (generated once by DuckDB, see `peer.py`), the SQE warehouse loaded from it with
 //! CREATE TABLE AS, and the reports (`report.json`, `report.md`, `report.png`; `report-partial.*`
@@ -66,6 +67,10 @@ struct Args {
     /// then reported as an error.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// Another build's sqe-bench (say, one built from an older commit), run on each query right
+    /// after this build, over the same warehouse; its times get a column of their own.
+    #[arg(long, value_name = "SQE_BENCH")]
+    baseline: Option<PathBuf>,
 }
 
 #[global_allocator]
@@ -121,6 +126,34 @@ fn peer(args: &Args, peer_args: &[&str]) -> Result<(), String> {
     } else {
         Err(format!("peer.py {} failed ({status})", peer_args.join(" ")))
     }
+}
+
+/// The time `bin` (another build of sqe-bench) reports for one query over the same data, or its
+/// error.
+fn baseline(bin: &Path, args: &Args, base: &Path, dir: &Path, query: &str) -> Result<f64, String> {
+    let runs = args.runs.to_string();
+    let mut command = Command::new(bin);
+    command
+        .arg(&args.suite)
+        .args(["--scale", &args.scale, "--runs", &runs, "--query", query])
+        .arg("--dir")
+        .arg(base)
+        .stdout(std::process::Stdio::null());
+    if let Some(seconds) = args.timeout {
+        command.args(["--timeout", &seconds.to_string()]);
+    }
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    let path = dir.join("report-partial.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let report: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    report["queries"]
+        .as_array()
+        .and_then(|q| q.iter().find(|q| q["query"] == query))
+        .and_then(|q| q["sqe_seconds"].as_f64())
+        .ok_or_else(|| format!("{} on {query}: no time ({status})", bin.display()))
 }
 
 /// Adds the timings and errors peer.py wrote to `path` (one query's) to `into`.
@@ -365,6 +398,7 @@ async fn run(args: Args) -> Result<bool, String> {
     // (through DuckDB's iceberg extension), before the next query: a machine that slows down or
     // speeds up during the run then weighs on both engines alike.
     let mut ours = BTreeMap::new();
+    let mut baselines: BTreeMap<String, Result<f64, String>> = BTreeMap::new();
     let mut theirs: Value = json!({"seconds": {}, "errors": {}});
     let mut on_iceberg: Value = json!({"seconds": {}, "errors": {}});
     let runs = args.runs.to_string();
@@ -377,6 +411,14 @@ async fn run(args: Args) -> Result<bool, String> {
             _ => {}
         }
         ours.insert(name.clone(), r);
+        if let Some(bin) = &args.baseline {
+            let b = baseline(bin, &args, &base, &dir, name);
+            match &b {
+                Ok(s) => eprintln!("baseline {name}: {s:.3}s"),
+                Err(e) => eprintln!("baseline {name}: {e}"),
+            }
+            baselines.insert(name.clone(), b);
+        }
         if args.compare.is_some() {
             let one = ["run", "--dir", &dir_text, "--runs", &runs, "--query", name];
             peer(&args, &one)?;
@@ -387,9 +429,14 @@ async fn run(args: Args) -> Result<bool, String> {
     }
 
     // 5. Answers compared, times side by side.
-    let mut table = String::from(
-        "| query | SQE on Iceberg (s) | DuckDB on Parquet (s) | SQE / DuckDB | DuckDB on Iceberg (s) | answer |\n|---|---:|---:|---:|---:|---|\n",
+    let (baseline_head, baseline_rule) = match &args.baseline {
+        Some(_) => (" baseline SQE (s) | SQE / baseline |", "---:|---:|"),
+        None => ("", ""),
+    };
+    let mut table = format!(
+        "| query | SQE on Iceberg (s) |{baseline_head} DuckDB on Parquet (s) | SQE / DuckDB | DuckDB on Iceberg (s) | answer |\n|---|---:|{baseline_rule}---:|---:|---:|---|\n",
     );
+    let mut total_baseline = 0.0;
     let mut report = Vec::new();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut total_ours, mut total_theirs, mut total_iceberg) = (0.0, 0.0, 0.0);
@@ -442,8 +489,17 @@ async fn run(args: Args) -> Result<bool, String> {
             (None, Some(e)) => format!("error: {}", short(e).replace('|', "\\|")),
             (None, None) => "-".into(),
         };
+        let baseline_seconds = baselines.get(name).and_then(|b| b.as_ref().ok().copied());
+        let baseline_cells = match (&args.baseline, baseline_seconds, r.seconds) {
+            (None, _, _) => String::new(),
+            (Some(_), Some(b), Some(a)) => {
+                total_baseline += b;
+                format!(" {b:.3} | {:.2} |", a / b)
+            }
+            (Some(_), b, _) => format!(" {} | - |", fmt(b)),
+        };
         table.push_str(&format!(
-            "| {name} | {} | {} | {ratio} | {iceberg_cell} | {answer} |\n",
+            "| {name} | {} |{baseline_cells} {} | {ratio} | {iceberg_cell} | {answer} |\n",
             fmt(r.seconds),
             fmt(their_seconds)
         ));
@@ -452,6 +508,7 @@ async fn run(args: Args) -> Result<bool, String> {
             "sqe_seconds": r.seconds,
             "duckdb_seconds": their_seconds,
             "duckdb_iceberg_seconds": iceberg_seconds,
+            "baseline_seconds": baseline_seconds,
             "outcome": outcome.map(Outcome::as_str),
             "detail": detail,
         }));
@@ -461,8 +518,12 @@ async fn run(args: Args) -> Result<bool, String> {
     } else {
         "-".into()
     };
+    let baseline_total = match &args.baseline {
+        Some(_) => format!(" **{total_baseline:.3}** | |"),
+        None => String::new(),
+    };
     table.push_str(&format!(
-        "| **total** | **{total_ours:.3}** | **{total_theirs:.3}** | **{ratio}** | **{total_iceberg:.3}** | |\n"
+        "| **total** | **{total_ours:.3}** |{baseline_total} **{total_theirs:.3}** | **{ratio}** | **{total_iceberg:.3}** | |\n"
     ));
     let matched = counts.get("Match").copied().unwrap_or(0);
     let summary = if args.compare.is_none() {
@@ -493,7 +554,8 @@ async fn run(args: Args) -> Result<bool, String> {
         "machine": machine(),
         "duckdb": {"version": theirs["version"], "threads": theirs["threads"]},
         "queries": report,
-        "total": {"sqe_seconds": total_ours, "duckdb_seconds": total_theirs, "duckdb_iceberg_seconds": total_iceberg},
+        "total": {"sqe_seconds": total_ours, "duckdb_seconds": total_theirs, "duckdb_iceberg_seconds": total_iceberg, "baseline_seconds": total_baseline},
+        "baseline": args.baseline.as_ref().map(|b| b.display().to_string()),
         "summary": summary,
     });
     // A run of some queries (--query) leaves the whole suite's report alone.

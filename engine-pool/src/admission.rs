@@ -6,7 +6,6 @@
 //! with its user, SQL, state, times and rows, and the registry is readable as
 //! `system.runtime.queries`.
 
-use std::any::Any;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -299,10 +298,6 @@ impl SystemCatalog {
 }
 
 impl CatalogProvider for SystemCatalog {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn schema_names(&self) -> Vec<String> {
         vec![
             "jdbc".to_string(),
@@ -333,10 +328,6 @@ struct RuntimeSchema {
 
 #[async_trait]
 impl SchemaProvider for RuntimeSchema {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn table_names(&self) -> Vec<String> {
         vec!["queries".to_string()]
     }

@@ -479,17 +479,18 @@ impl Engine {
             {
                 show_session(session)
             }
-            Statement::ShowVariable { variable }
-                if variable
-                    .first()
-                    .is_some_and(|v| v.value.eq_ignore_ascii_case("catalogs")) =>
-            {
-                // The parser reads `SHOW CATALOGS [LIKE 'p']` as a variable: words after CATALOGS.
-                let pattern = match variable.as_slice() {
-                    [_] => None,
-                    [_, l, p] if l.value.eq_ignore_ascii_case("like") => Some(p.value.clone()),
-                    _ => return Err(SqeError::invalid("expected SHOW CATALOGS [LIKE 'pattern']")),
-                };
+            Statement::ShowCatalogs {
+                terse: false,
+                history: false,
+                show_options,
+            } => {
+                if show_options.show_in.is_some()
+                    || show_options.starts_with.is_some()
+                    || show_options.limit.is_some()
+                {
+                    return Err(SqeError::invalid("expected SHOW CATALOGS [LIKE 'pattern']"));
+                }
+                let pattern = like_filter(&show_options)?;
                 let mut names: Vec<String> = self
                     .catalogs
                     .keys()

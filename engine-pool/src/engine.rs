@@ -39,6 +39,7 @@ use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_prov
 use crate::catalog::sqlite::SqliteCatalog;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
+use crate::optimizer::SqeOptimizerOptions;
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
 use crate::session_properties::{check_session, max_run_time};
 
@@ -143,7 +144,8 @@ impl Engine {
             Arc::new(WithInformationSchema::new(SYSTEM_CATALOG, system)),
         );
         // information_schema is SQE's own (Trino's shape, per catalog), not DataFusion's.
-        let mut session_config = SessionConfig::new();
+        let mut session_config =
+            SessionConfig::new().with_option_extension(SqeOptimizerOptions::default());
         if let Some(n) = config.target_partitions {
             session_config = session_config.with_target_partitions(n.max(1));
         }
@@ -161,14 +163,12 @@ impl Engine {
         if let Some(bytes) = config.memory_limit.or_else(default_memory_limit) {
             runtime = runtime.with_memory_limit(bytes, 1.0);
         }
-        let mut state = SessionStateBuilder::new()
+        let builder = SessionStateBuilder::new()
             .with_config(session_config)
             .with_runtime_env(runtime.build_arc().map_err(from_datafusion)?)
             .with_catalog_list(list)
-            .with_default_features()
-            .with_optimizer_rule(Arc::new(crate::semi_join::SemiJoinToInner))
-            .with_physical_optimizer_rules(physical_optimizer_rules())
-            .build();
+            .with_default_features();
+        let mut state = crate::optimizer::install(builder).build();
         // `version()` is the server's version, as in Trino.
         state
             .register_udf(text_constant(
@@ -608,22 +608,6 @@ fn until_deadline(
     .boxed()
 }
 
-/// DataFusion's physical optimizer rules with SQE's: identical aggregates are computed once (before
-/// the joins hand out dynamic filters, which would make the copies differ), dynamic filters also
-/// drop rows at the scan, and filters evaluate their conjuncts over a bitmap of the passing rows.
-fn physical_optimizer_rules()
--> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
-    let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
-    let post = rules
-        .iter()
-        .position(|r| r.name() == "FilterPushdown(Post)")
-        .unwrap_or(rules.len());
-    rules.insert(post, Arc::new(crate::shared::ShareAggregates));
-    rules.push(Arc::new(crate::catalog::dynamic_filter::DynamicFilterRows));
-    rules.push(Arc::new(crate::conjunction::FilterConjunctions));
-    rules
-}
-
 /// Three quarters of the machine's memory (Linux), leaving room for everything DataFusion does not
 /// account: batches in flight, the catalog, the protocols.
 fn default_memory_limit() -> Option<usize> {
@@ -844,6 +828,7 @@ impl VisitorMut for RelationRewriter {
                 explicit: false,
                 name: original.clone(),
                 columns: Vec::new(),
+                at: None,
             });
         }
         *name = ObjectName::from(vec![

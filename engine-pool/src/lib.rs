@@ -5,16 +5,14 @@
 
 mod admission;
 pub mod catalog;
-mod conjunction;
 mod ddl;
 mod engine;
 pub mod error;
 mod files;
 mod ingest;
+mod optimizer;
 mod prepass;
-mod semi_join;
 mod session_properties;
-mod shared;
 pub mod types;
 mod write;
 

@@ -14,7 +14,7 @@ use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::{Expr as DFExpr, LogicalPlan, LogicalPlanBuilder, cast, lit};
 use datafusion::physical_plan::execute_stream;
 use datafusion::scalar::ScalarValue;
-use datafusion::sql::sqlparser::ast::{CreateTable, Insert, Statement, TableObject};
+use datafusion::sql::sqlparser::ast::{CreateTable, Insert, ObjectName, Statement, TableObject};
 use futures::StreamExt;
 use iceberg::arrow::{
     RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema,
@@ -123,8 +123,8 @@ impl Engine {
         };
         let (catalog_name, ident, table) = self.load(session, name).await?;
         let (state, plan) = self.plan(session, Statement::Query(source), tables).await?;
-        let columns: Option<Vec<String>> = (!insert.columns.is_empty())
-            .then(|| insert.columns.iter().map(normalize_ident).collect());
+        let columns: Option<Vec<String>> =
+            (!insert.columns.is_empty()).then(|| insert.columns.iter().map(column_name).collect());
         let plan = cast_to_table(
             plan,
             &table,
@@ -430,7 +430,7 @@ fn plain_columns(sample: &[RecordBatch]) -> SqeResult<Vec<String>> {
     let Some(first) = sample.first() else {
         return Ok(Vec::new());
     };
-    let state = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    let state = datafusion::common::hash_utils::RandomState::default();
     let mut plain = Vec::new();
     let mut hashes = Vec::new();
     for (i, field) in first.schema().fields().iter().enumerate() {
@@ -477,4 +477,18 @@ fn remove_written_files(table_location: &str, prefix: &str) {
         }
     }
     walk(&Path::new(root).join("data"), prefix);
+}
+
+/// A column of an INSERT's column list, which sqlparser gives as a possibly dotted name; a dotted
+/// one names no column of the table and is reported as unknown.
+fn column_name(name: &ObjectName) -> String {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|part| match part.as_ident() {
+            Some(ident) => normalize_ident(ident),
+            None => part.to_string(),
+        })
+        .collect();
+    parts.join(".")
 }

@@ -5,7 +5,6 @@
 //! Everything is listed when a table is looked up, so what another process created is seen.
 //! A table whose metadata cannot be read is left out of listings rather than failing them.
 
-use std::any::Any;
 use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
@@ -39,10 +38,6 @@ impl WithInformationSchema {
 }
 
 impl CatalogProvider for WithInformationSchema {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn schema_names(&self) -> Vec<String> {
         let mut names = self.inner.schema_names();
         names.push(INFORMATION_SCHEMA.to_string());
@@ -151,7 +146,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
         return true;
     }
     // Iceberg tables: their own schema (Iceberg types, column docs) and the `comment` property.
-    if let Some(iceberg) = catalog.1.as_any().downcast_ref::<IcebergCatalogProvider>() {
+    if let Some(iceberg) = catalog.1.downcast_ref::<IcebergCatalogProvider>() {
         let ident = TableIdent::from_strs([info.schema.as_str(), info.name.as_str()]);
         let Ok(ident) = ident else { return false };
         let Ok(Some(table)) = load_table_opt(iceberg.catalog(), &ident).await else {
@@ -494,7 +489,7 @@ fn columns_of(tables: Tables, table: &str) -> Option<Columns> {
 /// The columns of SQE's own metadata tables, known without computing their rows (which may list
 /// these very tables).
 fn generated_columns(schema: &dyn SchemaProvider, table: &str) -> Option<Columns> {
-    let any = schema.as_any();
+    let any = schema;
     let tables = if any.is::<InformationSchema>() {
         INFORMATION
     } else if any.is::<JdbcSchema>() {
@@ -515,10 +510,6 @@ struct InformationSchema {
 
 #[async_trait]
 impl SchemaProvider for InformationSchema {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn table_names(&self) -> Vec<String> {
         names(INFORMATION)
     }
@@ -593,7 +584,7 @@ impl Catalogs {
             .filter_map(|n| {
                 let c = list.catalog(&n)?;
                 // Listings look through the information_schema wrapper to the catalog itself.
-                let inner = match c.as_any().downcast_ref::<WithInformationSchema>() {
+                let inner = match c.downcast_ref::<WithInformationSchema>() {
                     Some(w) => w.inner.clone(),
                     None => c,
                 };
@@ -611,10 +602,6 @@ pub struct JdbcSchema {
 
 #[async_trait]
 impl SchemaProvider for JdbcSchema {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn table_names(&self) -> Vec<String> {
         names(JDBC)
     }
@@ -780,10 +767,6 @@ pub struct MetadataSchema {
 
 #[async_trait]
 impl SchemaProvider for MetadataSchema {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn table_names(&self) -> Vec<String> {
         names(METADATA)
     }
@@ -796,7 +779,7 @@ impl SchemaProvider for MetadataSchema {
                 catalogs
                     .iter()
                     .map(|(n, c)| {
-                        let iceberg = c.as_any().is::<IcebergCatalogProvider>();
+                        let iceberg = c.is::<IcebergCatalogProvider>();
                         let connector = if iceberg { "iceberg" } else { "system" };
                         vec![text(n), text(n), text(connector)]
                     })

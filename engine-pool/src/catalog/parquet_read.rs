@@ -192,7 +192,7 @@ impl PhysicalExprAdapter for ByFieldId {
         // Bottom up, each column once: a swap of two names by renames cannot chain.
         let renamed = expr
             .transform_up(|e| {
-                let Some(column) = e.as_any().downcast_ref::<Column>() else {
+                let Some(column) = e.downcast_ref::<Column>() else {
                     return Ok(Transformed::no(e));
                 };
                 match self.columns.get(column.name()) {

@@ -2,7 +2,6 @@
 //! once and kept: every lookup asks the catalog, so a table another process created or changed is seen
 //! by the next statement. Names with a `$` suffix are Iceberg metadata tables (`"t$snapshots"`).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -35,10 +34,6 @@ impl IcebergCatalogProvider {
 }
 
 impl CatalogProvider for IcebergCatalogProvider {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn schema_names(&self) -> Vec<String> {
         self.catalog.namespace_names().unwrap_or_default()
     }
@@ -124,10 +119,6 @@ fn read_with_current_schema(table: Table) -> iceberg::Result<Table> {
 
 #[async_trait]
 impl SchemaProvider for IcebergSchemaProvider {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn table_names(&self) -> Vec<String> {
         self.catalog
             .table_names(&self.namespace.join("."))

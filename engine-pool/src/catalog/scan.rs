@@ -9,7 +9,6 @@
 //! dictionary instead of copies of every value, and comparisons and hashes of short strings work on
 //! the inline view. Writers cast back to the table's types.
 
-use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
@@ -19,9 +18,8 @@ use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::Statistics;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
-use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -40,10 +38,12 @@ use iceberg::expr::Predicate;
 use iceberg::io::FileIO;
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
-use iceberg_datafusion::physical_plan::convert_filters_to_predicate;
-use iceberg_datafusion::to_datafusion_error;
 
-use super::{column_stats, parquet_read};
+use super::{column_stats, parquet_read, predicate};
+
+fn iceberg_error(e: iceberg::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
 
 /// Ranges smaller than this are not cut further: a row group is the unit of work anyway.
 const MIN_RANGE_BYTES: u64 = 8 * 1024 * 1024;
@@ -58,6 +58,8 @@ pub struct IcebergScanProvider {
     table: Table,
     snapshot_id: Option<i64>,
     schema: SchemaRef,
+    /// The Iceberg schema the scan reads with, for the pushed-down predicate's types.
+    iceberg_schema: iceberg::spec::SchemaRef,
     /// Each top-level column's field id, by name.
     field_ids: HashMap<String, i32>,
 }
@@ -110,6 +112,7 @@ impl IcebergScanProvider {
             )),
             table,
             snapshot_id,
+            iceberg_schema: schema,
             field_ids,
         })
     }
@@ -117,10 +120,6 @@ impl IcebergScanProvider {
 
 #[async_trait]
 impl TableProvider for IcebergScanProvider {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
@@ -148,18 +147,18 @@ impl TableProvider for IcebergScanProvider {
             Some(p) => builder.select(p.iter().map(|i| self.schema.field(*i).name().clone())),
             None => builder.select_all(),
         };
-        let predicate = convert_filters_to_predicate(&without_views(filters));
+        let predicate = predicate::from_filters(filters, &self.iceberg_schema);
         if let Some(p) = &predicate {
             builder = builder.with_filter(p.clone());
         }
-        let scan = builder.build().map_err(to_datafusion_error)?;
+        let scan = builder.build().map_err(iceberg_error)?;
         let tasks: Vec<FileScanTask> = scan
             .plan_files()
             .await
-            .map_err(to_datafusion_error)?
+            .map_err(iceberg_error)?
             .try_collect()
             .await
-            .map_err(to_datafusion_error)?;
+            .map_err(iceberg_error)?;
         let partitions = state.config().target_partitions().max(1);
         let files = tasks.len();
         let datafusion_reads = parquet_read::readable(&self.schema, &tasks);
@@ -176,7 +175,7 @@ impl TableProvider for IcebergScanProvider {
                 &paths,
             )
             .await
-            .map_err(to_datafusion_error)?;
+            .map_err(iceberg_error)?;
             return parquet_read::plan(
                 state,
                 self.schema.clone(),
@@ -212,25 +211,6 @@ impl TableProvider for IcebergScanProvider {
         // Pruning only: DataFusion still applies every filter to the rows.
         Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
     }
-}
-
-/// The filters with string literals as `Utf8` (not the views the columns are compared with), which
-/// is what iceberg-rust's predicate conversion understands.
-fn without_views(filters: &[Expr]) -> Vec<Expr> {
-    filters
-        .iter()
-        .map(|f| {
-            f.clone()
-                .transform(|e| match e {
-                    Expr::Literal(ScalarValue::Utf8View(v), meta) => {
-                        Ok(Transformed::yes(Expr::Literal(ScalarValue::Utf8(v), meta)))
-                    }
-                    e => Ok(Transformed::no(e)),
-                })
-                .data()
-        })
-        .collect::<DFResult<_>>()
-        .unwrap_or_else(|_| filters.to_vec())
 }
 
 /// A batch from iceberg-rust's reader in the types the scan declares (its strings are `Utf8`).
@@ -394,17 +374,13 @@ impl ExecutionPlan for IcebergScanExec {
         "IcebergScan"
     }
 
-    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Arc<Statistics>> {
         let tasks: Vec<&FileScanTask> = match partition {
             Some(p) => self.groups.get(p).into_iter().flatten().collect(),
             None => self.groups.iter().flatten().collect(),
         };
         let whole = partition.is_none() && self.predicate.is_none();
-        Ok(row_count(&self.schema, &tasks, whole, self.limit))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
+        Ok(Arc::new(row_count(&self.schema, &tasks, whole, self.limit)))
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -432,7 +408,7 @@ impl ExecutionPlan for IcebergScanExec {
         _context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         let tasks = self.groups.get(partition).cloned().unwrap_or_default();
-        let runtime = iceberg::Runtime::try_current().map_err(to_datafusion_error)?;
+        let runtime = iceberg::Runtime::try_current().map_err(iceberg_error)?;
         let reader = ArrowReaderBuilder::new(self.file_io.clone(), runtime)
             .with_batch_size(self.batch_size)
             .with_data_file_concurrency_limit(2)
@@ -443,9 +419,9 @@ impl ExecutionPlan for IcebergScanExec {
         let schema = self.schema.clone();
         let stream = reader
             .read(Box::pin(futures::stream::iter(tasks.into_iter().map(Ok))))
-            .map_err(to_datafusion_error)?
+            .map_err(iceberg_error)?
             .stream()
-            .map_err(to_datafusion_error)
+            .map_err(iceberg_error)
             // The batches as the plan declares them: strings as views, without the readers' field
             // ids.
             .and_then(move |b| futures::future::ready(as_declared(&schema, &b)))

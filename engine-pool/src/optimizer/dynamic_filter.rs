@@ -19,7 +19,6 @@
 //! instead where every partition built a short list (in TPC-H q17, 44 ms of work instead of 270 ms),
 //! and each partition's table in turn where they built tables.
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -67,8 +66,11 @@ impl PhysicalOptimizerRule for DynamicFilterRows {
     fn optimize(
         &self,
         plan: Arc<dyn ExecutionPlan>,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if !super::switches(config).dynamic_filter_rows {
+            return Ok(plan);
+        }
         plan.transform_up(|node| {
             if let Some(predicate) = dynamic_filters_of_scan(&node) {
                 return Ok(Transformed::yes(
@@ -92,15 +94,9 @@ impl PhysicalOptimizerRule for DynamicFilterRows {
 /// The dynamic filters a Parquet scan received, over the scan's output columns; None when it has
 /// none, or filters its rows itself (`pushdown_filters`).
 fn dynamic_filters_of_scan(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn PhysicalExpr>> {
-    let scan = node.as_any().downcast_ref::<DataSourceExec>()?;
-    let config = scan
-        .data_source()
-        .as_any()
-        .downcast_ref::<FileScanConfig>()?;
-    let parquet = config
-        .file_source()
-        .as_any()
-        .downcast_ref::<ParquetSource>()?;
+    let scan = node.downcast_ref::<DataSourceExec>()?;
+    let config = scan.data_source().downcast_ref::<FileScanConfig>()?;
+    let parquet = config.file_source().downcast_ref::<ParquetSource>()?;
     if parquet.table_parquet_options().global.pushdown_filters {
         return None;
     }
@@ -109,7 +105,7 @@ fn dynamic_filters_of_scan(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Phys
     let predicate = parquet.filter()?;
     let filters = split_conjunction(&predicate)
         .into_iter()
-        .filter(|e| e.as_any().is::<DynamicFilterPhysicalExpr>())
+        .filter(|e| e.is::<DynamicFilterPhysicalExpr>())
         .map(|e| match projection {
             Some(p) => p.project_expr(e).ok(),
             None => Some(Arc::clone(e)),
@@ -125,7 +121,7 @@ fn dynamic_filters_of_scan(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Phys
 fn static_filter_first(
     node: Arc<dyn ExecutionPlan>,
 ) -> DFResult<Transformed<Arc<dyn ExecutionPlan>>> {
-    let Some(filter) = node.as_any().downcast_ref::<FilterExec>() else {
+    let Some(filter) = node.downcast_ref::<FilterExec>() else {
         return Ok(Transformed::no(node));
     };
     let Some((predicate, below)) = without_dynamic_filter(filter.input())? else {
@@ -146,13 +142,13 @@ type Lifted = (Arc<dyn PhysicalExpr>, Arc<dyn ExecutionPlan>);
 /// The predicate of the [`DynamicFilterExec`] at `plan` or below its round-robin repartitions, and
 /// `plan` without it.
 fn without_dynamic_filter(plan: &Arc<dyn ExecutionPlan>) -> DFResult<Option<Lifted>> {
-    if let Some(dynamic) = plan.as_any().downcast_ref::<DynamicFilterExec>() {
+    if let Some(dynamic) = plan.downcast_ref::<DynamicFilterExec>() {
         return Ok(Some((
             Arc::clone(&dynamic.predicate),
             Arc::clone(&dynamic.input),
         )));
     }
-    let Some(repartition) = plan.as_any().downcast_ref::<RepartitionExec>() else {
+    let Some(repartition) = plan.downcast_ref::<RepartitionExec>() else {
         return Ok(None);
     };
     if !matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_)) {
@@ -187,12 +183,11 @@ fn without_routing(
     expr: &Arc<dyn PhysicalExpr>,
     schema: &Schema,
 ) -> DFResult<Option<Arc<dyn PhysicalExpr>>> {
-    let Some(case) = expr.as_any().downcast_ref::<CaseExpr>() else {
+    let Some(case) = expr.downcast_ref::<CaseExpr>() else {
         return Ok(None);
     };
     let else_false = case.else_expr().is_none_or(|x| {
-        x.as_any()
-            .downcast_ref::<Literal>()
+        x.downcast_ref::<Literal>()
             .is_some_and(|l| matches!(l.value(), ScalarValue::Boolean(None | Some(false))))
     });
     if !else_false || case.when_then_expr().is_empty() {
@@ -216,7 +211,7 @@ fn union_of_lists(case: &CaseExpr, schema: &Schema) -> DFResult<Option<Arc<dyn P
         .map(|(_, then)| {
             split_conjunction(then)
                 .into_iter()
-                .find_map(|c| c.as_any().downcast_ref::<InListExpr>())
+                .find_map(|c| c.downcast_ref::<InListExpr>())
                 .filter(|l| !l.negated())
         })
         .collect();
@@ -270,10 +265,6 @@ impl ExecutionPlan for DynamicFilterExec {
         "DynamicFilterExec"
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn properties(&self) -> &Arc<PlanProperties> {
         // Dropping rows keeps the partitioning and the order.
         self.input.properties()
@@ -301,8 +292,9 @@ impl ExecutionPlan for DynamicFilterExec {
         vec![true]
     }
 
-    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
-        Ok(self.input.partition_statistics(partition)?.to_inexact())
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Arc<Statistics>> {
+        let input = Arc::unwrap_or_clone(self.input.partition_statistics(partition)?);
+        Ok(Arc::new(input.to_inexact()))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -14,7 +14,6 @@
 //! NULL counts as false, as it does in a filter: the expression only ever stands as a `FilterExec`'s
 //! predicate, put there by [`FilterConjunctions`] after every other rule has run.
 
-use std::any::Any;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -46,10 +45,13 @@ impl PhysicalOptimizerRule for FilterConjunctions {
     fn optimize(
         &self,
         plan: Arc<dyn ExecutionPlan>,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if !super::switches(config).filter_conjunctions {
+            return Ok(plan);
+        }
         plan.transform_up(|node| {
-            let Some(f) = node.as_any().downcast_ref::<FilterExec>() else {
+            let Some(f) = node.downcast_ref::<FilterExec>() else {
                 return Ok(Transformed::no(node));
             };
             let conjuncts: Vec<_> = split_conjunction(f.predicate())
@@ -104,7 +106,7 @@ fn plan(expr: &Arc<dyn PhysicalExpr>) -> Plan {
     let mut columns = Vec::new();
     let narrow = Arc::clone(expr)
         .transform_up(|e| {
-            let Some(c) = e.as_any().downcast_ref::<Column>() else {
+            let Some(c) = e.downcast_ref::<Column>() else {
                 return Ok(Transformed::no(e));
             };
             let at = match columns.iter().position(|&i| i == c.index()) {
@@ -128,7 +130,7 @@ fn plan(expr: &Arc<dyn PhysicalExpr>) -> Plan {
 /// Comparisons, AND/OR, NOT, IS [NOT] NULL and casts over columns and constants: about as costly as
 /// the AND that would otherwise skip them.
 fn cheap(expr: &Arc<dyn PhysicalExpr>) -> bool {
-    let any = expr.as_any();
+    let any = expr.as_ref();
     if any.is::<Column>() || any.is::<Literal>() {
         return true;
     }
@@ -182,10 +184,6 @@ fn scatter(passing: &BooleanBuffer, answers: &BooleanBuffer) -> BooleanBuffer {
 }
 
 impl PhysicalExpr for Conjunction {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn data_type(&self, _input_schema: &Schema) -> DFResult<DataType> {
         Ok(DataType::Boolean)
     }
@@ -274,7 +272,6 @@ impl Conjunction {
                 write!(f, " AND ")?;
             }
             let or = c
-                .as_any()
                 .downcast_ref::<BinaryExpr>()
                 .is_some_and(|b| *b.op() == Operator::Or);
             if or {

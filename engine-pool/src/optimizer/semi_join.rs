@@ -36,8 +36,11 @@ impl OptimizerRule for SemiJoinToInner {
     fn rewrite(
         &self,
         plan: LogicalPlan,
-        _config: &dyn OptimizerConfig,
+        config: &dyn OptimizerConfig,
     ) -> DFResult<Transformed<LogicalPlan>> {
+        if !super::switches(&config.options()).semi_join_to_inner {
+            return Ok(Transformed::no(plan));
+        }
         let LogicalPlan::Join(join) = &plan else {
             return Ok(Transformed::no(plan));
         };

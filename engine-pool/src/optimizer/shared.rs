@@ -9,7 +9,6 @@
 //! and a shared result takes no filter from above. Later rules may still rewrite a copy, but only in
 //! ways that keep its rows, so any copy's result stands for all of them.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
@@ -42,7 +41,7 @@ use datafusion::physical_plan::{
 use futures::TryStreamExt;
 use tokio::sync::OnceCell;
 
-use crate::catalog::dynamic_filter::only_input;
+use super::dynamic_filter::only_input;
 
 /// The physical optimizer rule; it goes right before DataFusion's post-optimization filter pushdown.
 #[derive(Debug)]
@@ -52,8 +51,11 @@ impl PhysicalOptimizerRule for ShareAggregates {
     fn optimize(
         &self,
         plan: Arc<dyn ExecutionPlan>,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if !super::switches(config).share_aggregates {
+            return Ok(plan);
+        }
         let mut copies: HashMap<String, usize> = HashMap::new();
         plan.apply(|node| {
             if let Some(key) = shareable(node) {
@@ -95,7 +97,7 @@ impl PhysicalOptimizerRule for ShareAggregates {
 /// The text identifying a complete aggregate whose subtree SQE knows to be deterministic: every
 /// node, its expressions, and every file it reads. None for any other node.
 fn shareable(node: &Arc<dyn ExecutionPlan>) -> Option<String> {
-    let aggregate = node.as_any().downcast_ref::<AggregateExec>()?;
+    let aggregate = node.downcast_ref::<AggregateExec>()?;
     if matches!(aggregate.mode(), AggregateMode::Partial) {
         return None;
     }
@@ -115,7 +117,7 @@ fn shareable(node: &Arc<dyn ExecutionPlan>) -> Option<String> {
 /// Appends one node to `key`; None if the node is of a kind SQE does not inspect, or evaluates a
 /// volatile expression (`random()`), whose copies would not agree.
 fn describe(node: &Arc<dyn ExecutionPlan>, key: &mut String) -> Option<()> {
-    let any = node.as_any();
+    let any = node.as_ref();
     let exprs: Vec<Arc<dyn PhysicalExpr>> = if let Some(a) = any.downcast_ref::<AggregateExec>() {
         let groups = a.group_expr().expr().iter().map(|(e, _)| Arc::clone(e));
         let args = a.aggr_expr().iter().flat_map(|f| f.expressions());
@@ -139,10 +141,7 @@ fn describe(node: &Arc<dyn ExecutionPlan>, key: &mut String) -> Option<()> {
         vec![]
     } else if let Some(scan) = any.downcast_ref::<DataSourceExec>() {
         // Files only: a scan's display lists at most a few files, so the key lists them all.
-        let config = scan
-            .data_source()
-            .as_any()
-            .downcast_ref::<FileScanConfig>()?;
+        let config = scan.data_source().downcast_ref::<FileScanConfig>()?;
         for group in &config.file_groups {
             for file in group.iter() {
                 let range = file.range.as_ref().map(|r| (r.start, r.end));
@@ -220,10 +219,6 @@ impl ExecutionPlan for SharedExec {
         "SharedExec"
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn properties(&self) -> &Arc<PlanProperties> {
         self.input.properties()
     }
@@ -250,7 +245,7 @@ impl ExecutionPlan for SharedExec {
         vec![true]
     }
 
-    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Arc<Statistics>> {
         self.input.partition_statistics(partition)
     }
 

@@ -1,0 +1,70 @@
+//! SQE's optimizer rules beside DataFusion's, and where they go in its rule lists. They depend only
+//! on DataFusion (no catalog, no session), which keeps the code that a DataFusion upgrade touches in
+//! one place. Each rule's module says what it still wins over DataFusion's own plan, measured.
+//!
+//! Every rule can be switched off by a setting, for a benchmark run or to rule it out when a plan
+//! looks wrong: `sqe.optimizer.<rule> = false` (e.g. `sqe-bench --set
+//! sqe.optimizer.share_aggregates=false`).
+
+mod conjunction;
+mod dynamic_filter;
+mod semi_join;
+mod shared;
+
+use std::sync::Arc;
+
+use datafusion::common::config::{ConfigExtension, ConfigOptions};
+use datafusion::common::extensions_options;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+
+extensions_options! {
+    /// Switches for SQE's optimizer rules, all on by default.
+    pub struct SqeOptimizerOptions {
+        /// Semi joins against a unique key run as inner joins (semi_join.rs).
+        pub semi_join_to_inner: bool, default = true
+        /// Identical aggregates are computed once (shared.rs).
+        pub share_aggregates: bool, default = true
+        /// Dynamic filters drop rows above the Parquet scan (dynamic_filter.rs).
+        pub dynamic_filter_rows: bool, default = true
+        /// Filters evaluate their conjuncts over a bitmap of the passing rows (conjunction.rs).
+        pub filter_conjunctions: bool, default = true
+    }
+}
+
+impl ConfigExtension for SqeOptimizerOptions {
+    const PREFIX: &'static str = "sqe.optimizer";
+}
+
+/// The switches in force (all on when the session has none).
+fn switches(config: &ConfigOptions) -> SqeOptimizerOptions {
+    config
+        .extensions
+        .get::<SqeOptimizerOptions>()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Adds SQE's rules to a session being built; its config must carry [`SqeOptimizerOptions`] for
+/// the switches to be settable.
+pub(crate) fn install(builder: SessionStateBuilder) -> SessionStateBuilder {
+    builder
+        .with_optimizer_rule(Arc::new(semi_join::SemiJoinToInner))
+        .with_physical_optimizer_rules(physical_rules())
+}
+
+/// DataFusion's physical optimizer rules with SQE's: identical aggregates are shared before the
+/// joins hand out dynamic filters (which would make the copies differ); dynamic filters on rows and
+/// conjunctions come after every DataFusion rule.
+fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+    let mut rules = PhysicalOptimizer::new().rules;
+    let post = rules
+        .iter()
+        .position(|r| r.name() == "FilterPushdown(Post)")
+        .unwrap_or(rules.len());
+    rules.insert(post, Arc::new(shared::ShareAggregates));
+    rules.push(Arc::new(dynamic_filter::DynamicFilterRows));
+    rules.push(Arc::new(conjunction::FilterConjunctions));
+    rules
+}
