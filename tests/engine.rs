@@ -727,8 +727,7 @@ async fn pushed_filters_prune_files_and_every_filter_still_applies() {
         ("s NOT LIKE 'b%'", 3, &["1", "2", "20", "30"]),
         ("d >= DATE '2024-03-01'", 2, &["20", "30"]),
         ("ts < TIMESTAMP '2024-02-01 00:00:00'", 1, &["1", "2"]),
-        // An integer literal against a decimal column, a string literal the planner casts.
-        ("m > 15", 2, &["20", "30"]),
+        // A string literal the planner casts.
         ("i = '10'", 1, &["10"]),
         ("b", 2, &["1", "2", "30"]),
         // Only one side of an AND is expressible: it prunes, the other still filters.
@@ -749,6 +748,8 @@ async fn pushed_filters_prune_files_and_every_filter_still_applies() {
         // Floating point is left to DataFusion (NaN orders differently in Arrow and in Iceberg's
         // bounds): every file is read.
         ("f > 5.0", 4, &["20", "30"]),
+        // Decimals too (iceberg-rust's reader mishandles their predicates).
+        ("m > 15", 4, &["20", "30"]),
     ];
     for (filter, files, ids) in cases {
         let sql = format!("SELECT i FROM t WHERE {filter} ORDER BY i");
