@@ -4,11 +4,12 @@
 //!
 //! Every rule can be switched off by a setting, for a benchmark run or to rule it out when a plan
 //! looks wrong: `sqe.optimizer.<rule> = false` (e.g. `sqe-bench --set
-//! sqe.optimizer.share_aggregates=false`).
+//! sqe.optimizer.share_aggregates=false`). A rule stays only while it wins over DataFusion's own
+//! plan beyond the noise (measured on each DataFusion upgrade: BENCHMARKS.md); the semi-join rewrite
+//! went with 54.1, which gives semi joins the dynamic filter it was written to get.
 
 mod conjunction;
 mod dynamic_filter;
-mod semi_join;
 mod shared;
 
 use std::sync::Arc;
@@ -21,9 +22,7 @@ use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 
 extensions_options! {
     /// Switches for SQE's optimizer rules, all on by default.
-    pub struct SqeOptimizerOptions {
-        /// Semi joins against a unique key run as inner joins (semi_join.rs).
-        pub semi_join_to_inner: bool, default = true
+    pub struct OptimizerSwitches {
         /// Identical aggregates are computed once (shared.rs).
         pub share_aggregates: bool, default = true
         /// Dynamic filters drop rows above the Parquet scan (dynamic_filter.rs).
@@ -33,25 +32,32 @@ extensions_options! {
     }
 }
 
+extensions_options! {
+    /// SQE's settings in a DataFusion session, under `sqe.` (DataFusion takes the first part of a
+    /// setting's name as its namespace, so `sqe.optimizer.<rule>` lives here).
+    pub struct SqeOptimizerOptions {
+        /// `sqe.optimizer.<rule>`: whether each of SQE's rules runs.
+        pub optimizer: OptimizerSwitches, default = OptimizerSwitches::default()
+    }
+}
+
 impl ConfigExtension for SqeOptimizerOptions {
-    const PREFIX: &'static str = "sqe.optimizer";
+    const PREFIX: &'static str = "sqe";
 }
 
 /// The switches in force (all on when the session has none).
-fn switches(config: &ConfigOptions) -> SqeOptimizerOptions {
+fn switches(config: &ConfigOptions) -> OptimizerSwitches {
     config
         .extensions
         .get::<SqeOptimizerOptions>()
-        .cloned()
+        .map(|o| o.optimizer.clone())
         .unwrap_or_default()
 }
 
 /// Adds SQE's rules to a session being built; its config must carry [`SqeOptimizerOptions`] for
 /// the switches to be settable.
 pub(crate) fn install(builder: SessionStateBuilder) -> SessionStateBuilder {
-    builder
-        .with_optimizer_rule(Arc::new(semi_join::SemiJoinToInner))
-        .with_physical_optimizer_rules(physical_rules())
+    builder.with_physical_optimizer_rules(physical_rules())
 }
 
 /// DataFusion's physical optimizer rules with SQE's: identical aggregates are shared before the
@@ -67,4 +73,33 @@ fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     rules.push(Arc::new(dynamic_filter::DynamicFilterRows));
     rules.push(Arc::new(conjunction::FilterConjunctions));
     rules
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::prelude::SessionConfig;
+
+    use super::*;
+
+    #[test]
+    fn each_rule_is_switched_by_its_setting() {
+        let mut config = SessionConfig::new().with_option_extension(SqeOptimizerOptions::default());
+        assert!(switches(config.options()).share_aggregates);
+        let options = config.options_mut();
+        for rule in [
+            "share_aggregates",
+            "dynamic_filter_rows",
+            "filter_conjunctions",
+        ] {
+            options
+                .set(&format!("sqe.optimizer.{rule}"), "false")
+                .unwrap_or_else(|e| panic!("{rule}: {e}"));
+        }
+        let off = switches(config.options());
+        assert!(!(off.share_aggregates || off.dynamic_filter_rows || off.filter_conjunctions));
+        let unknown = config
+            .options_mut()
+            .set("sqe.optimizer.no_such_rule", "false");
+        assert!(unknown.is_err());
+    }
 }

@@ -8,6 +8,10 @@
 //! The rule runs before the joins hand out their dynamic filters, which would make the copies differ,
 //! and a shared result takes no filter from above. Later rules may still rewrite a copy, but only in
 //! ways that keep its rows, so any copy's result stands for all of them.
+//!
+//! What it still wins on DataFusion 54.1, which computes each copy again: TPC-H SF1 q15 0.12 s
+//! against 0.20 s without it (`sqe-bench --baseline-set sqe.optimizer.share_aggregates=false`,
+//! 2026-12-01; BENCHMARKS.md).
 
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
