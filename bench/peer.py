@@ -11,6 +11,9 @@ downloaded.
     peer.py run --dir DIR --iceberg CATALOG_DB ...
         # the same over SQE's Iceberg tables (iceberg_scan of each table's current metadata file,
         # read from the SQLite catalog), into DIR/duckdb-iceberg/
+    peer.py load --dir DIR
+        # DIR/parquet/<table>.parquet into DIR/warehouse as Iceberg tables written by pyiceberg
+        # (SQE's catalog layout; pyiceberg's own defaults: zstd, row groups of up to a million rows)
     peer.py chart --report DIR/report.json --out DIR/report.png
         # both engines' times per query as a bar chart
 """
@@ -129,6 +132,29 @@ def run(directory, runs, only, iceberg_catalog=None):
     )
 
 
+def load(directory):
+    """Writes each Parquet file of DIR/parquet as table iceberg.default.<name> with pyiceberg, as a
+    user's pipeline would: the catalog SQE opens, files laid out by pyiceberg's writer."""
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    directory = pathlib.Path(directory)
+    warehouse = directory / "warehouse"
+    warehouse.mkdir(exist_ok=True)
+    catalog = SqlCatalog("iceberg", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
+    if ("default",) not in catalog.list_namespaces():
+        catalog.create_namespace("default")
+    existing = {name for (_, name) in catalog.list_tables("default")}
+    for parquet in sorted((directory / "parquet").glob("*.parquet")):
+        if parquet.stem in existing:
+            continue
+        start = time.perf_counter()
+        data = pq.read_table(parquet)
+        table = catalog.create_table(f"default.{parquet.stem}", schema=data.schema)
+        table.append(data)
+        print(f"pyiceberg loaded {parquet.stem} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+
+
 def chart(report_path, out):
     import matplotlib
 
@@ -168,6 +194,8 @@ def main():
     r.add_argument("--runs", type=int, default=3)
     r.add_argument("--query", action="append", default=[])
     r.add_argument("--iceberg", help="SQE's catalog.db: read its Iceberg tables instead of the Parquet files")
+    w = sub.add_parser("load")
+    w.add_argument("--dir", required=True)
     c = sub.add_parser("chart")
     c.add_argument("--report", required=True)
     c.add_argument("--out", required=True)
@@ -176,6 +204,8 @@ def main():
         generate(args.suite, args.scale, args.out)
     elif args.command == "run":
         run(args.dir, args.runs, set(args.query), args.iceberg)
+    elif args.command == "load":
+        load(args.dir)
     else:
         chart(args.report, args.out)
 

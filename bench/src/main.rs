@@ -4,12 +4,14 @@
 //!
 //! ```text
 //! sqe-bench tpch|ssb|tpcds|clickbench --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
-//!           [--baseline OTHER-SQE-BENCH]
+//!           [--baseline OTHER-SQE-BENCH [--baseline-set NAME=VALUE …]] [--writer sqe|pyiceberg]
 //! ```
 //! The data (generated once by DuckDB, see `peer.py`), the SQE warehouse loaded from it with
 //! CREATE TABLE AS, and the reports (`report.json`, `report.md`, `report.png`; `report-partial.*`
 //! for a run of some queries) live in `DIR/<suite>-sf<scale>/`, by default under
-//! `~/.cache/sqe/bench`. The exit status is 0 only if every answer matched.
+//! `~/.cache/sqe/bench`; with `--writer pyiceberg` (tables written by pyiceberg, as a user's
+//! pipeline would write them) in `DIR/pyiceberg/<suite>-sf<scale>/`. The exit status is 0 only if
+//! every answer matched.
 
 mod compare;
 
@@ -71,6 +73,19 @@ struct Args {
     /// after this build, over the same warehouse; its times get a column of their own.
     #[arg(long, value_name = "SQE_BENCH")]
     baseline: Option<PathBuf>,
+    /// A setting for the baseline's runs only, as `name=value` (repeatable): with this build as
+    /// its own baseline, `--baseline-set sqe.optimizer.share_aggregates=false` sets each query
+    /// with and without one of SQE's rules side by side.
+    #[arg(
+        long = "baseline-set",
+        value_name = "NAME=VALUE",
+        requires = "baseline"
+    )]
+    baseline_settings: Vec<String>,
+    /// Who writes the Iceberg tables: `sqe` (CREATE TABLE AS, snappy, 131,072-row groups) or
+    /// `pyiceberg` (pyiceberg's own defaults: zstd, row groups of up to a million rows).
+    #[arg(long, default_value = "sqe", value_parser = ["sqe", "pyiceberg"])]
+    writer: String,
 }
 
 #[global_allocator]
@@ -141,6 +156,9 @@ fn baseline(bin: &Path, args: &Args, base: &Path, dir: &Path, query: &str) -> Re
         .stdout(std::process::Stdio::null());
     if let Some(seconds) = args.timeout {
         command.args(["--timeout", &seconds.to_string()]);
+    }
+    for setting in &args.baseline_settings {
+        command.args(["--set", setting]);
     }
     let status = command
         .status()
@@ -272,12 +290,17 @@ async fn run(args: Args) -> Result<bool, String> {
     {
         return Err(format!("--compare {peer}: only duckdb is supported"));
     }
-    let base = args.dir.clone().unwrap_or_else(|| {
+    let mut base = args.dir.clone().unwrap_or_else(|| {
         std::env::var_os("HOME")
             .map(PathBuf::from)
             .unwrap_or_default()
             .join(".cache/sqe/bench")
     });
+    // Tables of another writer live apart, with data of their own; a baseline given this `base`
+    // finds them loaded.
+    if args.writer == "pyiceberg" {
+        base = base.join("pyiceberg");
+    }
     let dir = base.join(format!("{}-sf{}", args.suite, args.scale));
     let dir_text = dir.display().to_string();
 
@@ -332,14 +355,23 @@ async fn run(args: Args) -> Result<bool, String> {
         .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
         .collect();
     parquet.sort();
-    for path in &parquet {
-        let table = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_string())
-            .unwrap_or_default();
-        if existing.contains(&table) {
-            continue;
-        }
+    let missing: Vec<(String, &PathBuf)> = parquet
+        .iter()
+        .map(|p| {
+            let stem = p.file_stem().map(|s| s.to_string_lossy().to_string());
+            (stem.unwrap_or_default(), p)
+        })
+        .filter(|(table, _)| !existing.contains(table))
+        .collect();
+    if args.writer == "pyiceberg" && !missing.is_empty() {
+        peer(&args, &["load", "--dir", &dir_text])?;
+    }
+    let by_sqe = if args.writer == "sqe" {
+        &missing[..]
+    } else {
+        &[]
+    };
+    for (table, path) in by_sqe {
         let start = Instant::now();
         // Stored with the codec of the peer's Parquet files (dbgen writes SNAPPY), so both engines
         // decompress the same way; SQE's own default is Iceberg's, zstd.
@@ -556,6 +588,8 @@ async fn run(args: Args) -> Result<bool, String> {
         "queries": report,
         "total": {"sqe_seconds": total_ours, "duckdb_seconds": total_theirs, "duckdb_iceberg_seconds": total_iceberg, "baseline_seconds": total_baseline},
         "baseline": args.baseline.as_ref().map(|b| b.display().to_string()),
+        "baseline_settings": args.baseline_settings,
+        "writer": args.writer,
         "summary": summary,
     });
     // A run of some queries (--query) leaves the whole suite's report alone.
