@@ -132,6 +132,7 @@ async fn admission_queues_then_refuses_and_the_registry_shows_each_query() {
             max_queued: 1,
             queue_timeout: std::time::Duration::from_secs(10),
         },
+        admin_roles: vec!["admin".into()],
         ..EngineConfig::default()
     };
     let engine = Arc::new(Engine::open(config).unwrap_or_else(|e| panic!("{e}")));
@@ -174,18 +175,28 @@ async fn admission_queues_then_refuses_and_the_registry_shows_each_query() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(text(&bobs), "+-----+\n| two |\n+-----+\n| 2   |\n+-----+");
 
-    let registry = run(
-        &engine,
-        "SELECT \"user\", state, query FROM system.runtime.queries ORDER BY created, query_id",
-    )
-    .await;
+    // An admin reads everyone's queries.
+    let mut root = session("root", &engine);
+    root.principal.roles = vec!["admin".into()];
+    let registry = engine
+        .execute(
+            &root,
+            "SELECT \"user\", state, query FROM system.runtime.queries ORDER BY created, query_id",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let registry: Vec<_> = registry
+        .batches
+        .try_collect()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         lines(&registry),
         vec![
             "alice|CANCELLED|SELECT * FROM range(0, 10)",
             "bob|FINISHED|SELECT 2 AS two",
             "carol|FAILED|SELECT 3",
-            "test|RUNNING|SELECT \"user\", state, query FROM system.runtime.queries ORDER BY created, query_id",
+            "root|RUNNING|SELECT \"user\", state, query FROM system.runtime.queries ORDER BY created, query_id",
         ]
     );
 }

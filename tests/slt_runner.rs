@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use sqe_engine::{Engine, EngineConfig};
-use sqe_flight_sql::FlightSqlConfig;
+use sqe_flight_sql::{FlightSqlConfig, SqeFlightSql};
 use sqe_sessions::{Principal, Session};
 use sqe_tests::{FlightDb, ServiceDb, TrinoDb};
 use sqe_trino::{TrinoConfig, TrinoService};
@@ -84,13 +84,10 @@ async fn run_file(path: &Path, fixtures: &Path, protocol: Protocol) -> Result<()
             result
         }
         Protocol::FlightSql => {
-            let flight = sqe_flight_sql::service(
+            let flight = sqe_flight_sql::server(SqeFlightSql::new(
                 engine.clone(),
-                FlightSqlConfig {
-                    default_catalog: engine.default_catalog().to_string(),
-                    default_schema: "default".into(),
-                },
-            );
+                FlightSqlConfig::new(engine.default_catalog()),
+            ));
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| e.to_string())?;

@@ -4,7 +4,9 @@
 //! at most `queue_timeout`, and past that a caller gets a "server busy" error at once. A slot is held
 //! until the result stream ends or is dropped (which cancels the query). Every statement is recorded,
 //! with its user, SQL, state, times and rows, and the registry is readable as
-//! `system.runtime.queries`.
+//! `system.runtime.queries`: each user reads their own queries in full, an admin reads everyone's,
+//! and of other users' queries the rest see only that they exist (state and times, no user, text
+//! or error).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -15,18 +17,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
-use datafusion::datasource::MemTable;
+use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
 use futures::Stream;
 use sqe_sessions::{BatchStream, ErrorCode, Session, SqeError, SqeResult};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 use crate::catalog::information::{Catalogs, JdbcSchema, MetadataSchema};
+use crate::engine::Caller;
+use crate::guard::catching_panics;
 
 /// Finished queries kept for `system.runtime.queries`.
 const KEEP_FINISHED: usize = 1000;
+/// The longest statement text the registry keeps (longer ones are cut, with `…`).
+const KEEP_SQL: usize = 64 * 1024;
+
+/// At most `limit` bytes of `text`, cut on a character boundary.
+fn capped(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut cut = limit;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
+}
 
 #[derive(Debug, Clone)]
 pub struct AdmissionConfig {
@@ -68,7 +89,10 @@ impl QueryState {
 
 #[derive(Debug, Clone)]
 pub struct QueryInfo {
+    /// The registry's own number for the statement.
     pub id: u64,
+    /// The id clients see: the protocol's (Trino's query id), else the number.
+    pub query_id: String,
     pub user: String,
     pub sql: String,
     pub state: QueryState,
@@ -102,8 +126,9 @@ impl QueryRegistry {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) as u64 + 1;
         self.lock().push_back(QueryInfo {
             id,
+            query_id: session.query_id.clone().unwrap_or_else(|| id.to_string()),
             user: session.principal.name.clone(),
-            sql: sql.to_string(),
+            sql: capped(sql, KEEP_SQL),
             state: QueryState::Queued,
             created_ms: now_ms(),
             ended_ms: None,
@@ -141,6 +166,11 @@ impl QueryRegistry {
         }
     }
 
+    /// How many statements are queued or running.
+    pub fn active(&self) -> usize {
+        self.lock().iter().filter(|q| q.ended_ms.is_none()).count()
+    }
+
     /// The queries known now, oldest first.
     pub fn snapshot(&self) -> Vec<QueryInfo> {
         self.lock().iter().cloned().collect()
@@ -175,8 +205,10 @@ impl Admission {
                 format!("server busy: {what}; try again later"),
             )
         };
-        if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.config.max_queued {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let ahead = self.waiting.fetch_add(1, Ordering::SeqCst);
+        // Its place in the queue is given back however the wait ends (a caller who goes away too).
+        let _waiting = Waiting(&self.waiting);
+        if ahead >= self.config.max_queued {
             return Err(busy(format!(
                 "{} queries are running and the queue of {} is full",
                 self.config.max_concurrent_queries, self.config.max_queued
@@ -187,7 +219,6 @@ impl Admission {
             self.slots.clone().acquire_owned(),
         )
         .await;
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
         match waited {
             Ok(Ok(permit)) => Ok(permit),
             Ok(Err(_)) => Err(SqeError::internal("admission closed")),
@@ -195,6 +226,44 @@ impl Admission {
                 "no query slot freed up within {}s",
                 self.config.queue_timeout.as_secs()
             ))),
+        }
+    }
+}
+
+/// A statement counted as waiting for a slot, until dropped.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A statement between its registration and its result stream: if the caller goes away meanwhile
+/// (a cancelled request, an abandoned query ended by the reaper), it is recorded as cancelled,
+/// not left queued or running.
+struct Unfinished {
+    registry: Arc<QueryRegistry>,
+    id: u64,
+    span: tracing::Span,
+    ended: bool,
+}
+
+impl Unfinished {
+    fn end(&mut self, state: QueryState, error: Option<&str>) {
+        self.ended = true;
+        self.span.in_scope(|| {
+            tracing::info!(state = state.as_str(), error, "statement ended");
+        });
+        self.registry
+            .end(self.id, state, 0, error.map(str::to_string));
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.end(QueryState::Cancelled, None);
         }
     }
 }
@@ -212,23 +281,47 @@ where
     Fut: std::future::Future<Output = SqeResult<sqe_sessions::QueryResult>>,
 {
     let id = registry.register(session, sql);
-    let permit = match admission.admit().await {
+    let query_id = session.query_id.clone().unwrap_or_else(|| id.to_string());
+    // One span per statement, for every line logged while it plans and runs; never the credential.
+    let span = tracing::info_span!(
+        "statement",
+        query_id = %query_id,
+        principal = %session.principal.name,
+        protocol = session.protocol,
+        catalog = %session.catalog,
+    );
+    let mut unfinished = Unfinished {
+        registry: registry.clone(),
+        id,
+        span: span.clone(),
+        ended: false,
+    };
+    let permit = match admission.admit().instrument(span.clone()).await {
         Ok(p) => p,
         Err(e) => {
-            registry.end(id, QueryState::Failed, 0, Some(e.message().to_string()));
+            unfinished.end(QueryState::Failed, Some(e.message()));
             return Err(e);
         }
     };
     registry.update(id, |q| q.state = QueryState::Running);
-    match run().await {
+    let started = std::time::Instant::now();
+    match run().instrument(span.clone()).await {
         Ok(mut result) => {
-            let inner = std::mem::replace(&mut result.batches, Box::pin(futures::stream::empty()));
+            // From here the result stream records how the statement ends.
+            unfinished.ended = true;
+            // A panic while computing rows ends the stream with an error, recorded as a failure.
+            let inner = catching_panics(std::mem::replace(
+                &mut result.batches,
+                Box::pin(futures::stream::empty()),
+            ));
             let tracked = Tracked {
                 inner,
                 rows: 0,
                 outcome: None,
                 registry: registry.clone(),
                 id,
+                span,
+                started,
                 _permit: permit,
             };
             result.batches = Box::pin(tracked);
@@ -240,7 +333,7 @@ where
             } else {
                 QueryState::Failed
             };
-            registry.end(id, state, 0, Some(e.message().to_string()));
+            unfinished.end(state, Some(e.message()));
             Err(e)
         }
     }
@@ -253,6 +346,8 @@ struct Tracked {
     outcome: Option<(QueryState, Option<String>)>,
     registry: Arc<QueryRegistry>,
     id: u64,
+    span: tracing::Span,
+    started: std::time::Instant,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -279,6 +374,15 @@ impl Drop for Tracked {
     fn drop(&mut self) {
         // Dropped before its end: the caller cancelled (or went away).
         let (state, error) = self.outcome.take().unwrap_or((QueryState::Cancelled, None));
+        self.span.in_scope(|| {
+            tracing::info!(
+                state = state.as_str(),
+                rows = self.rows,
+                millis = self.started.elapsed().as_millis() as u64,
+                error = error.as_deref(),
+                "statement ended"
+            )
+        });
         self.registry.end(self.id, state, self.rows, error);
     }
 }
@@ -333,37 +437,68 @@ impl SchemaProvider for RuntimeSchema {
     }
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        if name != "queries" {
-            return Ok(None);
-        }
+        Ok((name == "queries").then(|| {
+            Arc::new(QueriesTable {
+                registry: self.registry.clone(),
+            }) as Arc<dyn TableProvider>
+        }))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        name == "queries"
+    }
+}
+
+/// `system.runtime.queries`, as the statement's caller may see it.
+#[derive(Debug)]
+struct QueriesTable {
+    registry: Arc<QueryRegistry>,
+}
+
+fn queries_schema() -> SchemaRef {
+    let ts = || DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+    Arc::new(Schema::new(vec![
+        Field::new("query_id", DataType::Utf8, false),
+        Field::new("state", DataType::Utf8, false),
+        Field::new("user", DataType::Utf8, true),
+        Field::new("query", DataType::Utf8, true),
+        Field::new("created", ts(), false),
+        Field::new("end", ts(), true),
+        Field::new("rows", DataType::Int64, false),
+        Field::new("error_message", DataType::Utf8, true),
+        Field::new("source", DataType::Utf8, true),
+    ]))
+}
+
+impl QueriesTable {
+    /// The registry's rows; of the queries `caller` may not read, only id, state, times and rows.
+    fn batch(&self, caller: &Caller) -> DFResult<RecordBatch> {
         let queries = self.registry.snapshot();
-        let ts = || DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("query_id", DataType::Utf8, false),
-            Field::new("state", DataType::Utf8, false),
-            Field::new("user", DataType::Utf8, false),
-            Field::new("query", DataType::Utf8, false),
-            Field::new("created", ts(), false),
-            Field::new("end", ts(), true),
-            Field::new("rows", DataType::Int64, false),
-            Field::new("error_message", DataType::Utf8, true),
-            Field::new("source", DataType::Utf8, true),
-        ]));
-        let batch = RecordBatch::try_new(
-            schema.clone(),
+        let readable: Vec<bool> = queries
+            .iter()
+            .map(|q| caller.admin || q.user == caller.name)
+            .collect();
+        let text = |f: &dyn Fn(&QueryInfo) -> Option<String>| -> StringArray {
+            queries
+                .iter()
+                .zip(&readable)
+                .map(|(q, ok)| if *ok { f(q) } else { None })
+                .collect()
+        };
+        Ok(RecordBatch::try_new(
+            queries_schema(),
             vec![
-                Arc::new(StringArray::from(
-                    queries.iter().map(|q| q.id.to_string()).collect::<Vec<_>>(),
-                )),
+                Arc::new(
+                    queries
+                        .iter()
+                        .map(|q| Some(q.query_id.clone()))
+                        .collect::<StringArray>(),
+                ),
                 Arc::new(StringArray::from(
                     queries.iter().map(|q| q.state.as_str()).collect::<Vec<_>>(),
                 )),
-                Arc::new(StringArray::from(
-                    queries.iter().map(|q| q.user.clone()).collect::<Vec<_>>(),
-                )),
-                Arc::new(StringArray::from(
-                    queries.iter().map(|q| q.sql.clone()).collect::<Vec<_>>(),
-                )),
+                Arc::new(text(&|q| Some(q.user.clone()))),
+                Arc::new(text(&|q| Some(q.sql.clone()))),
                 Arc::new(
                     TimestampMillisecondArray::from(
                         queries.iter().map(|q| q.created_ms).collect::<Vec<_>>(),
@@ -379,21 +514,32 @@ impl SchemaProvider for RuntimeSchema {
                 Arc::new(Int64Array::from(
                     queries.iter().map(|q| q.rows as i64).collect::<Vec<_>>(),
                 )),
-                Arc::new(StringArray::from(
-                    queries.iter().map(|q| q.error.clone()).collect::<Vec<_>>(),
-                )),
-                Arc::new(StringArray::from(
-                    queries.iter().map(|q| q.source.clone()).collect::<Vec<_>>(),
-                )),
+                Arc::new(text(&|q| q.error.clone())),
+                Arc::new(text(&|q| q.source.clone())),
             ],
-        )?;
-        Ok(Some(Arc::new(MemTable::try_new(
-            schema,
-            vec![vec![batch]],
-        )?)))
+        )?)
+    }
+}
+
+#[async_trait]
+impl TableProvider for QueriesTable {
+    fn schema(&self) -> SchemaRef {
+        queries_schema()
     }
 
-    fn table_exist(&self, name: &str) -> bool {
-        name == "queries"
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let caller = Caller::of(state.config());
+        let table = MemTable::try_new(queries_schema(), vec![vec![self.batch(&caller)?]])?;
+        table.scan(state, projection, filters, limit).await
     }
 }

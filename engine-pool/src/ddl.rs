@@ -26,6 +26,7 @@ use crate::engine::{
     Engine, SYSTEM_CATALOG, empty_result, normalize_ident, object_parts, rows_result,
 };
 use crate::error::from_iceberg;
+use crate::file_access::Access;
 use crate::prepass::Prepared;
 use crate::session_properties::{reset_session, set_session, show_session};
 use crate::types::{FieldIds, sql_to_iceberg, trino_type_name};
@@ -378,6 +379,9 @@ impl Engine {
         let (with_partitioning, mut props) = table_options(&ct.table_options)?;
         let spec = partition_spec(&schema, with_partitioning, partitioned_by)?;
         let location = props.remove("__location").or_else(|| ct.location.clone());
+        if let Some(l) = &location {
+            self.check_path(l, Access::TableLocation)?;
+        }
         if let Some(comment) = &ct.comment {
             props.insert("comment".to_string(), comment.to_string());
         }

@@ -38,7 +38,9 @@ use crate::catalog::information::{Catalogs, WithInformationSchema};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
 use crate::catalog::sqlite::SqliteCatalog;
 use crate::error::{from_datafusion, from_iceberg};
+use crate::file_access::{Access, FileAccess};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
+use crate::guard::{Planning, check_depth, check_length};
 use crate::optimizer::SqeOptimizerOptions;
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
 use crate::session_properties::{check_session, max_run_time};
@@ -65,6 +67,11 @@ pub struct EngineConfig {
     /// a statement that needs more spills to disk where it can and fails otherwise, and the
     /// process lives on. Three quarters of the machine's memory if unset.
     pub memory_limit: Option<usize>,
+    /// Principals holding one of these roles read every user's queries in
+    /// `system.runtime.queries`.
+    pub admin_roles: Vec<String>,
+    /// Which files the file functions, COPY and table locations may reach (all, embedded).
+    pub files: FileAccess,
 }
 
 impl EngineConfig {
@@ -78,12 +85,33 @@ impl EngineConfig {
     }
 }
 
+/// Who runs a statement, as its session state carries it to the table providers that answer
+/// differently for each caller (`system.runtime.queries`). A state without one is nobody's.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caller {
+    pub name: String,
+    pub admin: bool,
+}
+
+impl Caller {
+    pub fn of(config: &SessionConfig) -> Self {
+        config
+            .get_extension::<Caller>()
+            .map(|c| c.as_ref().clone())
+            .unwrap_or_default()
+    }
+}
+
 pub struct Engine {
     pub(crate) catalogs: BTreeMap<String, Arc<SqliteCatalog>>,
     default_catalog: String,
+    admin_roles: Vec<String>,
+    files: FileAccess,
     state: SessionState,
     admission: Admission,
     registry: Arc<QueryRegistry>,
+    /// Set when the server shuts down: statements already running finish, new ones are refused.
+    draining: std::sync::atomic::AtomicBool,
     /// Keeps a `--memory` warehouse alive for as long as the engine.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -179,9 +207,12 @@ impl Engine {
         Ok(Self {
             catalogs,
             default_catalog: default_catalog.to_lowercase(),
+            admin_roles: config.admin_roles.clone(),
+            files: config.files.clone(),
             state,
             admission: Admission::new(config.admission.clone()),
             registry,
+            draining: std::sync::atomic::AtomicBool::new(false),
             _scratch: scratch,
         })
     }
@@ -195,6 +226,45 @@ impl Engine {
         &self.default_catalog
     }
 
+    /// The mounted catalogs' names.
+    pub fn catalog_names(&self) -> Vec<String> {
+        self.catalogs.keys().cloned().collect()
+    }
+
+    /// From now on new statements are refused; running ones go on.
+    pub fn drain(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Statements queued or running now.
+    pub fn running(&self) -> usize {
+        self.registry.active()
+    }
+
+    fn accepting(&self) -> SqeResult<()> {
+        if self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(SqeError::new(
+                ErrorCode::ResourceExhausted,
+                "the server is shutting down and accepts no new statements",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a path the file policy does not allow for `access`.
+    pub(crate) fn check_path(&self, path: &str, access: Access) -> SqeResult<()> {
+        if matches!(self.files, FileAccess::Unrestricted) {
+            return Ok(());
+        }
+        let warehouses: Vec<PathBuf> = self
+            .catalogs
+            .values()
+            .map(|c| c.warehouse().to_path_buf())
+            .collect();
+        self.files.check(path, access, &warehouses)
+    }
+
     pub(crate) fn catalog(&self, name: &str) -> SqeResult<&Arc<SqliteCatalog>> {
         self.catalogs
             .get(name)
@@ -204,7 +274,10 @@ impl Engine {
     /// The session state for one statement: the session's current catalog and schema, plus the
     /// tables the statement resolved itself.
     fn state_for(&self, session: &Session, tables: QueryTables) -> SqeResult<SessionState> {
-        let mut config = self.state.config().clone();
+        let mut config = self.state.config().clone().with_extension(Arc::new(Caller {
+            name: session.principal.name.clone(),
+            admin: session.principal.has_any_role(&self.admin_roles),
+        }));
         config.options_mut().catalog.default_catalog = session.catalog.clone();
         config.options_mut().catalog.default_schema = session.schema.clone();
         let mut builder =
@@ -276,6 +349,7 @@ impl Engine {
                 )));
             }
         };
+        check_depth(&statement)?;
         self.dispatch(session, statement, prepared).await
     }
 
@@ -326,6 +400,10 @@ impl Engine {
                 "expected one COPY (query) TO 'path' statement",
             ));
         };
+        self.check_path(&copy.target, Access::Write)?;
+        if let CopyToSource::Query(query) = &copy.source {
+            check_depth(query.as_ref())?;
+        }
         let tables = match &mut copy.source {
             CopyToSource::Query(query) => {
                 let mut statement = Statement::Query(query.clone());
@@ -459,6 +537,7 @@ impl Engine {
                         .files
                         .get(n)
                         .ok_or_else(|| SqeError::internal("file marker without a path"))?;
+                    self.check_path(path, Access::Read)?;
                     let format = FileFormat::from_path(path).ok_or_else(|| {
                         SqeError::invalid(format!(
                             "cannot tell the format of '{path}' from its extension; use read_parquet, read_csv or read_json"
@@ -472,6 +551,9 @@ impl Engine {
                     paths,
                     options,
                 } => {
+                    for path in &paths {
+                        self.check_path(path, Access::Read)?;
+                    }
                     let ctx = SessionContext::new_with_state(self.state_for(session, Vec::new())?);
                     file_table(&ctx, format, paths, options).await?
                 }
@@ -847,38 +929,45 @@ impl QueryService for Engine {
     /// Admits the statement (or answers "server busy"), records it, and runs it as `session`'s
     /// principal. Statements SQE runs for itself (time-travel expressions) go through `run` directly.
     async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
+        self.accepting()?;
+        check_length(sql)?;
         check_session(session)?;
-        let Some(limit) = max_run_time(session) else {
-            return admitted(&self.admission, &self.registry, session, sql, || {
-                self.run(session, sql)
-            })
-            .await;
-        };
-        // `query_max_run_time`: from now (queueing included) to the last row.
-        let deadline = tokio::time::Instant::now() + limit;
-        let exceeded = move || {
-            SqeError::new(
-                ErrorCode::ResourceExhausted,
-                format!(
-                    "Query exceeded maximum time limit of {}",
-                    display_duration(limit)
-                ),
-            )
-        };
-        admitted(
-            &self.admission,
-            &self.registry,
-            session,
-            sql,
-            || async move {
-                let mut result = tokio::time::timeout_at(deadline, self.run(session, sql))
-                    .await
-                    .map_err(|_| exceeded())??;
-                result.batches = until_deadline(result.batches, deadline, exceeded);
-                Ok(result)
-            },
-        )
-        .await
+        match max_run_time(session) {
+            None => {
+                admitted(&self.admission, &self.registry, session, sql, || {
+                    Planning::new(self.run(session, sql))
+                })
+                .await
+            }
+            // `query_max_run_time`: from now (queueing included) to the last row.
+            Some(limit) => {
+                let deadline = tokio::time::Instant::now() + limit;
+                let exceeded = move || {
+                    SqeError::new(
+                        ErrorCode::ResourceExhausted,
+                        format!(
+                            "Query exceeded maximum time limit of {}",
+                            display_duration(limit)
+                        ),
+                    )
+                };
+                admitted(
+                    &self.admission,
+                    &self.registry,
+                    session,
+                    sql,
+                    || async move {
+                        let planning = Planning::new(self.run(session, sql));
+                        let mut result = tokio::time::timeout_at(deadline, planning)
+                            .await
+                            .map_err(|_| exceeded())??;
+                        result.batches = until_deadline(result.batches, deadline, exceeded);
+                        Ok(result)
+                    },
+                )
+                .await
+            }
+        }
     }
 
     async fn ingest(
@@ -888,6 +977,7 @@ impl QueryService for Engine {
         schema: SchemaRef,
         batches: BatchStream,
     ) -> SqeResult<QueryResult> {
+        self.accepting()?;
         let what = format!(
             "-- bulk ingest into {}.{}.{}",
             target.catalog.as_deref().unwrap_or(&session.catalog),

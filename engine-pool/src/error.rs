@@ -1,6 +1,7 @@
 //! Turning DataFusion and Iceberg errors into [`SqeError`]s: classified by root cause, reduced to one
 //! line that names the problem, internal details kept out of the message.
 
+use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 use sqe_sessions::{ErrorCode, SqeError};
 
@@ -50,10 +51,88 @@ pub fn from_iceberg(e: iceberg::Error) -> SqeError {
         K::FeatureUnsupported => ErrorCode::Unsupported,
         K::CatalogCommitConflicts => ErrorCode::Conflict,
         K::DataInvalid | K::PreconditionFailed => ErrorCode::InvalidInput,
+        K::Unexpected => ErrorCode::Internal,
+        // ErrorKind is non-exhaustive: a kind added later is a server fault until placed above.
         _ => ErrorCode::Internal,
     };
     // iceberg's Display appends context and a backtrace on later lines: keep the message.
     SqeError::new(code, one_line(e.message()))
+}
+
+/// A missing file the caller named is theirs to fix; any other I/O failure is the server's.
+fn io_code(kind: std::io::ErrorKind) -> ErrorCode {
+    if kind == std::io::ErrorKind::NotFound {
+        ErrorCode::NotFound
+    } else {
+        ErrorCode::Internal
+    }
+}
+
+/// Arrow's errors: bad values in the caller's data or query are theirs; a broken file, stream or
+/// buffer is the server's.
+fn arrow_code(e: &ArrowError) -> ErrorCode {
+    match e {
+        ArrowError::CastError(_)
+        | ArrowError::ParseError(_)
+        | ArrowError::DivideByZero
+        | ArrowError::ArithmeticOverflow(_)
+        | ArrowError::ComputeError(_)
+        | ArrowError::InvalidArgumentError(_)
+        | ArrowError::SchemaError(_)
+        | ArrowError::CsvError(_)
+        | ArrowError::JsonError(_) => ErrorCode::InvalidInput,
+        ArrowError::NotYetImplemented(_) => ErrorCode::Unsupported,
+        ArrowError::MemoryError(_) => ErrorCode::ResourceExhausted,
+        ArrowError::IoError(_, io) => io_code(io.kind()),
+        ArrowError::ExternalError(_)
+        | ArrowError::IpcError(_)
+        | ArrowError::ParquetError(_)
+        | ArrowError::AvroError(_)
+        | ArrowError::CDataInterface(_)
+        | ArrowError::DictionaryKeyOverflowError
+        | ArrowError::RunEndIndexOverflowError
+        | ArrowError::OffsetOverflowError(_) => ErrorCode::Internal,
+    }
+}
+
+fn code_of(root: &DataFusionError, message: &str) -> ErrorCode {
+    match root {
+        DataFusionError::SQL(..)
+        | DataFusionError::Configuration(_)
+        | DataFusionError::Execution(_) => ErrorCode::InvalidInput,
+        DataFusionError::Plan(m) if m.contains("not found") => ErrorCode::NotFound,
+        DataFusionError::Plan(_) => ErrorCode::InvalidInput,
+        DataFusionError::SchemaError(..) if message.contains("No field named") => {
+            ErrorCode::NotFound
+        }
+        DataFusionError::SchemaError(..) => ErrorCode::InvalidInput,
+        DataFusionError::NotImplemented(_) => ErrorCode::Unsupported,
+        DataFusionError::ResourcesExhausted(_) => ErrorCode::ResourceExhausted,
+        DataFusionError::ArrowError(e, _) => arrow_code(e),
+        DataFusionError::IoError(e) => io_code(e.kind()),
+        DataFusionError::ObjectStore(e) => {
+            if matches!(**e, datafusion::object_store::Error::NotFound { .. }) {
+                ErrorCode::NotFound
+            } else {
+                ErrorCode::Internal
+            }
+        }
+        // A failed read of a Parquet file, a task that died, a fault outside DataFusion.
+        DataFusionError::ParquetError(_)
+        | DataFusionError::ExecutionJoin(_)
+        | DataFusionError::External(_)
+        | DataFusionError::Internal(_)
+        | DataFusionError::Substrait(_)
+        | DataFusionError::Ffi(_) => ErrorCode::Internal,
+        // Wrappers: the wrapped error decides.
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            code_of(inner.find_root(), message)
+        }
+        DataFusionError::Shared(inner) => code_of(inner.find_root(), message),
+        DataFusionError::Collection(errors) => errors
+            .first()
+            .map_or(ErrorCode::Internal, |e| code_of(e.find_root(), message)),
+    }
 }
 
 pub fn from_datafusion(e: DataFusionError) -> SqeError {
@@ -67,32 +146,11 @@ pub fn from_datafusion(e: DataFusionError) -> SqeError {
         }
     }
     let message = one_line(&root.to_string());
-    let code = match root {
-        DataFusionError::SQL(..) => ErrorCode::InvalidInput,
-        DataFusionError::NotImplemented(_) => ErrorCode::Unsupported,
-        DataFusionError::ResourcesExhausted(_) => ErrorCode::ResourceExhausted,
-        DataFusionError::Internal(_) => ErrorCode::Internal,
-        DataFusionError::ObjectStore(_) | DataFusionError::IoError(_) => {
-            if message.contains("not found") || message.contains("No such file") {
-                ErrorCode::NotFound
-            } else {
-                ErrorCode::External
-            }
-        }
-        DataFusionError::SchemaError(..) => {
-            if message.contains("No field named") {
-                ErrorCode::NotFound
-            } else {
-                ErrorCode::InvalidInput
-            }
-        }
-        DataFusionError::Plan(m) if m.contains("not found") => ErrorCode::NotFound,
-        _ => ErrorCode::InvalidInput,
-    };
-    if code == ErrorCode::Internal {
-        log::error!("internal error: {root}");
+    match code_of(root, &message) {
+        // The log gets all of it, context included (the caller gets only the id).
+        ErrorCode::Internal => SqeError::internal(e.to_string()),
+        code => SqeError::new(code, message),
     }
-    SqeError::new(code, message)
 }
 
 /// iceberg errors are not `Clone`; rebuild one with the same kind and message.
@@ -116,6 +174,31 @@ mod tests {
             one_line("Error during planning: table 'a.b.c' not found\n  more"),
             "table 'a.b.c' not found more"
         );
+    }
+
+    #[test]
+    fn broken_files_are_the_servers_fault() {
+        let parquet = DataFusionError::ParquetError(Box::new(
+            datafusion::parquet::errors::ParquetError::EOF("/srv/w/t/data.parquet".into()),
+        ));
+        let e = from_datafusion(parquet);
+        assert_eq!(e.code(), ErrorCode::Internal);
+        assert!(!e.message().contains("/srv"), "{}", e.message());
+        let cast = DataFusionError::ArrowError(
+            Box::new(ArrowError::CastError(
+                "Cannot cast string 'x' to Int32".into(),
+            )),
+            None,
+        );
+        assert_eq!(
+            from_datafusion(cast).message(),
+            "Cannot cast string 'x' to Int32"
+        );
+        let missing = DataFusionError::IoError(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "/data/nope.csv",
+        ));
+        assert_eq!(from_datafusion(missing).code(), ErrorCode::NotFound);
     }
 
     #[test]

@@ -8,7 +8,9 @@ pub mod catalog;
 mod ddl;
 mod engine;
 pub mod error;
+mod file_access;
 mod files;
+pub mod guard;
 mod ingest;
 mod optimizer;
 mod prepass;
@@ -18,4 +20,6 @@ mod write;
 
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};
 pub use engine::{Engine, EngineConfig};
-pub use prepass::{is_incomplete, split_statements};
+pub use file_access::{FileAccess, FileRules};
+pub use guard::WORKER_STACK;
+pub use prepass::{ends_in_statement, is_incomplete, split_statements};

@@ -181,6 +181,19 @@ pub fn split_statements(sql: &str) -> Vec<String> {
     out
 }
 
+/// True when `sql` ends inside a statement: its last `;` is followed by more than whitespace and
+/// comments, or a quote or block comment is still open.
+pub fn ends_in_statement(sql: &str) -> bool {
+    match tokenize(sql) {
+        Err(_) => true,
+        Ok(tokens) => tokens
+            .iter()
+            .rev()
+            .find(|t| !is_space(t))
+            .is_some_and(|t| *t != Token::SemiColon),
+    }
+}
+
 /// True when `sql` ends inside a quote or block comment (the shell then reads another line).
 pub fn is_incomplete(sql: &str) -> bool {
     tokenize(sql).is_err()

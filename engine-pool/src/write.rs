@@ -194,7 +194,7 @@ impl Engine {
 
 async fn drop_quietly(catalog: &SqliteCatalog, ident: &TableIdent) {
     if let Err(e) = catalog.purge_table(ident).await {
-        log::warn!("could not remove table {ident} after a failed CREATE TABLE AS: {e}");
+        tracing::warn!("could not remove table {ident} after a failed CREATE TABLE AS: {e}");
     }
 }
 

@@ -13,6 +13,58 @@ pub struct Config {
     pub catalog: CatalogConfig,
     pub auth: IdentityConfig,
     pub engine: EngineSection,
+    pub files: FilesSection,
+    pub log: LogSection,
+}
+
+/// What the file functions (`read_parquet`, `read_csv`, `read_json`, a bare path), `COPY … TO` and
+/// a table's `location` may reach on the server, which runs them as its own user for everyone.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FilesSection {
+    /// Any local path (never a catalog's warehouse).
+    pub allow_local_paths: bool,
+    /// Local paths under these directories.
+    pub allowed_local_prefixes: Vec<PathBuf>,
+    /// `http://` and `https://` URLs (read only).
+    pub allow_http: bool,
+    /// Object store URLs under these prefixes (`s3://bucket/shared/`).
+    pub allowed_object_prefixes: Vec<String>,
+}
+
+impl FilesSection {
+    pub fn access(&self) -> sqe_engine::FileAccess {
+        sqe_engine::FileAccess::Restricted(sqe_engine::FileRules {
+            allow_local_paths: self.allow_local_paths,
+            allowed_local_prefixes: self
+                .allowed_local_prefixes
+                .iter()
+                .map(|p| expand_home(p))
+                .collect(),
+            allow_http: self.allow_http,
+            allowed_object_prefixes: self.allowed_object_prefixes.clone(),
+        })
+    }
+}
+
+/// The server's log, on standard error.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSection {
+    /// `error`, `warn`, `info`, `debug` or `trace`, or a filter such as `info,sqe_engine=debug`;
+    /// `RUST_LOG` overrides it.
+    pub level: String,
+    /// `text` or `json` (one object per line).
+    pub format: String,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: "text".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -60,6 +112,17 @@ pub struct ServerConfig {
     pub production_mode: bool,
     /// TLS on both listeners, when set.
     pub tls: Option<TlsConfig>,
+    /// A Trino query whose client has not asked for a page for this long is cancelled.
+    pub client_timeout_secs: u64,
+    /// A Flight SQL result not fetched within this time is dropped (its query cancelled).
+    pub result_timeout_secs: u64,
+    /// A Flight SQL prepared statement not used for this long is closed.
+    pub prepared_statement_idle_secs: u64,
+    /// How often abandoned queries, results and prepared statements are looked for.
+    pub reaper_interval_secs: u64,
+    /// On SIGTERM or Ctrl-C, how long running statements may take to finish (no new ones are
+    /// accepted meanwhile) before the server stops anyway.
+    pub shutdown_grace_secs: u64,
 }
 
 /// A PEM certificate chain and its private key.
@@ -96,7 +159,23 @@ impl Default for ServerConfig {
             flight_port: 50051,
             production_mode: false,
             tls: None,
+            client_timeout_secs: 300,
+            result_timeout_secs: 300,
+            prepared_statement_idle_secs: 3600,
+            reaper_interval_secs: 10,
+            shutdown_grace_secs: 30,
         }
+    }
+}
+
+/// `~/x` as a path under the home directory.
+pub fn expand_home(path: &Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(rest),
+        Err(_) => path.to_path_buf(),
     }
 }
 
@@ -131,8 +210,7 @@ impl Config {
                 .map_err(|e| format!("cannot read {}: {e}", p.display()))?
                 .parse::<toml::Table>()
                 .map_err(|e| format!("{}: {e}", p.display()))?,
-            // No file: the local default, which lets loopback callers in without credentials.
-            None => toml::toml! { [auth] allow_anonymous = true },
+            None => toml::Table::new(),
         };
         for (key, value) in env {
             let Some(rest) = key.strip_prefix("SQE_") else {
@@ -149,16 +227,36 @@ impl Config {
             };
             section.insert(field.to_ascii_lowercase(), env_value(&value));
         }
-        let config: Config = toml::Value::Table(table)
+        let anonymous = match table.get("auth").and_then(|a| a.get("allow_anonymous")) {
+            None => None,
+            Some(toml::Value::Boolean(b)) => Some(*b),
+            Some(other) => {
+                return Err(format!(
+                    "invalid configuration: auth.allow_anonymous must be true or false, not {other}"
+                ));
+            }
+        };
+        let mut config: Config = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| format!("invalid configuration: {}", e.message()))?;
+        // Without an authenticator, and unless the configuration says otherwise, callers who
+        // present nothing run as the user they name (validate keeps that to loopback addresses).
+        config.auth.allow_anonymous = anonymous.unwrap_or(!config.has_authenticator());
+        config.catalog.warehouse = expand_home(&config.catalog.warehouse);
+        for mount in &mut config.catalog.mounts {
+            mount.warehouse = expand_home(&mount.warehouse);
+        }
         config.validate()?;
         Ok(config)
     }
 
+    pub fn has_authenticator(&self) -> bool {
+        self.auth.oidc.is_some() || !self.auth.static_principals.is_empty()
+    }
+
     /// Refuses combinations that would expose data.
     pub fn validate(&self) -> Result<(), String> {
-        let has_authenticator = self.auth.oidc.is_some() || !self.auth.static_principals.is_empty();
+        let has_authenticator = self.has_authenticator();
         let loopback = self.server.host.is_loopback();
         if !loopback && !has_authenticator {
             return Err(format!(
@@ -184,6 +282,15 @@ impl Config {
         if !self.auth.allow_anonymous && !has_authenticator {
             return Err("no way to authenticate: set auth.allow_anonymous = true, [auth.oidc] or [[auth.static]]".into());
         }
+        if !["text", "json"].contains(&self.log.format.as_str()) {
+            return Err(format!(
+                "log.format must be \"text\" or \"json\", not \"{}\"",
+                self.log.format
+            ));
+        }
+        if self.server.reaper_interval_secs == 0 {
+            return Err("server.reaper_interval_secs must be at least 1".into());
+        }
         if let Some(oidc) = &self.auth.oidc {
             if oidc.issuer.is_empty() {
                 return Err("[auth.oidc] needs an issuer".into());
@@ -205,10 +312,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_example_config_parses() {
+    fn the_example_config_states_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sqe.toml.example");
-        let config = Config::load(Some(&path), Vec::new());
-        assert!(config.is_ok(), "{config:?}");
+        let example = Config::load(Some(&path), Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+        let defaults = Config::load(None, Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(example, defaults);
+        // And the example names every section a user can set.
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        for section in [
+            "[server]",
+            "[catalog]",
+            "[auth]",
+            "[engine]",
+            "[files]",
+            "[log]",
+        ] {
+            assert!(text.contains(section), "{section} is missing");
+        }
+    }
+
+    #[test]
+    fn a_config_without_auth_serves_loopback_anonymously() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("sqe.toml");
+        std::fs::write(&path, "[server]\nhttp_port = 0\n").unwrap_or_else(|e| panic!("{e}"));
+        let config = Config::load(Some(&path), Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(config.auth.allow_anonymous);
+        std::fs::write(
+            &path,
+            "[auth.oidc]\nissuer = \"http://127.0.0.1:1\"\n[server]\nhost = \"0.0.0.0\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let config = Config::load(Some(&path), Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !config.auth.allow_anonymous,
+            "an authenticator turns it off"
+        );
     }
 
     #[test]

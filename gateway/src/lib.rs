@@ -8,12 +8,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::{Router, middleware};
 pub use config::Config;
 use sqe_engine::{Engine, EngineConfig};
-use sqe_flight_sql::FlightSqlConfig;
+use sqe_flight_sql::{FlightSqlConfig, SqeFlightSql};
 use sqe_identity::{Authenticator, http_layer};
 use sqe_trino::{TrinoConfig, TrinoService};
 
@@ -30,16 +32,6 @@ pub struct Args {
     pub config: Option<PathBuf>,
 }
 
-fn expand_home(path: &std::path::Path) -> PathBuf {
-    match path.strip_prefix("~") {
-        Ok(rest) => std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_default()
-            .join(rest),
-        Err(_) => path.to_path_buf(),
-    }
-}
-
 pub fn main(args: Args) -> ExitCode {
     let config = match Config::load(args.config.as_deref(), std::env::vars()) {
         Ok(c) => c,
@@ -48,8 +40,13 @@ pub fn main(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = init_log(&config.log) {
+        eprintln!("sqe-server: {e}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(sqe_engine::WORKER_STACK)
         .build()
     {
         Ok(rt) => rt,
@@ -67,30 +64,73 @@ pub fn main(args: Args) -> ExitCode {
     }
 }
 
-/// Runs until SIGINT or SIGTERM, then stops accepting and lets running requests finish.
+/// The log on standard error: `RUST_LOG` if set, else `[log] level`; text or JSON lines.
+fn init_log(log: &config::LogSection) -> Result<(), String> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(f) if !f.trim().is_empty() => f,
+        _ => log.level.clone(),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .map_err(|e| format!("log level '{filter}': {e}"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let installed = if log.format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+    installed.map_err(|e| format!("cannot install the log: {e}"))
+}
+
+/// Which authenticators are on, for the startup line.
+fn authenticators(config: &Config) -> String {
+    let mut on = Vec::new();
+    if let Some(oidc) = &config.auth.oidc {
+        on.push(format!("oidc (issuer {})", oidc.issuer));
+    }
+    if !config.auth.static_principals.is_empty() {
+        on.push(format!(
+            "static tokens ({})",
+            config.auth.static_principals.len()
+        ));
+    }
+    if config.auth.allow_anonymous {
+        on.push("anonymous (X-Trino-User)".into());
+    }
+    on.join(", ")
+}
+
+/// Runs until SIGINT or SIGTERM; then refuses new statements, lets running ones finish for up to
+/// `shutdown_grace_secs`, and stops.
 pub async fn serve(config: Config) -> Result<(), String> {
     let mut catalogs = vec![(
         config.catalog.name.clone(),
-        expand_home(&config.catalog.warehouse),
+        config.catalog.warehouse.clone(),
     )];
     catalogs.extend(
         config
             .catalog
             .mounts
             .iter()
-            .map(|m| (m.name.clone(), expand_home(&m.warehouse))),
+            .map(|m| (m.name.clone(), m.warehouse.clone())),
     );
     let engine = Arc::new(
         Engine::open(EngineConfig {
             catalogs,
             admission: config.engine.admission(),
+            admin_roles: config.auth.admin_roles.clone(),
+            files: config.files.access(),
             ..EngineConfig::default()
         })
         .map_err(|e| e.to_string())?,
     );
+    let server = &config.server;
     let trino_config = TrinoConfig {
-        https: config.server.tls.is_some(),
+        https: server.tls.is_some(),
         impersonators: config.auth.impersonators.clone(),
+        admin_roles: config.auth.admin_roles.clone(),
+        client_timeout: Duration::from_secs(server.client_timeout_secs),
         ..TrinoConfig::new(engine.default_catalog())
     };
     let trino = TrinoService::new(engine.clone(), trino_config);
@@ -100,15 +140,17 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let http = Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/ready", get(|| async { "ready" }))
-        .merge(sqe_trino::router(trino).layer(auth()));
-    let flight = sqe_flight_sql::service(
+        .merge(sqe_trino::router(trino.clone()).layer(auth()));
+    let flight_sql = SqeFlightSql::new(
         engine.clone(),
         FlightSqlConfig {
-            default_catalog: engine.default_catalog().to_string(),
-            default_schema: "default".into(),
+            admin_roles: config.auth.admin_roles.clone(),
+            result_timeout: Duration::from_secs(server.result_timeout_secs),
+            prepared_idle: Duration::from_secs(server.prepared_statement_idle_secs),
+            ..FlightSqlConfig::new(engine.default_catalog())
         },
     );
-    let flight = tonic::service::Routes::new(flight)
+    let flight = tonic::service::Routes::new(sqe_flight_sql::server(flight_sql.clone()))
         .into_axum_router()
         .layer(auth());
 
@@ -121,21 +163,57 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let tls = config.server.tls.as_ref().map(tls::acceptor).transpose()?;
     let http_listener = bind(config.server.http_port).await?;
     let flight_listener = bind(config.server.flight_port).await?;
-    // Tests and scripts read these lines to find the ports.
+    // Tests and scripts read these lines (on standard output) to find the ports.
     let local = |l: &tokio::net::TcpListener| l.local_addr().map_err(|e| e.to_string());
     let secured = if tls.is_some() { " (tls)" } else { "" };
-    println!(
-        "sqe-server: trino http listening on {}{secured}",
-        local(&http_listener)?
-    );
-    println!(
-        "sqe-server: flight sql listening on {}{secured}",
-        local(&flight_listener)?
+    let (http_addr, flight_addr) = (local(&http_listener)?, local(&flight_listener)?);
+    println!("sqe-server: trino http listening on {http_addr}{secured}");
+    println!("sqe-server: flight sql listening on {flight_addr}{secured}");
+    tracing::info!(
+        trino_http = %http_addr,
+        flight_sql = %flight_addr,
+        tls = tls.is_some(),
+        authenticators = %authenticators(&config),
+        catalogs = ?engine.catalog_names(),
+        "sqe-server {} listening",
+        env!("CARGO_PKG_VERSION")
     );
 
+    // Abandoned queries, unfetched results and idle prepared statements give back their slots.
+    let interval = Duration::from_secs(server.reaper_interval_secs);
+    let reaper = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        loop {
+            tick.tick().await;
+            let queries = trino.reap();
+            let (results, prepared) = flight_sql.reap();
+            if queries + results + prepared > 0 {
+                tracing::info!(
+                    queries,
+                    results,
+                    prepared,
+                    "reaped what clients left behind"
+                );
+            }
+        }
+    });
+
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let grace = Duration::from_secs(server.shutdown_grace_secs);
+    let draining = engine.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
+        // No new statements; the running ones may still be fetched until they end.
+        draining.drain();
+        let running = draining.running();
+        tracing::info!(
+            running,
+            "shutting down: waiting up to {grace:?} for running statements"
+        );
+        let deadline = tokio::time::Instant::now() + grace;
+        while draining.running() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let _ = stop.send(true);
     });
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -156,22 +234,27 @@ pub async fn serve(config: Config) -> Result<(), String> {
     }
     .map_err(|e| e.to_string())?;
     let ((), ()) = (http, flight);
+    reaper.abort();
+    tracing::info!("sqe-server stopped");
     Ok(())
 }
 
-/// Serves `router` on `listener` until `stop` resolves, then lets open requests finish.
+/// Serves `router` on `listener` until `stop` resolves, then lets open requests finish. Each
+/// request carries its peer's address (`ConnectInfo<SocketAddr>`), for the access log.
 async fn serve_on<L>(
     listener: L,
     router: Router,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()>
 where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
+    L: axum::serve::Listener<Addr = SocketAddr>,
 {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(stop)
-        .await
+    axum::serve(
+        listener.tap_io(|_| {}),
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop)
+    .await
 }
 
 async fn shutdown_signal() {

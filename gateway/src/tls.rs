@@ -58,7 +58,7 @@ impl TlsListener {
                 let (stream, peer) = match tcp.accept().await {
                     Ok(accepted) => accepted,
                     Err(e) => {
-                        log::warn!("accept on {local}: {e}");
+                        tracing::warn!("accept on {local}: {e}");
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
@@ -70,8 +70,8 @@ impl TlsListener {
                         Ok(Ok(tls)) => {
                             let _ = sender.send((tls, peer)).await;
                         }
-                        Ok(Err(e)) => log::info!("TLS handshake with {peer} failed: {e}"),
-                        Err(_) => log::info!("TLS handshake with {peer} timed out"),
+                        Ok(Err(e)) => tracing::info!("TLS handshake with {peer} failed: {e}"),
+                        Err(_) => tracing::info!("TLS handshake with {peer} timed out"),
                     }
                 });
             }

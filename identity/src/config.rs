@@ -16,6 +16,9 @@ pub struct IdentityConfig {
     /// Principals that may run queries as another user they name (Trino's `X-Trino-User`), such
     /// as a BI server that signs in once for its viewers. Nobody else may.
     pub impersonators: Vec<String>,
+    /// Principals holding one of these roles (from the token's role claims, or a static
+    /// principal's `roles`) may cancel any query and read everyone's in `system.runtime.queries`.
+    pub admin_roles: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

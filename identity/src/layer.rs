@@ -2,9 +2,10 @@
 //! [`Principal`](sqe_sessions::Principal) and [`Credential`](sqe_sessions::Credential) into the
 //! request extensions, or answers 401 saying why.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -71,9 +72,22 @@ pub async fn http_layer(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
+    // The access log names the peer and the reason, never what was presented.
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.to_string())
+        .unwrap_or_default();
+    let path = request.uri().path().to_string();
+    let failed = |e: &sqe_sessions::SqeError| {
+        tracing::warn!(remote = %peer, path = %path, reason = e.message(), "authentication failed");
+    };
     let presented = match Presented::from_authorization(value) {
         Ok(p) => p,
-        Err(e) => return refuse(grpc, StatusCode::UNAUTHORIZED, e.message()),
+        Err(e) => {
+            failed(&e);
+            return refuse(grpc, StatusCode::UNAUTHORIZED, e.message());
+        }
     };
     match auth.authenticate(&presented).await {
         Ok(Some(who)) => {
@@ -84,9 +98,12 @@ pub async fn http_layer(
             next.run(request).await
         }
         Ok(None) => next.run(request).await,
-        Err(e) => match e.code() {
-            ErrorCode::External => refuse(grpc, StatusCode::SERVICE_UNAVAILABLE, e.message()),
-            _ => refuse(grpc, StatusCode::UNAUTHORIZED, e.message()),
-        },
+        Err(e) => {
+            failed(&e);
+            match e.code() {
+                ErrorCode::External => refuse(grpc, StatusCode::SERVICE_UNAVAILABLE, e.message()),
+                _ => refuse(grpc, StatusCode::UNAUTHORIZED, e.message()),
+            }
+        }
     }
 }

@@ -280,7 +280,7 @@ impl Authenticator {
             )
         });
         let response = self.http.get(&url).send().await.map_err(|e| {
-            log::warn!("OIDC discovery at {url} failed: {e}");
+            tracing::warn!("OIDC discovery at {url} failed: {e}");
             SqeError::new(ErrorCode::External, "the identity provider is unreachable")
         })?;
         response.json::<Value>().await.map_err(|_| {

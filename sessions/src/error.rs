@@ -1,5 +1,8 @@
 //! One error type for every front end. Each protocol maps [`ErrorCode`] to its own wire code with an
 //! exhaustive `match`, so a new code forces a decision everywhere.
+//!
+//! The text of an internal error never reaches a client: it is logged when the error is made, under
+//! an id that the error's own message names, so a user can quote it and an operator can find it.
 
 use std::fmt;
 
@@ -29,7 +32,8 @@ pub enum ErrorCode {
     Cancelled,
     /// A failure of a dependency (object store, catalog service) rather than of the request.
     External,
-    /// A bug or an unexpected state; its text is not sent to clients.
+    /// A bug, an unexpected state, or a fault of the server's own files; its text is logged and
+    /// the client is told only an id to quote.
     Internal,
 }
 
@@ -62,8 +66,18 @@ pub struct SqeError {
 pub type SqeResult<T> = Result<T, SqeError>;
 
 impl SqeError {
+    /// An error with `message` for the caller; for [`ErrorCode::Internal`], `message` goes to the
+    /// log and the caller gets a generic message with the id it was logged under.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         let mut message: String = message.into();
+        if code == ErrorCode::Internal {
+            let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
+            tracing::error!(error_id = id, "internal error: {message}");
+            return Self {
+                code,
+                message: format!("internal error {id}; the log has the details"),
+            };
+        }
         if message.len() > MAX_MESSAGE_LEN {
             let mut cut = MAX_MESSAGE_LEN;
             while !message.is_char_boundary(cut) {
@@ -115,6 +129,22 @@ impl std::error::Error for SqeError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn internal_text_stays_out_of_the_message() {
+        let err = SqeError::internal("/srv/warehouse/x.parquet: unexpected end of file");
+        assert_eq!(err.code(), ErrorCode::Internal);
+        assert!(!err.message().contains("/srv"), "{}", err.message());
+        let id = err
+            .message()
+            .strip_prefix("internal error ")
+            .and_then(|m| m.strip_suffix("; the log has the details"));
+        assert!(
+            id.is_some_and(|id| id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{}",
+            err.message()
+        );
+    }
 
     #[test]
     fn long_messages_are_capped_on_a_char_boundary() {

@@ -5,13 +5,15 @@
 //! Nothing here knows about a wire protocol or about DataFusion.
 
 mod error;
+mod handle;
 mod session;
 mod sql_text;
 mod store;
 
 pub use error::{ErrorCode, SqeError, SqeResult};
+pub use handle::random_handle;
 pub use session::{Credential, Principal, Session, SessionUpdate};
-pub use sql_text::bind_parameters;
+pub use sql_text::{MAX_PARAMETERS, bind_parameters, too_many_parameters};
 pub use store::SessionStore;
 
 use arrow_array::RecordBatch;

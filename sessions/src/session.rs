@@ -17,6 +17,11 @@ impl Principal {
             roles: Vec::new(),
         }
     }
+
+    /// Whether the principal holds one of `roles` (say, the configured admin roles).
+    pub fn has_any_role(&self, roles: &[String]) -> bool {
+        self.roles.iter().any(|r| roles.contains(r))
+    }
 }
 
 /// The caller's own credential (a bearer token), passed on to catalogs and object stores.
@@ -57,6 +62,11 @@ pub struct Session {
     pub source: Option<String>,
     /// Tags the client attached (Trino's `X-Trino-Client-Tags`).
     pub client_tags: Vec<String>,
+    /// How the session reached SQE (`trino`, `flight-sql`, `embedded`), for logs.
+    pub protocol: &'static str,
+    /// The id the protocol gave the statement being run (Trino's query id), which the query
+    /// registry and the log then use; the engine numbers statements without one.
+    pub query_id: Option<String>,
 }
 
 impl Session {
@@ -66,7 +76,7 @@ impl Session {
         schema: impl Into<String>,
     ) -> Self {
         Self {
-            id: uuid::Uuid::new_v4().simple().to_string(),
+            id: crate::random_handle(),
             principal,
             credential: None,
             catalog: catalog.into(),
@@ -75,6 +85,8 @@ impl Session {
             properties: BTreeMap::new(),
             source: None,
             client_tags: Vec::new(),
+            protocol: "embedded",
+            query_id: None,
         }
     }
 

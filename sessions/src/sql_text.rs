@@ -1,8 +1,21 @@
 //! SQL text helpers the protocols share: binding `?` parameters, which clients send as SQL literals
 //! (Trino's EXECUTE … USING) or as Arrow values the protocol renders as literals (Flight SQL).
 
+/// The most parameter values one statement (or one call's rows of parameters) may bind.
+pub const MAX_PARAMETERS: usize = 65_535;
+
+/// The error for more parameter values than [`MAX_PARAMETERS`].
+pub fn too_many_parameters(count: usize) -> String {
+    format!(
+        "{count} parameter values are more than the {MAX_PARAMETERS} one statement may bind; load many rows with bulk ingest or INSERT … SELECT"
+    )
+}
+
 /// Replaces each `?` outside quotes and comments with the next parameter's SQL text.
 pub fn bind_parameters(sql: &str, params: &[String]) -> Result<String, String> {
+    if params.len() > MAX_PARAMETERS {
+        return Err(too_many_parameters(params.len()));
+    }
     let mut out = String::with_capacity(sql.len());
     let mut chars = sql.chars().peekable();
     let mut used = 0;

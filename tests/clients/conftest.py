@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,21 @@ IDP_DIR = ROOT / "tests" / "idp"
 
 
 class Process:
-    def __init__(self, process: subprocess.Popen, port: int):
+    def __init__(self, process: subprocess.Popen, port: int, seen=()):
         self.process = process
         self.port = port
+        # Everything the process prints (stdout and stderr), read on by a thread so that a chatty
+        # log never fills the pipe; tests read the log from here.
+        self.lines = list(seen)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def log(self) -> str:
+        return "".join(self.lines)
 
     def stop(self):
         self.process.terminate()
@@ -30,7 +43,7 @@ class Process:
             self.process.wait()
 
 
-def start(command, pattern, env=None, more=()) -> Process:
+def start(command, pattern, env=None, more=(), kind=Process) -> Process:
     """Starts `command` and waits for a line matching `pattern` (group 1: the port), then for one
     line matching each of `more`, whose ports go to `process.more_ports`."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -43,7 +56,7 @@ def start(command, pattern, env=None, more=()) -> Process:
         if match:
             ports.append(int(match.group(1)))
             if len(ports) == len(wanted):
-                p = Process(process, ports[0])
+                p = kind(process, ports[0], seen)
                 p.more_ports = ports[1:]
                 return p
     process.kill()
@@ -60,12 +73,14 @@ class Server(Process):
         return self.more_ports[0]
 
 
-def start_server(root: Path, auth_toml: str, env_extra=None) -> Server:
+def start_server(root: Path, auth_toml: str, env_extra=None, server_toml="") -> Server:
+    """sqe-server on free ports over a warehouse in `root`; `auth_toml` is appended to the
+    configuration (the [auth] section and any others), `server_toml` goes into [server]."""
     if not Path(SQE_SERVER).is_file():
         pytest.fail(f"sqe-server binary not found at {SQE_SERVER} (build it, or set SQE_SERVER)")
     config = root / "sqe.toml"
     config.write_text(
-        f'[server]\nhost = "127.0.0.1"\nhttp_port = 0\nflight_port = 0\n\n'
+        f'[server]\nhost = "127.0.0.1"\nhttp_port = 0\nflight_port = 0\n{server_toml}\n'
         f'[catalog]\nwarehouse = "{root / "warehouse"}"\n\n'
         + auth_toml
     )
@@ -76,10 +91,9 @@ def start_server(root: Path, auth_toml: str, env_extra=None) -> Server:
         r"trino http listening on 127\.0\.0\.1:(\d+)",
         env,
         more=[r"flight sql listening on 127\.0\.0\.1:(\d+)"],
+        kind=Server,
     )
-    server = Server(p.process, p.port)
-    server.more_ports = p.more_ports
-    return server
+    return p
 
 
 @pytest.fixture(scope="module")
@@ -109,12 +123,12 @@ ROBOT_TOKEN = "robot-token-0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def secure_server(tmp_path_factory, idp):
+    # robot may act for other users and is an admin (it reads everyone's queries).
     auth = (
-        "[auth]\nallow_anonymous = false\n\n"
+        '[auth]\nallow_anonymous = false\nimpersonators = ["robot"]\nadmin_roles = ["sqe_admin"]\n\n'
         f'[auth.oidc]\nissuer = "http://127.0.0.1:{idp.port}"\naudience = "sqe"\nclient_id = "sqe"\n\n'
-        '[[auth.static]]\nname = "robot"\ntoken_env = "ROBOT_TOKEN"\n'
+        '[[auth.static]]\nname = "robot"\ntoken_env = "ROBOT_TOKEN"\nroles = ["sqe_admin"]\n'
     )
-    auth = auth.replace("allow_anonymous = false\n", 'allow_anonymous = false\nimpersonators = ["robot"]\n')
     s = start_server(tmp_path_factory.mktemp("sqe-secure"), auth, {"ROBOT_TOKEN": ROBOT_TOKEN})
     try:
         yield s

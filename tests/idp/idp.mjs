@@ -6,7 +6,9 @@
 // tests can obtain each kind of bad token from the real issuer.
 import { OAuth2Server } from 'oauth2-mock-server';
 
-const users = { alice: 'alice-secret', bob: 'bob-secret' };
+const users = { alice: 'alice-secret', bob: 'bob-secret', ada: 'ada-secret' };
+// Roles a user's tokens carry in their `roles` claim.
+const roles = { ada: ['sqe_admin'] };
 const clients = { 'etl-service': 'etl-secret' };
 
 const server = new OAuth2Server();
@@ -16,6 +18,9 @@ server.service.on('beforeTokenSigning', (token, req) => {
   const body = req.body ?? {};
   if (body.grant_type === 'password') {
     token.payload.preferred_username = body.username;
+    if (roles[body.username]) {
+      token.payload.roles = roles[body.username];
+    }
   }
   if (body.grant_type === 'client_credentials') {
     token.payload.sub = body.client_id;

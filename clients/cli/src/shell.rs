@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
-use sqe_engine::{Engine, EngineConfig, is_incomplete, split_statements};
+use sqe_engine::{Engine, EngineConfig, ends_in_statement, is_incomplete, split_statements};
 use sqe_sessions::{Principal, QueryService, Session, SqeError};
 
 use crate::args::{Args, Format};
@@ -25,9 +25,24 @@ const HELP: &str = "\
 .quit              leave (also .exit or Ctrl-D)
 SQL statements end with ';' and may span lines. Ctrl-C cancels a running query.";
 
+/// Warnings and errors on standard error (an internal error's details, under the id the error
+/// names); `RUST_LOG` chooses more.
+fn init_log() {
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 pub fn main(args: Args) -> ExitCode {
+    init_log();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(sqe_engine::WORKER_STACK)
         .build()
     {
         Ok(rt) => rt,
@@ -148,15 +163,38 @@ async fn run(args: Args) -> Result<bool, String> {
     }
 }
 
+/// One step of a script: a statement, or a dot-command (which ends at its line).
+#[derive(Debug, PartialEq)]
+enum Step {
+    Sql(String),
+    Dot(String),
+}
+
+/// A script's steps. A line that starts with `.` where no statement is open is a dot-command.
+fn script_steps(script: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut pending = String::new();
+    for line in script.lines() {
+        if !ends_in_statement(&pending) && line.trim_start().starts_with('.') {
+            steps.extend(split_statements(&pending).into_iter().map(Step::Sql));
+            pending.clear();
+            steps.push(Step::Dot(line.trim().to_string()));
+        } else {
+            pending.push_str(line);
+            pending.push('\n');
+        }
+    }
+    steps.extend(split_statements(&pending).into_iter().map(Step::Sql));
+    steps
+}
+
 impl Shell {
     async fn run_script(&mut self, sql: &str, stop_on_error: bool) -> bool {
-        let statements = split_statements(sql);
         let mut ok = true;
-        for statement in statements {
-            let result = if statement.starts_with('.') {
-                self.dot_command(&statement).await.map(|_| ())
-            } else {
-                self.execute(&statement).await
+        for step in script_steps(sql) {
+            let result = match step {
+                Step::Dot(line) => self.dot_command(&line).await.map(|_| ()),
+                Step::Sql(statement) => self.execute(&statement).await,
             };
             if let Err(e) = result {
                 eprintln!("Error: {e}");
@@ -331,4 +369,25 @@ fn statement_complete(buffer: &str) -> bool {
     }
     // A ';' inside an open quote or comment does not end the statement.
     !is_incomplete(trimmed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dot_command_ends_at_its_line() {
+        let steps =
+            script_steps(".timer on\nSELECT 1;\n-- note\n.tables\nSELECT 'a\n.b';\nSELECT 2");
+        assert_eq!(
+            steps,
+            vec![
+                Step::Dot(".timer on".into()),
+                Step::Sql("SELECT 1".into()),
+                Step::Dot(".tables".into()),
+                Step::Sql("SELECT 'a\n.b'".into()),
+                Step::Sql("SELECT 2".into()),
+            ]
+        );
+    }
 }

@@ -9,6 +9,11 @@
 //!
 //! It never checks a credential: the gateway's authentication layer puts the caller's
 //! [`Principal`] and [`Credential`] into the request extensions before a call reaches this service.
+//!
+//! Every handle it hands out (tickets, prepared statements, sessions) is random and belongs to the
+//! principal that made it: anyone else presenting it gets the answer of a handle that does not
+//! exist. Results nobody fetches and prepared statements nobody uses are dropped by
+//! [`SqeFlightSql::reap`], which frees their query slots.
 
 mod session_options;
 
@@ -48,17 +53,20 @@ use session_options::{
     SetSessionOptionsResult, session_id_from_cookies,
 };
 use sqe_sessions::{
-    Credential, ErrorCode, IfExists, IfMissing, IngestTarget, Principal, QueryResult, QueryService,
-    Session, SessionStore, SqeError, bind_parameters,
+    Credential, ErrorCode, IfExists, IfMissing, IngestTarget, MAX_PARAMETERS, Principal,
+    QueryResult, QueryService, Session, SessionStore, SqeError, bind_parameters, random_handle,
+    too_many_parameters,
 };
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
-/// How long a result may wait for its DoGet.
-const UNFETCHED_AFTER: Duration = Duration::from_secs(300);
-
 /// How long a session may sit unused before it is forgotten.
 const SESSION_IDLE: Duration = Duration::from_secs(3600);
+
+/// The answer for a ticket that does not exist, or is not the caller's.
+const NO_RESULT: &str = "result not found (already fetched, or expired)";
+/// The answer for a prepared statement that does not exist, or is not the caller's.
+const NO_PREPARED: &str = "prepared statement not found (closed?)";
 
 type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -127,15 +135,55 @@ pub fn status(e: &SqeError) -> Status {
     }
 }
 
+/// A fault of the server while answering: logged under an id, which is all the client sees.
+fn internal(e: impl std::fmt::Display) -> Status {
+    status(&SqeError::internal(e.to_string()))
+}
+
 struct Prepared {
+    /// The principal that prepared it.
+    owner: String,
     sql: String,
     /// Bound parameter rows, each a list of SQL literals. An update runs once per row.
     rows: Vec<Vec<String>>,
+    used: Instant,
+}
+
+/// A result waiting for its DoGet.
+struct Parked {
+    owner: String,
+    since: Instant,
+    result: QueryResult,
+}
+
+/// A result a DoGet is streaming: who may cancel it, and how.
+struct Streamed {
+    owner: String,
+    abort: AbortHandle,
 }
 
 pub struct FlightSqlConfig {
     pub default_catalog: String,
     pub default_schema: String,
+    /// Principals holding one of these roles may cancel any user's query.
+    pub admin_roles: Vec<String>,
+    /// A result not fetched within this time is dropped, which cancels its query.
+    pub result_timeout: Duration,
+    /// A prepared statement not used for this long is closed.
+    pub prepared_idle: Duration,
+}
+
+impl FlightSqlConfig {
+    /// Calls without a session land in `catalog`.`default`.
+    pub fn new(catalog: &str) -> Self {
+        Self {
+            default_catalog: catalog.to_string(),
+            default_schema: "default".into(),
+            admin_roles: Vec::new(),
+            result_timeout: Duration::from_secs(300),
+            prepared_idle: Duration::from_secs(3600),
+        }
+    }
 }
 
 pub struct SqeFlightSql {
@@ -144,27 +192,53 @@ pub struct SqeFlightSql {
     sessions: SessionStore,
     sql_info: SqlInfoData,
     prepared: Mutex<HashMap<Vec<u8>, Prepared>>,
-    /// Results waiting for their DoGet, by ticket, with when they were parked. Each holds a query
-    /// slot, so results nobody fetches are dropped (cancelled) after `UNFETCHED_AFTER`.
-    results: Mutex<HashMap<Vec<u8>, (Instant, QueryResult)>>,
+    /// Results waiting for their DoGet, by ticket. Each holds a query slot, so results nobody
+    /// fetches are dropped (cancelled) after the result timeout.
+    results: Mutex<HashMap<Vec<u8>, Parked>>,
     /// Results being streamed by a DoGet, by ticket, so CancelFlightInfo can stop them.
-    streaming: Arc<Mutex<HashMap<Vec<u8>, AbortHandle>>>,
+    streaming: Arc<Mutex<HashMap<Vec<u8>, Streamed>>>,
 }
 
+impl SqeFlightSql {
+    pub fn new(service: Arc<dyn QueryService>, config: FlightSqlConfig) -> Arc<Self> {
+        Arc::new(SqeFlightSql {
+            service,
+            config,
+            sessions: SessionStore::new(SESSION_IDLE),
+            sql_info: sql_info(),
+            prepared: Mutex::new(HashMap::new()),
+            results: Mutex::new(HashMap::new()),
+            streaming: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// Drops results nobody fetched within the result timeout (cancelling their queries and
+    /// freeing their slots) and closes prepared statements idle for longer than allowed; returns
+    /// how many of each.
+    pub fn reap(&self) -> (usize, usize) {
+        let results = {
+            let mut results = lock(&self.results);
+            let before = results.len();
+            results.retain(|_, p| p.since.elapsed() < self.config.result_timeout);
+            before - results.len()
+        };
+        let prepared = {
+            let mut prepared = lock(&self.prepared);
+            let before = prepared.len();
+            prepared.retain(|_, p| p.used.elapsed() < self.config.prepared_idle);
+            before - prepared.len()
+        };
+        (results, prepared)
+    }
+}
+
+/// The largest message a client may send (a command, or one batch of a bulk ingest); a larger
+/// one gets RESOURCE_EXHAUSTED.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
 /// The Flight service to mount in the gateway.
-pub fn service(
-    service: Arc<dyn QueryService>,
-    config: FlightSqlConfig,
-) -> FlightServiceServer<SqeFlightSql> {
-    FlightServiceServer::new(SqeFlightSql {
-        service,
-        config,
-        sessions: SessionStore::new(SESSION_IDLE),
-        sql_info: sql_info(),
-        prepared: Mutex::new(HashMap::new()),
-        results: Mutex::new(HashMap::new()),
-        streaming: Arc::new(Mutex::new(HashMap::new())),
-    })
+pub fn server(flight: Arc<SqeFlightSql>) -> FlightServiceServer<SqeFlightSql> {
+    FlightServiceServer::from_arc(flight).max_decoding_message_size(MAX_MESSAGE_BYTES)
 }
 
 /// What GetSqlInfo reports.
@@ -239,15 +313,25 @@ fn literal(array: &dyn Array, row: usize) -> Result<String, Status> {
     })
 }
 
+/// Who is calling (`anonymous` on a server that lets loopback callers in without credentials).
+fn caller<T>(request: &Request<T>) -> Principal {
+    request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or_else(|| Principal::new("anonymous"))
+}
+
+/// A new handle for a ticket or a prepared statement.
+fn new_handle() -> Vec<u8> {
+    random_handle().into_bytes()
+}
+
 impl SqeFlightSql {
     /// The caller's session: the stored one its cookie names (if it is theirs), else a fresh one
     /// with the configured defaults. The second value says whether it was stored.
     fn session_of<T>(&self, request: &Request<T>) -> (Session, bool) {
-        let principal = request
-            .extensions()
-            .get::<Principal>()
-            .cloned()
-            .unwrap_or_else(|| Principal::new("anonymous"));
+        let principal = caller(request);
         let stored = request
             .metadata()
             .get_all("cookie")
@@ -264,6 +348,7 @@ impl SqeFlightSql {
             )
         });
         session.credential = request.extensions().get::<Credential>().cloned();
+        session.protocol = "flight-sql";
         (session, found)
     }
 
@@ -301,18 +386,21 @@ impl SqeFlightSql {
         let new_session = self.keep_changes(&mut session, stored, &result);
         let result = without_views(result);
         let schema = result.schema.clone();
-        let handle = uuid::Uuid::new_v4().as_bytes().to_vec();
-        {
-            let mut results = lock(&self.results);
-            results.retain(|_, (parked, _)| parked.elapsed() < UNFETCHED_AFTER);
-            results.insert(handle.clone(), (Instant::now(), result));
-        }
+        let handle = new_handle();
+        lock(&self.results).insert(
+            handle.clone(),
+            Parked {
+                owner: session.principal.name.clone(),
+                since: Instant::now(),
+                result,
+            },
+        );
         let ticket = TicketStatementQuery {
             statement_handle: handle.into(),
         };
         let info = FlightInfo::new()
             .try_with_schema(&schema)
-            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(internal)?
             .with_endpoint(
                 FlightEndpoint::new().with_ticket(Ticket::new(ticket.as_any().encode_to_vec())),
             )
@@ -343,12 +431,29 @@ impl SqeFlightSql {
         Ok(total)
     }
 
-    /// The prepared statement's SQL with each bound parameter row (one statement if none).
-    fn bound_sql(&self, handle: &[u8]) -> Result<Vec<String>, Status> {
-        let prepared = lock(&self.prepared);
+    /// Runs `f` on the caller's prepared statement `handle`, marking it used; another
+    /// principal's is as missing as a closed one.
+    fn with_prepared<R>(
+        &self,
+        handle: &[u8],
+        caller: &Principal,
+        f: impl FnOnce(&mut Prepared) -> Result<R, Status>,
+    ) -> Result<R, Status> {
+        let mut prepared = lock(&self.prepared);
         let p = prepared
-            .get(handle)
-            .ok_or_else(|| Status::not_found("prepared statement not found (closed?)"))?;
+            .get_mut(handle)
+            .filter(|p| p.owner == caller.name)
+            .ok_or_else(|| Status::not_found(NO_PREPARED))?;
+        p.used = Instant::now();
+        f(p)
+    }
+
+    /// The prepared statement's SQL with each bound parameter row (one statement if none).
+    fn bound_sql(&self, handle: &[u8], caller: &Principal) -> Result<Vec<String>, Status> {
+        self.with_prepared(handle, caller, |p| Self::bind(p))
+    }
+
+    fn bind(p: &Prepared) -> Result<Vec<String>, Status> {
         if p.rows.is_empty() {
             return Ok(vec![
                 bind_parameters(&p.sql, &[]).map_err(Status::invalid_argument)?,
@@ -361,8 +466,8 @@ impl SqeFlightSql {
     }
 
     /// A query's SQL: at most one parameter row.
-    fn bound_query(&self, handle: &[u8]) -> Result<String, Status> {
-        let mut statements = self.bound_sql(handle)?;
+    fn bound_query(&self, handle: &[u8], caller: &Principal) -> Result<String, Status> {
+        let mut statements = self.bound_sql(handle, caller)?;
         if statements.len() > 1 {
             return Err(Status::invalid_argument(
                 "a query takes one row of parameters; several rows are for updates",
@@ -371,21 +476,30 @@ impl SqeFlightSql {
         Ok(statements.remove(0))
     }
 
-    /// Stops a result: one still parked is dropped, one streaming is aborted.
-    fn cancel(&self, handle: &[u8]) -> bool {
-        if lock(&self.results).remove(handle).is_some() {
-            return true;
+    /// Stops a result, if `caller` may (its owner, or an admin): one still parked is dropped, one
+    /// streaming is aborted.
+    fn cancel(&self, handle: &[u8], caller: &Principal) -> bool {
+        let admin = caller.has_any_role(&self.config.admin_roles);
+        let may = |owner: &str| admin || owner == caller.name;
+        {
+            let mut results = lock(&self.results);
+            if results.get(handle).is_some_and(|p| may(&p.owner)) {
+                results.remove(handle);
+                return true;
+            }
         }
-        match lock(&self.streaming).remove(handle) {
-            Some(abort) => {
-                abort.abort();
+        let mut streaming = lock(&self.streaming);
+        match streaming.get(handle).filter(|s| may(&s.owner)) {
+            Some(s) => {
+                s.abort.abort();
+                streaming.remove(handle);
                 true
             }
             None => false,
         }
     }
 
-    fn cancel_info(&self, info: &FlightInfo) -> bool {
+    fn cancel_info(&self, info: &FlightInfo, caller: &Principal) -> bool {
         let mut any = false;
         for endpoint in &info.endpoint {
             if let Some(handle) = endpoint
@@ -393,7 +507,7 @@ impl SqeFlightSql {
                 .as_ref()
                 .and_then(|t| statement_handle(&t.ticket))
             {
-                any |= self.cancel(&handle);
+                any |= self.cancel(&handle, caller);
             }
         }
         any
@@ -486,7 +600,7 @@ impl SqeFlightSql {
                 .iter()
                 .map(|c| ArrayFormatter::try_new(c.as_ref(), &FormatOptions::default()))
                 .collect::<Result<_, _>>()
-                .map_err(|e| Status::internal(e.to_string()))?;
+                .map_err(internal)?;
             for r in 0..b.num_rows() {
                 rows.push(formatters.iter().map(|f| f.value(r).to_string()).collect());
             }
@@ -501,7 +615,7 @@ impl SqeFlightSql {
     ) -> Result<Response<FlightInfo>, Status> {
         let info = FlightInfo::new()
             .try_with_schema(schema)
-            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(internal)?
             .with_endpoint(
                 FlightEndpoint::new().with_ticket(Ticket::new(command.as_any().encode_to_vec())),
             )
@@ -570,7 +684,7 @@ impl FlightSqlService for SqeFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let sql = self.bound_query(&query.prepared_statement_handle)?;
+        let sql = self.bound_query(&query.prepared_statement_handle, &caller(&request))?;
         let descriptor = request.get_ref().clone();
         self.start(&request, &sql, descriptor).await
     }
@@ -578,19 +692,33 @@ impl FlightSqlService for SqeFlightSql {
     async fn do_get_statement(
         &self,
         ticket: TicketStatementQuery,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<
         Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
         Status,
     > {
         let handle = ticket.statement_handle.to_vec();
-        let (_, result) = lock(&self.results)
-            .remove(&handle)
-            .ok_or_else(|| Status::not_found("result not found (already fetched, or expired)"))?;
+        let owner = caller(&request).name;
+        let result = {
+            let mut results = lock(&self.results);
+            if !results.get(&handle).is_some_and(|p| p.owner == owner) {
+                return Err(Status::not_found(NO_RESULT));
+            }
+            results
+                .remove(&handle)
+                .ok_or_else(|| Status::not_found(NO_RESULT))?
+                .result
+        };
         // Registered while it streams, so CancelFlightInfo can stop it; a cancelled stream ends
         // with CANCELLED rather than looking complete.
         let (abort, registration) = AbortHandle::new_pair();
-        lock(&self.streaming).insert(handle.clone(), abort.clone());
+        lock(&self.streaming).insert(
+            handle.clone(),
+            Streamed {
+                owner,
+                abort: abort.clone(),
+            },
+        );
         let unregister = Unregister {
             streaming: self.streaming.clone(),
             handle,
@@ -625,15 +753,17 @@ impl FlightSqlService for SqeFlightSql {
     async fn do_action_create_prepared_statement(
         &self,
         query: ActionCreatePreparedStatementRequest,
-        _request: Request<arrow_flight::Action>,
+        request: Request<arrow_flight::Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         // Preparing must not run anything: the schema arrives with the FlightInfo at execution.
-        let handle = uuid::Uuid::new_v4().as_bytes().to_vec();
+        let handle = new_handle();
         lock(&self.prepared).insert(
             handle.clone(),
             Prepared {
+                owner: caller(&request).name,
                 sql: query.query,
                 rows: Vec::new(),
+                used: Instant::now(),
             },
         );
         Ok(ActionCreatePreparedStatementResult {
@@ -648,13 +778,15 @@ impl FlightSqlService for SqeFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        let rows = parameter_rows(request).await?;
+        let who = caller(&request);
         let handle = query.prepared_statement_handle.to_vec();
-        let mut prepared = lock(&self.prepared);
-        let p = prepared
-            .get_mut(&handle)
-            .ok_or_else(|| Status::not_found("prepared statement not found (closed?)"))?;
-        p.rows = rows;
+        // Checked before the parameters are read, so nobody else's statement costs a decode.
+        self.with_prepared(&handle, &who, |_| Ok(()))?;
+        let rows = parameter_rows(request).await?;
+        self.with_prepared(&handle, &who, |p| {
+            p.rows = rows;
+            Ok(())
+        })?;
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle.into()),
         })
@@ -666,25 +798,32 @@ impl FlightSqlService for SqeFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
         // An update's parameters come in its own DoPut (a query's in an earlier one).
+        let who = caller(&request);
+        let handle = query.prepared_statement_handle.to_vec();
+        self.with_prepared(&handle, &who, |_| Ok(()))?;
         let (metadata, extensions, stream) = request.into_parts();
         let rows = parameter_rows(Request::new(stream)).await?;
         let request = Request::from_parts(metadata, extensions, ());
-        let handle = query.prepared_statement_handle.to_vec();
-        if !rows.is_empty()
-            && let Some(p) = lock(&self.prepared).get_mut(&handle)
-        {
-            p.rows = rows;
-        }
-        let statements = self.bound_sql(&handle)?;
+        let statements = self.with_prepared(&handle, &who, |p| {
+            if !rows.is_empty() {
+                p.rows = rows;
+            }
+            Self::bind(p)
+        })?;
         self.update(&request, &statements).await
     }
 
     async fn do_action_close_prepared_statement(
         &self,
         query: ActionClosePreparedStatementRequest,
-        _request: Request<arrow_flight::Action>,
+        request: Request<arrow_flight::Action>,
     ) -> Result<(), Status> {
-        lock(&self.prepared).remove(query.prepared_statement_handle.as_ref());
+        let who = caller(&request);
+        let mut prepared = lock(&self.prepared);
+        let handle = query.prepared_statement_handle.as_ref();
+        if prepared.get(handle).is_some_and(|p| p.owner == who.name) {
+            prepared.remove(handle);
+        }
         Ok(())
     }
 
@@ -709,11 +848,7 @@ impl FlightSqlService for SqeFlightSql {
         for row in self.rows(&request, "SHOW CATALOGS").await? {
             builder.append(&row[0]);
         }
-        Ok(Self::one_batch(
-            builder
-                .build()
-                .map_err(|e| Status::internal(e.to_string()))?,
-        ))
+        Ok(Self::one_batch(builder.build().map_err(internal)?))
     }
 
     async fn get_flight_info_schemas(
@@ -749,11 +884,7 @@ impl FlightSqlService for SqeFlightSql {
         for row in &rows {
             builder.append(&row[0], &row[1]);
         }
-        Ok(Self::one_batch(
-            builder
-                .build()
-                .map_err(|e| Status::internal(e.to_string()))?,
-        ))
+        Ok(Self::one_batch(builder.build().map_err(internal)?))
     }
 
     async fn get_flight_info_tables(
@@ -820,13 +951,9 @@ impl FlightSqlService for SqeFlightSql {
             };
             builder
                 .append(&row[0], &row[1], &row[2], kind, &schema)
-                .map_err(|e| Status::internal(e.to_string()))?;
+                .map_err(internal)?;
         }
-        Ok(Self::one_batch(
-            builder
-                .build()
-                .map_err(|e| Status::internal(e.to_string()))?,
-        ))
+        Ok(Self::one_batch(builder.build().map_err(internal)?))
     }
 
     async fn get_flight_info_table_types(
@@ -849,11 +976,7 @@ impl FlightSqlService for SqeFlightSql {
         let mut builder = query.into_builder();
         builder.append("TABLE");
         builder.append("VIEW");
-        Ok(Self::one_batch(
-            builder
-                .build()
-                .map_err(|e| Status::internal(e.to_string()))?,
-        ))
+        Ok(Self::one_batch(builder.build().map_err(internal)?))
     }
 
     async fn get_flight_info_sql_info(
@@ -876,7 +999,7 @@ impl FlightSqlService for SqeFlightSql {
         let batch = query
             .into_builder(&self.sql_info)
             .build()
-            .map_err(|e| Status::internal(e.to_string()))?;
+            .map_err(internal)?;
         Ok(Self::one_batch(batch))
     }
 
@@ -970,12 +1093,16 @@ impl FlightSqlService for SqeFlightSql {
     async fn do_action_cancel_query(
         &self,
         query: ActionCancelQueryRequest,
-        _request: Request<Action>,
+        request: Request<Action>,
     ) -> Result<ActionCancelQueryResult, Status> {
         let info = FlightInfo::decode(query.info.as_ref())
             .map_err(|e| Status::invalid_argument(format!("FlightInfo: {e}")))?;
         // ActionCancelQueryResult.CancelResult: CANCELLED = 1, NOT_CANCELLABLE = 3.
-        let result = if self.cancel_info(&info) { 1 } else { 3 };
+        let result = if self.cancel_info(&info, &caller(&request)) {
+            1
+        } else {
+            3
+        };
         Ok(ActionCancelQueryResult { result })
     }
 
@@ -1018,7 +1145,10 @@ impl FlightSqlService for SqeFlightSql {
                     .map_err(|e| {
                         Status::invalid_argument(format!("CancelFlightInfoRequest: {e}"))
                     })?;
-                let cancelled = cancel.info.as_ref().is_some_and(|i| self.cancel_info(i));
+                let cancelled = cancel
+                    .info
+                    .as_ref()
+                    .is_some_and(|i| self.cancel_info(i, &caller(&request)));
                 let status = if cancelled {
                     CancelStatus::Cancelled
                 } else {
@@ -1060,11 +1190,18 @@ async fn parameter_rows(
     let flight_data = request
         .into_inner()
         .map_err(|e| FlightError::Tonic(Box::new(e)));
-    let batches: Vec<RecordBatch> =
-        arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(flight_data)
-            .try_collect()
-            .await
-            .map_err(Status::from)?;
+    let mut decoded =
+        arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(flight_data);
+    let mut batches = Vec::new();
+    let mut values = 0;
+    while let Some(batch) = decoded.next().await.transpose().map_err(Status::from)? {
+        // Counted as they arrive, so a flood of parameters stops at the limit.
+        values += batch.num_rows() * batch.num_columns();
+        if values > MAX_PARAMETERS {
+            return Err(Status::invalid_argument(too_many_parameters(values)));
+        }
+        batches.push(batch);
+    }
     let mut rows = Vec::new();
     for batch in &batches {
         for row in 0..batch.num_rows() {
@@ -1095,7 +1232,7 @@ fn primary_keys_schema() -> Schema {
 
 /// Removes a streaming result's cancel handle when its stream ends or is dropped.
 struct Unregister {
-    streaming: Arc<Mutex<HashMap<Vec<u8>, AbortHandle>>>,
+    streaming: Arc<Mutex<HashMap<Vec<u8>, Streamed>>>,
     handle: Vec<u8>,
 }
 

@@ -5,6 +5,11 @@
 //! statements); the protocol turns them into a [`Session`] and calls the [`QueryService`]. It knows
 //! nothing of the engine, and never looks at a credential: an authentication layer in front of it
 //! puts the caller's [`Principal`] (and credential) into the request extensions.
+//!
+//! A query belongs to the user it runs as. Its page URIs carry a random slug besides the query id,
+//! and a request from anyone else gets the same 404 as a query that does not exist; only a
+//! principal with an admin role may cancel another user's query. A query nobody polls for
+//! `client_timeout` is cancelled by [`TrinoService::reap`], which frees its slot.
 
 mod statements;
 pub mod types;
@@ -23,7 +28,7 @@ use axum::{Extension, Json, Router};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use sqe_sessions::{
-    Credential, ErrorCode, Principal, QueryService, Session, SessionUpdate, SqeError,
+    Credential, ErrorCode, Principal, QueryService, Session, SessionUpdate, SqeError, random_handle,
 };
 use tokio::sync::mpsc;
 
@@ -33,19 +38,21 @@ use crate::statements::{ClientStatement, parse_prepared_header, resolve};
 const PAGE_WAIT: Duration = Duration::from_millis(500);
 /// Rows per page at most.
 const PAGE_ROWS: usize = 4096;
-/// Queries nobody polled for this long are dropped.
-const ABANDONED_AFTER: Duration = Duration::from_secs(300);
-
-/// Defaults for requests that name no catalog or schema.
+/// Defaults for requests that name no catalog or schema, and who may act for whom.
 #[derive(Debug, Clone)]
 pub struct TrinoConfig {
     pub default_catalog: String,
     pub default_schema: String,
     /// Principals allowed to run as another user (`X-Trino-User` different from themselves).
     pub impersonators: Vec<String>,
+    /// Principals holding one of these roles may cancel any user's query.
+    pub admin_roles: Vec<String>,
     /// Served over TLS: the `nextUri`s handed out are `https://` (unless a proxy says otherwise in
     /// `X-Forwarded-Proto`).
     pub https: bool,
+    /// A query whose client has not asked for a page for this long is cancelled (Trino's
+    /// `query.client.timeout`).
+    pub client_timeout: Duration,
 }
 
 impl TrinoConfig {
@@ -55,7 +62,9 @@ impl TrinoConfig {
             default_catalog: catalog.to_string(),
             default_schema: "default".into(),
             impersonators: Vec::new(),
+            admin_roles: Vec::new(),
             https: false,
+            client_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -76,6 +85,9 @@ enum Event {
 
 struct Query {
     id: String,
+    /// The random part of the page URIs, which only the client that started the query has.
+    slug: String,
+    /// The user the query runs as; nobody else can see or cancel it (but an admin may cancel).
     user: String,
     started: Instant,
     events: tokio::sync::Mutex<QueryPages>,
@@ -132,22 +144,63 @@ impl TrinoService {
         self.queries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn sweep(&self) {
+    /// Cancels and forgets the queries whose client has not asked for a page within the client
+    /// timeout, which frees their slots; returns how many. A page being served is not idle.
+    pub fn reap(&self) -> usize {
         let now = Instant::now();
+        let timeout = self.config.client_timeout;
         let mut queries = self.queries();
         let stale: Vec<String> = queries
             .iter()
             .filter(|(_, q)| {
                 q.events
                     .try_lock()
-                    .is_ok_and(|p| now.duration_since(p.last_seen) > ABANDONED_AFTER)
+                    .is_ok_and(|p| now.duration_since(p.last_seen) > timeout)
             })
             .map(|(id, _)| id.clone())
             .collect();
-        for id in stale {
-            if let Some(q) = queries.remove(&id) {
+        for id in &stale {
+            if let Some(q) = queries.remove(id) {
                 q.task.abort();
             }
+        }
+        stale.len()
+    }
+
+    /// The query `id` with page slug `slug`, if it exists and `user` may see it; anyone else gets
+    /// the same nothing as for a query that does not exist.
+    fn query_of(&self, id: &str, slug: &str, user: &str) -> Option<Arc<Query>> {
+        self.queries()
+            .get(id)
+            .filter(|q| q.slug == slug && q.user == user)
+            .cloned()
+    }
+
+    /// Who a request acts as: the authenticated principal, or the user it names in
+    /// `X-Trino-User` when that principal may impersonate, or when nobody authenticated (a server
+    /// that lets loopback callers in without credentials).
+    fn acting_user(
+        &self,
+        principal: Option<Principal>,
+        headers: &HeaderMap,
+    ) -> Result<Principal, Response> {
+        let named = header(headers, "x-trino-user").or_else(|| header(headers, "x-presto-user"));
+        match (principal, named) {
+            (Some(p), Some(user))
+                if p.name != user && !self.config.impersonators.contains(&p.name) =>
+            {
+                Err(reject(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Access Denied: user {} cannot impersonate user {user}",
+                        p.name
+                    ),
+                ))
+            }
+            (Some(p), Some(user)) if p.name != user => Ok(Principal::new(user)),
+            (Some(p), _) => Ok(p),
+            (None, Some(user)) => Ok(Principal::new(user)),
+            (None, None) => Err(reject(StatusCode::BAD_REQUEST, "X-Trino-User must be set")),
         }
     }
 
@@ -160,19 +213,25 @@ impl TrinoService {
     }
 }
 
+/// The largest statement body accepted; a larger one gets 413 before it is read whole. (The
+/// engine's own limit on statement text is lower.)
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
 /// The Trino routes, to be mounted in the gateway's HTTP server.
 pub fn router(trino: Arc<TrinoService>) -> Router {
     Router::new()
         .route("/v1/statement", post(post_statement))
         .route(
-            "/v1/statement/executing/{id}/{token}",
+            "/v1/statement/executing/{id}/{slug}/{token}",
             get(get_page).delete(cancel),
         )
         .route(
-            "/v1/statement/queued/{id}/{token}",
+            "/v1/statement/queued/{id}/{slug}/{token}",
             get(get_page).delete(cancel),
         )
+        .route("/v1/query/{id}", axum::routing::delete(kill))
         .route("/v1/info", get(info))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(trino)
 }
 
@@ -275,6 +334,7 @@ fn session_from(
         .to_string();
     let mut session = Session::new(principal, catalog, schema);
     session.credential = credential;
+    session.protocol = "trino";
     if let Some(tz) = header(headers, "x-trino-time-zone") {
         session.time_zone = tz.to_string();
     }
@@ -347,39 +407,24 @@ async fn post_statement(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    trino.sweep();
-    let header_user =
-        header(&headers, "x-trino-user").or_else(|| header(&headers, "x-presto-user"));
-    let principal = match (principal, header_user) {
-        (Some(Extension(p)), Some(user))
-            if p.name != user && !trino.config.impersonators.contains(&p.name) =>
-        {
-            return reject(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "Access Denied: user {} cannot impersonate user {user}",
-                    p.name
-                ),
-            );
-        }
-        (Some(Extension(p)), Some(user)) if p.name != user => Principal::new(user),
-        (Some(Extension(p)), _) => p,
-        (None, Some(user)) => Principal::new(user),
-        (None, None) => return reject(StatusCode::BAD_REQUEST, "X-Trino-User must be set"),
+    let principal = match trino.acting_user(principal.map(|Extension(p)| p), &headers) {
+        Ok(p) => p,
+        Err(refused) => return refused,
     };
     let sql = body.trim();
     if sql.is_empty() {
         return reject(StatusCode::BAD_REQUEST, "SQL statement is empty");
     }
-    let session = session_from(
+    let id = trino.next_id();
+    let mut session = session_from(
         &headers,
         &trino.config,
         principal,
         credential.map(|Extension(c)| c),
     );
+    session.query_id = Some(id.clone());
     let user = session.principal.name.clone();
     let base = base_url(&headers, &trino.config);
-    let id = trino.next_id();
     let started = Instant::now();
     let prepared_values: Vec<&str> = headers
         .get_all("x-trino-prepared-statement")
@@ -440,8 +485,10 @@ async fn post_statement(
             })
         }
     };
+    let slug = random_handle();
     let query = Arc::new(Query {
         id: id.clone(),
+        slug: slug.clone(),
         user,
         started,
         events: tokio::sync::Mutex::new(QueryPages {
@@ -462,20 +509,28 @@ async fn post_statement(
     let body = json!({
         "id": id,
         "infoUri": format!("{base}/ui/query.html?{id}"),
-        "nextUri": format!("{base}/v1/statement/queued/{id}/1"),
+        "nextUri": format!("{base}/v1/statement/queued/{id}/{slug}/1"),
         "stats": stats("QUEUED", started, 0),
         "warnings": [],
     });
     Json(body).into_response()
 }
 
+fn not_found(id: &str) -> Response {
+    reject(StatusCode::NOT_FOUND, format!("query {id} not found"))
+}
+
 async fn get_page(
     State(trino): State<Arc<TrinoService>>,
-    Path((id, token)): Path<(String, u64)>,
+    Path((id, slug, token)): Path<(String, String, u64)>,
+    principal: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(query) = trino.queries().get(&id).cloned() else {
-        return reject(StatusCode::NOT_FOUND, format!("query {id} not found"));
+    let Ok(user) = trino.acting_user(principal.map(|Extension(p)| p), &headers) else {
+        return not_found(&id);
+    };
+    let Some(query) = trino.query_of(&id, &slug, &user.name) else {
+        return not_found(&id);
     };
     let base = base_url(&headers, &trino.config);
     let mut pages = query.events.lock().await;
@@ -562,8 +617,9 @@ async fn get_page(
         }
         if !finished {
             body["nextUri"] = json!(format!(
-                "{base}/v1/statement/executing/{}/{}",
+                "{base}/v1/statement/executing/{}/{}/{}",
                 query.id,
+                query.slug,
                 token + 1
             ));
         }
@@ -620,15 +676,57 @@ fn respond(query: &Query, pages: &QueryPages, page: Value) -> Response {
     response
 }
 
+/// Cancels a query: its own user may, and so may an admin. Idempotent: a query that already ended
+/// (clients cancel on close) is simply gone. Someone else's query gets the answer of a missing one,
+/// and goes on.
 async fn cancel(
     State(trino): State<Arc<TrinoService>>,
-    Path((id, _token)): Path<(String, u64)>,
-) -> StatusCode {
-    // Idempotent: a query that already ended (clients cancel on close) is simply gone.
-    if let Some(query) = trino.queries().remove(&id) {
+    Path((id, slug, _token)): Path<(String, String, u64)>,
+    principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> Response {
+    let principal = principal.map(|Extension(p)| p);
+    let admin = principal
+        .as_ref()
+        .is_some_and(|p| p.has_any_role(&trino.config.admin_roles));
+    let mut queries = trino.queries();
+    let Some(query) = queries.get(&id).filter(|q| q.slug == slug).cloned() else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    let owner = trino
+        .acting_user(principal, &headers)
+        .is_ok_and(|u| u.name == query.user);
+    if owner || admin {
+        queries.remove(&id);
         query.task.abort();
     }
-    StatusCode::NO_CONTENT
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Trino's `DELETE /v1/query/{id}`: ends a query by its id alone, for an admin (who sees the id in
+/// `system.runtime.queries`) or the query's own user. Anyone else gets the 404 of a missing query.
+async fn kill(
+    State(trino): State<Arc<TrinoService>>,
+    Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> Response {
+    let principal = principal.map(|Extension(p)| p);
+    let admin = principal
+        .as_ref()
+        .is_some_and(|p| p.has_any_role(&trino.config.admin_roles));
+    let user = trino.acting_user(principal, &headers).ok();
+    let mut queries = trino.queries();
+    let allowed = queries
+        .get(&id)
+        .is_some_and(|q| admin || user.as_ref().is_some_and(|u| u.name == q.user));
+    match allowed.then(|| queries.remove(&id)).flatten() {
+        Some(query) => {
+            query.task.abort();
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => not_found(&id),
+    }
 }
 
 #[cfg(test)]

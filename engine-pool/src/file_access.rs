@@ -1,0 +1,232 @@
+//! Which files a statement may read or write through the file functions (`read_parquet`,
+//! `read_csv`, `read_json`, a bare path in FROM), `COPY … TO` and a table's `location`.
+//!
+//! Embedded, the shell's user owns the process and everything is allowed. A server runs as its own
+//! user for everyone who can sign in, so there the policy is [`FileAccess::Restricted`]: local
+//! paths only under the allowed directories, http(s) and object stores only when allowed, and a
+//! catalog's warehouse never (its files belong to its tables). A path is
+//! judged before anything looks at it, so a refused path and a missing one answer alike, and its
+//! `..` and symbolic links are resolved before it is compared.
+
+use std::path::{Component, Path, PathBuf};
+
+use sqe_sessions::{ErrorCode, SqeError, SqeResult};
+
+/// The policy, from the server's `[files]` section.
+#[derive(Debug, Clone, Default)]
+pub enum FileAccess {
+    /// The embedded shell: the user's own process, the user's own files.
+    #[default]
+    Unrestricted,
+    Restricted(FileRules),
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FileRules {
+    /// Any local path (the warehouses still excepted).
+    pub allow_local_paths: bool,
+    /// Local paths under these directories.
+    pub allowed_local_prefixes: Vec<PathBuf>,
+    /// `http://` and `https://` URLs.
+    pub allow_http: bool,
+    /// Object store URLs (`s3://bucket/prefix/`, `gs://…`) under these prefixes.
+    pub allowed_object_prefixes: Vec<String>,
+}
+
+/// What a statement does with a path, for the refusal's wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    /// A table's data and metadata go there (a table created without one gets its own place in
+    /// the warehouse, which an explicit location may not name: dropping the table removes it).
+    TableLocation,
+}
+
+impl Access {
+    fn verb(self) -> &'static str {
+        match self {
+            Access::Read => "reading",
+            Access::Write => "writing",
+            Access::TableLocation => "a table location at",
+        }
+    }
+}
+
+fn refused(message: String) -> SqeError {
+    SqeError::new(ErrorCode::PermissionDenied, message)
+}
+
+/// `..` and `.` resolved by their text, for a path that need not exist.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The path with every symbolic link in the part of it that exists resolved, and the rest
+/// appended as written. The part before a glob character is all that is looked up.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let plain = lexical(&absolute);
+    let mut existing = plain.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return plain,
+        }
+    }
+}
+
+/// The directory part of a path before its first glob character.
+fn before_glob(path: &str) -> &str {
+    match path.find(['*', '?', '[', '{']) {
+        Some(i) => &path[..path[..i].rfind('/').map_or(0, |j| j + 1)],
+        None => path,
+    }
+}
+
+impl FileAccess {
+    /// Whether `path` (a local path, `file://`, `http(s)://` or an object-store URL) may be used
+    /// for `access`; `warehouses` are the catalogs' own directories. The error says which
+    /// setting would allow it.
+    pub fn check(&self, path: &str, access: Access, warehouses: &[PathBuf]) -> SqeResult<()> {
+        let FileAccess::Restricted(rules) = self else {
+            return Ok(());
+        };
+        let verb = access.verb();
+        let lower = path.to_ascii_lowercase();
+        if lower.starts_with("http://") || lower.starts_with("https://") {
+            return if rules.allow_http && access == Access::Read {
+                Ok(())
+            } else {
+                Err(refused(format!(
+                    "{verb} '{path}' is not allowed on this server: URLs are off (set [files] allow_http = true to read them)"
+                )))
+            };
+        }
+        if let Some((scheme, _)) = path.split_once("://")
+            && !scheme.eq_ignore_ascii_case("file")
+        {
+            return if rules
+                .allowed_object_prefixes
+                .iter()
+                .any(|p| path.starts_with(p.as_str()))
+            {
+                Ok(())
+            } else {
+                Err(refused(format!(
+                    "{verb} '{path}' is not allowed on this server (add its prefix to [files] allowed_object_prefixes)"
+                )))
+            };
+        }
+        let local = path.strip_prefix("file://").unwrap_or(path);
+        let target = resolved(Path::new(before_glob(local)));
+        let inside = |dir: &Path| target.starts_with(resolved(dir));
+        if warehouses.iter().any(|w| inside(w)) {
+            return Err(refused(format!(
+                "{verb} '{path}' is not allowed: it is inside a catalog's warehouse, whose files belong to its tables"
+            )));
+        }
+        let allowed =
+            rules.allow_local_paths || rules.allowed_local_prefixes.iter().any(|p| inside(p));
+        if allowed {
+            Ok(())
+        } else {
+            Err(refused(format!(
+                "{verb} local path '{path}' is not allowed on this server (add a directory that holds it to [files] allowed_local_prefixes, or set [files] allow_local_paths = true)"
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(prefixes: &[&Path]) -> FileAccess {
+        FileAccess::Restricted(FileRules {
+            allowed_local_prefixes: prefixes.iter().map(|p| p.to_path_buf()).collect(),
+            ..FileRules::default()
+        })
+    }
+
+    #[test]
+    fn local_paths_need_an_allowed_prefix_and_cannot_climb_out() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let data = dir.path().join("data");
+        let warehouse = dir.path().join("warehouse");
+        std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(&warehouse).unwrap_or_else(|e| panic!("{e}"));
+        let policy = rules(&[&data]);
+        let wh = [warehouse.clone()];
+        let read = |p: &str| policy.check(p, Access::Read, &wh);
+        let d = data.display();
+        assert!(read(&format!("{d}/x.csv")).is_ok());
+        assert!(read(&format!("file://{d}/sub/*.parquet")).is_ok());
+        let err = read("/etc/passwd").err().map(|e| e.message().to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "reading local path '/etc/passwd' is not allowed on this server (add a directory that holds it to [files] allowed_local_prefixes, or set [files] allow_local_paths = true)"
+            )
+        );
+        assert!(read(&format!("{d}/../warehouse/t/x.parquet")).is_err());
+        assert!(read(&format!("{d}/../../../../etc/passwd")).is_err());
+        std::os::unix::fs::symlink("/etc", data.join("etc")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            read(&format!("{d}/etc/passwd")).is_err(),
+            "a link out is refused"
+        );
+        assert!(read("https://example.com/x.csv").is_err());
+        assert!(read("s3://bucket/x.parquet").is_err());
+    }
+
+    #[test]
+    fn warehouses_are_never_files_nor_explicit_locations() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let wh = [dir.path().to_path_buf()];
+        let open = FileAccess::Restricted(FileRules {
+            allow_local_paths: true,
+            ..FileRules::default()
+        });
+        let inside = format!("{}/s/t/data/x.parquet", dir.path().display());
+        let e = open.check(&inside, Access::Read, &wh).err();
+        assert_eq!(e.map(|e| e.code()), Some(ErrorCode::PermissionDenied));
+        assert!(open.check(&inside, Access::Write, &wh).is_err());
+        let location = format!("{}/s/t", dir.path().display());
+        assert!(open.check(&location, Access::TableLocation, &wh).is_err());
+        assert!(
+            rules(&[])
+                .check("/srv/t", Access::TableLocation, &wh)
+                .is_err()
+        );
+        assert!(open.check("/srv/t", Access::TableLocation, &wh).is_ok());
+        assert!(
+            FileAccess::Unrestricted
+                .check(&inside, Access::Read, &wh)
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! What a server's engine must withstand from any signed-in user, checked on the engine itself
+//! (the client tests in tests/clients repeat the attacks over the wire): statements too long or too
+//! deep, files outside what the server allows, another user's queries in the registry, and a broken
+//! file on disk, whose details stay out of the answer.
+
+use futures::TryStreamExt;
+use sqe_engine::{Engine, EngineConfig, FileAccess, FileRules};
+use sqe_sessions::{ErrorCode, Principal, QueryService, Session, SqeError};
+
+fn engine_in(dir: &std::path::Path, config: EngineConfig) -> Engine {
+    Engine::open(EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.to_path_buf())],
+        ..config
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn session(engine: &Engine, user: &str, roles: &[&str]) -> Session {
+    let mut principal = Principal::new(user);
+    principal.roles = roles.iter().map(|r| r.to_string()).collect();
+    Session::new(principal, engine.default_catalog(), "default")
+}
+
+/// The rows of `sql` run as `session`, each as `a|b|…`, or its error.
+async fn rows(engine: &Engine, session: &Session, sql: &str) -> Result<Vec<String>, SqeError> {
+    let result = engine.execute(session, sql).await?;
+    let batches: Vec<arrow::array::RecordBatch> = result.batches.try_collect().await?;
+    let mut out = Vec::new();
+    for b in &batches {
+        for row in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| {
+                    if c.is_null(row) {
+                        "NULL".to_string()
+                    } else {
+                        arrow::util::display::array_value_to_string(c, row)
+                            .unwrap_or_else(|e| panic!("{e}"))
+                    }
+                })
+                .collect();
+            out.push(cells.join("|"));
+        }
+    }
+    Ok(out)
+}
+
+async fn ok(engine: &Engine, session: &Session, sql: &str) -> Vec<String> {
+    rows(engine, session, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", &sql[..sql.len().min(80)]))
+}
+
+async fn refused(engine: &Engine, session: &Session, sql: &str) -> SqeError {
+    match rows(engine, session, sql).await {
+        Ok(r) => panic!("expected an error from {sql}, got {r:?}"),
+        Err(e) => e,
+    }
+}
+
+fn sum_of_ones(terms: usize) -> String {
+    format!("SELECT {}", vec!["1"; terms].join("+"))
+}
+
+/// Sums, AND chains and unions as long as a generator writes them: what the engine admits it
+/// answers exactly, what it does not it refuses with a clear error, and it serves on. The rows are
+/// computed on runtime threads with the stack SQE's binaries give them.
+#[test]
+fn long_and_deep_statements_get_an_answer_or_a_clear_error() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(sqe_engine::WORKER_STACK)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    runtime.block_on(deep_statements());
+}
+
+async fn deep_statements() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(dir.path(), EngineConfig::default());
+    let s = session(&engine, "alice", &[]);
+
+    assert_eq!(ok(&engine, &s, &sum_of_ones(900)).await, vec!["900"]);
+    let deep = refused(&engine, &s, &sum_of_ones(20_000)).await;
+    assert_eq!(
+        (deep.code(), deep.message()),
+        (
+            ErrorCode::InvalidInput,
+            "expression nests more than 1000 deep (a sum or an AND/OR chain of that many terms); split it, or use IN (…) for a long list of alternatives"
+        )
+    );
+
+    let union = (1..=5000)
+        .map(|i| format!("SELECT {i} AS n"))
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    assert_eq!(
+        ok(
+            &engine,
+            &s,
+            &format!("SELECT count(*), sum(n) FROM ({union}) u")
+        )
+        .await,
+        vec!["5000|12502500"]
+    );
+
+    // Expressions over columns are computed on the runtime's threads, not the planning stack.
+    ok(
+        &engine,
+        &s,
+        "CREATE TABLE t AS SELECT value AS k FROM range(1, 101)",
+    )
+    .await;
+    let chain = vec!["k"; 900].join(" + ");
+    let ors = (0..900)
+        .map(|i| format!("k = {i}"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    assert_eq!(
+        ok(
+            &engine,
+            &s,
+            &format!("SELECT sum({chain}) FROM t WHERE {ors}")
+        )
+        .await,
+        vec![(900 * (1..900).filter(|k| *k <= 100).sum::<i64>()).to_string()]
+    );
+
+    let long = format!("SELECT '{}'", "x".repeat(2_000_000));
+    let e = refused(&engine, &s, &long).await;
+    assert_eq!(
+        e.message(),
+        "statement is 2000009 bytes long, more than the 1000000 bytes SQE accepts"
+    );
+    assert_eq!(ok(&engine, &s, "SELECT 1").await, vec!["1"]);
+}
+
+/// Each user reads their own statements in `system.runtime.queries`; of others' they see that
+/// they exist, not who ran them nor their text; an admin reads all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registry_shows_each_user_their_own_queries() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            ..EngineConfig::default()
+        },
+    );
+    let (alice, bob, admin) = (
+        session(&engine, "alice", &[]),
+        session(&engine, "bob", &["analyst"]),
+        session(&engine, "ada", &["sqe_admin"]),
+    );
+    ok(&engine, &alice, "SELECT 'alice secret' AS s").await;
+    ok(&engine, &bob, "SELECT 'bob plain' AS s").await;
+    let read =
+        "SELECT state, \"user\", query FROM system.runtime.queries ORDER BY created, query_id";
+    assert_eq!(
+        ok(&engine, &bob, read).await,
+        vec![
+            "FINISHED|NULL|NULL".to_string(),
+            "FINISHED|bob|SELECT 'bob plain' AS s".to_string(),
+            format!("RUNNING|bob|{read}"),
+        ]
+    );
+    assert_eq!(
+        ok(&engine, &admin, read).await,
+        vec![
+            "FINISHED|alice|SELECT 'alice secret' AS s".to_string(),
+            "FINISHED|bob|SELECT 'bob plain' AS s".to_string(),
+            format!("FINISHED|bob|{read}"),
+            format!("RUNNING|ada|{read}"),
+        ]
+    );
+}
+
+/// On a server the file functions and COPY reach only what `[files]` allows, never a warehouse;
+/// embedded, everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_functions_reach_only_what_the_server_allows() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (warehouse, shared) = (dir.path().join("warehouse"), dir.path().join("shared"));
+    std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(shared.join("x.csv"), "a,b\n1,one\n2,two\n").unwrap_or_else(|e| panic!("{e}"));
+    let server = engine_in(
+        &warehouse,
+        EngineConfig {
+            files: FileAccess::Restricted(FileRules {
+                allowed_local_prefixes: vec![shared.clone()],
+                ..FileRules::default()
+            }),
+            ..EngineConfig::default()
+        },
+    );
+    let s = session(&server, "alice", &[]);
+    let csv = format!(
+        "SELECT a, b FROM read_csv('{}/x.csv') ORDER BY a",
+        shared.display()
+    );
+    assert_eq!(ok(&server, &s, &csv).await, vec!["1|one", "2|two"]);
+
+    let passwd = refused(&server, &s, "SELECT * FROM read_csv('/etc/passwd')").await;
+    assert_eq!(
+        (passwd.code(), passwd.message()),
+        (
+            ErrorCode::PermissionDenied,
+            "reading local path '/etc/passwd' is not allowed on this server (add a directory that holds it to [files] allowed_local_prefixes, or set [files] allow_local_paths = true)"
+        )
+    );
+    // A missing file outside the allowed directories answers as an existing one does.
+    let missing = refused(&server, &s, "SELECT * FROM '/etc/no-such-file.csv'").await;
+    assert_eq!(missing.code(), ErrorCode::PermissionDenied);
+    let climb = format!(
+        "SELECT * FROM read_csv('{}/../warehouse/catalog.db')",
+        shared.display()
+    );
+    let e = refused(&server, &s, &climb).await;
+    assert_eq!(e.code(), ErrorCode::PermissionDenied);
+    assert!(
+        e.message().ends_with(
+            "is not allowed: it is inside a catalog's warehouse, whose files belong to its tables"
+        ),
+        "{}",
+        e.message()
+    );
+    let copy = refused(&server, &s, "COPY (SELECT 1) TO '/tmp/sqe-x.parquet'").await;
+    assert_eq!(
+        copy.message(),
+        "writing local path '/tmp/sqe-x.parquet' is not allowed on this server (add a directory that holds it to [files] allowed_local_prefixes, or set [files] allow_local_paths = true)"
+    );
+    let located = refused(
+        &server,
+        &s,
+        &format!(
+            "CREATE TABLE elsewhere (a int) WITH (location = '{}/default/t')",
+            warehouse.display()
+        ),
+    )
+    .await;
+    assert_eq!(located.code(), ErrorCode::PermissionDenied);
+    let url = refused(
+        &server,
+        &s,
+        "SELECT * FROM read_csv('http://127.0.0.1:9/x.csv')",
+    )
+    .await;
+    assert_eq!(
+        url.message(),
+        "reading 'http://127.0.0.1:9/x.csv' is not allowed on this server: URLs are off (set [files] allow_http = true to read them)"
+    );
+
+    // Embedded, the same statements reach the files.
+    let embedded = engine_in(&dir.path().join("embedded"), EngineConfig::default());
+    let e = session(&embedded, "me", &[]);
+    let out = dir.path().join("out.parquet");
+    ok(
+        &embedded,
+        &e,
+        &format!("COPY (SELECT 7 AS n) TO '{}'", out.display()),
+    )
+    .await;
+    assert_eq!(
+        ok(&embedded, &e, &format!("SELECT n FROM '{}'", out.display())).await,
+        vec!["7"]
+    );
+}
+
+/// A data file cut short on disk is the server's fault: the caller is told an id to quote, not
+/// the file's path or the reader's complaint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_file_is_an_internal_error_with_an_id() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(dir.path(), EngineConfig::default());
+    let s = session(&engine, "alice", &[]);
+    ok(
+        &engine,
+        &s,
+        "CREATE TABLE t AS SELECT value AS k FROM range(0, 10000)",
+    )
+    .await;
+    let data = dir.path().join("default/t/data");
+    let file = std::fs::read_dir(&data)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .unwrap_or_else(|| panic!("no data file in {}", data.display()));
+    let bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
+
+    let e = refused(&engine, &s, "SELECT sum(k) FROM t").await;
+    assert_eq!(e.code(), ErrorCode::Internal);
+    let id = e
+        .message()
+        .strip_prefix("internal error ")
+        .and_then(|m| m.strip_suffix("; the log has the details"))
+        .unwrap_or_else(|| panic!("{}", e.message()));
+    assert_eq!(id.len(), 12, "{}", e.message());
+    assert_eq!(ok(&engine, &s, "SELECT 1").await, vec!["1"]);
+}
