@@ -701,8 +701,9 @@ impl FlightSqlService for SqeFlightSql {
         let owner = caller(&request).name;
         let result = {
             let mut results = lock(&self.results);
-            if !results.get(&handle).is_some_and(|p| p.owner == owner) {
-                return Err(Status::not_found(NO_RESULT));
+            match results.get(&handle) {
+                Some(parked) if parked.owner == owner => {}
+                _ => return Err(Status::not_found(NO_RESULT)),
             }
             results
                 .remove(&handle)

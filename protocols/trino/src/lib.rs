@@ -183,13 +183,13 @@ impl TrinoService {
         &self,
         principal: Option<Principal>,
         headers: &HeaderMap,
-    ) -> Result<Principal, Response> {
+    ) -> Result<Principal, (StatusCode, String)> {
         let named = header(headers, "x-trino-user").or_else(|| header(headers, "x-presto-user"));
         match (principal, named) {
             (Some(p), Some(user))
                 if p.name != user && !self.config.impersonators.contains(&p.name) =>
             {
-                Err(reject(
+                Err((
                     StatusCode::FORBIDDEN,
                     format!(
                         "Access Denied: user {} cannot impersonate user {user}",
@@ -200,7 +200,7 @@ impl TrinoService {
             (Some(p), Some(user)) if p.name != user => Ok(Principal::new(user)),
             (Some(p), _) => Ok(p),
             (None, Some(user)) => Ok(Principal::new(user)),
-            (None, None) => Err(reject(StatusCode::BAD_REQUEST, "X-Trino-User must be set")),
+            (None, None) => Err((StatusCode::BAD_REQUEST, "X-Trino-User must be set".into())),
         }
     }
 
@@ -409,7 +409,7 @@ async fn post_statement(
 ) -> Response {
     let principal = match trino.acting_user(principal.map(|Extension(p)| p), &headers) {
         Ok(p) => p,
-        Err(refused) => return refused,
+        Err((status, message)) => return reject(status, message),
     };
     let sql = body.trim();
     if sql.is_empty() {
