@@ -92,18 +92,21 @@ async fn deep_statements() {
         )
     );
 
-    let union = (1..=5000)
-        .map(|i| format!("SELECT {i} AS n"))
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ");
+    let union = |branches: i64| {
+        let branches = (1..=branches)
+            .map(|i| format!("SELECT {i} AS n"))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        format!("SELECT count(*), sum(n) FROM ({branches}) u")
+    };
+    assert_eq!(ok(&engine, &s, &union(1001)).await, vec!["1001|501501"]);
+    let wide = refused(&engine, &s, &union(1002)).await;
     assert_eq!(
-        ok(
-            &engine,
-            &s,
-            &format!("SELECT count(*), sum(n) FROM ({union}) u")
+        (wide.code(), wide.message()),
+        (
+            ErrorCode::InvalidInput,
+            "query has 1001 set operations (UNION, INTERSECT, EXCEPT); SQE plans at most 1000; for many rows of constants use one VALUES list"
         )
-        .await,
-        vec!["5000|12502500"]
     );
 
     // Expressions over columns are computed on the runtime's threads, not the planning stack.

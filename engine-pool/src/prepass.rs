@@ -46,24 +46,30 @@ fn tokenize_with_text(sql: &str) -> SqeResult<(Vec<Token>, Vec<String>)> {
         .map_err(|e| {
             SqeError::invalid(format!("syntax error: {}", e.message.trim()) + &location(&e))
         })?;
-    // Byte offset of each line start; token columns count characters from 1.
+    // Token positions are (line, column), columns counting characters from 1, and tokens come in
+    // text order: one cursor walks the text once to turn each position into a byte offset.
     let mut line_starts = vec![0usize];
     line_starts.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
-    let offset = |line: u64, column: u64| -> usize {
-        let start = line_starts
-            .get((line.max(1) - 1) as usize)
-            .copied()
-            .unwrap_or(sql.len());
-        sql[start..]
-            .char_indices()
-            .nth((column.max(1) - 1) as usize)
-            .map(|(i, _)| start + i)
-            .unwrap_or(sql.len())
-    };
-    let starts: Vec<usize> = spanned
-        .iter()
-        .map(|t| offset(t.span.start.line, t.span.start.column))
-        .collect();
+    let (mut line, mut column, mut byte) = (1u64, 1u64, 0usize);
+    let mut starts = Vec::with_capacity(spanned.len());
+    for t in &spanned {
+        let (want_line, want_column) = (t.span.start.line.max(1), t.span.start.column.max(1));
+        if want_line != line || want_column < column {
+            line = want_line;
+            column = 1;
+            byte = line_starts
+                .get((want_line - 1) as usize)
+                .copied()
+                .unwrap_or(sql.len());
+        }
+        let mut rest = sql[byte..].chars();
+        while column < want_column {
+            let Some(c) = rest.next() else { break };
+            byte += c.len_utf8();
+            column += 1;
+        }
+        starts.push(byte);
+    }
     let mut tokens = Vec::with_capacity(spanned.len());
     let mut texts = Vec::with_capacity(spanned.len());
     for (i, t) in spanned.into_iter().enumerate() {
@@ -419,6 +425,39 @@ fn ident(w: &Word) -> Ident {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_texts_cover_the_statement_across_lines_and_wide_characters() {
+        let sql = "SELECT 'é€', x\n  FROM \"tàble\" -- ü\n\tWHERE y = 'a\nb' AND z = 1";
+        let (tokens, texts) = tokenize_with_text(sql).unwrap_or_default();
+        assert_eq!(texts.concat(), sql);
+        assert_eq!(tokens.len(), texts.len());
+        let words: Vec<&str> = texts
+            .iter()
+            .map(|t| t.as_str())
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        assert_eq!(
+            words,
+            [
+                "SELECT",
+                "'é€'",
+                ",",
+                "x",
+                "FROM",
+                "\"tàble\"",
+                "-- ü\n",
+                "WHERE",
+                "y",
+                "=",
+                "'a\nb'",
+                "AND",
+                "z",
+                "=",
+                "1"
+            ]
+        );
+    }
 
     #[test]
     fn splits_at_top_level_semicolons_only() {

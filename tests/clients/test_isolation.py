@@ -59,6 +59,10 @@ DEPTH = (
     "expression nests more than 1000 deep (a sum or an AND/OR chain of that many terms); split it, "
     "or use IN (…) for a long list of alternatives"
 )
+WIDE = (
+    "query has 1001 set operations (UNION, INTERSECT, EXCEPT); SQE plans at most 1000; "
+    "for many rows of constants use one VALUES list"
+)
 LOCAL = (
     "{verb} local path '{path}' is not allowed on this server (add a directory that holds it to "
     "[files] allowed_local_prefixes, or set [files] allow_local_paths = true)"
@@ -959,8 +963,9 @@ def test_deep_statements_over_trino(sqe, jwt):
     alice = jwt["alice"]
     assert trino_refusal(sqe, "alice", alice, deep_sum(20_000)) == ("GENERIC_USER_ERROR", "USER_ERROR", DEPTH)
     assert trino_run(sqe, "alice", alice, deep_sum(900)) == [[900]]
-    rows = trino_run(sqe, "alice", alice, wide_union(5_000))
-    assert sorted(r[0] for r in rows) == list(range(1, 5_001))
+    rows = trino_run(sqe, "alice", alice, wide_union(1_001))
+    assert sorted(r[0] for r in rows) == list(range(1, 1_002))
+    assert trino_refusal(sqe, "alice", alice, wide_union(1_002)) == ("GENERIC_USER_ERROR", "USER_ERROR", WIDE)
     assert trino_run(sqe, "alice", alice, "SELECT 1") == [[1]]
 
 
@@ -971,14 +976,17 @@ def test_deep_statements_over_flight_sql(sqe, jwt):
     assert refused.value.status_code == AdbcStatusCode.INVALID_ARGUMENT
     assert f"INVALID_ARGUMENT: [FlightSQL] {DEPTH} (" in str(refused.value)
     assert adbc_fetch(sqe, alice, deep_sum(900)) == [(900,)]
-    rows = adbc_fetch(sqe, alice, wide_union(5_000))
-    assert sorted(r[0] for r in rows) == list(range(1, 5_001))
+    rows = adbc_fetch(sqe, alice, wide_union(1_001))
+    assert sorted(r[0] for r in rows) == list(range(1, 1_002))
+    with pytest.raises(AdbcError) as refused:
+        adbc_fetch(sqe, alice, wide_union(1_002))
+    assert f"INVALID_ARGUMENT: [FlightSQL] {WIDE} (" in str(refused.value)
     assert adbc_fetch(sqe, alice, "SELECT 1 AS one") == [(1,)]
 
 
 def embedded(tmp_path, sql):
-    """sqe-cli, embedded, on a warehouse of its own; the statement goes in a file (a 5,000-branch
-    union is near the kernel's limit for one argument)."""
+    """sqe-cli, embedded, on a warehouse of its own; the statement goes in a file (a 1,000-branch
+    union is long for one argument)."""
     if not os.path.isfile(SQE_CLI):
         pytest.fail(f"sqe-cli binary not found at {SQE_CLI} (build it, or set SQE_CLI)")
     script = tmp_path / f"statement-{secrets.token_hex(4)}.sql"
@@ -996,8 +1004,9 @@ def embedded(tmp_path, sql):
 def test_deep_statements_embedded(tmp_path):
     assert embedded(tmp_path, deep_sum(20_000)) == (1, "", f"Error: {DEPTH}\n")
     assert embedded(tmp_path, deep_sum(900)) == (0, "total\n900\n", "")
-    code, out, err = embedded(tmp_path, wide_union(5_000))
+    code, out, err = embedded(tmp_path, wide_union(1_001))
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0] == "n"
-    assert sorted(int(v) for v in lines[1:]) == list(range(1, 5_001))
+    assert sorted(int(v) for v in lines[1:]) == list(range(1, 1_002))
+    assert embedded(tmp_path, wide_union(1_002)) == (1, "", f"Error: {WIDE}\n")
