@@ -130,6 +130,13 @@ where
 }
 
 fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("slt");
     let fixtures = root.join("fixtures");
     let filter: Vec<String> = std::env::args()

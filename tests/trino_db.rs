@@ -62,6 +62,14 @@ fn http_error(e: reqwest::Error) -> SqeError {
     SqeError::internal(format!("HTTP: {e}"))
 }
 
+/// A response's JSON page; anything else is an error with the status and body.
+async fn json_page(response: reqwest::Response) -> Result<Value, SqeError> {
+    let status = response.status();
+    let body = response.text().await.map_err(http_error)?;
+    serde_json::from_str(&body)
+        .map_err(|e| SqeError::internal(format!("HTTP {status}, not a JSON page ({e}): {body}")))
+}
+
 /// Trino's `2026-01-02 11:00:00.120000[ +00:00]` in Arrow's display form `2026-01-02T11:00:00.12[Z]`.
 fn arrow_timestamp(s: &str) -> String {
     let (stamp, zone) = match s.rsplit_once(' ') {
@@ -149,7 +157,7 @@ impl sqllogictest::AsyncDB for TrinoDb {
             .send()
             .await
             .map_err(http_error)?;
-        let mut page: Value = response.json().await.map_err(http_error)?;
+        let mut page = json_page(response).await?;
         let mut columns: Vec<(String, String)> = Vec::new();
         let mut rows: Vec<Vec<String>> = Vec::new();
         loop {
@@ -199,9 +207,16 @@ impl sqllogictest::AsyncDB for TrinoDb {
             else {
                 break;
             };
-            let response = self.http.get(next).send().await.map_err(http_error)?;
+            // As the trino clients do, every request names the user; a page is its owner's only.
+            let response = self
+                .http
+                .get(next)
+                .header("X-Trino-User", &self.user)
+                .send()
+                .await
+                .map_err(http_error)?;
             self.apply_session_headers(response.headers());
-            page = response.json().await.map_err(http_error)?;
+            page = json_page(response).await?;
         }
         if let Some(count) = page.get("updateCount").and_then(|c| c.as_u64()) {
             return Ok(DBOutput::StatementComplete(count));

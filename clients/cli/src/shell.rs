@@ -170,13 +170,23 @@ enum Step {
     Dot(String),
 }
 
-/// A script's steps. A line that starts with `.` where no statement is open is a dot-command.
+/// A script's steps. A line that starts with `.` where no statement is open is a dot-command, as
+/// is a statement that starts with `.` after a `;` (`-e "SELECT 1; .tables"`).
 fn script_steps(script: &str) -> Vec<Step> {
+    fn statements(text: &str) -> impl Iterator<Item = Step> {
+        split_statements(text).into_iter().map(|s| {
+            if s.trim_start().starts_with('.') {
+                Step::Dot(s.trim().to_string())
+            } else {
+                Step::Sql(s)
+            }
+        })
+    }
     let mut steps = Vec::new();
     let mut pending = String::new();
     for line in script.lines() {
         if !ends_in_statement(&pending) && line.trim_start().starts_with('.') {
-            steps.extend(split_statements(&pending).into_iter().map(Step::Sql));
+            steps.extend(statements(&pending));
             pending.clear();
             steps.push(Step::Dot(line.trim().to_string()));
         } else {
@@ -184,7 +194,7 @@ fn script_steps(script: &str) -> Vec<Step> {
             pending.push('\n');
         }
     }
-    steps.extend(split_statements(&pending).into_iter().map(Step::Sql));
+    steps.extend(statements(&pending));
     steps
 }
 
@@ -387,6 +397,14 @@ mod tests {
                 Step::Dot(".tables".into()),
                 Step::Sql("SELECT 'a\n.b'".into()),
                 Step::Sql("SELECT 2".into()),
+            ]
+        );
+        assert_eq!(
+            script_steps("SELECT 1; .tables;  .schema t"),
+            vec![
+                Step::Sql("SELECT 1".into()),
+                Step::Dot(".tables".into()),
+                Step::Dot(".schema t".into()),
             ]
         );
     }
