@@ -149,7 +149,10 @@ def test_concurrent_clients(server):
 
 def test_the_registry_shows_each_query_with_its_user(server):
     run(server, "SELECT 41 AS marker", user="registry-user", source="nightly-report")
+    # Each user reads their own queries' text (tests/clients/test_isolation.py has the others').
     rows = run(
-        server, "SELECT \"user\", state, source FROM system.runtime.queries WHERE query = 'SELECT 41 AS marker'"
+        server,
+        "SELECT \"user\", state, source FROM system.runtime.queries WHERE query = 'SELECT 41 AS marker'",
+        user="registry-user",
     )
     assert rows == [["registry-user", "FINISHED", "nightly-report"]]
