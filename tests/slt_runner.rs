@@ -136,6 +136,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .init();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("slt");
     let fixtures = root.join("fixtures");

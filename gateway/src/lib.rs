@@ -74,7 +74,9 @@ fn init_log(log: &config::LogSection) -> Result<(), String> {
         .map_err(|e| format!("log level '{filter}': {e}"))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal; a file or a log collector gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let installed = if log.format == "json" {
         builder.json().try_init()
     } else {
@@ -181,6 +183,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
 
     // Abandoned queries, unfetched results and idle prepared statements give back their slots.
     let interval = Duration::from_secs(server.reaper_interval_secs);
+    let (trino_open, flight_open) = (trino.clone(), flight_sql.clone());
     let reaper = tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         loop {
@@ -203,15 +206,24 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let draining = engine.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
-        // No new statements; the running ones may still be fetched until they end.
+        // No new statements; the running ones, and the results their clients have yet to read,
+        // may still be fetched until they end (the reaper goes on dropping abandoned ones).
         draining.drain();
-        let running = draining.running();
+        let (running, trino_queries, flight_results) = (
+            draining.running(),
+            trino_open.open_queries(),
+            flight_open.unfetched_results(),
+        );
         tracing::info!(
             running,
-            "shutting down: waiting up to {grace:?} for running statements"
+            trino_queries,
+            flight_results,
+            "shutting down: waiting up to {grace:?} for running statements and unread results"
         );
+        let busy =
+            || draining.running() + trino_open.open_queries() + flight_open.unfetched_results() > 0;
         let deadline = tokio::time::Instant::now() + grace;
-        while draining.running() > 0 && tokio::time::Instant::now() < deadline {
+        while busy() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let _ = stop.send(true);

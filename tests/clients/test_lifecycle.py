@@ -9,10 +9,14 @@ statements take all 32 slots (the other 8 give up in the queue with "server busy
 soon shows all of them ended, and then 32 new statements at once all run. Had a slot leaked, some of
 those would wait in the queue and fail with "server busy" after 2 seconds.
 
-The module has its own server (anonymous callers on loopback; each names its user).
+On SIGTERM the server refuses new statements but serves what its clients are still reading, a
+Trino result half-way through its pages or a planned Flight SQL result, and then exits cleanly.
+
+The module has its own servers (anonymous callers on loopback; each names its user).
 """
 
 import secrets
+import signal
 import threading
 import time
 from collections import Counter
@@ -197,3 +201,58 @@ def _field(number, value: bytes):
 
 def _any(message_name, message: bytes):
     return _field(1, f"type.googleapis.com/arrow.flight.protocol.sql.{message_name}".encode()) + _field(2, message)
+
+
+DRAINING = "the server is shutting down and accepts no new statements"
+
+
+def test_on_sigterm_running_queries_finish_and_new_ones_are_refused(tmp_path):
+    """SIGTERM while a client is half-way through a result: new statements are refused, the
+    client still reads every row, and then the server exits on its own, cleanly."""
+    s = start_server(tmp_path, "[auth]\nallow_anonymous = true\n", server_toml="shutdown_grace_secs = 60\n")
+    try:
+        conn = trino.dbapi.connect(
+            host="127.0.0.1", port=s.http_port, user="alice", catalog="iceberg", schema="default", http_scheme="http"
+        )
+        cur = conn.cursor()
+        cur.execute("SELECT value FROM range(0, 500000)")
+        first = cur.fetchone()
+        s.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while "shutting down" not in s.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # Alice's query was still running when the signal came.
+        assert [line for line in s.lines if "shutting down" in line and "trino_queries=1" in line]
+        with pytest.raises(TrinoQueryError) as refused:
+            trino_run(s, "bob", "SELECT 1")
+        assert refused.value.message == DRAINING
+        rest = cur.fetchall()
+        assert [first[0]] + [r[0] for r in rest] == list(range(0, 500000))
+        assert s.process.wait(timeout=30) == 0
+        assert "sqe-server stopped" in s.log()
+    finally:
+        s.stop()
+
+
+def test_on_sigterm_a_planned_flight_result_can_still_be_fetched(tmp_path):
+    """SIGTERM between a Flight SQL client's GetFlightInfo and its DoGet: the result is still
+    served, a new statement is refused, and then the server exits cleanly."""
+    s = start_server(tmp_path, "[auth]\nallow_anonymous = true\n", server_toml="shutdown_grace_secs = 60\n")
+    try:
+        options = flight.FlightCallOptions(timeout=30)
+        with flight.FlightClient(f"grpc://127.0.0.1:{s.flight_port}") as client:
+            info = client.get_flight_info(statement("SELECT value FROM range(0, 100000)"), options)
+            s.process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while "shutting down" not in s.log() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert [line for line in s.lines if "shutting down" in line and "flight_results=1" in line]
+            with pytest.raises(pa.ArrowException) as refused:
+                client.get_flight_info(statement("SELECT 1"), options)
+            assert DRAINING in str(refused.value)
+            rows = client.do_get(info.endpoints[0].ticket, options).read_all()
+            assert rows.column("value").to_pylist() == list(range(0, 100000))
+        assert s.process.wait(timeout=30) == 0
+        assert "sqe-server stopped" in s.log()
+    finally:
+        s.stop()

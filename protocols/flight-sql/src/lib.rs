@@ -212,6 +212,11 @@ impl SqeFlightSql {
         })
     }
 
+    /// Results planned and not yet fetched; a shutdown waits for them.
+    pub fn unfetched_results(&self) -> usize {
+        lock(&self.results).len()
+    }
+
     /// Drops results nobody fetched within the result timeout (cancelling their queries and
     /// freeing their slots) and closes prepared statements idle for longer than allowed; returns
     /// how many of each.

@@ -144,6 +144,12 @@ impl TrinoService {
         self.queries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queries whose client has not yet read their last page (a finished query's pages may still
+    /// be waiting); a shutdown waits for them.
+    pub fn open_queries(&self) -> usize {
+        self.queries().len()
+    }
+
     /// Cancels and forgets the queries whose client has not asked for a page within the client
     /// timeout, which frees their slots; returns how many. A page being served is not idle.
     pub fn reap(&self) -> usize {
