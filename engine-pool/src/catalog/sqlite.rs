@@ -30,13 +30,19 @@ const EXISTS_PROPERTY: &str = "exists";
 pub struct SqliteCatalog {
     name: String,
     warehouse: PathBuf,
-    conn: Mutex<Connection>,
+    db: Arc<Db>,
     file_io: FileIO,
     /// Tables already read, by name and metadata file. A metadata file never changes once written
     /// and every commit writes a new one, so an entry is right for as long as the catalog row still
     /// points at its file; each lookup reads the row first, which sees commits by other processes.
     /// A cached table also keeps its manifests cached (iceberg-rust's object cache).
     tables: Mutex<HashMap<(String, String), Table>>,
+}
+
+/// The catalog's rows: its name and connection, shared with the blocking threads that use them.
+struct Db {
+    name: String,
+    conn: Mutex<Connection>,
 }
 
 /// Tables kept in [`SqliteCatalog::tables`]; past this the cache starts over.
@@ -134,13 +140,18 @@ impl SqliteCatalog {
         let catalog = Self {
             name: name.to_string(),
             warehouse,
-            conn: Mutex::new(conn),
+            db: Arc::new(Db {
+                name: name.to_string(),
+                conn: Mutex::new(conn),
+            }),
             file_io: FileIO::new_with_fs(),
             tables: Mutex::new(HashMap::new()),
         };
         let default = NamespaceIdent::new("default".to_string());
-        if !catalog.namespace_exists_sync(&default)? {
-            catalog.create_namespace_sync(&default, &HashMap::new())?;
+        if !catalog.db.namespace_exists_sync(&default)? {
+            catalog
+                .db
+                .create_namespace_sync(&default, &HashMap::new())?;
         }
         Ok(catalog)
     }
@@ -157,6 +168,129 @@ impl SqliteCatalog {
         &self.file_io
     }
 
+    /// Namespace names, sorted.
+    pub fn namespace_names(&self) -> Result<Vec<String>> {
+        self.db.namespace_names()
+    }
+
+    /// Table names in a namespace, sorted.
+    pub fn table_names(&self, namespace: &str) -> Result<Vec<String>> {
+        self.db.table_names(namespace)
+    }
+
+    /// Runs `f` on the catalog's rows on the blocking pool: a statement may wait out another
+    /// process's lock (the busy timeout), which must not hold a runtime thread meanwhile.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Db) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || f(&db))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Unexpected, format!("catalog call failed: {e}")))?
+    }
+
+    fn table_from(
+        &self,
+        ident: &TableIdent,
+        location: String,
+        metadata: TableMetadata,
+    ) -> Result<Table> {
+        Table::builder()
+            .identifier(ident.clone())
+            .metadata(metadata)
+            .metadata_location(location)
+            .file_io(self.file_io.clone())
+            .runtime(iceberg::Runtime::try_current()?)
+            .build()
+    }
+
+    /// A table directory under the warehouse that no other table uses.
+    fn new_table_location(&self, ns: &NamespaceIdent, name: &str) -> String {
+        let base = self.warehouse.join(ns_key(ns));
+        let mut dir = base.join(name);
+        if dir.exists() {
+            dir = base.join(format!("{name}-{}", uuid::Uuid::new_v4().simple()));
+        }
+        dir.to_string_lossy().into_owned()
+    }
+
+    /// Applies `updates` to the table if `requirements` still hold, writing a new metadata file and
+    /// swapping the catalog pointer only if nobody else moved it meanwhile.
+    pub async fn commit(
+        &self,
+        ident: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        let current = self.load_table(ident).await?;
+        self.commit_on(current, requirements, updates).await
+    }
+
+    /// The compare-and-swap itself, from `current` as the commit's base.
+    async fn commit_on(
+        &self,
+        current: Table,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        let ident = current.identifier().clone();
+        let ident = &ident;
+        for requirement in &requirements {
+            requirement.check(Some(current.metadata()))?;
+        }
+        let old_location = current.metadata_location_result()?.to_string();
+        let mut builder = current
+            .metadata()
+            .clone()
+            .into_builder(Some(old_location.clone()));
+        for update in updates {
+            builder = update.apply(builder)?;
+        }
+        let metadata = builder.build()?.metadata;
+        let new_location = MetadataLocation::from_str(&old_location)?
+            .with_next_version()
+            .with_new_metadata(&metadata);
+        metadata.write_to(&self.file_io, &new_location).await?;
+        let new_location = new_location.to_string();
+        let swapped = {
+            let (new_location, ident) = (new_location.clone(), ident.clone());
+            self.blocking(move |db| {
+                db.conn()?
+                    .execute(
+                        "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
+                         WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
+                         AND metadata_location = ?2",
+                        params![
+                            &new_location,
+                            &old_location,
+                            &db.name,
+                            ns_key(&ident.namespace),
+                            &ident.name
+                        ],
+                    )
+                    .map_err(sql_err)
+            })
+            .await?
+        };
+        if swapped != 1 {
+            // Someone else committed first: our metadata file was never visible; remove it.
+            let _ = self.file_io.delete(&new_location).await;
+            return Err(Error::new(
+                ErrorKind::CatalogCommitConflicts,
+                format!(
+                    "table '{}.{}' was changed by another writer",
+                    ns_key(&ident.namespace),
+                    ident.name
+                ),
+            )
+            .with_retryable(true));
+        }
+        self.table_from(ident, new_location, metadata)
+    }
+}
+
+impl Db {
     fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
         self.conn
             .lock()
@@ -244,6 +378,77 @@ impl SqliteCatalog {
         tx.commit().map_err(sql_err)
     }
 
+    /// Records a new table's row; the inner result is SQLite's, for the caller to tell a taken
+    /// name from other failures.
+    fn insert_table(
+        &self,
+        ident: &TableIdent,
+        metadata_location: &str,
+    ) -> Result<rusqlite::Result<usize>> {
+        Ok(self.conn()?.execute(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
+             metadata_location, previous_metadata_location, iceberg_type)
+             VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
+            params![
+                &self.name,
+                ns_key(&ident.namespace),
+                &ident.name,
+                metadata_location
+            ],
+        ))
+    }
+
+    fn drop_namespace(&self, ns: &NamespaceIdent) -> Result<()> {
+        let key = ns_key(ns);
+        if !self.namespace_exists_sync(ns)? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("schema '{key}' does not exist"),
+            ));
+        }
+        if !self.table_names(&key)?.is_empty() {
+            return Err(Error::new(
+                ErrorKind::PreconditionFailed,
+                format!("schema '{key}' is not empty"),
+            ));
+        }
+        self.conn()?
+            .execute(
+                "DELETE FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2",
+                params![&self.name, &key],
+            )
+            .map_err(sql_err)?;
+        Ok(())
+    }
+
+    /// A namespace's properties (without the marker row of one that has none).
+    fn namespace_properties(&self, ns: &NamespaceIdent) -> Result<HashMap<String, String>> {
+        if !self.namespace_exists_sync(ns)? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("schema '{}' does not exist", ns_key(ns)),
+            ));
+        }
+        let conn = self.conn()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT property_key, property_value FROM iceberg_namespace_properties
+                 WHERE catalog_name = ?1 AND namespace = ?2",
+            )
+            .map_err(sql_err)?;
+        let props = stmt
+            .query_map(params![&self.name, ns_key(ns)], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(sql_err)?
+            .collect::<rusqlite::Result<HashMap<String, String>>>()
+            .map_err(sql_err)?
+            .into_iter()
+            .filter(|(k, _)| k != EXISTS_PROPERTY)
+            .collect();
+        Ok(props)
+    }
+
     fn metadata_location(&self, ident: &TableIdent) -> Result<String> {
         let conn = self.conn()?;
         let loc: Option<Option<String>> = conn
@@ -269,338 +474,7 @@ impl SqliteCatalog {
         }
     }
 
-    fn table_from(
-        &self,
-        ident: &TableIdent,
-        location: String,
-        metadata: TableMetadata,
-    ) -> Result<Table> {
-        Table::builder()
-            .identifier(ident.clone())
-            .metadata(metadata)
-            .metadata_location(location)
-            .file_io(self.file_io.clone())
-            .runtime(iceberg::Runtime::try_current()?)
-            .build()
-    }
-
-    /// A table directory under the warehouse that no other table uses.
-    fn new_table_location(&self, ns: &NamespaceIdent, name: &str) -> String {
-        let base = self.warehouse.join(ns_key(ns));
-        let mut dir = base.join(name);
-        if dir.exists() {
-            dir = base.join(format!("{name}-{}", uuid::Uuid::new_v4().simple()));
-        }
-        dir.to_string_lossy().into_owned()
-    }
-
-    /// Applies `updates` to the table if `requirements` still hold, writing a new metadata file and
-    /// swapping the catalog pointer only if nobody else moved it meanwhile.
-    pub async fn commit(
-        &self,
-        ident: &TableIdent,
-        requirements: Vec<TableRequirement>,
-        updates: Vec<TableUpdate>,
-    ) -> Result<Table> {
-        let current = self.load_table(ident).await?;
-        self.commit_on(current, requirements, updates).await
-    }
-
-    /// The compare-and-swap itself, from `current` as the commit's base.
-    async fn commit_on(
-        &self,
-        current: Table,
-        requirements: Vec<TableRequirement>,
-        updates: Vec<TableUpdate>,
-    ) -> Result<Table> {
-        let ident = current.identifier().clone();
-        let ident = &ident;
-        for requirement in &requirements {
-            requirement.check(Some(current.metadata()))?;
-        }
-        let old_location = current.metadata_location_result()?.to_string();
-        let mut builder = current
-            .metadata()
-            .clone()
-            .into_builder(Some(old_location.clone()));
-        for update in updates {
-            builder = update.apply(builder)?;
-        }
-        let metadata = builder.build()?.metadata;
-        let new_location = MetadataLocation::from_str(&old_location)?
-            .with_next_version()
-            .with_new_metadata(&metadata);
-        metadata.write_to(&self.file_io, &new_location).await?;
-        let new_location = new_location.to_string();
-        let swapped = {
-            let conn = self.conn()?;
-            conn.execute(
-                "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
-                 WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
-                 AND metadata_location = ?2",
-                params![
-                    &new_location,
-                    &old_location,
-                    &self.name,
-                    ns_key(&ident.namespace),
-                    &ident.name
-                ],
-            )
-            .map_err(sql_err)?
-        };
-        if swapped != 1 {
-            // Someone else committed first: our metadata file was never visible; remove it.
-            let _ = self.file_io.delete(&new_location).await;
-            return Err(Error::new(
-                ErrorKind::CatalogCommitConflicts,
-                format!(
-                    "table '{}.{}' was changed by another writer",
-                    ns_key(&ident.namespace),
-                    ident.name
-                ),
-            )
-            .with_retryable(true));
-        }
-        self.table_from(ident, new_location, metadata)
-    }
-}
-
-#[async_trait]
-impl Catalog for SqliteCatalog {
-    async fn list_namespaces(
-        &self,
-        parent: Option<&NamespaceIdent>,
-    ) -> Result<Vec<NamespaceIdent>> {
-        if parent.is_some() {
-            return Ok(Vec::new());
-        }
-        self.namespace_names()?
-            .iter()
-            .map(|n| ns_from_key(n))
-            .collect()
-    }
-
-    async fn create_namespace(
-        &self,
-        namespace: &NamespaceIdent,
-        properties: HashMap<String, String>,
-    ) -> Result<Namespace> {
-        self.create_namespace_sync(namespace, &properties)?;
-        Ok(Namespace::with_properties(namespace.clone(), properties))
-    }
-
-    async fn get_namespace(&self, namespace: &NamespaceIdent) -> Result<Namespace> {
-        if !self.namespace_exists_sync(namespace)? {
-            return Err(Error::new(
-                ErrorKind::NamespaceNotFound,
-                format!("schema '{}' does not exist", ns_key(namespace)),
-            ));
-        }
-        let conn = self.conn()?;
-        let mut stmt = conn
-            .prepare(
-                "SELECT property_key, property_value FROM iceberg_namespace_properties
-                 WHERE catalog_name = ?1 AND namespace = ?2",
-            )
-            .map_err(sql_err)?;
-        let props = stmt
-            .query_map(params![&self.name, ns_key(namespace)], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .map_err(sql_err)?
-            .collect::<rusqlite::Result<HashMap<String, String>>>()
-            .map_err(sql_err)?
-            .into_iter()
-            .filter(|(k, _)| k != EXISTS_PROPERTY)
-            .collect();
-        Ok(Namespace::with_properties(namespace.clone(), props))
-    }
-
-    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> Result<bool> {
-        self.namespace_exists_sync(namespace)
-    }
-
-    async fn update_namespace(
-        &self,
-        _namespace: &NamespaceIdent,
-        _properties: HashMap<String, String>,
-    ) -> Result<()> {
-        Err(Error::new(
-            ErrorKind::FeatureUnsupported,
-            "updating schema properties is not supported",
-        ))
-    }
-
-    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> Result<()> {
-        let key = ns_key(namespace);
-        if !self.namespace_exists_sync(namespace)? {
-            return Err(Error::new(
-                ErrorKind::NamespaceNotFound,
-                format!("schema '{key}' does not exist"),
-            ));
-        }
-        if !self.table_names(&key)?.is_empty() {
-            return Err(Error::new(
-                ErrorKind::PreconditionFailed,
-                format!("schema '{key}' is not empty"),
-            ));
-        }
-        let conn = self.conn()?;
-        conn.execute(
-            "DELETE FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2",
-            params![&self.name, &key],
-        )
-        .map_err(sql_err)?;
-        Ok(())
-    }
-
-    async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
-        Ok(self
-            .table_names(&ns_key(namespace))?
-            .into_iter()
-            .map(|name| TableIdent::new(namespace.clone(), name))
-            .collect())
-    }
-
-    async fn create_table(
-        &self,
-        namespace: &NamespaceIdent,
-        creation: TableCreation,
-    ) -> Result<Table> {
-        if !self.namespace_exists_sync(namespace)? {
-            return Err(Error::new(
-                ErrorKind::NamespaceNotFound,
-                format!("schema '{}' does not exist", ns_key(namespace)),
-            ));
-        }
-        let ident = TableIdent::new(namespace.clone(), creation.name.clone());
-        if self.table_exists(&ident).await? {
-            return Err(Error::new(
-                ErrorKind::TableAlreadyExists,
-                format!(
-                    "table '{}.{}' already exists",
-                    ns_key(namespace),
-                    ident.name
-                ),
-            ));
-        }
-        let location = match &creation.location {
-            Some(l) => l.clone(),
-            None => self.new_table_location(namespace, &creation.name),
-        };
-        let creation = TableCreation {
-            location: Some(location.clone()),
-            ..creation
-        };
-        let metadata = TableMetadataBuilder::from_table_creation(creation)?
-            .build()?
-            .metadata;
-        let metadata_location = MetadataLocation::new_with_metadata(location, &metadata);
-        metadata.write_to(&self.file_io, &metadata_location).await?;
-        let metadata_location = metadata_location.to_string();
-        let inserted = {
-            let conn = self.conn()?;
-            conn.execute(
-                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
-                 metadata_location, previous_metadata_location, iceberg_type)
-                 VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
-                params![
-                    &self.name,
-                    ns_key(namespace),
-                    &ident.name,
-                    &metadata_location
-                ],
-            )
-        };
-        match inserted {
-            Ok(_) => self.table_from(&ident, metadata_location, metadata),
-            Err(e) => {
-                let _ = self.file_io.delete(&metadata_location).await;
-                if let rusqlite::Error::SqliteFailure(f, _) = &e
-                    && f.code == rusqlite::ErrorCode::ConstraintViolation
-                {
-                    return Err(Error::new(
-                        ErrorKind::TableAlreadyExists,
-                        format!(
-                            "table '{}.{}' already exists",
-                            ns_key(namespace),
-                            ident.name
-                        ),
-                    ));
-                }
-                Err(sql_err(e))
-            }
-        }
-    }
-
-    async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
-        let location = self.metadata_location(ident)?;
-        let key = (ident.to_string(), location.clone());
-        let cached = || self.tables.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(table) = cached().get(&key) {
-            return Ok(table.clone());
-        }
-        let metadata = TableMetadata::read_from(&self.file_io, &location).await?;
-        let table = self.table_from(ident, location, metadata)?;
-        let mut tables = cached();
-        if tables.len() >= CACHED_TABLES {
-            tables.clear();
-        }
-        tables.insert(key, table.clone());
-        Ok(table)
-    }
-
-    async fn drop_table(&self, ident: &TableIdent) -> Result<()> {
-        let removed = {
-            let conn = self.conn()?;
-            conn.execute(
-                "DELETE FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2
-                 AND table_name = ?3",
-                params![&self.name, ns_key(&ident.namespace), &ident.name],
-            )
-            .map_err(sql_err)?
-        };
-        if removed == 0 {
-            return Err(Error::new(
-                ErrorKind::TableNotFound,
-                format!(
-                    "table '{}.{}' does not exist",
-                    ns_key(&ident.namespace),
-                    ident.name
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    async fn purge_table(&self, ident: &TableIdent) -> Result<()> {
-        let table = self.load_table(ident).await?;
-        self.drop_table(ident).await?;
-        iceberg::drop_table_data(&table).await?;
-        // A table directory inside the warehouse belongs to this table alone: remove what is left
-        // (empty folders, files of aborted writes). Locations elsewhere are not ours to delete.
-        let location = table.metadata().location();
-        let dir = Path::new(location.strip_prefix("file://").unwrap_or(location));
-        if dir.starts_with(&self.warehouse) && dir != self.warehouse && dir.is_dir() {
-            std::fs::remove_dir_all(dir).map_err(|e| {
-                Error::new(
-                    ErrorKind::Unexpected,
-                    format!("removing {}: {e}", dir.display()),
-                )
-            })?;
-        }
-        Ok(())
-    }
-
-    async fn table_exists(&self, ident: &TableIdent) -> Result<bool> {
-        match self.metadata_location(ident) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
+    fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
         let conn = self.conn()?;
         let changed = conn
             .execute(
@@ -633,24 +507,223 @@ impl Catalog for SqliteCatalog {
         }
         Ok(())
     }
+}
+
+#[async_trait]
+impl Catalog for SqliteCatalog {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> Result<Vec<NamespaceIdent>> {
+        if parent.is_some() {
+            return Ok(Vec::new());
+        }
+        self.blocking(|db| db.namespace_names())
+            .await?
+            .iter()
+            .map(|n| ns_from_key(n))
+            .collect()
+    }
+
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<Namespace> {
+        let (ns, props) = (namespace.clone(), properties.clone());
+        self.blocking(move |db| db.create_namespace_sync(&ns, &props))
+            .await?;
+        Ok(Namespace::with_properties(namespace.clone(), properties))
+    }
+
+    async fn get_namespace(&self, namespace: &NamespaceIdent) -> Result<Namespace> {
+        let ns = namespace.clone();
+        let props = self
+            .blocking(move |db| db.namespace_properties(&ns))
+            .await?;
+        Ok(Namespace::with_properties(namespace.clone(), props))
+    }
+
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> Result<bool> {
+        let ns = namespace.clone();
+        self.blocking(move |db| db.namespace_exists_sync(&ns)).await
+    }
+
+    async fn update_namespace(
+        &self,
+        _namespace: &NamespaceIdent,
+        _properties: HashMap<String, String>,
+    ) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::FeatureUnsupported,
+            "updating schema properties is not supported",
+        ))
+    }
+
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> Result<()> {
+        let ns = namespace.clone();
+        self.blocking(move |db| db.drop_namespace(&ns)).await
+    }
+
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
+        let key = ns_key(namespace);
+        Ok(self
+            .blocking(move |db| db.table_names(&key))
+            .await?
+            .into_iter()
+            .map(|name| TableIdent::new(namespace.clone(), name))
+            .collect())
+    }
+
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> Result<Table> {
+        if !self.namespace_exists(namespace).await? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("schema '{}' does not exist", ns_key(namespace)),
+            ));
+        }
+        let ident = TableIdent::new(namespace.clone(), creation.name.clone());
+        if self.table_exists(&ident).await? {
+            return Err(Error::new(
+                ErrorKind::TableAlreadyExists,
+                format!(
+                    "table '{}.{}' already exists",
+                    ns_key(namespace),
+                    ident.name
+                ),
+            ));
+        }
+        let location = match &creation.location {
+            Some(l) => l.clone(),
+            None => self.new_table_location(namespace, &creation.name),
+        };
+        let creation = TableCreation {
+            location: Some(location.clone()),
+            ..creation
+        };
+        let metadata = TableMetadataBuilder::from_table_creation(creation)?
+            .build()?
+            .metadata;
+        let metadata_location = MetadataLocation::new_with_metadata(location, &metadata);
+        metadata.write_to(&self.file_io, &metadata_location).await?;
+        let metadata_location = metadata_location.to_string();
+        let (row, location) = (ident.clone(), metadata_location.clone());
+        let inserted = self
+            .blocking(move |db| db.insert_table(&row, &location))
+            .await?;
+        match inserted {
+            Ok(_) => self.table_from(&ident, metadata_location, metadata),
+            Err(e) => {
+                let _ = self.file_io.delete(&metadata_location).await;
+                if let rusqlite::Error::SqliteFailure(f, _) = &e
+                    && f.code == rusqlite::ErrorCode::ConstraintViolation
+                {
+                    return Err(Error::new(
+                        ErrorKind::TableAlreadyExists,
+                        format!(
+                            "table '{}.{}' already exists",
+                            ns_key(namespace),
+                            ident.name
+                        ),
+                    ));
+                }
+                Err(sql_err(e))
+            }
+        }
+    }
+
+    async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
+        let row = ident.clone();
+        let location = self.blocking(move |db| db.metadata_location(&row)).await?;
+        let key = (ident.to_string(), location.clone());
+        let cached = || self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(table) = cached().get(&key) {
+            return Ok(table.clone());
+        }
+        let metadata = TableMetadata::read_from(&self.file_io, &location).await?;
+        let table = self.table_from(ident, location, metadata)?;
+        let mut tables = cached();
+        if tables.len() >= CACHED_TABLES {
+            tables.clear();
+        }
+        tables.insert(key, table.clone());
+        Ok(table)
+    }
+
+    async fn drop_table(&self, ident: &TableIdent) -> Result<()> {
+        let row = ident.clone();
+        let removed = self
+            .blocking(move |db| {
+                db.conn()?
+                    .execute(
+                        "DELETE FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2
+                         AND table_name = ?3",
+                        params![&db.name, ns_key(&row.namespace), &row.name],
+                    )
+                    .map_err(sql_err)
+            })
+            .await?;
+        if removed == 0 {
+            return Err(Error::new(
+                ErrorKind::TableNotFound,
+                format!(
+                    "table '{}.{}' does not exist",
+                    ns_key(&ident.namespace),
+                    ident.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn purge_table(&self, ident: &TableIdent) -> Result<()> {
+        let table = self.load_table(ident).await?;
+        self.drop_table(ident).await?;
+        iceberg::drop_table_data(&table).await?;
+        // A table directory inside the warehouse belongs to this table alone: remove what is left
+        // (empty folders, files of aborted writes). Locations elsewhere are not ours to delete.
+        let location = table.metadata().location();
+        let dir = Path::new(location.strip_prefix("file://").unwrap_or(location));
+        if dir.starts_with(&self.warehouse) && dir != self.warehouse && dir.is_dir() {
+            let dir = dir.to_path_buf();
+            tokio::task::spawn_blocking(move || {
+                std::fs::remove_dir_all(&dir).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Unexpected,
+                        format!("removing {}: {e}", dir.display()),
+                    )
+                })
+            })
+            .await
+            .map_err(|e| Error::new(ErrorKind::Unexpected, format!("removing a table: {e}")))??;
+        }
+        Ok(())
+    }
+
+    async fn table_exists(&self, ident: &TableIdent) -> Result<bool> {
+        let row = ident.clone();
+        match self.blocking(move |db| db.metadata_location(&row)).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
+        let (src, dest) = (src.clone(), dest.clone());
+        self.blocking(move |db| db.rename_table(&src, &dest)).await
+    }
 
     async fn register_table(&self, ident: &TableIdent, metadata_location: String) -> Result<Table> {
         let metadata = TableMetadata::read_from(&self.file_io, &metadata_location).await?;
-        {
-            let conn = self.conn()?;
-            conn.execute(
-                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
-                 metadata_location, previous_metadata_location, iceberg_type)
-                 VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
-                params![
-                    &self.name,
-                    ns_key(&ident.namespace),
-                    &ident.name,
-                    &metadata_location
-                ],
-            )
+        let (row, location) = (ident.clone(), metadata_location.clone());
+        self.blocking(move |db| db.insert_table(&row, &location))
+            .await?
             .map_err(sql_err)?;
-        }
         self.table_from(ident, metadata_location, metadata)
     }
 
@@ -668,6 +741,37 @@ pub type SqliteCatalogRef = Arc<SqliteCatalog>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// While another process holds the catalog locked, a catalog call waits for it on the blocking
+    /// pool: the runtime (here a single thread) goes on running other tasks, and the call succeeds
+    /// once the lock is gone.
+    #[tokio::test]
+    async fn a_locked_catalog_does_not_hold_the_runtime() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let catalog =
+            Arc::new(SqliteCatalog::open("c", dir.path()).unwrap_or_else(|e| panic!("{e}")));
+        let other =
+            Connection::open(dir.path().join(CATALOG_FILE)).unwrap_or_else(|e| panic!("{e}"));
+        other
+            .execute_batch("BEGIN EXCLUSIVE")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let waiting = tokio::spawn({
+            let catalog = catalog.clone();
+            async move { catalog.list_namespaces(None).await }
+        });
+        // Had the call blocked this thread, the sleep would end only after the busy timeout, with
+        // the call failed on the lock.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished());
+        other
+            .execute_batch("COMMIT")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names = waiting
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(names, vec![NamespaceIdent::new("default".into())]);
+    }
 
     /// Catalogs written by older tools have no `iceberg_type` column; SQE adds it (pyiceberg needs it)
     /// and treats the existing rows as tables.
@@ -694,7 +798,7 @@ mod tests {
             catalog.namespace_names().ok(),
             Some(vec!["default".to_string(), "old".to_string()])
         );
-        let conn = catalog.conn().unwrap_or_else(|e| panic!("{e}"));
+        let conn = catalog.db.conn().unwrap_or_else(|e| panic!("{e}"));
         let has_column: bool = conn
             .prepare(
                 "SELECT 1 FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
