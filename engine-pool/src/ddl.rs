@@ -573,8 +573,11 @@ impl Engine {
             .warehouse()
             .join(ident.namespace.join("."))
             .join(&ident.name);
-        let _ = std::fs::remove_dir_all(dir.join("metadata"))
-            .and_then(|_| std::fs::remove_dir_all(&dir));
+        let _ = tokio::task::spawn_blocking(move || {
+            std::fs::remove_dir_all(dir.join("metadata"))
+                .and_then(|_| std::fs::remove_dir_all(&dir))
+        })
+        .await;
         Ok(())
     }
 

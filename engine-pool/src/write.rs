@@ -273,7 +273,9 @@ async fn append(
     let prefix = uuid::Uuid::now_v7().to_string();
     let result = write_and_commit(catalog, table, state, plan, &prefix).await;
     if result.is_err() {
-        remove_written_files(table.metadata().location(), &prefix);
+        // A walk of the table's data directory: off the runtime's threads.
+        let location = table.metadata().location().to_string();
+        let _ = tokio::task::spawn_blocking(move || remove_written_files(&location, &prefix)).await;
     }
     result
 }
