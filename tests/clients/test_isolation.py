@@ -689,6 +689,14 @@ def test_oversized_inputs_are_refused_and_the_server_goes_on(sqe, jwt):
         f"{base_url(sqe)}/v1/statement", data=b"x" * (5 << 20), headers=headers_for("alice", alice), timeout=60
     )
     assert r.status_code == 413
+    # Headers are bounded by the HTTP server: one of 1 MiB, or 200 of them, get 431.
+    huge = headers_for("alice", alice, **{"X-Trino-Client-Info": "x" * (1 << 20)})
+    assert requests.post(f"{base_url(sqe)}/v1/statement", data=b"SELECT 1", headers=huge, timeout=60).status_code == 431
+    many_headers = headers_for("alice", alice, **{f"X-Extra-{i}": "x" for i in range(200)})
+    assert (
+        requests.post(f"{base_url(sqe)}/v1/statement", data=b"SELECT 1", headers=many_headers, timeout=60).status_code
+        == 431
+    )
 
     long_sql = "SELECT '" + "x" * (2_000_000 - 9) + "'"
     assert len(long_sql) == 2_000_000
