@@ -30,6 +30,7 @@ import trino
 from trino.exceptions import TrinoQueryError
 
 from conftest import start_server
+from flight_messages import statement
 
 SLOTS = 32
 ABANDONED = 40
@@ -59,11 +60,14 @@ def long_query():
     return f"SELECT value, '{secrets.token_hex(6)}' AS tag FROM range(0, 1000000000)"
 
 
-def trino_run(server, user, sql):
-    conn = trino.dbapi.connect(
+def trino_cursor(server, user):
+    return trino.dbapi.connect(
         host="127.0.0.1", port=server.http_port, user=user, catalog="iceberg", schema="default", http_scheme="http"
-    )
-    cur = conn.cursor()
+    ).cursor()
+
+
+def trino_run(server, user, sql):
+    cur = trino_cursor(server, user)
     cur.execute(sql)
     return cur.fetchall()
 
@@ -118,11 +122,6 @@ def test_abandoned_trino_queries_give_back_their_slots(lifecycle):
 
     answers = all_at_once(SLOTS, lambda i: trino_run(lifecycle, "returner", f"SELECT {i} AS n"))
     assert answers == [[[i]] for i in range(SLOTS)]
-
-
-def statement(sql):
-    """A Flight SQL CommandStatementQuery descriptor, its protobuf encoded by hand."""
-    return flight.FlightDescriptor.for_command(_any("CommandStatementQuery", _field(1, sql.encode())))
 
 
 def test_unfetched_flight_results_give_back_their_slots(lifecycle):
@@ -186,24 +185,19 @@ def test_a_statement_given_up_while_it_waits_for_a_slot_still_ends(lifecycle):
     assert states == Counter({(False, "CANCELLED"): SLOTS, (True, "CANCELLED"): 1})
 
 
-def _varint(n):
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | 0x80 if n else low)
-        if not n:
-            return bytes(out)
-
-
-def _field(number, value: bytes):
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
-def _any(message_name, message: bytes):
-    return _field(1, f"type.googleapis.com/arrow.flight.protocol.sql.{message_name}".encode()) + _field(2, message)
-
-
 DRAINING = "the server is shutting down and accepts no new statements"
+
+
+def terminate(server):
+    """Sends SIGTERM and returns the server's "shutting down" log line once it is written."""
+    server.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = [line for line in server.lines if "shutting down" in line]
+        if lines:
+            return lines[0]
+        time.sleep(0.1)
+    pytest.fail("no shutdown line in the log:\n" + server.log())
 
 
 def test_on_sigterm_running_queries_finish_and_new_ones_are_refused(tmp_path):
@@ -211,18 +205,11 @@ def test_on_sigterm_running_queries_finish_and_new_ones_are_refused(tmp_path):
     client still reads every row, and then the server exits on its own, cleanly."""
     s = start_server(tmp_path, "[auth]\nallow_anonymous = true\n", server_toml="shutdown_grace_secs = 60\n")
     try:
-        conn = trino.dbapi.connect(
-            host="127.0.0.1", port=s.http_port, user="alice", catalog="iceberg", schema="default", http_scheme="http"
-        )
-        cur = conn.cursor()
+        cur = trino_cursor(s, "alice")
         cur.execute("SELECT value FROM range(0, 500000)")
         first = cur.fetchone()
-        s.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while "shutting down" not in s.log() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        # Alice's query was still running when the signal came.
-        assert [line for line in s.lines if "shutting down" in line and "trino_queries=1" in line]
+        # Alice's query was still open when the signal came.
+        assert "trino_queries=1" in terminate(s)
         with pytest.raises(TrinoQueryError) as refused:
             trino_run(s, "bob", "SELECT 1")
         assert refused.value.message == DRAINING
@@ -242,11 +229,7 @@ def test_on_sigterm_a_planned_flight_result_can_still_be_fetched(tmp_path):
         options = flight.FlightCallOptions(timeout=30)
         with flight.FlightClient(f"grpc://127.0.0.1:{s.flight_port}") as client:
             info = client.get_flight_info(statement("SELECT value FROM range(0, 100000)"), options)
-            s.process.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while "shutting down" not in s.log() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert [line for line in s.lines if "shutting down" in line and "flight_results=1" in line]
+            assert "flight_results=1" in terminate(s)
             with pytest.raises(pa.ArrowException) as refused:
                 client.get_flight_info(statement("SELECT 1"), options)
             assert DRAINING in str(refused.value)

@@ -238,7 +238,7 @@ impl SqeFlightSql {
 }
 
 /// The largest message a client may send (a command, or one batch of a bulk ingest); a larger
-/// one gets RESOURCE_EXHAUSTED.
+/// one gets OUT_OF_RANGE (tonic refuses it while decoding).
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// The Flight service to mount in the gateway.

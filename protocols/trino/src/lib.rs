@@ -182,6 +182,17 @@ impl TrinoService {
             .cloned()
     }
 
+    /// Whether a request may end `query`: its own user may, and so may an admin.
+    fn may_end(&self, principal: Option<Principal>, headers: &HeaderMap, query: &Query) -> bool {
+        let admin = principal
+            .as_ref()
+            .is_some_and(|p| p.has_any_role(&self.config.admin_roles));
+        admin
+            || self
+                .acting_user(principal, headers)
+                .is_ok_and(|u| u.name == query.user)
+    }
+
     /// Who a request acts as: the authenticated principal, or the user it names in
     /// `X-Trino-User` when that principal may impersonate, or when nobody authenticated (a server
     /// that lets loopback callers in without credentials).
@@ -692,17 +703,11 @@ async fn cancel(
     headers: HeaderMap,
 ) -> Response {
     let principal = principal.map(|Extension(p)| p);
-    let admin = principal
-        .as_ref()
-        .is_some_and(|p| p.has_any_role(&trino.config.admin_roles));
     let mut queries = trino.queries();
     let Some(query) = queries.get(&id).filter(|q| q.slug == slug).cloned() else {
         return StatusCode::NO_CONTENT.into_response();
     };
-    let owner = trino
-        .acting_user(principal, &headers)
-        .is_ok_and(|u| u.name == query.user);
-    if owner || admin {
+    if trino.may_end(principal, &headers, &query) {
         queries.remove(&id);
         query.task.abort();
     }
@@ -718,14 +723,10 @@ async fn kill(
     headers: HeaderMap,
 ) -> Response {
     let principal = principal.map(|Extension(p)| p);
-    let admin = principal
-        .as_ref()
-        .is_some_and(|p| p.has_any_role(&trino.config.admin_roles));
-    let user = trino.acting_user(principal, &headers).ok();
     let mut queries = trino.queries();
     let allowed = queries
         .get(&id)
-        .is_some_and(|q| admin || user.as_ref().is_some_and(|u| u.name == q.user));
+        .is_some_and(|q| trino.may_end(principal, &headers, q));
     match allowed.then(|| queries.remove(&id)).flatten() {
         Some(query) => {
             query.task.abort();
