@@ -17,11 +17,11 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
+use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
 use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
 
+use crate::catalog::backend::CatalogRef;
 use crate::catalog::provider::load_table_opt;
-use crate::catalog::sqlite::SqliteCatalog;
 use crate::engine::{
     Engine, SYSTEM_CATALOG, empty_result, normalize_ident, object_parts, rows_result,
 };
@@ -303,7 +303,7 @@ impl Engine {
         name: &ObjectName,
     ) -> SqeResult<(String, TableIdent, Table)> {
         let (catalog, ident) = self.table_ident(session, name)?;
-        let table = load_table_opt(self.catalog(&catalog)?, &ident)
+        let table = load_table_opt(self.catalog(session, &catalog)?.as_ref(), &ident)
             .await
             .map_err(from_iceberg)?
             .ok_or_else(|| {
@@ -319,10 +319,11 @@ impl Engine {
     /// The catalog holding `schema`, or a not-found error naming the schema.
     async fn existing_schema(
         &self,
+        session: &Session,
         catalog_name: &str,
         schema: &str,
-    ) -> SqeResult<&Arc<SqliteCatalog>> {
-        let catalog = self.catalog(catalog_name)?;
+    ) -> SqeResult<CatalogRef> {
+        let catalog = self.catalog(session, catalog_name)?;
         let exists = catalog
             .namespace_exists(&NamespaceIdent::new(schema.to_string()))
             .await
@@ -365,7 +366,7 @@ impl Engine {
             ));
         }
         let (catalog_name, ident) = self.table_ident(session, &ct.name)?;
-        let catalog = self.catalog(&catalog_name)?;
+        let catalog = self.catalog(session, &catalog_name)?;
         if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
             if ct.if_not_exists {
                 return Ok(None);
@@ -423,7 +424,7 @@ impl Engine {
                     ));
                 };
                 let (catalog_name, schema) = self.schema_name(session, &name)?;
-                let catalog = self.catalog(&catalog_name)?;
+                let catalog = self.catalog(session, &catalog_name)?;
                 let ns = NamespaceIdent::new(schema.clone());
                 if catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
                     if if_not_exists {
@@ -512,9 +513,9 @@ impl Engine {
                     Some(n) => object_parts(n)?.pop().unwrap_or_default(),
                     None => session.catalog.clone(),
                 };
-                let catalog = self.catalog(&catalog_name)?;
+                let catalog = self.catalog(session, &catalog_name)?;
                 let pattern = like_filter(&show_options)?;
-                let mut names = catalog.namespace_names().map_err(from_iceberg)?;
+                let mut names = catalog.namespace_names().await.map_err(from_iceberg)?;
                 names.push("information_schema".to_string());
                 names.sort();
                 names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
@@ -525,9 +526,11 @@ impl Engine {
                     Some(n) => self.schema_name(session, n)?,
                     None => (session.catalog.clone(), session.schema.clone()),
                 };
-                let catalog = self.existing_schema(&catalog_name, &schema).await?;
+                let catalog = self
+                    .existing_schema(session, &catalog_name, &schema)
+                    .await?;
                 let pattern = like_filter(&show_options)?;
-                let mut names = catalog.table_names(&schema).map_err(from_iceberg)?;
+                let mut names = catalog.table_names(&schema).await.map_err(from_iceberg)?;
                 names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
                 one_column("Table", names)
             }
@@ -556,7 +559,7 @@ impl Engine {
         if_exists: bool,
     ) -> SqeResult<()> {
         let (catalog_name, ident) = self.table_ident(session, name)?;
-        let catalog = self.catalog(&catalog_name)?;
+        let catalog = self.catalog(session, &catalog_name)?;
         if !catalog.table_exists(&ident).await.map_err(from_iceberg)? {
             if if_exists {
                 return Ok(());
@@ -569,10 +572,10 @@ impl Engine {
         }
         catalog.purge_table(&ident).await.map_err(from_iceberg)?;
         // The table's directory held only what purge removed; drop the empty folders too.
-        let dir = catalog
-            .warehouse()
-            .join(ident.namespace.join("."))
-            .join(&ident.name);
+        let Some(warehouse) = catalog.local_warehouse() else {
+            return Ok(());
+        };
+        let dir = warehouse.join(ident.namespace.join(".")).join(&ident.name);
         let _ = tokio::task::spawn_blocking(move || {
             std::fs::remove_dir_all(dir.join("metadata"))
                 .and_then(|_| std::fs::remove_dir_all(&dir))
@@ -589,7 +592,7 @@ impl Engine {
         cascade: bool,
     ) -> SqeResult<()> {
         let (catalog_name, schema) = self.schema_name(session, name)?;
-        let catalog = self.catalog(&catalog_name)?;
+        let catalog = self.catalog(session, &catalog_name)?;
         let ns = NamespaceIdent::new(schema.clone());
         if !catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
             if if_exists {
@@ -599,7 +602,7 @@ impl Engine {
                 "schema '{catalog_name}.{schema}' does not exist"
             )));
         }
-        let tables = catalog.table_names(&schema).map_err(from_iceberg)?;
+        let tables = catalog.table_names(&schema).await.map_err(from_iceberg)?;
         if !tables.is_empty() {
             if !cascade {
                 return Err(SqeError::invalid(format!(
@@ -625,8 +628,8 @@ impl Engine {
         op: AlterTableOperation,
     ) -> SqeResult<()> {
         let (catalog_name, ident) = self.table_ident(session, name)?;
-        let catalog = self.catalog(&catalog_name)?;
-        let Some(table) = load_table_opt(catalog, &ident)
+        let catalog = self.catalog(session, &catalog_name)?;
+        let Some(table) = load_table_opt(catalog.as_ref(), &ident)
             .await
             .map_err(from_iceberg)?
         else {
@@ -747,7 +750,7 @@ impl Engine {
                     .build()
                     .map_err(from_iceberg)?;
                 catalog
-                    .commit(
+                    .commit_updates(
                         &ident,
                         vec![TableRequirement::CurrentSchemaIdMatch {
                             current_schema_id: schema.schema_id(),
@@ -793,7 +796,7 @@ impl Engine {
                 let [c] = parts.as_slice() else {
                     return Err(SqeError::invalid(format!("'{n}' is not a catalog name")));
                 };
-                self.catalog(c)?;
+                self.mount(c)?;
                 return Ok(QueryResult {
                     session_update: Some(SessionUpdate {
                         catalog: Some(c.clone()),
@@ -805,7 +808,8 @@ impl Engine {
             other => return Err(SqeError::unsupported(format!("{other} is not supported"))),
         };
         let (catalog_name, schema) = self.schema_name(session, &name)?;
-        self.existing_schema(&catalog_name, &schema).await?;
+        self.existing_schema(session, &catalog_name, &schema)
+            .await?;
         Ok(QueryResult {
             session_update: Some(SessionUpdate {
                 catalog: Some(catalog_name),

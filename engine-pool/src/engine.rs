@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use datafusion::arrow::array::RecordBatch;
@@ -34,8 +34,10 @@ use sqe_sessions::{
 };
 
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, SystemCatalog, admitted};
+use crate::catalog::backend::{CatalogMount, CatalogRef, SharedMount};
 use crate::catalog::information::{Catalogs, WithInformationSchema};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
+use crate::catalog::rest::{RestCatalogConfig, RestMount};
 use crate::catalog::sqlite::SqliteCatalog;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::file_access::{Access, FileAccess};
@@ -57,6 +59,8 @@ pub(crate) const QUERY_SCHEMA: &str = "q";
 pub struct EngineConfig {
     /// (catalog name, warehouse directory); the first is the default catalog.
     pub catalogs: Vec<(String, PathBuf)>,
+    /// Iceberg REST catalogs, by name.
+    pub rest_catalogs: Vec<(String, RestCatalogConfig)>,
     pub admission: AdmissionConfig,
     /// Partitions each query runs in (and each table scan is spread over); the core count if unset.
     pub target_partitions: Option<usize>,
@@ -103,7 +107,11 @@ impl Caller {
 }
 
 pub struct Engine {
-    pub(crate) catalogs: BTreeMap<String, Arc<SqliteCatalog>>,
+    /// Every mounted catalog, by name.
+    pub(crate) catalogs: BTreeMap<String, Arc<dyn CatalogMount>>,
+    /// True when some catalog is reached with each session's own credential: every statement
+    /// then gets a catalog list of its own, holding that session's clients.
+    per_session: bool,
     default_catalog: String,
     admin_roles: Vec<String>,
     files: FileAccess,
@@ -147,30 +155,35 @@ impl Engine {
         let Some((default_catalog, _)) = config.catalogs.first().cloned() else {
             return Err(SqeError::invalid("at least one catalog must be mounted"));
         };
-        let list = Arc::new(MemoryCatalogProviderList::new());
-        let mut catalogs = BTreeMap::new();
+        let mut mounts: Vec<(String, Arc<dyn CatalogMount>)> = Vec::new();
         for (name, dir) in &config.catalogs {
             let name = name.to_lowercase();
+            let catalog = SqliteCatalog::open(&name, dir).map_err(from_iceberg)?;
+            mounts.push((
+                name,
+                Arc::new(SharedMount::new("sqlite", Arc::new(catalog))),
+            ));
+        }
+        for (name, rest) in &config.rest_catalogs {
+            let name = name.to_lowercase();
+            mounts.push((name.clone(), Arc::new(RestMount::new(&name, rest.clone())?)));
+        }
+        let list = Arc::new(MemoryCatalogProviderList::new());
+        let mut catalogs = BTreeMap::new();
+        for (name, mount) in mounts {
             if catalogs.contains_key(&name) || name == QUERY_CATALOG || name == SYSTEM_CATALOG {
                 return Err(SqeError::invalid(format!(
                     "catalog name '{name}' is used twice"
                 )));
             }
-            let catalog = Arc::new(SqliteCatalog::open(&name, dir).map_err(from_iceberg)?);
-            let provider = Arc::new(IcebergCatalogProvider::new(catalog.clone()));
-            list.register_catalog(
-                name.clone(),
-                Arc::new(WithInformationSchema::new(&name, provider)),
-            );
-            catalogs.insert(name, catalog);
+            if let Some(catalog) = mount.shared_catalog() {
+                list.register_catalog(name.clone(), catalog_provider(&name, catalog));
+            }
+            catalogs.insert(name, mount);
         }
+        let per_session = catalogs.values().any(|m| m.shared_catalog().is_none());
         let registry = Arc::new(QueryRegistry::default());
-        let all: Weak<dyn CatalogProviderList> = Arc::downgrade(&list) as _;
-        let system = Arc::new(SystemCatalog::new(registry.clone(), Catalogs(all)));
-        list.register_catalog(
-            SYSTEM_CATALOG.to_string(),
-            Arc::new(WithInformationSchema::new(SYSTEM_CATALOG, system)),
-        );
+        register_system_catalog(&list, &registry);
         // information_schema is SQE's own (Trino's shape, per catalog), not DataFusion's.
         let mut session_config =
             SessionConfig::new().with_option_extension(SqeOptimizerOptions::default());
@@ -206,6 +219,7 @@ impl Engine {
             .map_err(from_datafusion)?;
         Ok(Self {
             catalogs,
+            per_session,
             default_catalog: default_catalog.to_lowercase(),
             admin_roles: config.admin_roles.clone(),
             files: config.files.clone(),
@@ -260,12 +274,17 @@ impl Engine {
         let warehouses: Vec<PathBuf> = self
             .catalogs
             .values()
-            .map(|c| c.warehouse().to_path_buf())
+            .filter_map(|c| c.local_warehouse().map(Path::to_path_buf))
             .collect();
         self.files.check(path, access, &warehouses)
     }
 
-    pub(crate) fn catalog(&self, name: &str) -> SqeResult<&Arc<SqliteCatalog>> {
+    /// The catalog `name` as `session` reaches it.
+    pub(crate) fn catalog(&self, session: &Session, name: &str) -> SqeResult<CatalogRef> {
+        self.mount(name)?.bind(session)
+    }
+
+    pub(crate) fn mount(&self, name: &str) -> SqeResult<&Arc<dyn CatalogMount>> {
         self.catalogs
             .get(name)
             .ok_or_else(|| SqeError::not_found(format!("catalog '{name}' does not exist")))
@@ -282,14 +301,29 @@ impl Engine {
         config.options_mut().catalog.default_schema = session.schema.clone();
         let mut builder =
             SessionStateBuilder::new_from_existing(self.state.clone()).with_config(config);
-        if !tables.is_empty() {
-            // The engine's catalogs, plus one holding this statement's own tables.
+        if !tables.is_empty() || self.per_session {
+            // The engine's shared catalogs, this session's own, and one holding this statement's
+            // own tables.
             let list = Arc::new(MemoryCatalogProviderList::new());
             let shared = self.state.catalog_list();
             for name in shared.catalog_names() {
                 if let Some(catalog) = shared.catalog(&name) {
                     list.register_catalog(name, catalog);
                 }
+            }
+            if self.per_session {
+                for (name, mount) in &self.catalogs {
+                    if mount.shared_catalog().is_some() {
+                        continue;
+                    }
+                    let provider: Arc<dyn CatalogProvider> = match mount.bind(session) {
+                        Ok(catalog) => catalog_provider(name, catalog),
+                        // The statement may not touch this catalog; if it does, it gets why not.
+                        Err(e) => Arc::new(Unreachable(e)),
+                    };
+                    list.register_catalog(name.clone(), provider);
+                }
+                register_system_catalog(&list, &self.registry);
             }
             let schema = Arc::new(MemorySchemaProvider::new());
             for (name, provider) in tables {
@@ -569,9 +603,9 @@ impl Engine {
         travel: &TimeTravel,
     ) -> SqeResult<Arc<dyn TableProvider>> {
         let (catalog_name, namespace, name) = self.resolve_name(session, &travel.table)?;
-        let catalog = self.catalog(&catalog_name)?;
+        let catalog = self.catalog(session, &catalog_name)?;
         let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), name.clone());
-        let table = load_table_opt(catalog, &ident)
+        let table = load_table_opt(catalog.as_ref(), &ident)
             .await
             .map_err(from_iceberg)?
             .ok_or_else(|| {
@@ -647,6 +681,60 @@ impl Engine {
                 "'{name}' is not a valid table name"
             ))),
         }
+    }
+}
+
+/// DataFusion's view of a mounted catalog, with Trino's `information_schema`.
+fn catalog_provider(name: &str, catalog: CatalogRef) -> Arc<dyn CatalogProvider> {
+    let provider = Arc::new(IcebergCatalogProvider::new(catalog));
+    Arc::new(WithInformationSchema::new(name, provider))
+}
+
+/// Trino's `system` catalog over the catalogs of `list`.
+fn register_system_catalog(list: &Arc<MemoryCatalogProviderList>, registry: &Arc<QueryRegistry>) {
+    let all: Weak<dyn CatalogProviderList> = Arc::downgrade(list) as _;
+    let system = Arc::new(SystemCatalog::new(registry.clone(), Catalogs(all)));
+    list.register_catalog(
+        SYSTEM_CATALOG.to_string(),
+        Arc::new(WithInformationSchema::new(SYSTEM_CATALOG, system)),
+    );
+}
+
+/// A catalog this session cannot reach (no credential for a passthrough catalog): listed as
+/// empty, and any table in it fails with the reason.
+#[derive(Debug)]
+struct Unreachable(SqeError);
+
+impl CatalogProvider for Unreachable {
+    fn schema_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn schema(&self, _name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        Some(Arc::new(UnreachableSchema(self.0.clone())))
+    }
+}
+
+#[derive(Debug)]
+struct UnreachableSchema(SqeError);
+
+#[async_trait::async_trait]
+impl SchemaProvider for UnreachableSchema {
+    fn table_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    async fn table(
+        &self,
+        _name: &str,
+    ) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
+        Err(datafusion::error::DataFusionError::External(Box::new(
+            self.0.clone(),
+        )))
+    }
+
+    fn table_exist(&self, _name: &str) -> bool {
+        false
     }
 }
 

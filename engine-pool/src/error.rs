@@ -5,6 +5,8 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 use sqe_sessions::{ErrorCode, SqeError};
 
+use crate::catalog::rest::CatalogRefusal;
+
 const PREFIXES: &[&str] = &[
     "Error during planning: ",
     "Schema error: ",
@@ -43,8 +45,37 @@ pub fn one_line(message: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// A remote catalog's own answer (a refusal, an outage), which is the caller's to read.
+fn catalog_refusal(e: &iceberg::Error) -> Option<SqeError> {
+    let refusal = std::error::Error::source(e)?.downcast_ref::<CatalogRefusal>()?;
+    Some(SqeError::new(refusal.code, refusal.message.clone()))
+}
+
+/// An object store's failure (S3 and the like, through iceberg's OpenDAL storage) anywhere in
+/// `e`'s chain of sources. It is the caller's to read: it names the store, the operation and the
+/// object, and no credential.
+fn storage_failure(e: &(dyn std::error::Error + 'static)) -> Option<SqeError> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(failure) = err.downcast_ref::<opendal::Error>() {
+            let code = match failure.kind() {
+                opendal::ErrorKind::NotFound => ErrorCode::NotFound,
+                opendal::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+                _ => ErrorCode::External,
+            };
+            let text = one_line(&failure.to_string());
+            return Some(SqeError::new(code, format!("object storage: {text}")));
+        }
+        next = err.source();
+    }
+    None
+}
+
 pub fn from_iceberg(e: iceberg::Error) -> SqeError {
     use iceberg::ErrorKind as K;
+    if let Some(refusal) = catalog_refusal(&e).or_else(|| storage_failure(&e)) {
+        return refusal;
+    }
     let code = match e.kind() {
         K::TableNotFound | K::NamespaceNotFound => ErrorCode::NotFound,
         K::TableAlreadyExists | K::NamespaceAlreadyExists => ErrorCode::AlreadyExists,
@@ -136,10 +167,15 @@ fn code_of(root: &DataFusionError, message: &str) -> ErrorCode {
 }
 
 pub fn from_datafusion(e: DataFusionError) -> SqeError {
+    if let Some(failure) = storage_failure(&e) {
+        return failure;
+    }
     let root = e.find_root();
     if let DataFusionError::External(inner) = root {
         if let Some(ice) = inner.downcast_ref::<iceberg::Error>() {
-            return from_iceberg(ice.clone_for_report());
+            return catalog_refusal(ice)
+                .or_else(|| storage_failure(ice))
+                .unwrap_or_else(|| from_iceberg(ice.clone_for_report()));
         }
         if let Some(sqe) = inner.downcast_ref::<SqeError>() {
             return sqe.clone();

@@ -17,7 +17,7 @@ use datafusion::sql::sqlparser::ast::{ObjectName, Statement};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use futures::StreamExt;
-use iceberg::{Catalog, TableIdent};
+use iceberg::TableIdent;
 use sqe_sessions::{
     BatchStream, IfExists, IfMissing, IngestTarget, QueryResult, Session, SqeError, SqeResult,
 };
@@ -103,7 +103,7 @@ impl Engine {
             quoted(&target.table)
         );
         let display = format!("{catalog_name}.{schema_name}.{}", target.table);
-        let catalog = self.catalog(&catalog_name)?;
+        let catalog = self.catalog(session, &catalog_name)?;
         let ident = TableIdent::from_strs([schema_name.as_str(), target.table.as_str()])
             .map_err(from_iceberg)?;
         let exists = catalog.table_exists(&ident).await.map_err(from_iceberg)?;

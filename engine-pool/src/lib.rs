@@ -19,6 +19,7 @@ pub mod types;
 mod write;
 
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};
+pub use catalog::rest::{RestAuth, RestCatalogConfig};
 pub use engine::{Engine, EngineConfig};
 pub use file_access::{FileAccess, FileRules};
 pub use guard::WORKER_STACK;

@@ -37,7 +37,7 @@ use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
 use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
 
-use crate::catalog::sqlite::SqliteCatalog;
+use crate::catalog::backend::{CatalogRef, SqeCatalog};
 use crate::engine::{Engine, normalize_ident, update_result};
 use crate::error::{from_datafusion, from_iceberg};
 use crate::types::storable_arrow_type;
@@ -135,7 +135,8 @@ impl Engine {
                 ident.name
             ),
         )?;
-        let rows = append(self.catalog(&catalog_name)?, &table, &state, plan).await?;
+        let catalog = self.catalog(session, &catalog_name)?;
+        let rows = append(&catalog, &table, &state, plan).await?;
         update_result(rows)
     }
 
@@ -177,22 +178,22 @@ impl Engine {
         else {
             return update_result(0);
         };
-        let catalog = self.catalog(&catalog_name)?;
+        let catalog = self.catalog(session, &catalog_name)?;
         let written = match cast_to_table(plan, &table, None, &ident.name) {
-            Ok(plan) => append(catalog, &table, &state, plan).await,
+            Ok(plan) => append(&catalog, &table, &state, plan).await,
             Err(e) => Err(e),
         };
         match written {
             Ok(rows) => update_result(rows),
             Err(e) => {
-                drop_quietly(catalog, &ident).await;
+                drop_quietly(catalog.as_ref(), &ident).await;
                 Err(e)
             }
         }
     }
 }
 
-async fn drop_quietly(catalog: &SqliteCatalog, ident: &TableIdent) {
+async fn drop_quietly(catalog: &dyn SqeCatalog, ident: &TableIdent) {
     if let Err(e) = catalog.purge_table(ident).await {
         tracing::warn!("could not remove table {ident} after a failed CREATE TABLE AS: {e}");
     }
@@ -265,7 +266,7 @@ fn cast_to_table(
 
 /// Writes the rows of `plan` into `table` and commits them as one snapshot. Returns the row count.
 async fn append(
-    catalog: &Arc<SqliteCatalog>,
+    catalog: &CatalogRef,
     table: &Table,
     state: &SessionState,
     plan: LogicalPlan,
@@ -273,15 +274,30 @@ async fn append(
     let prefix = uuid::Uuid::now_v7().to_string();
     let result = write_and_commit(catalog, table, state, plan, &prefix).await;
     if result.is_err() {
-        // A walk of the table's data directory: off the runtime's threads.
-        let location = table.metadata().location().to_string();
-        let _ = tokio::task::spawn_blocking(move || remove_written_files(&location, &prefix)).await;
+        let location = table
+            .metadata()
+            .location()
+            .trim_end_matches('/')
+            .to_string();
+        let local = location.strip_prefix("file://").unwrap_or(&location);
+        if local.starts_with('/') {
+            // A walk of the table's data directory: off the runtime's threads.
+            let local = local.to_string();
+            let _ =
+                tokio::task::spawn_blocking(move || remove_written_files(&local, &prefix)).await;
+        } else {
+            // In an object store, the files of an unpartitioned write share one key prefix.
+            let files = format!("{location}/data/{prefix}");
+            if let Err(e) = table.file_io().delete_prefix(&files).await {
+                tracing::warn!("could not remove the files of a failed write under {files}: {e}");
+            }
+        }
     }
     result
 }
 
 async fn write_and_commit(
-    catalog: &Arc<SqliteCatalog>,
+    catalog: &CatalogRef,
     table: &Table,
     state: &SessionState,
     plan: LogicalPlan,
@@ -461,10 +477,7 @@ fn with_schema(batch: RecordBatch, schema: &SchemaRef) -> SqeResult<RecordBatch>
 }
 
 /// Removes data files this write created (their names start with `prefix`).
-fn remove_written_files(table_location: &str, prefix: &str) {
-    let root = table_location
-        .strip_prefix("file://")
-        .unwrap_or(table_location);
+fn remove_written_files(root: &str, prefix: &str) {
     fn walk(dir: &Path, prefix: &str) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;

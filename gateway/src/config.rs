@@ -11,6 +11,8 @@ pub use sqe_identity::IdentityConfig;
 pub struct Config {
     pub server: ServerConfig,
     pub catalog: CatalogConfig,
+    /// `[catalogs.NAME]`: more catalogs, each mounted under its name.
+    pub catalogs: std::collections::BTreeMap<String, CatalogSection>,
     pub auth: IdentityConfig,
     pub engine: EngineSection,
     pub files: FilesSection,
@@ -144,6 +146,101 @@ pub struct CatalogConfig {
     pub mounts: Vec<Mount>,
 }
 
+/// A catalog mounted by `[catalogs.NAME]`, told apart by its `type`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CatalogSection {
+    /// A local warehouse: a SQLite catalog and Parquet files in one directory.
+    Sqlite { warehouse: PathBuf },
+    /// An Iceberg REST catalog.
+    Rest(RestSection),
+}
+
+/// How SQE authenticates to a REST catalog.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum RestAuthMode {
+    /// Each caller's own bearer token, as the gateway received it.
+    #[default]
+    Passthrough,
+    /// The bearer token in the environment variable `token_env`, for everyone.
+    Static,
+    /// The engine's own OAuth2 client credentials (`client_id:client_secret` in the environment
+    /// variable `credential_env`), for catalogs not tied to users.
+    ClientCredentials,
+    /// No credential.
+    None,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RestSection {
+    /// The catalog's base URL, the part before `/v1/`.
+    pub uri: String,
+    /// The warehouse to ask the catalog's `/v1/config` about.
+    pub warehouse: Option<String>,
+    /// The path prefix after `/v1/`, if the catalog's config does not give one.
+    pub prefix: Option<String>,
+    #[serde(default)]
+    pub auth: RestAuthMode,
+    /// `static`: the environment variable holding the token.
+    pub token_env: Option<String>,
+    /// `client_credentials`: the environment variable holding `client_id:client_secret`.
+    pub credential_env: Option<String>,
+    /// `client_credentials`: the OAuth2 scope to ask for.
+    pub scope: Option<String>,
+    /// `client_credentials`: a token endpoint other than the catalog's own.
+    pub oauth2_server_uri: Option<String>,
+    /// Further client and storage properties (`s3.endpoint`, `header.X-…`).
+    #[serde(default)]
+    pub properties: std::collections::BTreeMap<String, String>,
+}
+
+impl RestSection {
+    /// The engine's configuration of this catalog, with secrets read from the environment.
+    pub fn engine_config(
+        &self,
+        name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<sqe_engine::RestCatalogConfig, String> {
+        use sqe_engine::RestAuth;
+        let secret = |key: &Option<String>, what: &str| -> Result<String, String> {
+            let var = key.as_deref().ok_or_else(|| {
+                format!(
+                    "[catalogs.{name}] auth = \"{what}\" needs {}",
+                    if what == "static" {
+                        "token_env"
+                    } else {
+                        "credential_env"
+                    }
+                )
+            })?;
+            env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
+                format!("[catalogs.{name}]: the environment variable {var} is not set")
+            })
+        };
+        let auth = match self.auth {
+            RestAuthMode::Passthrough => RestAuth::Passthrough,
+            RestAuthMode::None => RestAuth::None,
+            RestAuthMode::Static => RestAuth::Static {
+                token: secret(&self.token_env, "static")?,
+            },
+            RestAuthMode::ClientCredentials => RestAuth::ClientCredentials {
+                credential: secret(&self.credential_env, "client_credentials")?,
+                scope: self.scope.clone(),
+                oauth2_server_uri: self.oauth2_server_uri.clone(),
+            },
+        };
+        Ok(sqe_engine::RestCatalogConfig {
+            uri: self.uri.clone(),
+            warehouse: self.warehouse.clone(),
+            prefix: self.prefix.clone(),
+            auth,
+            properties: self.properties.clone(),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Mount {
@@ -246,6 +343,11 @@ impl Config {
         for mount in &mut config.catalog.mounts {
             mount.warehouse = expand_home(&mount.warehouse);
         }
+        for section in config.catalogs.values_mut() {
+            if let CatalogSection::Sqlite { warehouse } = section {
+                *warehouse = expand_home(warehouse);
+            }
+        }
         config.validate()?;
         Ok(config)
     }
@@ -287,6 +389,16 @@ impl Config {
                 "log.format must be \"text\" or \"json\", not \"{}\"",
                 self.log.format
             ));
+        }
+        for (name, section) in &self.catalogs {
+            if let CatalogSection::Rest(rest) = section
+                && rest.auth == RestAuthMode::Passthrough
+                && !has_authenticator
+            {
+                return Err(format!(
+                    "[catalogs.{name}] passes each caller's own token on, so the server needs an authenticator ([auth.oidc] or [[auth.static]])"
+                ));
+            }
         }
         if self.server.reaper_interval_secs == 0 {
             return Err("server.reaper_interval_secs must be at least 1".into());

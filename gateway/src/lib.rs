@@ -13,6 +13,7 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use axum::{Router, middleware};
+use config::CatalogSection;
 pub use config::Config;
 use sqe_engine::{Engine, EngineConfig};
 use sqe_flight_sql::{FlightSqlConfig, SqeFlightSql};
@@ -117,9 +118,22 @@ pub async fn serve(config: Config) -> Result<(), String> {
             .iter()
             .map(|m| (m.name.clone(), m.warehouse.clone())),
     );
+    let mut rest_catalogs = Vec::new();
+    for (name, section) in &config.catalogs {
+        match section {
+            CatalogSection::Sqlite { warehouse } => {
+                catalogs.push((name.clone(), warehouse.clone()))
+            }
+            CatalogSection::Rest(rest) => rest_catalogs.push((
+                name.clone(),
+                rest.engine_config(name, &|var| std::env::var(var).ok())?,
+            )),
+        }
+    }
     let engine = Arc::new(
         Engine::open(EngineConfig {
             catalogs,
+            rest_catalogs,
             admission: config.engine.admission(),
             admin_roles: config.auth.admin_roles.clone(),
             files: config.files.access(),

@@ -58,8 +58,21 @@ impl CatalogProvider for WithInformationSchema {
 /// One catalog, by name. Listings see the catalog's own schemas plus `information_schema`.
 type Named = (String, Arc<dyn CatalogProvider>);
 
-fn schema_names(catalog: &Named) -> Vec<String> {
-    let mut names = catalog.1.schema_names();
+/// An Iceberg catalog's provider, whose listings are asked for asynchronously (a remote catalog
+/// answers nothing to DataFusion's synchronous ones).
+fn iceberg_of(catalog: &Named) -> Option<&IcebergCatalogProvider> {
+    catalog.1.downcast_ref::<IcebergCatalogProvider>()
+}
+
+async fn schema_names(catalog: &Named) -> Vec<String> {
+    let mut names = match iceberg_of(catalog) {
+        Some(iceberg) => iceberg
+            .catalog()
+            .namespace_names()
+            .await
+            .unwrap_or_default(),
+        None => catalog.1.schema_names(),
+    };
     if !names.iter().any(|n| n == INFORMATION_SCHEMA) {
         names.push(INFORMATION_SCHEMA.to_string());
     }
@@ -105,11 +118,18 @@ enum Detail {
 async fn list_tables(catalogs: &[Named], detail: Detail) -> Vec<TableInfo> {
     let mut out = Vec::new();
     for catalog in catalogs {
-        for schema_name in schema_names(catalog) {
+        for schema_name in schema_names(catalog).await {
             let Some(schema) = schema_of(catalog, &schema_name) else {
                 continue;
             };
-            let mut names = schema.table_names();
+            let mut names = match iceberg_of(catalog) {
+                Some(iceberg) if schema_name != INFORMATION_SCHEMA => iceberg
+                    .catalog()
+                    .table_names(&schema_name)
+                    .await
+                    .unwrap_or_default(),
+                _ => schema.table_names(),
+            };
             names.sort();
             for name in names {
                 let mut info = TableInfo {
@@ -149,7 +169,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
     if let Some(iceberg) = catalog.1.downcast_ref::<IcebergCatalogProvider>() {
         let ident = TableIdent::from_strs([info.schema.as_str(), info.name.as_str()]);
         let Ok(ident) = ident else { return false };
-        let Ok(Some(table)) = load_table_opt(iceberg.catalog(), &ident).await else {
+        let Ok(Some(table)) = load_table_opt(iceberg.catalog().as_ref(), &ident).await else {
             return false;
         };
         let metadata = table.metadata();
@@ -520,6 +540,7 @@ impl SchemaProvider for InformationSchema {
             "schemata" => rows_table(
                 SCHEMATA,
                 schema_names(&self.catalog)
+                    .await
                     .into_iter()
                     .map(|s| vec![text(&self.catalog.0), text(s)])
                     .collect(),
@@ -613,17 +634,15 @@ impl SchemaProvider for JdbcSchema {
                 JDBC_CATALOGS,
                 catalogs.iter().map(|c| vec![text(&c.0)]).collect(),
             )?,
-            "schemas" => rows_table(
-                JDBC_SCHEMAS,
-                catalogs
-                    .iter()
-                    .flat_map(|c| {
-                        schema_names(c)
-                            .into_iter()
-                            .map(|s| vec![text(s), text(&c.0)])
-                    })
-                    .collect(),
-            )?,
+            "schemas" => {
+                let mut rows = Vec::new();
+                for c in &catalogs {
+                    for s in schema_names(c).await {
+                        rows.push(vec![text(s), text(&c.0)]);
+                    }
+                }
+                rows_table(JDBC_SCHEMAS, rows)?
+            }
             "table_types" => rows_table(
                 JDBC_TABLE_TYPES,
                 vec![vec![text("TABLE")], vec![text("VIEW")]],

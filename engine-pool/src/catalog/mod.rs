@@ -1,10 +1,12 @@
 //! Iceberg catalogs and their DataFusion providers.
 
+pub mod backend;
 mod column_stats;
 pub mod information;
 pub mod metadata_tables;
 mod parquet_read;
 mod predicate;
 pub mod provider;
+pub mod rest;
 pub mod scan;
 pub mod sqlite;

@@ -8,11 +8,11 @@ use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use iceberg::table::Table;
-use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
+use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
 
+use super::backend::{CatalogRef, SqeCatalog};
 use super::metadata_tables::{MetadataTable, metadata_table_provider};
 use super::scan::IcebergScanProvider;
-use super::sqlite::SqliteCatalog;
 
 fn df_err(e: iceberg::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
@@ -20,44 +20,50 @@ fn df_err(e: iceberg::Error) -> DataFusionError {
 
 #[derive(Debug)]
 pub struct IcebergCatalogProvider {
-    catalog: Arc<SqliteCatalog>,
+    catalog: CatalogRef,
 }
 
 impl IcebergCatalogProvider {
-    pub fn new(catalog: Arc<SqliteCatalog>) -> Self {
+    pub fn new(catalog: CatalogRef) -> Self {
         Self { catalog }
     }
 
-    pub fn catalog(&self) -> &Arc<SqliteCatalog> {
+    pub fn catalog(&self) -> &CatalogRef {
         &self.catalog
     }
 }
 
 impl CatalogProvider for IcebergCatalogProvider {
+    /// A remote catalog is not listed here (DataFusion asks synchronously): the listings SQE
+    /// answers itself (SHOW, information_schema, system.jdbc) list it asynchronously.
     fn schema_names(&self) -> Vec<String> {
-        self.catalog.namespace_names().unwrap_or_default()
+        self.catalog.namespace_names_now().unwrap_or_default()
     }
 
+    /// For a remote catalog any name gives a provider: whether the schema exists is the
+    /// catalog's answer when a table in it is looked up.
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
-        let names = self.catalog.namespace_names().ok()?;
-        names.iter().any(|n| n == name).then(|| {
-            Arc::new(IcebergSchemaProvider {
-                catalog: self.catalog.clone(),
-                namespace: NamespaceIdent::new(name.to_string()),
-            }) as Arc<dyn SchemaProvider>
-        })
+        if let Some(names) = self.catalog.namespace_names_now()
+            && !names.iter().any(|n| n == name)
+        {
+            return None;
+        }
+        Some(Arc::new(IcebergSchemaProvider {
+            catalog: self.catalog.clone(),
+            namespace: NamespaceIdent::new(name.to_string()),
+        }))
     }
 }
 
 #[derive(Debug)]
 pub struct IcebergSchemaProvider {
-    catalog: Arc<SqliteCatalog>,
+    catalog: CatalogRef,
     namespace: NamespaceIdent,
 }
 
 /// Loads a table, `Ok(None)` if it does not exist.
 pub async fn load_table_opt(
-    catalog: &SqliteCatalog,
+    catalog: &dyn SqeCatalog,
     ident: &TableIdent,
 ) -> iceberg::Result<Option<Table>> {
     match catalog.load_table(ident).await {
@@ -121,7 +127,7 @@ fn read_with_current_schema(table: Table) -> iceberg::Result<Table> {
 impl SchemaProvider for IcebergSchemaProvider {
     fn table_names(&self) -> Vec<String> {
         self.catalog
-            .table_names(&self.namespace.join("."))
+            .table_names_now(&self.namespace.join("."))
             .unwrap_or_default()
     }
 
@@ -139,7 +145,7 @@ impl SchemaProvider for IcebergSchemaProvider {
             None => (name, None),
         };
         let ident = TableIdent::new(self.namespace.clone(), base.to_string());
-        let Some(table) = load_table_opt(&self.catalog, &ident)
+        let Some(table) = load_table_opt(self.catalog.as_ref(), &ident)
             .await
             .map_err(df_err)?
         else {

@@ -21,6 +21,8 @@ use iceberg::{
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::backend::SqeCatalog;
+
 /// The file name of the catalog inside a warehouse directory.
 pub const CATALOG_FILE: &str = "catalog.db";
 
@@ -166,16 +168,6 @@ impl SqliteCatalog {
 
     pub fn file_io(&self) -> &FileIO {
         &self.file_io
-    }
-
-    /// Namespace names, sorted.
-    pub fn namespace_names(&self) -> Result<Vec<String>> {
-        self.db.namespace_names()
-    }
-
-    /// Table names in a namespace, sorted.
-    pub fn table_names(&self, namespace: &str) -> Result<Vec<String>> {
-        self.db.table_names(namespace)
     }
 
     /// Runs `f` on the catalog's rows on the blocking pool: a statement may wait out another
@@ -735,8 +727,38 @@ impl Catalog for SqliteCatalog {
     }
 }
 
-/// Shared handle.
-pub type SqliteCatalogRef = Arc<SqliteCatalog>;
+#[async_trait]
+impl SqeCatalog for SqliteCatalog {
+    fn local_warehouse(&self) -> Option<&Path> {
+        Some(&self.warehouse)
+    }
+
+    fn namespace_names_now(&self) -> Option<Vec<String>> {
+        self.db.namespace_names().ok()
+    }
+
+    fn table_names_now(&self, namespace: &str) -> Option<Vec<String>> {
+        self.db.table_names(namespace).ok()
+    }
+
+    async fn namespace_names(&self) -> Result<Vec<String>> {
+        self.blocking(|db| db.namespace_names()).await
+    }
+
+    async fn table_names(&self, namespace: &str) -> Result<Vec<String>> {
+        let namespace = namespace.to_string();
+        self.blocking(move |db| db.table_names(&namespace)).await
+    }
+
+    async fn commit_updates(
+        &self,
+        ident: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        self.commit(ident, requirements, updates).await
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -791,11 +813,11 @@ mod tests {
         }
         let catalog = SqliteCatalog::open("iceberg", dir.path()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            catalog.table_names("old").ok(),
+            catalog.table_names_now("old"),
             Some(vec!["legacy".to_string()])
         );
         assert_eq!(
-            catalog.namespace_names().ok(),
+            catalog.namespace_names_now(),
             Some(vec!["default".to_string(), "old".to_string()])
         );
         let conn = catalog.db.conn().unwrap_or_else(|e| panic!("{e}"));

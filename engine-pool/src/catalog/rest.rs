@@ -1,0 +1,566 @@
+//! Iceberg REST catalogs (Polaris, Nessie, Lakekeeper, Unity, Glue's and S3 Tables' REST
+//! endpoints), through iceberg-catalog-rest.
+//!
+//! In `passthrough` mode the catalog sees the caller's own bearer token on every request: each
+//! token gets a client of its own, kept until the token expires and never used for anyone else.
+//! A session without a token cannot reach such a catalog at all. In the other modes every
+//! session shares one client holding the engine's own credential (for catalogs not tied to users).
+//!
+//! The client asks for vended storage credentials (`X-Iceberg-Access-Delegation`); what the catalog
+//! hands back with a table goes to that table's file IO, which reaches local files, S3 (and S3-alikes:
+//! `s3.endpoint`, `s3.path-style-access`, `s3.region`), GCS and ADLS through OpenDAL. The mount's
+//! own properties come after the vended ones, and OpenDAL falls back on the standard environment
+//! (`AWS_*`) for what neither gives. HTTP failures come back as the catalog
+//! said them (a refusal is the caller's permission error, naming the catalog), never as an
+//! internal error, and no token ever appears in a message or a log line.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use iceberg::table::Table;
+use iceberg::{
+    Catalog, CatalogBuilder, Error, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit,
+    TableCreation, TableIdent,
+};
+use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+use sha2::{Digest, Sha256};
+use sqe_sessions::{ErrorCode, Session, SqeError, SqeResult};
+
+use super::backend::{CatalogMount, CatalogRef, SqeCatalog};
+
+/// How SQE authenticates to a REST catalog.
+#[derive(Clone, PartialEq, Eq)]
+pub enum RestAuth {
+    /// The calling user's own bearer token, per session.
+    Passthrough,
+    /// A fixed bearer token of the engine's.
+    Static { token: String },
+    /// The engine's own OAuth2 client credentials (`client_id:client_secret`), exchanged by the
+    /// client at the catalog's token endpoint (or `oauth2_server_uri`).
+    ClientCredentials {
+        credential: String,
+        scope: Option<String>,
+        oauth2_server_uri: Option<String>,
+    },
+    /// No credential (a catalog open to all).
+    None,
+}
+
+impl fmt::Debug for RestAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RestAuth::Passthrough => "Passthrough",
+            RestAuth::Static { .. } => "Static(***)",
+            RestAuth::ClientCredentials { .. } => "ClientCredentials(***)",
+            RestAuth::None => "None",
+        })
+    }
+}
+
+/// A REST catalog as the configuration mounts it.
+#[derive(Debug, Clone)]
+pub struct RestCatalogConfig {
+    /// The catalog's base URI (the part before `/v1/`).
+    pub uri: String,
+    /// The warehouse the catalog's `/v1/config` is asked about, if it serves several.
+    pub warehouse: Option<String>,
+    /// The path prefix after `/v1/`, when the catalog does not hand one out in its config.
+    pub prefix: Option<String>,
+    pub auth: RestAuth,
+    /// Further client and file IO properties (`s3.endpoint`, `header.X-…`, …).
+    pub properties: BTreeMap<String, String>,
+}
+
+/// Clients kept for passthrough tokens; past this the expired ones go, then the oldest.
+const MAX_CLIENTS: usize = 1024;
+/// How long a client for a token that is not a JWT (no `exp` to read) is kept.
+const OPAQUE_TOKEN_TTL: Duration = Duration::from_secs(300);
+
+/// A mounted REST catalog.
+pub struct RestMount {
+    name: String,
+    config: RestCatalogConfig,
+    /// The one client every session uses, unless the mode is passthrough.
+    shared: Option<CatalogRef>,
+    /// Passthrough clients by the SHA-256 of their token, with when the token expires.
+    clients: Mutex<HashMap<[u8; 32], (Instant, CatalogRef)>>,
+}
+
+impl fmt::Debug for RestMount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestMount")
+            .field("name", &self.name)
+            .field("uri", &self.config.uri)
+            .field("auth", &self.config.auth)
+            .finish()
+    }
+}
+
+impl RestMount {
+    pub fn new(name: &str, config: RestCatalogConfig) -> SqeResult<Self> {
+        if !(config.uri.starts_with("http://") || config.uri.starts_with("https://")) {
+            return Err(SqeError::invalid(format!(
+                "catalog '{name}': uri must be an http:// or https:// URL, got '{}'",
+                config.uri
+            )));
+        }
+        let shared = match &config.auth {
+            RestAuth::Passthrough => None,
+            RestAuth::Static { token } => Some(client(name, &config, Some(token))?),
+            RestAuth::ClientCredentials { .. } | RestAuth::None => {
+                Some(client(name, &config, None)?)
+            }
+        };
+        Ok(Self {
+            name: name.to_string(),
+            config,
+            shared,
+            clients: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn passthrough(&self, session: &Session) -> SqeResult<CatalogRef> {
+        let Some(credential) = &session.credential else {
+            return Err(SqeError::new(
+                ErrorCode::Unauthenticated,
+                format!(
+                    "catalog '{}' is reached with the caller's own token, and this session has none: sign in with a bearer token",
+                    self.name
+                ),
+            ));
+        };
+        let token = credential.expose();
+        let now = Instant::now();
+        let expires = token_expiry(token, now);
+        if expires <= now {
+            return Err(SqeError::new(
+                ErrorCode::Unauthenticated,
+                "the session's token has expired: sign in again",
+            ));
+        }
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((until, catalog)) = clients.get(&key)
+            && *until > now
+        {
+            return Ok(catalog.clone());
+        }
+        if clients.len() >= MAX_CLIENTS {
+            clients.retain(|_, (until, _)| *until > now);
+            if clients.len() >= MAX_CLIENTS
+                && let Some(oldest) = clients.iter().min_by_key(|(_, (u, _))| *u).map(|(k, _)| *k)
+            {
+                clients.remove(&oldest);
+            }
+        }
+        let catalog = client(&self.name, &self.config, Some(token))?;
+        clients.insert(key, (expires, catalog.clone()));
+        Ok(catalog)
+    }
+}
+
+impl CatalogMount for RestMount {
+    fn kind(&self) -> &'static str {
+        "rest"
+    }
+
+    fn shared_catalog(&self) -> Option<CatalogRef> {
+        self.shared.clone()
+    }
+
+    fn bind(&self, session: &Session) -> SqeResult<CatalogRef> {
+        match &self.shared {
+            Some(catalog) => Ok(catalog.clone()),
+            None => self.passthrough(session),
+        }
+    }
+}
+
+/// When a client for `token` stops being usable: the JWT's `exp` (already checked by the
+/// gateway's authenticator), or a few minutes for a token that is not a JWT.
+fn token_expiry(token: &str, now: Instant) -> Instant {
+    let exp = token
+        .split('.')
+        .nth(1)
+        .and_then(|payload| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(payload.trim_end_matches('='))
+                .ok()
+        })
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .and_then(|claims| claims.get("exp").and_then(|e| e.as_u64()));
+    let Some(exp) = exp else {
+        return now + OPAQUE_TOKEN_TTL;
+    };
+    let unix_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    match exp.checked_sub(unix_now) {
+        Some(left) => now + Duration::from_secs(left),
+        None => now,
+    }
+}
+
+/// A client for the catalog, with `token` as its bearer token if given.
+fn client(name: &str, config: &RestCatalogConfig, token: Option<&str>) -> SqeResult<CatalogRef> {
+    let mut props: HashMap<String, String> = config
+        .properties
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    props.insert(
+        "uri".to_string(),
+        config.uri.trim_end_matches('/').to_string(),
+    );
+    props
+        .entry("header.X-Iceberg-Access-Delegation".to_string())
+        .or_insert_with(|| "vended-credentials".to_string());
+    if let Some(w) = &config.warehouse {
+        props.insert("warehouse".to_string(), w.clone());
+    }
+    if let Some(p) = &config.prefix {
+        props.insert("prefix".to_string(), p.clone());
+    }
+    if let Some(t) = token {
+        props.insert("token".to_string(), t.to_string());
+    }
+    if let RestAuth::ClientCredentials {
+        credential,
+        scope,
+        oauth2_server_uri,
+    } = &config.auth
+    {
+        props.insert("credential".to_string(), credential.clone());
+        if let Some(s) = scope {
+            props.insert("scope".to_string(), s.clone());
+        }
+        if let Some(u) = oauth2_server_uri {
+            props.insert("oauth2-server-uri".to_string(), u.clone());
+        }
+    }
+    let runtime = iceberg::Runtime::try_current()
+        .map_err(|e| SqeError::internal(format!("catalog '{name}': {e}")))?;
+    let builder = RestCatalogBuilder::default()
+        .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
+        .with_runtime(runtime);
+    // `load` only checks the properties; the client connects on its first request.
+    let catalog = futures::executor::block_on(builder.load(name, props))
+        .map_err(|e| SqeError::invalid(format!("catalog '{name}': {}", e.message())))?;
+    Ok(Arc::new(RestClient {
+        name: name.to_string(),
+        uri: config.uri.clone(),
+        inner: catalog,
+    }))
+}
+
+/// One client of a REST catalog. Its `Debug` shows no credential.
+struct RestClient {
+    name: String,
+    uri: String,
+    inner: RestCatalog,
+}
+
+impl fmt::Debug for RestClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestClient")
+            .field("name", &self.name)
+            .field("uri", &self.uri)
+            .finish()
+    }
+}
+
+/// What a REST catalog refused, kept as the source of the iceberg error so that the engine can
+/// tell the caller (see `crate::error::from_iceberg`).
+#[derive(Debug)]
+pub struct CatalogRefusal {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl fmt::Display for CatalogRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CatalogRefusal {}
+
+impl RestClient {
+    /// The catalog's own words for a failed request: its HTTP status and the message of its
+    /// error body (the REST spec's `{"error": {"message", "type", "code"}}`), or what went wrong
+    /// reaching it. iceberg-catalog-rest keeps the status and body only in the error's context,
+    /// which its `Display` prints.
+    fn explain(&self, e: Error) -> Error {
+        if e.kind() != ErrorKind::Unexpected {
+            return e;
+        }
+        let text = e.to_string();
+        let status = text
+            .split_once("status: ")
+            .and_then(|(_, rest)| rest.get(..3))
+            .and_then(|s| s.parse::<u16>().ok());
+        let refusal = match status {
+            Some(status) => {
+                let said = text
+                    .split_once("json: ")
+                    .and_then(|(_, rest)| error_message(rest))
+                    .unwrap_or_default();
+                let code = match status {
+                    401 | 419 => ErrorCode::Unauthenticated,
+                    403 => ErrorCode::PermissionDenied,
+                    404 => ErrorCode::NotFound,
+                    409 => ErrorCode::Conflict,
+                    400 | 406 | 422 => ErrorCode::InvalidInput,
+                    429 | 503 => ErrorCode::ResourceExhausted,
+                    _ => ErrorCode::External,
+                };
+                let said = if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {said}")
+                };
+                CatalogRefusal {
+                    code,
+                    message: format!(
+                        "catalog '{}' ({}) answered HTTP {status}{said}",
+                        self.name, self.uri
+                    ),
+                }
+            }
+            None if e.message() == "Failed to execute http request" => CatalogRefusal {
+                code: ErrorCode::External,
+                message: format!("catalog '{}' cannot be reached at {}", self.name, self.uri),
+            },
+            None => return e,
+        };
+        Error::new(ErrorKind::Unexpected, refusal.message.clone()).with_source(refusal)
+    }
+}
+
+/// The `message` of an Iceberg REST error body at the start of `text` (which may go on after it).
+fn error_message(text: &str) -> Option<String> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    let body = values.next()?.ok()?;
+    let error = body.get("error").unwrap_or(&body);
+    let message = error.get("message")?.as_str()?;
+    Some(message.chars().take(500).collect())
+}
+
+#[async_trait]
+impl Catalog for RestClient {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> Result<Vec<NamespaceIdent>> {
+        self.inner
+            .list_namespaces(parent)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<Namespace> {
+        self.inner
+            .create_namespace(namespace, properties)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn get_namespace(&self, namespace: &NamespaceIdent) -> Result<Namespace> {
+        self.inner
+            .get_namespace(namespace)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    /// By GET, not HEAD: not every catalog serves HEAD.
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> Result<bool> {
+        match self.get_namespace(namespace).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NamespaceNotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn update_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<()> {
+        self.inner
+            .update_namespace(namespace, properties)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> Result<()> {
+        self.inner
+            .drop_namespace(namespace)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
+        self.inner
+            .list_tables(namespace)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> Result<Table> {
+        self.inner
+            .create_table(namespace, creation)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn load_table(&self, table: &TableIdent) -> Result<Table> {
+        self.inner
+            .load_table(table)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn drop_table(&self, table: &TableIdent) -> Result<()> {
+        self.inner
+            .drop_table(table)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn purge_table(&self, table: &TableIdent) -> Result<()> {
+        self.inner
+            .purge_table(table)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    /// By GET, not HEAD: not every catalog serves HEAD.
+    async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
+        match self.load_table(table).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
+        self.inner
+            .rename_table(src, dest)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn register_table(&self, table: &TableIdent, metadata_location: String) -> Result<Table> {
+        self.inner
+            .register_table(table, metadata_location)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+
+    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
+        self.inner
+            .update_table(commit)
+            .await
+            .map_err(|e| self.explain(e))
+    }
+}
+
+impl SqeCatalog for RestClient {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jwt_with_exp(exp: u64) -> String {
+        let enc = |v: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+        format!(
+            "{}.{}.sig",
+            enc(r#"{"alg":"RS256"}"#),
+            enc(&format!(r#"{{"sub":"alice","exp":{exp}}}"#))
+        )
+    }
+
+    fn unix_now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn a_jwt_client_lives_until_the_token_expires() {
+        let now = Instant::now();
+        let until = token_expiry(&jwt_with_exp(unix_now() + 600), now);
+        let left = until.duration_since(now).as_secs();
+        assert!((590..=600).contains(&left), "{left}");
+        assert_eq!(token_expiry(&jwt_with_exp(unix_now() - 5), now), now);
+        assert_eq!(token_expiry("opaque-token", now), now + OPAQUE_TOKEN_TTL);
+    }
+
+    #[test]
+    fn reads_the_message_of_a_rest_error_body() {
+        let text = r#"{"error":{"message":"no grant on bronze","type":"ForbiddenException","code":403}} } => Received"#;
+        assert_eq!(error_message(text).as_deref(), Some("no grant on bronze"));
+        assert_eq!(error_message("not json"), None);
+    }
+
+    fn session_with(token: Option<&str>) -> Session {
+        let mut s = Session::new(sqe_sessions::Principal::new("alice"), "lake", "default");
+        s.credential = token.map(sqe_sessions::Credential::bearer);
+        s
+    }
+
+    fn passthrough_mount() -> RestMount {
+        let config = RestCatalogConfig {
+            uri: "http://127.0.0.1:1".to_string(),
+            warehouse: None,
+            prefix: None,
+            auth: RestAuth::Passthrough,
+            properties: BTreeMap::new(),
+        };
+        RestMount::new("lake", config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[tokio::test]
+    async fn passthrough_gives_each_token_its_own_client() {
+        let mount = passthrough_mount();
+        let alice = jwt_with_exp(unix_now() + 600);
+        let bob = jwt_with_exp(unix_now() + 601);
+        let a1 = mount
+            .bind(&session_with(Some(&alice)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let a2 = mount
+            .bind(&session_with(Some(&alice)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let b = mount
+            .bind(&session_with(Some(&bob)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(Arc::ptr_eq(&a1, &a2));
+        assert!(!Arc::ptr_eq(&a1, &b));
+        assert!(!format!("{a1:?} {mount:?}").contains(&alice));
+    }
+
+    #[tokio::test]
+    async fn passthrough_refuses_a_session_without_a_live_token() {
+        let mount = passthrough_mount();
+        let none = mount.bind(&session_with(None)).err().map(|e| e.code());
+        assert_eq!(none, Some(ErrorCode::Unauthenticated));
+        let expired = jwt_with_exp(unix_now() - 10);
+        let e = mount.bind(&session_with(Some(&expired))).err();
+        assert_eq!(e.map(|e| e.code()), Some(ErrorCode::Unauthenticated));
+    }
+}

@@ -1,0 +1,376 @@
+"""An Iceberg REST catalog reached with each caller's own token ("passthrough").
+
+A real REST catalog (lakana-server) sits behind a recording proxy (rest_catalog.py) that accepts only
+the test IdP's JWTs, records whose token every request carried, and forwards it with that user's own
+lakana token; lakana lets alice create, write and read in namespace bronze and refuses bob there
+(403 PermissionDenied). What is proven:
+
+- The fixture itself: pyiceberg through the proxy works as alice and is refused as bob, each request
+  recorded under the right user; the proxy refuses (401/403, not forwarded) what it cannot verify.
+- sqe-server with `[catalogs.lake] type = "rest", auth = "passthrough"`: over Trino HTTP and over
+  Flight SQL (ADBC), alice creates, inserts and reads `lake.bronze.*` and every catalog request made
+  for her statements carries her token; bob's read is refused by the catalog and every request made
+  for it carries his token; no request ever reaches the catalog without a user's token.
+- SQE and pyiceberg read each other's rows through the same catalog, and SQE time-travels on a REST
+  table to a snapshot id the catalog reports.
+- A token that has expired gets an authentication error over both protocols and reaches no catalog,
+  even right after the same user's live token made a client.
+- The catalog going away: a statement that needs it fails naming the catalog and its endpoint, the
+  server serves on, and once the catalog is back the next statement succeeds.
+- Table data on a real S3 server (moto_server; environment `s3dev`, storage root s3://bucket/warehouse,
+  the catalog vending no credentials): pyiceberg, then sqe-server (`[catalogs.s3lake]` with the S3
+  FileIO properties), write and read there; the objects are in the bucket; SQE and pyiceberg read each
+  other's rows; bob is refused; the S3 endpoint going away fails a read naming it, the server serves
+  on, and the read succeeds once the endpoint is back.
+"""
+
+import re
+
+import adbc_driver_flightsql.dbapi as flight_sql
+import pyarrow as pa
+import pytest
+import requests
+import trino
+from adbc_driver_manager import Error as AdbcError
+from pyiceberg.exceptions import ForbiddenError
+from trino.auth import JWTAuthentication
+from trino.exceptions import TrinoQueryError
+
+from conftest import start_server, token
+from rest_catalog import INVALID_TOKEN, NO_TOKEN, Request, rest_catalog  # noqa: F401
+
+AUTH = (
+    "[auth]\nallow_anonymous = false\n\n"
+    '[auth.oidc]\nissuer = "http://127.0.0.1:{port}"\naudience = "sqe"\nclient_id = "sqe"\n\n'
+)
+
+# lakana refuses bob with 403 {"error": {"message": "'bob' may not READ_TABLE this.", "type":
+# "PermissionDenied", "code": 403}} (READ_NAMESPACE if the namespace is asked first); SQE may word its
+# error its own way but must carry the refusal.
+REFUSAL = re.compile(r"may not READ_|PermissionDenied|Forbidden|\b403\b", re.IGNORECASE)
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def jwt_of(idp, user):
+    return token(idp.port, username=user, password=f"{user}-secret")
+
+
+def users(records):
+    return {r.user for r in records}
+
+
+def trino_sql(server, idp, user, sql):
+    conn = trino.dbapi.connect(
+        host="127.0.0.1",
+        port=server.http_port,
+        user=user,
+        http_scheme="http",
+        auth=JWTAuthentication(jwt_of(idp, user)),
+        allow_insecure_auth=True,
+    )
+    cur = conn.cursor()
+    cur.execute(sql)
+    return cur.fetchall()
+
+
+def flight_sql_rows(server, idp, user, sql):
+    bearer = {"adbc.flight.sql.authorization_header": f"Bearer {jwt_of(idp, user)}"}
+    with flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=bearer) as conn:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchall()
+
+
+@pytest.fixture(scope="module")
+def sqe(tmp_path_factory, idp, rest_catalog):
+    """sqe-server with OIDC (the test IdP) and the REST catalog mounted as `lake`, by passthrough.
+    `first_record` is where the proxy's record stood before the server started."""
+    first_record = rest_catalog.records.mark()
+    s = start_server(tmp_path_factory.mktemp("sqe-rest"), AUTH.format(port=idp.port) + rest_catalog.catalog_toml())
+    s.first_record = first_record
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+# The fixture, with pyiceberg alone.
+
+
+def test_proxy_forwards_each_users_own_token_pyiceberg(rest_catalog, idp):
+    records = rest_catalog.records
+    mark = records.mark()
+    alice = rest_catalog.pyiceberg(jwt_of(idp, "alice"))
+    alice.create_table("bronze.t1", schema=SCHEMA).append(pa.table({"id": [1, 2], "name": ["a", "b"]}, schema=SCHEMA))
+    assert alice.load_table("bronze.t1").scan().to_arrow().to_pylist() == [
+        {"id": 1, "name": "a"},
+        {"id": 2, "name": "b"},
+    ]
+    by_alice = records.since(mark)
+    assert users(by_alice) == {"alice"}
+    assert Request("GET", "/v1/config", "alice", 200) in by_alice
+    assert Request("POST", "/v1/dev/namespaces/bronze/tables", "alice", 200) in by_alice
+    assert Request("POST", "/v1/dev/namespaces/bronze/tables/t1", "alice", 200) in by_alice
+    assert list(rest_catalog.warehouse.rglob("*.parquet"))
+
+    mark = records.mark()
+    with pytest.raises(ForbiddenError, match=r"PermissionDenied: 'bob' may not READ_TABLE this\."):
+        rest_catalog.pyiceberg(jwt_of(idp, "bob")).load_table("bronze.t1")
+    by_bob = records.since(mark)
+    assert by_bob == [
+        Request("GET", "/v1/config", "bob", 200),
+        Request("GET", "/v1/dev/namespaces/bronze/tables/t1", "bob", 403),
+    ]
+
+
+def test_proxy_refuses_what_it_cannot_verify(rest_catalog, idp):
+    url = f"{rest_catalog.proxy_url}/v1/config"  # lakana itself answers this one without a token
+
+    def status(authorization=None):
+        headers = {"Authorization": authorization} if authorization else {}
+        response = requests.get(url, headers=headers, timeout=30)
+        return response.status_code, response.json()["error"]["type"]
+
+    mark = rest_catalog.records.mark()
+    assert status() == (401, "NotAuthorizedException")
+    assert status("Bearer not-a-jwt") == (401, "NotAuthorizedException")
+    assert status(f"Bearer {token(idp.port, expired='true')}") == (401, "NotAuthorizedException")
+    assert status(f"Bearer {token(idp.port, aud='other')}") == (401, "NotAuthorizedException")
+    # alice's own lakana token is good at lakana, but not an IdP token: the proxy does not take it.
+    assert status(f"Bearer {rest_catalog.tokens['alice']}") == (401, "NotAuthorizedException")
+    # ada is a real IdP user with no principal in the catalog.
+    assert status(f"Bearer {jwt_of(idp, 'ada')}") == (403, "ForbiddenException")
+    assert [r.user for r in rest_catalog.records.since(mark)] == [NO_TOKEN] + [INVALID_TOKEN] * 4 + ["ada"]
+
+
+# sqe-server with the catalog mounted by passthrough.
+
+
+def test_trino_alice_writes_and_reads_bob_is_refused_each_with_own_token(sqe, idp, rest_catalog):
+    records = rest_catalog.records
+    mark = records.mark()
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.events (id BIGINT, name VARCHAR)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.events VALUES (1, 'a'), (2, 'b')")
+    assert trino_sql(sqe, idp, "alice", "SELECT * FROM lake.bronze.events ORDER BY id") == [[1, "a"], [2, "b"]]
+    by_alice = records.since(mark)
+    assert users(by_alice) == {"alice"}
+    assert Request("POST", "/v1/dev/namespaces/bronze/tables", "alice", 200) in by_alice
+
+    mark = records.mark()
+    with pytest.raises(TrinoQueryError) as refused:
+        trino_sql(sqe, idp, "bob", "SELECT * FROM lake.bronze.events")
+    assert REFUSAL.search(str(refused.value)), str(refused.value)
+    assert users(records.since(mark)) == {"bob"}
+
+    assert not users(records.since(sqe.first_record)) & {NO_TOKEN, INVALID_TOKEN}
+
+
+def test_flight_sql_alice_reads_bob_is_refused_each_with_own_token(sqe, idp, rest_catalog):
+    records = rest_catalog.records
+    mark = records.mark()
+    flight_sql_rows(sqe, idp, "alice", "CREATE TABLE lake.bronze.flight_events (id BIGINT, name VARCHAR)")
+    flight_sql_rows(sqe, idp, "alice", "INSERT INTO lake.bronze.flight_events VALUES (1, 'a'), (2, 'b')")
+    rows = flight_sql_rows(sqe, idp, "alice", "SELECT * FROM lake.bronze.flight_events ORDER BY id")
+    assert rows == [(1, "a"), (2, "b")]
+    assert users(records.since(mark)) == {"alice"}
+
+    mark = records.mark()
+    with pytest.raises(AdbcError) as refused:
+        flight_sql_rows(sqe, idp, "bob", "SELECT * FROM lake.bronze.flight_events")
+    assert REFUSAL.search(str(refused.value)), str(refused.value)
+    assert users(records.since(mark)) == {"bob"}
+
+    assert not users(records.since(sqe.first_record)) & {NO_TOKEN, INVALID_TOKEN}
+
+
+def test_sqe_and_pyiceberg_read_each_others_rows(sqe, idp, rest_catalog):
+    mark = rest_catalog.records.mark()
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.from_sqe (id BIGINT, name VARCHAR)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.from_sqe VALUES (1, 'x'), (2, 'y')")
+    pyiceberg = rest_catalog.pyiceberg(jwt_of(idp, "alice"))
+    assert pyiceberg.load_table("bronze.from_sqe").scan().to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "name": "x"},
+        {"id": 2, "name": "y"},
+    ]
+
+    table = pyiceberg.create_table("bronze.from_py", schema=SCHEMA)
+    table.append(pa.table({"id": [10, 20, 30], "name": ["p", "q", None]}, schema=SCHEMA))
+    assert trino_sql(sqe, idp, "alice", "SELECT id, name FROM lake.bronze.from_py ORDER BY id") == [
+        [10, "p"],
+        [20, "q"],
+        [30, None],
+    ]
+    assert users(rest_catalog.records.since(mark)) == {"alice"}
+
+
+def test_time_travel_on_a_rest_table(sqe, idp, rest_catalog):
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.versioned (id BIGINT, name VARCHAR)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.versioned VALUES (1, 'a'), (2, 'b')")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.versioned VALUES (3, 'c')")
+    snapshots = trino_sql(
+        sqe, idp, "alice", 'SELECT snapshot_id, parent_id FROM lake.bronze."versioned$snapshots" ORDER BY committed_at'
+    )
+    (first, no_parent), (second, parent) = snapshots
+    assert (no_parent, parent) == (None, first)
+    # The same snapshots as the catalog reports to pyiceberg.
+    catalogued = rest_catalog.pyiceberg(jwt_of(idp, "alice")).load_table("bronze.versioned").snapshots()
+    assert [s.snapshot_id for s in catalogued] == [first, second]
+
+    sql = f"SELECT count(*) FROM lake.bronze.versioned FOR VERSION AS OF {first}"
+    assert trino_sql(sqe, idp, "alice", sql) == [[2]]
+    assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.bronze.versioned") == [[3]]
+
+
+def test_an_expired_token_is_refused_and_reaches_no_catalog(sqe, idp, rest_catalog):
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.expiry (id BIGINT)")
+    assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.bronze.expiry") == [[0]]
+    mark = rest_catalog.records.mark()
+    expired = token(idp.port, username="alice", password="alice-secret", expired="true")
+
+    conn = trino.dbapi.connect(
+        host="127.0.0.1",
+        port=sqe.http_port,
+        user="alice",
+        http_scheme="http",
+        auth=JWTAuthentication(expired),
+        allow_insecure_auth=True,
+    )
+    with pytest.raises(trino.exceptions.HttpError, match="401.*token expired"):
+        conn.cursor().execute("SELECT count(*) FROM lake.bronze.expiry")
+
+    bearer = {"adbc.flight.sql.authorization_header": f"Bearer {expired}"}
+    with pytest.raises(AdbcError, match="UNAUTHENTICATED.*token expired"):
+        with flight_sql.connect(f"grpc://127.0.0.1:{sqe.flight_port}", db_kwargs=bearer) as conn:
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM lake.bronze.expiry")
+    assert rest_catalog.records.since(mark) == []
+
+
+def test_a_catalog_outage_names_the_catalog_and_the_server_serves_on(sqe, idp, rest_catalog):
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.outage (id BIGINT)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.outage VALUES (7)")
+    with rest_catalog.outage():
+        for _ in range(2):
+            with pytest.raises(TrinoQueryError) as down:
+                trino_sql(sqe, idp, "alice", "SELECT id FROM lake.bronze.outage")
+            assert f"catalog 'lake' cannot be reached at {rest_catalog.proxy_url}" in str(down.value)
+            assert down.value.error_type == "EXTERNAL"
+        # Everything that does not need the catalog goes on.
+        assert trino_sql(sqe, idp, "alice", "SELECT 40 + 2") == [[42]]
+    assert trino_sql(sqe, idp, "alice", "SELECT id FROM lake.bronze.outage") == [[7]]
+
+
+# Table data on S3 (moto_server), through the same catalog (environment s3dev).
+
+
+def s3_pyiceberg(rest_catalog, idp, user):
+    return rest_catalog.pyiceberg(
+        jwt_of(idp, user), prefix=rest_catalog.s3_prefix, properties=rest_catalog.s3_properties()
+    )
+
+
+def ensure_s3t(rest_catalog, idp):
+    """`bronze.s3t` as test_proxy_s3_environment_pyiceberg writes it (so either test runs alone)."""
+    alice = s3_pyiceberg(rest_catalog, idp, "alice")
+    if not alice.table_exists("bronze.s3t"):
+        alice.create_table("bronze.s3t", schema=SCHEMA).append(
+            pa.table({"id": [1, 2], "name": ["a", "b"]}, schema=SCHEMA)
+        )
+    return alice.load_table("bronze.s3t")
+
+
+@pytest.fixture(scope="module")
+def sqe_s3(tmp_path_factory, idp, rest_catalog):
+    """sqe-server with the S3-backed environment mounted as `s3lake`, by passthrough, with the S3
+    FileIO properties (the catalog vends none)."""
+    first_record = rest_catalog.records.mark()
+    mount = rest_catalog.catalog_toml(
+        "s3lake", prefix=rest_catalog.s3_prefix, properties=rest_catalog.s3_properties()
+    )
+    s = start_server(tmp_path_factory.mktemp("sqe-s3"), AUTH.format(port=idp.port) + mount)
+    s.first_record = first_record
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_proxy_s3_environment_pyiceberg(rest_catalog, idp):
+    records = rest_catalog.records
+    mark = records.mark()
+    before = set(rest_catalog.s3_keys())
+    table = ensure_s3t(rest_catalog, idp)
+    assert table.scan().to_arrow().to_pylist() == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+    assert table.location().startswith(f"{rest_catalog.s3_root}/")
+    assert table.metadata_location.startswith(f"{table.location()}/metadata/")
+    by_alice = records.since(mark)
+    assert users(by_alice) == {"alice"}
+    assert Request("POST", "/v1/s3dev/namespaces/bronze/tables", "alice", 200) in by_alice
+    assert Request("POST", "/v1/s3dev/namespaces/bronze/tables/s3t", "alice", 200) in by_alice
+
+    # Everything is in the bucket: the data pyiceberg wrote, the metadata lakana wrote.
+    written = set(rest_catalog.s3_keys(table.location())) - before
+    assert any(k.endswith(".parquet") for k in written), written
+    assert any(k.endswith(".metadata.json") for k in written), written
+    assert all(k.startswith("warehouse/") for k in written), written
+
+    mark = records.mark()
+    with pytest.raises(ForbiddenError, match=r"PermissionDenied: 'bob' may not READ_TABLE this\."):
+        s3_pyiceberg(rest_catalog, idp, "bob").load_table("bronze.s3t")
+    assert records.since(mark) == [
+        Request("GET", "/v1/config", "bob", 200),
+        Request("GET", "/v1/s3dev/namespaces/bronze/tables/s3t", "bob", 403),
+    ]
+
+
+def test_sqe_on_s3_through_rest_catalog(sqe_s3, idp, rest_catalog):
+    records = rest_catalog.records
+    mark = records.mark()
+    before = set(rest_catalog.s3_keys())
+    trino_sql(sqe_s3, idp, "alice", "CREATE TABLE s3lake.bronze.s3_events (id BIGINT, name VARCHAR)")
+    trino_sql(sqe_s3, idp, "alice", "INSERT INTO s3lake.bronze.s3_events VALUES (1, 'a'), (2, 'b')")
+    rows = trino_sql(sqe_s3, idp, "alice", "SELECT * FROM s3lake.bronze.s3_events ORDER BY id")
+    assert rows == [[1, "a"], [2, "b"]]
+    by_alice = records.since(mark)
+    assert users(by_alice) == {"alice"}
+    assert Request("POST", "/v1/s3dev/namespaces/bronze/tables", "alice", 200) in by_alice
+
+    # SQE's files are in the bucket, under the table's location.
+    pyiceberg = s3_pyiceberg(rest_catalog, idp, "alice")
+    table = pyiceberg.load_table("bronze.s3_events")
+    assert table.location().startswith(f"{rest_catalog.s3_root}/")
+    written = set(rest_catalog.s3_keys(table.location())) - before
+    assert any(k.endswith(".parquet") for k in written), written
+    assert any(k.endswith(".avro") for k in written), written  # manifest and manifest list
+    # pyiceberg reads SQE's rows, and SQE reads pyiceberg's.
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+    ensure_s3t(rest_catalog, idp)
+    assert trino_sql(sqe_s3, idp, "alice", "SELECT id, name FROM s3lake.bronze.s3t ORDER BY id") == [
+        [1, "a"],
+        [2, "b"],
+    ]
+
+    mark = records.mark()
+    with pytest.raises(TrinoQueryError) as refused:
+        trino_sql(sqe_s3, idp, "bob", "SELECT * FROM s3lake.bronze.s3_events")
+    assert REFUSAL.search(str(refused.value)), str(refused.value)
+    assert users(records.since(mark)) == {"bob"}
+
+    assert not users(records.since(sqe_s3.first_record)) & {NO_TOKEN, INVALID_TOKEN}
+
+
+def test_s3_outage_names_the_endpoint(sqe_s3, idp, rest_catalog):
+    trino_sql(sqe_s3, idp, "alice", "CREATE TABLE s3lake.bronze.s3_outage (id BIGINT)")
+    trino_sql(sqe_s3, idp, "alice", "INSERT INTO s3lake.bronze.s3_outage VALUES (7)")
+    endpoint = rest_catalog.s3_endpoint.removeprefix("http://")  # 127.0.0.1:PORT
+    with rest_catalog.s3_outage():
+        # The catalog still answers (lakana reaches moto directly); the data files cannot be read.
+        for _ in range(2):
+            with pytest.raises(TrinoQueryError) as down:
+                trino_sql(sqe_s3, idp, "alice", "SELECT id FROM s3lake.bronze.s3_outage")
+            assert endpoint in str(down.value), str(down.value)
+            assert down.value.error_type == "EXTERNAL", str(down.value)
+        # Everything that does not need the storage goes on.
+        assert trino_sql(sqe_s3, idp, "alice", "SELECT 40 + 2") == [[42]]
+    assert trino_sql(sqe_s3, idp, "alice", "SELECT id FROM s3lake.bronze.s3_outage") == [[7]]
