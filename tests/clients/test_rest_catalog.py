@@ -374,3 +374,19 @@ def test_s3_outage_names_the_endpoint(sqe_s3, idp, rest_catalog):
         # Everything that does not need the storage goes on.
         assert trino_sql(sqe_s3, idp, "alice", "SELECT 40 + 2") == [[42]]
     assert trino_sql(sqe_s3, idp, "alice", "SELECT id FROM s3lake.bronze.s3_outage") == [[7]]
+
+
+def test_joins_and_create_table_as_across_catalogs(sqe, idp, rest_catalog):
+    """The server's own warehouse (`iceberg`) and the REST catalog (`lake`) in one statement, both
+    ways round."""
+    mark = rest_catalog.records.mark()
+    trino_sql(sqe, idp, "alice", "CREATE TABLE iceberg.default.labels (id BIGINT, label VARCHAR)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO iceberg.default.labels VALUES (1, 'one'), (2, 'two'), (3, 'three')")
+    assert trino_sql(
+        sqe, idp, "alice", "CREATE TABLE lake.bronze.copied AS SELECT id, label FROM iceberg.default.labels WHERE id < 3"
+    ) == [[2]]
+    joined = "SELECT c.id, l.label FROM lake.bronze.copied c JOIN iceberg.default.labels l ON c.id = l.id ORDER BY c.id"
+    assert trino_sql(sqe, idp, "alice", joined) == [[1, "one"], [2, "two"]]
+    trino_sql(sqe, idp, "alice", "CREATE TABLE iceberg.default.from_lake AS SELECT * FROM lake.bronze.copied WHERE id = 2")
+    assert trino_sql(sqe, idp, "alice", "SELECT * FROM iceberg.default.from_lake") == [[2, "two"]]
+    assert users(rest_catalog.records.since(mark)) == {"alice"}

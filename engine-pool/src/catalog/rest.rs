@@ -7,12 +7,14 @@
 //! session shares one client holding the engine's own credential (for catalogs not tied to users).
 //!
 //! The client asks for vended storage credentials (`X-Iceberg-Access-Delegation`); what the catalog
-//! hands back with a table goes to that table's file IO, which reaches local files, S3 (and S3-alikes:
-//! `s3.endpoint`, `s3.path-style-access`, `s3.region`), GCS and ADLS through OpenDAL. The mount's
-//! own properties come after the vended ones, and OpenDAL falls back on the standard environment
-//! (`AWS_*`) for what neither gives. HTTP failures come back as the catalog
-//! said them (a refusal is the caller's permission error, naming the catalog), never as an
-//! internal error, and no token ever appears in a message or a log line.
+//! hands back with a table goes to that table's file IO, which reaches local files and S3 (and
+//! S3-alikes: `s3.endpoint`, `s3.path-style-access`, `s3.region`) through OpenDAL. A property the
+//! mount configures wins over a vended one (iceberg-rust merges them so), and OpenDAL falls back on
+//! the standard environment (`AWS_*`) for what neither gives.
+//!
+//! HTTP failures come back as the catalog said them (a refusal is the caller's permission error,
+//! naming the catalog), never as an internal error, and no token ever appears in a message or a
+//! log line.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
