@@ -361,7 +361,7 @@ async fn position_deletes_hide_their_rows_in_every_partition_and_range() {
     let deleted: Vec<i64> = big_positions.iter().map(|&p| big_ids[p]).collect();
     let mut deletes = vec![(file("2"), 1), (file("3"), 1)];
     deletes.extend(big_positions.iter().map(|&p| (file("40000"), p as i64)));
-    let catalog = sqe_engine::catalog::sqlite::SqliteCatalog::open("iceberg", dir.path())
+    let catalog = sqe_engine::catalog::sql::SqlCatalog::open("iceberg", dir.path())
         .unwrap_or_else(|e| panic!("{e}"));
     position_deletes::commit_position_deletes(&catalog, "t", &deletes)
         .await

@@ -15,7 +15,7 @@ use iceberg::spec::{
 };
 use iceberg::{Catalog, TableIdent, TableRequirement, TableUpdate};
 use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
-use sqe_engine::catalog::sqlite::SqliteCatalog;
+use sqe_engine::catalog::sql::SqlCatalog;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -36,7 +36,7 @@ const TOTALS: [(&str, &str); 6] = [
 /// Deletes the rows at `deletes` (data file path as the table's manifests spell it, 0-based row
 /// position in that file) from `default.<table>`, in one new snapshot on `main`.
 pub async fn commit_position_deletes(
-    catalog: &SqliteCatalog,
+    catalog: &SqlCatalog,
     table: &str,
     deletes: &[(&str, i64)],
 ) -> Result<(), BoxError> {

@@ -38,7 +38,7 @@ use crate::catalog::backend::{CatalogMount, CatalogRef, SharedMount};
 use crate::catalog::information::{Catalogs, WithInformationSchema};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
 use crate::catalog::rest::{RestCatalogConfig, RestMount};
-use crate::catalog::sqlite::SqliteCatalog;
+use crate::catalog::sql::{PostgresConfig, SqlCatalog};
 use crate::error::{from_datafusion, from_iceberg};
 use crate::file_access::{Access, FileAccess};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
@@ -61,6 +61,8 @@ pub struct EngineConfig {
     pub catalogs: Vec<(String, PathBuf)>,
     /// Iceberg REST catalogs, by name.
     pub rest_catalogs: Vec<(String, RestCatalogConfig)>,
+    /// Catalogs in a PostgreSQL database (Iceberg's JDBC / pyiceberg's SQL catalog), by name.
+    pub postgres_catalogs: Vec<(String, PostgresConfig)>,
     pub admission: AdmissionConfig,
     /// Partitions each query runs in (and each table scan is spread over); the core count if unset.
     pub target_partitions: Option<usize>,
@@ -158,11 +160,16 @@ impl Engine {
         let mut mounts: Vec<(String, Arc<dyn CatalogMount>)> = Vec::new();
         for (name, dir) in &config.catalogs {
             let name = name.to_lowercase();
-            let catalog = SqliteCatalog::open(&name, dir).map_err(from_iceberg)?;
+            let catalog = SqlCatalog::open(&name, dir).map_err(from_iceberg)?;
             mounts.push((
                 name,
                 Arc::new(SharedMount::new("sqlite", Arc::new(catalog))),
             ));
+        }
+        for (name, pg) in &config.postgres_catalogs {
+            let name = name.to_lowercase();
+            let catalog = SqlCatalog::open_postgres(&name, pg).map_err(from_iceberg)?;
+            mounts.push((name, Arc::new(SharedMount::new("jdbc", Arc::new(catalog)))));
         }
         for (name, rest) in &config.rest_catalogs {
             let name = name.to_lowercase();

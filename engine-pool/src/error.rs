@@ -5,7 +5,7 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 use sqe_sessions::{ErrorCode, SqeError};
 
-use crate::catalog::rest::CatalogRefusal;
+use crate::catalog::backend::CatalogRefusal;
 
 const PREFIXES: &[&str] = &[
     "Error during planning: ",

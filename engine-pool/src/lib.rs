@@ -20,6 +20,7 @@ mod write;
 
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};
 pub use catalog::rest::{RestAuth, RestCatalogConfig};
+pub use catalog::sql::PostgresConfig;
 pub use engine::{Engine, EngineConfig};
 pub use file_access::{FileAccess, FileRules};
 pub use guard::WORKER_STACK;

@@ -154,6 +154,46 @@ pub enum CatalogSection {
     Sqlite { warehouse: PathBuf },
     /// An Iceberg REST catalog.
     Rest(RestSection),
+    /// An Iceberg JDBC catalog in PostgreSQL (pyiceberg's SQL catalog tables).
+    Jdbc(JdbcSection),
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JdbcSection {
+    /// `postgresql://user@host:port/dbname`.
+    pub uri: String,
+    /// The environment variable holding the database password, if it needs one.
+    pub password_env: Option<String>,
+    /// The local directory new tables' files go to.
+    pub warehouse: PathBuf,
+}
+
+impl JdbcSection {
+    /// The engine's configuration of this catalog, with the password read from the environment.
+    pub fn engine_config(
+        &self,
+        name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<sqe_engine::PostgresConfig, String> {
+        if !(self.uri.starts_with("postgresql://") || self.uri.starts_with("postgres://")) {
+            return Err(format!(
+                "[catalogs.{name}] uri must be a postgresql:// URL (PostgreSQL is the JDBC catalog SQE speaks), got '{}'",
+                self.uri
+            ));
+        }
+        let password = match &self.password_env {
+            Some(var) => Some(env(var).ok_or_else(|| {
+                format!("[catalogs.{name}]: the environment variable {var} is not set")
+            })?),
+            None => None,
+        };
+        Ok(sqe_engine::PostgresConfig {
+            uri: self.uri.clone(),
+            password,
+            warehouse: self.warehouse.clone(),
+        })
+    }
 }
 
 /// How SQE authenticates to a REST catalog.
@@ -344,8 +384,10 @@ impl Config {
             mount.warehouse = expand_home(&mount.warehouse);
         }
         for section in config.catalogs.values_mut() {
-            if let CatalogSection::Sqlite { warehouse } = section {
-                *warehouse = expand_home(warehouse);
+            match section {
+                CatalogSection::Sqlite { warehouse } => *warehouse = expand_home(warehouse),
+                CatalogSection::Jdbc(jdbc) => jdbc.warehouse = expand_home(&jdbc.warehouse),
+                CatalogSection::Rest(_) => {}
             }
         }
         config.validate()?;

@@ -119,6 +119,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
             .map(|m| (m.name.clone(), m.warehouse.clone())),
     );
     let mut rest_catalogs = Vec::new();
+    let mut postgres_catalogs = Vec::new();
     for (name, section) in &config.catalogs {
         match section {
             CatalogSection::Sqlite { warehouse } => {
@@ -128,12 +129,17 @@ pub async fn serve(config: Config) -> Result<(), String> {
                 name.clone(),
                 rest.engine_config(name, &|var| std::env::var(var).ok())?,
             )),
+            CatalogSection::Jdbc(jdbc) => postgres_catalogs.push((
+                name.clone(),
+                jdbc.engine_config(name, &|var| std::env::var(var).ok())?,
+            )),
         }
     }
     let engine = Arc::new(
         Engine::open(EngineConfig {
             catalogs,
             rest_catalogs,
+            postgres_catalogs,
             admission: config.engine.admission(),
             admin_roles: config.auth.admin_roles.clone(),
             files: config.files.access(),

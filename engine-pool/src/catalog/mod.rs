@@ -9,4 +9,4 @@ mod predicate;
 pub mod provider;
 pub mod rest;
 pub mod scan;
-pub mod sqlite;
+pub mod sql;

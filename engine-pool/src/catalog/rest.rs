@@ -33,7 +33,7 @@ use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use sha2::{Digest, Sha256};
 use sqe_sessions::{ErrorCode, Session, SqeError, SqeResult};
 
-use super::backend::{CatalogMount, CatalogRef, SqeCatalog};
+use super::backend::{CatalogMount, CatalogRef, CatalogRefusal, SqeCatalog};
 
 /// How SQE authenticates to a REST catalog.
 #[derive(Clone, PartialEq, Eq)]
@@ -77,6 +77,10 @@ pub struct RestCatalogConfig {
     /// Further client and file IO properties (`s3.endpoint`, `header.X-…`, …).
     pub properties: BTreeMap<String, String>,
 }
+
+/// How long connecting to a catalog, and one request to it, may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Clients kept for passthrough tokens; past this the expired ones go, then the oldest.
 const MAX_CLIENTS: usize = 1024;
@@ -248,7 +252,14 @@ fn client(name: &str, config: &RestCatalogConfig, token: Option<&str>) -> SqeRes
     }
     let runtime = iceberg::Runtime::try_current()
         .map_err(|e| SqeError::internal(format!("catalog '{name}': {e}")))?;
+    // A catalog that stops answering fails the statement rather than holding it forever.
+    let http = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| SqeError::internal(format!("catalog '{name}': HTTP client: {e}")))?;
     let builder = RestCatalogBuilder::default()
+        .with_client(http)
         .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
         .with_runtime(runtime);
     // `load` only checks the properties; the client connects on its first request.
@@ -276,22 +287,6 @@ impl fmt::Debug for RestClient {
             .finish()
     }
 }
-
-/// What a REST catalog refused, kept as the source of the iceberg error so that the engine can
-/// tell the caller (see `crate::error::from_iceberg`).
-#[derive(Debug)]
-pub struct CatalogRefusal {
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl fmt::Display for CatalogRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CatalogRefusal {}
 
 impl RestClient {
     /// The catalog's own words for a failed request: its HTTP status and the message of its
@@ -335,6 +330,13 @@ impl RestClient {
                     ),
                 }
             }
+            None if e.message().starts_with("Failed to parse response") => CatalogRefusal {
+                code: ErrorCode::External,
+                message: format!(
+                    "catalog '{}' ({}) answered with something that is not an Iceberg REST response",
+                    self.name, self.uri
+                ),
+            },
             None if e.message() == "Failed to execute http request" => CatalogRefusal {
                 code: ErrorCode::External,
                 message: format!("catalog '{}' cannot be reached at {}", self.name, self.uri),

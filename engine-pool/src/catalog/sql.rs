@@ -1,9 +1,14 @@
-//! An Iceberg catalog kept in one SQLite file, in the layout pyiceberg's `SqlCatalog` uses, so the same
-//! warehouse can be opened by SQE, by pyiceberg and by the stock `sqlite3` tool.
+//! An Iceberg catalog kept in SQL tables, in the layout pyiceberg's `SqlCatalog` uses (Iceberg's JDBC
+//! catalog has the same two tables), so the same warehouse can be opened by SQE, by pyiceberg and by
+//! the database's own tools: a SQLite file inside a local warehouse directory, or a PostgreSQL
+//! database (`type = "jdbc"`).
 //!
 //! Commits are compare-and-swap on `metadata_location`: the UPDATE only matches the row whose pointer is
 //! still the one the commit started from, so two processes writing one warehouse never lose a write; the
 //! loser gets a retryable conflict and iceberg's transaction retries it on fresh metadata.
+//!
+//! Every statement runs on the blocking pool. PostgreSQL is connected on first use and again after
+//! the connection is lost, so a database that restarts is reached again by the next statement.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,9 +24,9 @@ use iceberg::{
     Catalog, Error, ErrorKind, MetadataLocation, Namespace, NamespaceIdent, Result, TableCommit,
     TableCreation, TableIdent, TableRequirement, TableUpdate,
 };
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::Connection;
 
-use super::backend::SqeCatalog;
+use super::backend::{CatalogRefusal, SqeCatalog};
 
 /// The file name of the catalog inside a warehouse directory.
 pub const CATALOG_FILE: &str = "catalog.db";
@@ -29,8 +34,9 @@ pub const CATALOG_FILE: &str = "catalog.db";
 /// A namespace with no properties is recorded by this row, as pyiceberg does.
 const EXISTS_PROPERTY: &str = "exists";
 
-pub struct SqliteCatalog {
+pub struct SqlCatalog {
     name: String,
+    /// Where new tables' files go (a local directory).
     warehouse: PathBuf,
     db: Arc<Db>,
     file_io: FileIO,
@@ -44,22 +50,46 @@ pub struct SqliteCatalog {
 /// The catalog's rows: its name and connection, shared with the blocking threads that use them.
 struct Db {
     name: String,
-    conn: Mutex<Connection>,
+    conn: Mutex<Conn>,
+}
+
+enum Conn {
+    Sqlite(Connection),
+    /// Connected on first use; `None` again after the connection was lost.
+    Postgres {
+        config: Box<postgres::Config>,
+        /// `host:port`, for errors.
+        address: String,
+        client: Option<Box<postgres::Client>>,
+    },
+}
+
+/// How a write to the catalog's rows failed.
+enum WriteError {
+    /// A row with that key exists already.
+    Taken,
+    Failed(Error),
+}
+
+impl From<Error> for WriteError {
+    fn from(e: Error) -> Self {
+        WriteError::Failed(e)
+    }
 }
 
 /// Tables kept in [`SqliteCatalog::tables`]; past this the cache starts over.
 const CACHED_TABLES: usize = 256;
 
-impl std::fmt::Debug for SqliteCatalog {
+impl std::fmt::Debug for SqlCatalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteCatalog")
+        f.debug_struct("SqlCatalog")
             .field("name", &self.name)
             .field("warehouse", &self.warehouse)
             .finish()
     }
 }
 
-fn sql_err(e: rusqlite::Error) -> Error {
+fn sqlite_err(e: rusqlite::Error) -> Error {
     if let rusqlite::Error::SqliteFailure(f, _) = &e
         && matches!(
             f.code,
@@ -86,60 +116,120 @@ fn ns_from_key(key: &str) -> Result<NamespaceIdent> {
     NamespaceIdent::from_vec(key.split('.').map(str::to_string).collect())
 }
 
-impl SqliteCatalog {
-    /// Opens (creating if needed) the catalog of the warehouse at `warehouse`, and makes sure its
-    /// `default` namespace exists.
-    pub fn open(name: &str, warehouse: &Path) -> Result<Self> {
-        std::fs::create_dir_all(warehouse).map_err(|e| {
-            Error::new(
-                ErrorKind::Unexpected,
-                format!(
-                    "cannot create warehouse directory {}: {e}",
-                    warehouse.display()
-                ),
-            )
-        })?;
-        let warehouse = warehouse.canonicalize().map_err(|e| {
-            Error::new(
-                ErrorKind::Unexpected,
-                format!("{}: {e}", warehouse.display()),
-            )
-        })?;
-        let conn = Connection::open(warehouse.join(CATALOG_FILE)).map_err(sql_err)?;
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(sql_err)?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS iceberg_tables (
-                catalog_name VARCHAR(255) NOT NULL,
-                table_namespace VARCHAR(255) NOT NULL,
-                table_name VARCHAR(255) NOT NULL,
-                metadata_location VARCHAR(1000),
-                previous_metadata_location VARCHAR(1000),
-                iceberg_type VARCHAR(5),
-                PRIMARY KEY (catalog_name, table_namespace, table_name));
-             CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
-                catalog_name VARCHAR(255) NOT NULL,
-                namespace VARCHAR(255) NOT NULL,
-                property_key VARCHAR(255) NOT NULL,
-                property_value VARCHAR(1000) NOT NULL,
-                PRIMARY KEY (catalog_name, namespace, property_key));",
+/// The catalog's tables, as pyiceberg creates them.
+const CREATE_TABLES: &str = "CREATE TABLE IF NOT EXISTS iceberg_tables (
+        catalog_name VARCHAR(255) NOT NULL,
+        table_namespace VARCHAR(255) NOT NULL,
+        table_name VARCHAR(255) NOT NULL,
+        metadata_location VARCHAR(1000),
+        previous_metadata_location VARCHAR(1000),
+        iceberg_type VARCHAR(5),
+        PRIMARY KEY (catalog_name, table_namespace, table_name));
+    CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
+        catalog_name VARCHAR(255) NOT NULL,
+        namespace VARCHAR(255) NOT NULL,
+        property_key VARCHAR(255) NOT NULL,
+        property_value VARCHAR(1000) NOT NULL,
+        PRIMARY KEY (catalog_name, namespace, property_key));";
+
+/// Catalogs written by older tools lack `iceberg_type`; pyiceberg needs it, so it is added.
+const ADD_TYPE_COLUMN: &str = "ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)";
+
+/// A PostgreSQL catalog database, as a mount names it.
+#[derive(Clone)]
+pub struct PostgresConfig {
+    /// `postgresql://user@host:port/dbname` (or the key=value form).
+    pub uri: String,
+    /// The password, if the database wants one (kept out of the URI, and of logs).
+    pub password: Option<String>,
+    /// Where new tables' files go (a local directory).
+    pub warehouse: PathBuf,
+}
+
+impl std::fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresConfig")
+            .field("uri", &self.uri)
+            .field("warehouse", &self.warehouse)
+            .finish()
+    }
+}
+
+/// Makes `dir` (creating it) and gives its canonical path.
+fn warehouse_dir(dir: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("cannot create warehouse directory {}: {e}", dir.display()),
         )
-        .map_err(sql_err)?;
-        // Catalogs written by older tools lack `iceberg_type`; pyiceberg needs it, so add it.
+    })?;
+    dir.canonicalize()
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("{}: {e}", dir.display())))
+}
+
+impl SqlCatalog {
+    /// Opens (creating if needed) the SQLite catalog of the warehouse at `warehouse`, and makes sure
+    /// its `default` namespace exists.
+    pub fn open(name: &str, warehouse: &Path) -> Result<Self> {
+        let warehouse = warehouse_dir(warehouse)?;
+        let conn = Connection::open(warehouse.join(CATALOG_FILE)).map_err(sqlite_err)?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(sqlite_err)?;
+        conn.execute_batch(CREATE_TABLES).map_err(sqlite_err)?;
         let has_type: bool = conn
             .prepare(
                 "SELECT 1 FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
             )
             .and_then(|mut s| s.exists([]))
-            .map_err(sql_err)?;
+            .map_err(sqlite_err)?;
         if !has_type {
-            conn.execute(
-                "ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)",
-                [],
-            )
-            .map_err(sql_err)?;
+            conn.execute(ADD_TYPE_COLUMN, []).map_err(sqlite_err)?;
         }
-        let catalog = Self {
+        let catalog = Self::with(name, warehouse, Conn::Sqlite(conn));
+        let default = NamespaceIdent::new("default".to_string());
+        if !catalog.db.namespace_exists_sync(&default)? {
+            catalog
+                .db
+                .create_namespace_sync(&default, &HashMap::new())?;
+        }
+        Ok(catalog)
+    }
+
+    /// A catalog in a PostgreSQL database, connected on first use.
+    pub fn open_postgres(name: &str, config: &PostgresConfig) -> Result<Self> {
+        let invalid =
+            |what: String| Error::new(ErrorKind::DataInvalid, format!("catalog '{name}': {what}"));
+        let mut pg: postgres::Config = config
+            .uri
+            .parse()
+            .map_err(|e| invalid(format!("uri is not a PostgreSQL connection string: {e}")))?;
+        if let Some(password) = &config.password {
+            pg.password(password);
+        }
+        pg.connect_timeout(Duration::from_secs(10));
+        let host = pg
+            .get_hosts()
+            .first()
+            .map(|h| match h {
+                postgres::config::Host::Tcp(h) => h.clone(),
+                postgres::config::Host::Unix(p) => p.display().to_string(),
+            })
+            .ok_or_else(|| invalid("uri names no host".into()))?;
+        let port = pg.get_ports().first().copied().unwrap_or(5432);
+        let warehouse = warehouse_dir(&config.warehouse)?;
+        Ok(Self::with(
+            name,
+            warehouse,
+            Conn::Postgres {
+                config: Box::new(pg),
+                address: format!("{host}:{port}"),
+                client: None,
+            },
+        ))
+    }
+
+    fn with(name: &str, warehouse: PathBuf, conn: Conn) -> Self {
+        Self {
             name: name.to_string(),
             warehouse,
             db: Arc::new(Db {
@@ -148,14 +238,14 @@ impl SqliteCatalog {
             }),
             file_io: FileIO::new_with_fs(),
             tables: Mutex::new(HashMap::new()),
-        };
-        let default = NamespaceIdent::new("default".to_string());
-        if !catalog.db.namespace_exists_sync(&default)? {
-            catalog
-                .db
-                .create_namespace_sync(&default, &HashMap::new())?;
         }
-        Ok(catalog)
+    }
+
+    fn is_sqlite(&self) -> bool {
+        matches!(
+            *self.db.conn.lock().unwrap_or_else(|p| p.into_inner()),
+            Conn::Sqlite(_)
+        )
     }
 
     pub fn name(&self) -> &str {
@@ -247,25 +337,10 @@ impl SqliteCatalog {
         let new_location = new_location.to_string();
         let swapped = {
             let (new_location, ident) = (new_location.clone(), ident.clone());
-            self.blocking(move |db| {
-                db.conn()?
-                    .execute(
-                        "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
-                         WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
-                         AND metadata_location = ?2",
-                        params![
-                            &new_location,
-                            &old_location,
-                            &db.name,
-                            ns_key(&ident.namespace),
-                            &ident.name
-                        ],
-                    )
-                    .map_err(sql_err)
-            })
-            .await?
+            self.blocking(move |db| db.swap_metadata(&ident, &old_location, &new_location))
+                .await?
         };
-        if swapped != 1 {
+        if !swapped {
             // Someone else committed first: our metadata file was never visible; remove it.
             let _ = self.file_io.delete(&new_location).await;
             return Err(Error::new(
@@ -282,57 +357,212 @@ impl SqliteCatalog {
     }
 }
 
+/// A PostgreSQL error as an iceberg error: a lost or refused connection names the database and is
+/// the caller's to read (the database is a dependency that failed); anything else is the server's.
+fn postgres_err(name: &str, address: &str, e: &postgres::Error) -> Error {
+    use postgres::error::SqlState;
+    if e.code().is_some_and(|c| {
+        *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    }) {
+        return Error::new(
+            ErrorKind::CatalogCommitConflicts,
+            format!("catalog is busy: {e}"),
+        )
+        .with_retryable(true);
+    }
+    if e.code().is_none() {
+        let refusal = CatalogRefusal {
+            code: sqe_sessions::ErrorCode::External,
+            message: format!(
+                "catalog '{name}' (PostgreSQL at {address}) cannot be reached: {}",
+                std::error::Error::source(e)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| e.to_string())
+            ),
+        };
+        return Error::new(ErrorKind::Unexpected, refusal.message.clone()).with_source(refusal);
+    }
+    Error::new(
+        ErrorKind::Unexpected,
+        format!("catalog database error: {e}"),
+    )
+}
+
+/// The value of a statement parameter, which in the catalog's tables is always text.
+type Args<'a> = &'a [&'a str];
+
 impl Db {
-    fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
+    fn conn(&self) -> Result<std::sync::MutexGuard<'_, Conn>> {
         self.conn
             .lock()
             .map_err(|_| Error::new(ErrorKind::Unexpected, "catalog connection poisoned"))
     }
 
+    /// Runs a query of text columns. `sql` numbers its parameters `$1`, `$2`, … (SQLite reads them
+    /// as `?1`, `?2`, …).
+    fn query(&self, sql: &str, args: Args) -> Result<Vec<Vec<Option<String>>>> {
+        let mut conn = self.conn()?;
+        match &mut *conn {
+            Conn::Sqlite(c) => {
+                let mut stmt = c.prepare(&sql.replace('$', "?")).map_err(sqlite_err)?;
+                let columns = stmt.column_count();
+                let rows = stmt
+                    .query_map(rusqlite::params_from_iter(args), |r| {
+                        (0..columns)
+                            .map(|i| r.get::<_, Option<String>>(i))
+                            .collect()
+                    })
+                    .map_err(sqlite_err)?
+                    .collect::<rusqlite::Result<Vec<Vec<Option<String>>>>>()
+                    .map_err(sqlite_err)?;
+                Ok(rows)
+            }
+            Conn::Postgres { .. } => self.on_postgres(&mut conn, |client| {
+                let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    args.iter().map(|a| a as _).collect();
+                let rows = client.query(sql, &params)?;
+                Ok(rows
+                    .iter()
+                    .map(|r| {
+                        (0..r.len())
+                            .map(|i| r.get::<_, Option<String>>(i))
+                            .collect()
+                    })
+                    .collect())
+            }),
+        }
+    }
+
+    /// Runs a change; `WriteError::Taken` if it broke a key.
+    fn execute(&self, sql: &str, args: Args) -> std::result::Result<u64, WriteError> {
+        let mut conn = self.conn()?;
+        match &mut *conn {
+            Conn::Sqlite(c) => {
+                match c.execute(&sql.replace('$', "?"), rusqlite::params_from_iter(args)) {
+                    Ok(n) => Ok(n as u64),
+                    Err(rusqlite::Error::SqliteFailure(f, _))
+                        if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                    {
+                        Err(WriteError::Taken)
+                    }
+                    Err(e) => Err(WriteError::Failed(sqlite_err(e))),
+                }
+            }
+            Conn::Postgres { .. } => {
+                let mut taken = false;
+                let result = self.on_postgres(&mut conn, |client| {
+                    let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                        args.iter().map(|a| a as _).collect();
+                    client.execute(sql, &params).inspect_err(|e| {
+                        taken = e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION);
+                    })
+                });
+                match result {
+                    Ok(n) => Ok(n),
+                    Err(_) if taken => Err(WriteError::Taken),
+                    Err(e) => Err(WriteError::Failed(e)),
+                }
+            }
+        }
+    }
+
+    /// `execute` for changes that break no key in normal use.
+    fn change(&self, sql: &str, args: Args) -> Result<u64> {
+        self.execute(sql, args).map_err(|e| match e {
+            WriteError::Taken => Error::new(ErrorKind::Unexpected, "catalog row already exists"),
+            WriteError::Failed(e) => e,
+        })
+    }
+
+    /// Runs `f` on the PostgreSQL client, connecting (and creating the catalog's tables) first if
+    /// there is no live connection. A connection that failed is dropped, so the next call connects
+    /// again.
+    fn on_postgres<T>(
+        &self,
+        conn: &mut Conn,
+        f: impl FnOnce(&mut postgres::Client) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let Conn::Postgres {
+            config,
+            address,
+            client,
+        } = conn
+        else {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                "not a PostgreSQL catalog",
+            ));
+        };
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            let mut fresh = config
+                .connect(postgres::NoTls)
+                .map_err(|e| postgres_err(&self.name, address, &e))?;
+            fresh
+                .batch_execute(CREATE_TABLES)
+                .map_err(|e| postgres_err(&self.name, address, &e))?;
+            let has_type = fresh
+                .query(
+                    "SELECT 1 FROM information_schema.columns
+                     WHERE table_name = 'iceberg_tables' AND column_name = 'iceberg_type'",
+                    &[],
+                )
+                .map_err(|e| postgres_err(&self.name, address, &e))?;
+            if has_type.is_empty() {
+                fresh
+                    .batch_execute(ADD_TYPE_COLUMN)
+                    .map_err(|e| postgres_err(&self.name, address, &e))?;
+            }
+            *client = Some(Box::new(fresh));
+        }
+        let Some(live) = client.as_mut() else {
+            return Err(Error::new(ErrorKind::Unexpected, "no catalog connection"));
+        };
+        match f(live) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if e.code().is_none() || live.is_closed() {
+                    *client = None;
+                }
+                Err(postgres_err(&self.name, address, &e))
+            }
+        }
+    }
+
+    fn strings(&self, sql: &str, args: Args) -> Result<Vec<String>> {
+        Ok(self
+            .query(sql, args)?
+            .into_iter()
+            .filter_map(|row| row.into_iter().next().flatten())
+            .collect())
+    }
+
     /// Namespace names, sorted.
     pub fn namespace_names(&self) -> Result<Vec<String>> {
-        let conn = self.conn()?;
-        let mut stmt = conn
-            .prepare(
-                "SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?1
-                 UNION SELECT table_namespace FROM iceberg_tables WHERE catalog_name = ?1
-                 ORDER BY 1",
-            )
-            .map_err(sql_err)?;
-        let rows = stmt
-            .query_map([&self.name], |r| r.get::<_, String>(0))
-            .map_err(sql_err)?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(sql_err)?;
-        Ok(rows)
+        self.strings(
+            "SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = $1
+             UNION SELECT table_namespace FROM iceberg_tables WHERE catalog_name = $1
+             ORDER BY 1",
+            &[&self.name],
+        )
     }
 
     /// Table names in a namespace, sorted.
     pub fn table_names(&self, namespace: &str) -> Result<Vec<String>> {
-        let conn = self.conn()?;
-        let mut stmt = conn
-            .prepare(
-                "SELECT table_name FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2
-                 AND (iceberg_type IS NULL OR iceberg_type = 'TABLE') ORDER BY 1",
-            )
-            .map_err(sql_err)?;
-        let rows = stmt
-            .query_map(params![&self.name, namespace], |r| r.get::<_, String>(0))
-            .map_err(sql_err)?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(sql_err)?;
-        Ok(rows)
+        self.strings(
+            "SELECT table_name FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2
+             AND (iceberg_type IS NULL OR iceberg_type = 'TABLE') ORDER BY 1",
+            &[&self.name, namespace],
+        )
     }
 
     fn namespace_exists_sync(&self, ns: &NamespaceIdent) -> Result<bool> {
         let key = ns_key(ns);
-        let conn = self.conn()?;
-        conn.prepare(
-            "SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2
-             UNION SELECT 1 FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2",
-        )
-        .and_then(|mut s| s.exists(params![&self.name, &key]))
-        .map_err(sql_err)
+        let found = self.strings(
+            "SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2
+             UNION SELECT table_namespace FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2",
+            &[&self.name, &key],
+        )?;
+        Ok(!found.is_empty())
     }
 
     fn create_namespace_sync(
@@ -341,17 +571,18 @@ impl Db {
         properties: &HashMap<String, String>,
     ) -> Result<()> {
         let key = ns_key(ns);
-        let mut conn = self.conn()?;
-        let tx = conn.transaction().map_err(sql_err)?;
-        let exists = tx
-            .prepare("SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2")
-            .and_then(|mut s| s.exists(params![&self.name, &key]))
-            .map_err(sql_err)?;
-        if exists {
-            return Err(Error::new(
+        let exists = || {
+            Error::new(
                 ErrorKind::NamespaceAlreadyExists,
                 format!("schema '{key}' already exists"),
-            ));
+            )
+        };
+        let marked = self.strings(
+            "SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2",
+            &[&self.name, &key],
+        )?;
+        if !marked.is_empty() {
+            return Err(exists());
         }
         let mut props: Vec<(&str, &str)> = properties
             .iter()
@@ -361,33 +592,57 @@ impl Db {
             props.push((EXISTS_PROPERTY, "true"));
         }
         for (k, v) in props {
-            tx.execute(
-                "INSERT INTO iceberg_namespace_properties VALUES (?1, ?2, ?3, ?4)",
-                params![&self.name, &key, k, v],
-            )
-            .map_err(sql_err)?;
+            match self.execute(
+                "INSERT INTO iceberg_namespace_properties VALUES ($1, $2, $3, $4)",
+                &[&self.name, &key, k, v],
+            ) {
+                Ok(_) => {}
+                // Someone created it meanwhile.
+                Err(WriteError::Taken) => return Err(exists()),
+                Err(WriteError::Failed(e)) => return Err(e),
+            }
         }
-        tx.commit().map_err(sql_err)
+        Ok(())
     }
 
-    /// Records a new table's row; the inner result is SQLite's, for the caller to tell a taken
-    /// name from other failures.
+    /// Records a new table's row; `WriteError::Taken` if the name is taken.
     fn insert_table(
         &self,
         ident: &TableIdent,
         metadata_location: &str,
-    ) -> Result<rusqlite::Result<usize>> {
-        Ok(self.conn()?.execute(
+    ) -> std::result::Result<u64, WriteError> {
+        self.execute(
             "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
              metadata_location, previous_metadata_location, iceberg_type)
-             VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
-            params![
+             VALUES ($1, $2, $3, $4, NULL, 'TABLE')",
+            &[
                 &self.name,
-                ns_key(&ident.namespace),
+                &ns_key(&ident.namespace),
                 &ident.name,
-                metadata_location
+                metadata_location,
             ],
-        ))
+        )
+    }
+
+    /// Points a table's row at new metadata if it still points at `old`; false if it does not.
+    fn swap_metadata(&self, ident: &TableIdent, old: &str, new: &str) -> Result<bool> {
+        let changed = self.change(
+            "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2
+             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5
+             AND metadata_location = $2",
+            &[new, old, &self.name, &ns_key(&ident.namespace), &ident.name],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Removes a table's row; false if there was none.
+    fn delete_table(&self, ident: &TableIdent) -> Result<bool> {
+        let removed = self.change(
+            "DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2
+             AND table_name = $3",
+            &[&self.name, &ns_key(&ident.namespace), &ident.name],
+        )?;
+        Ok(removed > 0)
     }
 
     fn drop_namespace(&self, ns: &NamespaceIdent) -> Result<()> {
@@ -404,12 +659,10 @@ impl Db {
                 format!("schema '{key}' is not empty"),
             ));
         }
-        self.conn()?
-            .execute(
-                "DELETE FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2",
-                params![&self.name, &key],
-            )
-            .map_err(sql_err)?;
+        self.change(
+            "DELETE FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2",
+            &[&self.name, &key],
+        )?;
         Ok(())
     }
 
@@ -421,88 +674,69 @@ impl Db {
                 format!("schema '{}' does not exist", ns_key(ns)),
             ));
         }
-        let conn = self.conn()?;
-        let mut stmt = conn
-            .prepare(
-                "SELECT property_key, property_value FROM iceberg_namespace_properties
-                 WHERE catalog_name = ?1 AND namespace = ?2",
-            )
-            .map_err(sql_err)?;
-        let props = stmt
-            .query_map(params![&self.name, ns_key(ns)], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .map_err(sql_err)?
-            .collect::<rusqlite::Result<HashMap<String, String>>>()
-            .map_err(sql_err)?
+        let rows = self.query(
+            "SELECT property_key, property_value FROM iceberg_namespace_properties
+             WHERE catalog_name = $1 AND namespace = $2",
+            &[&self.name, &ns_key(ns)],
+        )?;
+        Ok(rows
             .into_iter()
+            .filter_map(|row| {
+                let mut row = row.into_iter();
+                Some((row.next()??, row.next()??))
+            })
             .filter(|(k, _)| k != EXISTS_PROPERTY)
-            .collect();
-        Ok(props)
+            .collect())
     }
 
     fn metadata_location(&self, ident: &TableIdent) -> Result<String> {
-        let conn = self.conn()?;
-        let loc: Option<Option<String>> = conn
-            .query_row(
-                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ?1
-                 AND table_namespace = ?2 AND table_name = ?3
-                 AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')",
-                params![&self.name, ns_key(&ident.namespace), &ident.name],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(sql_err)?;
-        match loc {
-            Some(Some(loc)) => Ok(loc),
-            _ => Err(Error::new(
+        let found = self.strings(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1
+             AND table_namespace = $2 AND table_name = $3
+             AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')",
+            &[&self.name, &ns_key(&ident.namespace), &ident.name],
+        )?;
+        found.into_iter().next().ok_or_else(|| {
+            Error::new(
                 ErrorKind::TableNotFound,
                 format!(
                     "table '{}.{}' does not exist",
                     ns_key(&ident.namespace),
                     ident.name
                 ),
-            )),
-        }
+            )
+        })
     }
 
     fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
-        let conn = self.conn()?;
-        let changed = conn
-            .execute(
-                "UPDATE iceberg_tables SET table_namespace = ?1, table_name = ?2
-                 WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5",
-                params![
-                    ns_key(&dest.namespace),
-                    &dest.name,
-                    &self.name,
-                    ns_key(&src.namespace),
-                    &src.name
-                ],
-            )
-            .map_err(|e| match &e {
-                rusqlite::Error::SqliteFailure(f, _)
-                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
-                {
-                    Error::new(
-                        ErrorKind::TableAlreadyExists,
-                        format!("table '{}' already exists", dest.name),
-                    )
-                }
-                _ => sql_err(e),
-            })?;
-        if changed == 0 {
-            return Err(Error::new(
+        let changed = self.execute(
+            "UPDATE iceberg_tables SET table_namespace = $1, table_name = $2
+             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5",
+            &[
+                &ns_key(&dest.namespace),
+                &dest.name,
+                &self.name,
+                &ns_key(&src.namespace),
+                &src.name,
+            ],
+        );
+        match changed {
+            Ok(0) => Err(Error::new(
                 ErrorKind::TableNotFound,
                 format!("table '{}' does not exist", src.name),
-            ));
+            )),
+            Ok(_) => Ok(()),
+            Err(WriteError::Taken) => Err(Error::new(
+                ErrorKind::TableAlreadyExists,
+                format!("table '{}' already exists", dest.name),
+            )),
+            Err(WriteError::Failed(e)) => Err(e),
         }
-        Ok(())
     }
 }
 
 #[async_trait]
-impl Catalog for SqliteCatalog {
+impl Catalog for SqlCatalog {
     async fn list_namespaces(
         &self,
         parent: Option<&NamespaceIdent>,
@@ -605,25 +839,23 @@ impl Catalog for SqliteCatalog {
         let metadata_location = metadata_location.to_string();
         let (row, location) = (ident.clone(), metadata_location.clone());
         let inserted = self
-            .blocking(move |db| db.insert_table(&row, &location))
+            .blocking(move |db| Ok(db.insert_table(&row, &location)))
             .await?;
         match inserted {
             Ok(_) => self.table_from(&ident, metadata_location, metadata),
             Err(e) => {
                 let _ = self.file_io.delete(&metadata_location).await;
-                if let rusqlite::Error::SqliteFailure(f, _) = &e
-                    && f.code == rusqlite::ErrorCode::ConstraintViolation
-                {
-                    return Err(Error::new(
+                Err(match e {
+                    WriteError::Taken => Error::new(
                         ErrorKind::TableAlreadyExists,
                         format!(
                             "table '{}.{}' already exists",
                             ns_key(namespace),
                             ident.name
                         ),
-                    ));
-                }
-                Err(sql_err(e))
+                    ),
+                    WriteError::Failed(e) => e,
+                })
             }
         }
     }
@@ -648,18 +880,8 @@ impl Catalog for SqliteCatalog {
 
     async fn drop_table(&self, ident: &TableIdent) -> Result<()> {
         let row = ident.clone();
-        let removed = self
-            .blocking(move |db| {
-                db.conn()?
-                    .execute(
-                        "DELETE FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2
-                         AND table_name = ?3",
-                        params![&db.name, ns_key(&row.namespace), &row.name],
-                    )
-                    .map_err(sql_err)
-            })
-            .await?;
-        if removed == 0 {
+        let removed = self.blocking(move |db| db.delete_table(&row)).await?;
+        if !removed {
             return Err(Error::new(
                 ErrorKind::TableNotFound,
                 format!(
@@ -713,9 +935,17 @@ impl Catalog for SqliteCatalog {
     async fn register_table(&self, ident: &TableIdent, metadata_location: String) -> Result<Table> {
         let metadata = TableMetadata::read_from(&self.file_io, &metadata_location).await?;
         let (row, location) = (ident.clone(), metadata_location.clone());
-        self.blocking(move |db| db.insert_table(&row, &location))
-            .await?
-            .map_err(sql_err)?;
+        let name = ident.clone();
+        self.blocking(move |db| {
+            db.insert_table(&row, &location).map_err(|e| match e {
+                WriteError::Taken => Error::new(
+                    ErrorKind::TableAlreadyExists,
+                    format!("table '{name}' already exists"),
+                ),
+                WriteError::Failed(e) => e,
+            })
+        })
+        .await?;
         self.table_from(ident, metadata_location, metadata)
     }
 
@@ -728,17 +958,19 @@ impl Catalog for SqliteCatalog {
 }
 
 #[async_trait]
-impl SqeCatalog for SqliteCatalog {
+impl SqeCatalog for SqlCatalog {
     fn local_warehouse(&self) -> Option<&Path> {
         Some(&self.warehouse)
     }
 
+    /// SQLite answers at once; PostgreSQL is a network call, never made on a runtime thread.
     fn namespace_names_now(&self) -> Option<Vec<String>> {
-        self.db.namespace_names().ok()
+        self.is_sqlite().then(|| self.db.namespace_names().ok())?
     }
 
     fn table_names_now(&self, namespace: &str) -> Option<Vec<String>> {
-        self.db.table_names(namespace).ok()
+        self.is_sqlite()
+            .then(|| self.db.table_names(namespace).ok())?
     }
 
     async fn namespace_names(&self) -> Result<Vec<String>> {
@@ -770,8 +1002,7 @@ mod tests {
     #[tokio::test]
     async fn a_locked_catalog_does_not_hold_the_runtime() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let catalog =
-            Arc::new(SqliteCatalog::open("c", dir.path()).unwrap_or_else(|e| panic!("{e}")));
+        let catalog = Arc::new(SqlCatalog::open("c", dir.path()).unwrap_or_else(|e| panic!("{e}")));
         let other =
             Connection::open(dir.path().join(CATALOG_FILE)).unwrap_or_else(|e| panic!("{e}"));
         other
@@ -811,7 +1042,7 @@ mod tests {
             )
             .unwrap_or_else(|e| panic!("{e}"));
         }
-        let catalog = SqliteCatalog::open("iceberg", dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let catalog = SqlCatalog::open("iceberg", dir.path()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             catalog.table_names_now("old"),
             Some(vec!["legacy".to_string()])
@@ -820,14 +1051,14 @@ mod tests {
             catalog.namespace_names_now(),
             Some(vec!["default".to_string(), "old".to_string()])
         );
-        let conn = catalog.db.conn().unwrap_or_else(|e| panic!("{e}"));
-        let has_column: bool = conn
-            .prepare(
-                "SELECT 1 FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
+        let has_column = catalog
+            .db
+            .strings(
+                "SELECT name FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
+                &[],
             )
-            .and_then(|mut s| s.exists([]))
-            .unwrap_or(false);
-        assert!(has_column);
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(has_column, vec!["iceberg_type".to_string()]);
     }
 
     /// A commit whose base is no longer current is refused as a retryable conflict, and the
@@ -836,7 +1067,7 @@ mod tests {
     async fn stale_commit_is_a_retryable_conflict() {
         use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let catalog = SqliteCatalog::open("iceberg", dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let catalog = SqlCatalog::open("iceberg", dir.path()).unwrap_or_else(|e| panic!("{e}"));
         let schema = Schema::builder()
             .with_fields(vec![Arc::new(NestedField::optional(
                 1,

@@ -1,0 +1,97 @@
+"""A REST catalog that answers badly: garbage instead of JSON, an HTML error page, a table whose
+metadata points at nothing, a connection dropped mid-answer. Each statement that needs it gets a
+clean error naming the problem, and sqe-server goes on serving, its own warehouse included."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import trino
+from trino.exceptions import TrinoQueryError
+
+from conftest import start_server
+
+
+class Hostile(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):
+        pass
+
+    def answer(self, status, body, content_type="application/json"):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/v1/config":
+            return self.answer(200, b'{"defaults": {}, "overrides": {}}')
+        table = path.rsplit("/", 1)[-1]
+        if table == "garbage":
+            return self.answer(200, b"\x00\xffthis is not json" * 1000)
+        if table == "html":
+            return self.answer(500, b"<html><body>Internal Server Error</body></html>", "text/html")
+        if table == "nowhere":
+            body = {
+                "metadata-location": "/nonexistent/metadata/v1.metadata.json",
+                "metadata": {"format-version": 2},
+            }
+            return self.answer(200, json.dumps(body).encode())
+        if table == "dropped":
+            # Promise a body, send half of it, hang up.
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b'{"metadata-location": "')
+            self.close_connection = True
+            return
+        return self.answer(404, b'{"error": {"message": "no such table", "type": "NoSuchTableException", "code": 404}}')
+
+
+@pytest.fixture(scope="module")
+def hostile_server(tmp_path_factory):
+    catalog = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    catalog.daemon_threads = True
+    threading.Thread(target=catalog.serve_forever, daemon=True).start()
+    section = (
+        "[auth]\nallow_anonymous = true\n\n"
+        f'[catalogs.evil]\ntype = "rest"\nuri = "http://127.0.0.1:{catalog.server_address[1]}"\nauth = "none"\n'
+    )
+    server = start_server(tmp_path_factory.mktemp("sqe-hostile"), section)
+    try:
+        yield server
+    finally:
+        server.stop()
+        catalog.shutdown()
+        catalog.server_close()
+
+
+def sql(server, statement):
+    cur = trino.dbapi.connect(host="127.0.0.1", port=server.http_port, user="alice").cursor()
+    cur.execute(statement)
+    return cur.fetchall()
+
+
+@pytest.mark.parametrize(
+    "table, expected",
+    [
+        ("garbage", "answered with something that is not an Iceberg REST response"),
+        ("html", "catalog 'evil' (http://127.0.0.1:"),
+        ("nowhere", "answered with something that is not an Iceberg REST response"),
+        ("dropped", "catalog 'evil' cannot be reached at http://127.0.0.1:"),
+        ("missing", "not found"),
+    ],
+)
+def test_a_bad_answer_is_a_clean_error_and_the_server_serves_on(hostile_server, table, expected):
+    with pytest.raises(TrinoQueryError) as failed:
+        sql(hostile_server, f"SELECT * FROM evil.ns.{table}")
+    assert expected in failed.value.message, failed.value.message
+    assert "internal error" not in failed.value.message
+    sql(hostile_server, "CREATE TABLE IF NOT EXISTS iceberg.default.alive (id BIGINT)")
+    assert sql(hostile_server, "SELECT count(*) FROM iceberg.default.alive") == [[0]]
+    assert hostile_server.process.poll() is None
