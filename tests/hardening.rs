@@ -303,3 +303,265 @@ async fn a_broken_file_is_an_internal_error_with_an_id() {
     assert_eq!(id.len(), 12, "{}", e.message());
     assert_eq!(ok(&engine, &s, "SELECT 1").await, vec!["1"]);
 }
+
+/// `ATTACH` mounts a catalog for one session: its tables join the server's, `SHOW CATALOGS` lists
+/// it, `DETACH` ends it. Another session, another user, or a session presenting the first one's id
+/// under another name, never sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attached_catalogs_belong_to_their_session() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(&dir.path().join("warehouse"), EngineConfig::default());
+    let other = dir.path().join("other");
+    let alice = session(&engine, "alice", &[]);
+    ok(
+        &engine,
+        &alice,
+        "CREATE TABLE names (id BIGINT, name VARCHAR)",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "INSERT INTO names VALUES (1, 'one'), (2, 'two')",
+    )
+    .await;
+
+    let attach = format!("ATTACH '{}' AS Side", other.display());
+    ok(&engine, &alice, &attach).await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE TABLE side.default.extra (id BIGINT, more VARCHAR)",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "INSERT INTO side.default.extra VALUES (2, 'b'), (3, 'c')",
+    )
+    .await;
+    assert_eq!(
+        ok(
+            &engine,
+            &alice,
+            "SELECT n.id, n.name, e.more FROM names n JOIN side.default.extra e ON n.id = e.id"
+        )
+        .await,
+        vec!["2|two|b"]
+    );
+    assert_eq!(
+        ok(&engine, &alice, "SHOW CATALOGS").await,
+        vec!["iceberg", "side", "system"]
+    );
+    ok(
+        &engine,
+        &alice,
+        &format!("ATTACH IF NOT EXISTS '{}' AS side", other.display()),
+    )
+    .await;
+    let twice = refused(&engine, &alice, &attach).await;
+    assert_eq!(
+        (twice.code(), twice.message()),
+        (
+            ErrorCode::AlreadyExists,
+            "catalog 'side' is already attached"
+        )
+    );
+
+    // Another session of the same user, another user, and bob holding alice's session id.
+    let later = session(&engine, "alice", &[]);
+    let mut bob = session(&engine, "bob", &[]);
+    for s in [&later, &bob] {
+        let e = refused(&engine, s, "SELECT * FROM side.default.extra").await;
+        assert!(
+            e.message().contains("side.default.extra"),
+            "{}",
+            e.message()
+        );
+        assert_eq!(
+            ok(&engine, s, "SHOW CATALOGS").await,
+            vec!["iceberg", "system"]
+        );
+    }
+    bob.id = alice.id.clone();
+    assert_eq!(
+        ok(&engine, &bob, "SHOW CATALOGS").await,
+        vec!["iceberg", "system"]
+    );
+    let detach = refused(&engine, &bob, "DETACH side").await;
+    assert_eq!(detach.code(), ErrorCode::NotFound);
+    let taken = refused(
+        &engine,
+        &bob,
+        &format!("ATTACH '{}' AS mine", dir.path().join("b").display()),
+    )
+    .await;
+    assert_eq!(taken.code(), ErrorCode::PermissionDenied);
+
+    // The server's own catalogs cannot be shadowed or detached.
+    let shadow = refused(
+        &engine,
+        &alice,
+        &format!("ATTACH '{}' AS iceberg", other.display()),
+    )
+    .await;
+    assert_eq!(shadow.code(), ErrorCode::AlreadyExists);
+    let own = refused(&engine, &alice, "DETACH iceberg").await;
+    assert_eq!(own.code(), ErrorCode::PermissionDenied);
+
+    ok(&engine, &alice, "DETACH DATABASE side").await;
+    ok(&engine, &alice, "DETACH IF EXISTS side").await;
+    let gone = refused(&engine, &alice, "SELECT * FROM side.default.extra").await;
+    assert!(
+        gone.message().contains("side.default.extra"),
+        "{}",
+        gone.message()
+    );
+    // The warehouse stays, with its table: attached again, it is all there.
+    ok(&engine, &alice, &attach).await;
+    assert_eq!(
+        ok(&engine, &alice, "SELECT count(*) FROM side.default.extra").await,
+        vec!["2"]
+    );
+}
+
+/// Bad ATTACH statements get an error naming the problem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_attach_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(&dir.path().join("warehouse"), EngineConfig::default());
+    let s = session(&engine, "alice", &[]);
+    let cases = [
+        (
+            "ATTACH",
+            "syntax error: expected the catalog's location as a string at the end of the statement",
+        ),
+        (
+            "ATTACH '/tmp/x' AS x (TYPE mysql)",
+            "unknown catalog TYPE 'mysql' (known: sqlite, rest, iceberg, jdbc, postgres)",
+        ),
+        (
+            "ATTACH 'https://cat.example/api' AS x (SECRET s)",
+            "unknown option secret for a Rest catalog (known: TYPE, PREFIX, WAREHOUSE, AUTH)",
+        ),
+        (
+            "ATTACH 'postgresql://u@127.0.0.1:1/db' AS x",
+            "a jdbc catalog needs WAREHOUSE, the local directory its new tables go to",
+        ),
+        (
+            "ATTACH 'gs://bucket/w' AS x",
+            "cannot tell what kind of catalog 'gs://bucket/w' is: give its TYPE",
+        ),
+        (
+            "ATTACH 'http://cat.example/api' AS x (AUTH 'token')",
+            "AUTH 'token' is not known here (known: passthrough, none)",
+        ),
+        ("DETACH nothing", "catalog 'nothing' is not attached"),
+    ];
+    for (sql, message) in cases {
+        let e = refused(&engine, &s, sql).await;
+        assert_eq!(e.message(), message, "{sql}");
+    }
+    let mut many = Vec::new();
+    for i in 0..17 {
+        many.push(
+            rows(
+                &engine,
+                &s,
+                &format!(
+                    "ATTACH '{}' AS w{i}",
+                    dir.path().join(format!("w{i}")).display()
+                ),
+            )
+            .await,
+        );
+    }
+    assert!(many[..16].iter().all(|r| r.is_ok()));
+    let e = many[16]
+        .as_ref()
+        .err()
+        .map(|e| (e.code(), e.message().to_string()));
+    assert_eq!(
+        e,
+        Some((
+            ErrorCode::ResourceExhausted,
+            "a session may attach at most 16 catalogs; DETACH one first".to_string()
+        ))
+    );
+}
+
+/// On a server, ATTACH reaches only what `[files]` allows: a warehouse under an allowed directory,
+/// a catalog URI under `allowed_catalog_uris` (otherwise any user could make the server call any
+/// address).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_attaches_only_what_it_allows() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("{e}"));
+    let server = engine_in(
+        &dir.path().join("warehouse"),
+        EngineConfig {
+            files: FileAccess::Restricted(FileRules {
+                allowed_local_prefixes: vec![shared.clone()],
+                allowed_catalog_uris: vec!["http://127.0.0.1:9/".into()],
+                ..FileRules::default()
+            }),
+            ..EngineConfig::default()
+        },
+    );
+    let s = session(&server, "alice", &[]);
+    ok(
+        &server,
+        &s,
+        &format!("ATTACH '{}/mine' AS mine", shared.display()),
+    )
+    .await;
+    ok(&server, &s, "CREATE TABLE mine.default.t (id BIGINT)").await;
+    let local = refused(&server, &s, "ATTACH '/tmp/elsewhere' AS x").await;
+    assert_eq!(local.code(), ErrorCode::PermissionDenied);
+    assert!(
+        local.message().contains("allowed_local_prefixes"),
+        "{}",
+        local.message()
+    );
+    let inside = refused(
+        &server,
+        &s,
+        &format!("ATTACH '{}' AS x", dir.path().join("warehouse").display()),
+    )
+    .await;
+    assert_eq!(inside.code(), ErrorCode::PermissionDenied);
+    let remote = refused(&server, &s, "ATTACH 'http://169.254.169.254/latest' AS x").await;
+    assert_eq!(
+        (remote.code(), remote.message()),
+        (
+            ErrorCode::PermissionDenied,
+            "attaching the catalog at 'http://169.254.169.254/latest' is not allowed on this server (add its prefix to [files] allowed_catalog_uris)"
+        )
+    );
+    let pg = refused(
+        &server,
+        &s,
+        "ATTACH 'postgresql://u@10.0.0.1/db' AS x (WAREHOUSE '/tmp/w')",
+    )
+    .await;
+    assert_eq!(pg.code(), ErrorCode::PermissionDenied);
+    ok(
+        &server,
+        &s,
+        "ATTACH 'http://127.0.0.1:9/api' AS allowed (AUTH none)",
+    )
+    .await;
+    let port = refused(&server, &s, "ATTACH 'http://127.0.0.1:90/api' AS x").await;
+    assert_eq!(port.code(), ErrorCode::PermissionDenied);
+    // The trino protocol keeps no session between statements.
+    let mut trino = session(&server, "alice", &[]);
+    trino.protocol = "trino";
+    let e = refused(
+        &server,
+        &trino,
+        &format!("ATTACH '{}/t' AS t", shared.display()),
+    )
+    .await;
+    assert_eq!(e.code(), ErrorCode::Unsupported);
+}

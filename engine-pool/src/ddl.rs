@@ -496,10 +496,17 @@ impl Engine {
                     return Err(SqeError::invalid("expected SHOW CATALOGS [LIKE 'pattern']"));
                 }
                 let pattern = like_filter(&show_options)?;
+                let attached: Vec<String> = self
+                    .session_mounts
+                    .of(session)
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect();
                 let mut names: Vec<String> = self
                     .catalogs
                     .keys()
                     .map(String::as_str)
+                    .chain(attached.iter().map(String::as_str))
                     .chain([SYSTEM_CATALOG])
                     .filter(|c| pattern.as_deref().is_none_or(|p| like(p, c)))
                     .map(str::to_string)
@@ -796,7 +803,7 @@ impl Engine {
                 let [c] = parts.as_slice() else {
                     return Err(SqeError::invalid(format!("'{n}' is not a catalog name")));
                 };
-                self.mount(c)?;
+                self.mount(session, c)?;
                 return Ok(QueryResult {
                     session_update: Some(SessionUpdate {
                         catalog: Some(c.clone()),

@@ -34,6 +34,7 @@ use sqe_sessions::{
 };
 
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, SystemCatalog, admitted};
+use crate::attach::SessionMounts;
 use crate::catalog::backend::{CatalogMount, CatalogRef, SharedMount};
 use crate::catalog::information::{Catalogs, WithInformationSchema};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
@@ -114,6 +115,8 @@ pub struct Engine {
     /// True when some catalog is reached with each session's own credential: every statement
     /// then gets a catalog list of its own, holding that session's clients.
     per_session: bool,
+    /// Catalogs sessions attached for themselves (`ATTACH`).
+    pub(crate) session_mounts: SessionMounts,
     default_catalog: String,
     admin_roles: Vec<String>,
     files: FileAccess,
@@ -227,6 +230,7 @@ impl Engine {
         Ok(Self {
             catalogs,
             per_session,
+            session_mounts: SessionMounts::default(),
             default_catalog: default_catalog.to_lowercase(),
             admin_roles: config.admin_roles.clone(),
             files: config.files.clone(),
@@ -288,13 +292,21 @@ impl Engine {
 
     /// The catalog `name` as `session` reaches it.
     pub(crate) fn catalog(&self, session: &Session, name: &str) -> SqeResult<CatalogRef> {
-        self.mount(name)?.bind(session)
+        self.mount(session, name)?.bind(session)
     }
 
-    pub(crate) fn mount(&self, name: &str) -> SqeResult<&Arc<dyn CatalogMount>> {
+    /// The catalog the server mounts as `name`, or else the one `session` attached.
+    pub(crate) fn mount(&self, session: &Session, name: &str) -> SqeResult<Arc<dyn CatalogMount>> {
         self.catalogs
             .get(name)
+            .cloned()
+            .or_else(|| self.session_mounts.get(session, name))
             .ok_or_else(|| SqeError::not_found(format!("catalog '{name}' does not exist")))
+    }
+
+    /// Refuses a catalog URI (`ATTACH`) the server's `[files]` policy does not allow.
+    pub(crate) fn check_catalog_uri(&self, uri: &str) -> SqeResult<()> {
+        self.files.check_catalog_uri(uri)
     }
 
     /// The session state for one statement: the session's current catalog and schema, plus the
@@ -308,7 +320,8 @@ impl Engine {
         config.options_mut().catalog.default_schema = session.schema.clone();
         let mut builder =
             SessionStateBuilder::new_from_existing(self.state.clone()).with_config(config);
-        if !tables.is_empty() || self.per_session {
+        let attached = self.session_mounts.of(session);
+        if !tables.is_empty() || self.per_session || !attached.is_empty() {
             // The engine's shared catalogs, this session's own, and one holding this statement's
             // own tables.
             let list = Arc::new(MemoryCatalogProviderList::new());
@@ -318,17 +331,19 @@ impl Engine {
                     list.register_catalog(name, catalog);
                 }
             }
-            if self.per_session {
-                for (name, mount) in &self.catalogs {
-                    if mount.shared_catalog().is_some() {
-                        continue;
-                    }
+            if self.per_session || !attached.is_empty() {
+                let own = self
+                    .catalogs
+                    .iter()
+                    .map(|(n, m)| (n.clone(), m.clone()))
+                    .filter(|(_, m)| m.shared_catalog().is_none());
+                for (name, mount) in own.chain(attached) {
                     let provider: Arc<dyn CatalogProvider> = match mount.bind(session) {
-                        Ok(catalog) => catalog_provider(name, catalog),
+                        Ok(catalog) => catalog_provider(&name, catalog),
                         // The statement may not touch this catalog; if it does, it gets why not.
                         Err(e) => Arc::new(Unreachable(e)),
                     };
-                    list.register_catalog(name.clone(), provider);
+                    list.register_catalog(name, provider);
                 }
                 register_system_catalog(&list, &self.registry);
             }
@@ -361,6 +376,12 @@ impl Engine {
     /// Runs one statement.
     pub async fn run(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         let mut prepared = prepare(sql)?;
+        if starts_with_word(&prepared.sql, "attach") {
+            return self.attach(session, &prepared.sql).await;
+        }
+        if starts_with_word(&prepared.sql, "detach") {
+            return self.detach(session, &prepared.sql);
+        }
         if starts_with_word(&prepared.sql, "copy") {
             return self.copy_to(session, &prepared).await;
         }
@@ -817,7 +838,10 @@ fn starts_with_word(sql: &str, word: &str) -> bool {
     sql.trim_start()
         .get(..word.len())
         .is_some_and(|w| w.eq_ignore_ascii_case(word))
-        && sql.trim_start()[word.len()..].starts_with(|c: char| c.is_whitespace() || c == '(')
+        && sql.trim_start()[word.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_whitespace() || c == '(' || c == ';')
 }
 
 fn unreachable_statement<T>() -> SqeResult<T> {

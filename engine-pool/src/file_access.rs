@@ -31,6 +31,8 @@ pub struct FileRules {
     pub allow_http: bool,
     /// Object store URLs (`s3://bucket/prefix/`, `gs://…`) under these prefixes.
     pub allowed_object_prefixes: Vec<String>,
+    /// Catalog URIs (`https://…`, `postgresql://…`) a session may `ATTACH`, under these prefixes.
+    pub allowed_catalog_uris: Vec<String>,
 }
 
 /// What a statement does with a path, for the refusal's wording.
@@ -108,6 +110,27 @@ fn before_glob(path: &str) -> &str {
 }
 
 impl FileAccess {
+    /// Whether a session may `ATTACH` the catalog at `uri`: on a server, only under
+    /// `allowed_catalog_uris` (the server would otherwise reach any address a user names).
+    pub fn check_catalog_uri(&self, uri: &str) -> SqeResult<()> {
+        let FileAccess::Restricted(rules) = self else {
+            return Ok(());
+        };
+        // A prefix ends at a path boundary: `http://host:80` does not allow `http://host:8080`.
+        let under = |prefix: &str| {
+            !prefix.is_empty()
+                && uri.strip_prefix(prefix).is_some_and(|rest| {
+                    prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?'])
+                })
+        };
+        if rules.allowed_catalog_uris.iter().any(|p| under(p)) {
+            return Ok(());
+        }
+        Err(refused(format!(
+            "attaching the catalog at '{uri}' is not allowed on this server (add its prefix to [files] allowed_catalog_uris)"
+        )))
+    }
+
     /// Whether `path` (a local path, `file://`, `http(s)://` or an object-store URL) may be used
     /// for `access`; `warehouses` are the catalogs' own directories. The error says which
     /// setting would allow it.

@@ -4,6 +4,7 @@
 //! [`sqe_sessions::QueryService`].
 
 mod admission;
+mod attach;
 pub mod catalog;
 mod ddl;
 mod engine;

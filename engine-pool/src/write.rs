@@ -35,9 +35,9 @@ use iceberg::{Catalog, TableIdent};
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
-use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
+use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
-use crate::catalog::backend::{CatalogRef, SqeCatalog};
+use crate::catalog::backend::{CatalogRef, CatalogRefusal, SqeCatalog};
 use crate::engine::{Engine, normalize_ident, update_result};
 use crate::error::{from_datafusion, from_iceberg};
 use crate::types::storable_arrow_type;
@@ -272,8 +272,11 @@ async fn append(
     plan: LogicalPlan,
 ) -> SqeResult<u64> {
     let prefix = uuid::Uuid::now_v7().to_string();
-    let result = write_and_commit(catalog, table, state, plan, &prefix).await;
-    if result.is_err() {
+    let mut outcome_unknown = false;
+    let result = write_and_commit(catalog, table, state, plan, &prefix, &mut outcome_unknown).await;
+    // A commit whose outcome is unknown (a timeout, a lost connection, a catalog's 5xx) may have
+    // made the files part of the table: they stay.
+    if result.is_err() && !outcome_unknown {
         let location = table
             .metadata()
             .location()
@@ -302,6 +305,7 @@ async fn write_and_commit(
     state: &SessionState,
     plan: LogicalPlan,
     prefix: &str,
+    outcome_unknown: &mut bool,
 ) -> SqeResult<u64> {
     let metadata = table.metadata();
     let iceberg_schema = metadata.current_schema().clone();
@@ -375,10 +379,42 @@ async fn write_and_commit(
         .add_data_files(files)
         .apply(tx)
         .map_err(from_iceberg)?;
-    tx.commit(catalog.as_ref() as &dyn Catalog)
-        .await
-        .map_err(from_iceberg)?;
+    if let Err(e) = tx.commit(catalog.as_ref() as &dyn Catalog).await {
+        if surely_not_committed(&e) {
+            return Err(from_iceberg(e));
+        }
+        *outcome_unknown = true;
+        let e = from_iceberg(e);
+        return Err(SqeError::new(
+            e.code(),
+            format!(
+                "{}; whether the write was committed is unknown, so its files were kept",
+                e.message()
+            ),
+        ));
+    }
     Ok(rows)
+}
+
+/// Whether a failed commit surely changed nothing: the catalog refused it (a lost compare-and-swap,
+/// a 4xx answer), so the files it would have added belong to nobody.
+fn surely_not_committed(e: &iceberg::Error) -> bool {
+    if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts {
+        return true;
+    }
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<CatalogRefusal>())
+        .is_some_and(|r| {
+            matches!(
+                r.code,
+                ErrorCode::PermissionDenied
+                    | ErrorCode::Unauthenticated
+                    | ErrorCode::InvalidInput
+                    | ErrorCode::NotFound
+                    | ErrorCode::Conflict
+                    | ErrorCode::AlreadyExists
+            )
+        })
 }
 
 /// Rows per Parquet row group: small enough that scans split across cores and filters skip whole

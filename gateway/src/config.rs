@@ -32,6 +32,8 @@ pub struct FilesSection {
     pub allow_http: bool,
     /// Object store URLs under these prefixes (`s3://bucket/shared/`).
     pub allowed_object_prefixes: Vec<String>,
+    /// Catalog URIs a session may `ATTACH`, under these prefixes.
+    pub allowed_catalog_uris: Vec<String>,
 }
 
 impl FilesSection {
@@ -45,6 +47,7 @@ impl FilesSection {
                 .collect(),
             allow_http: self.allow_http,
             allowed_object_prefixes: self.allowed_object_prefixes.clone(),
+            allowed_catalog_uris: self.allowed_catalog_uris.clone(),
         })
     }
 }
@@ -212,7 +215,7 @@ pub enum RestAuthMode {
     None,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RestSection {
     /// The catalog's base URL, the part before `/v1/`.
@@ -234,6 +237,19 @@ pub struct RestSection {
     /// Further client and storage properties (`s3.endpoint`, `header.X-…`).
     #[serde(default)]
     pub properties: std::collections::BTreeMap<String, String>,
+}
+
+/// Property names, not their values (which may be storage keys).
+impl std::fmt::Debug for RestSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestSection")
+            .field("uri", &self.uri)
+            .field("warehouse", &self.warehouse)
+            .field("prefix", &self.prefix)
+            .field("auth", &self.auth)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl RestSection {

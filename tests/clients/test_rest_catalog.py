@@ -82,17 +82,22 @@ def flight_sql_rows(server, idp, user, sql):
             return cur.fetchall()
 
 
-@pytest.fixture(scope="module")
-def sqe(tmp_path_factory, idp, rest_catalog):
-    """sqe-server with OIDC (the test IdP) and the REST catalog mounted as `lake`, by passthrough.
-    `first_record` is where the proxy's record stood before the server started."""
+def serving(tmp_path_factory, idp, rest_catalog, name, toml):
+    """sqe-server with OIDC (the test IdP) and `toml` added to its configuration, stopped when the
+    module is done. `first_record` is where the proxy's record stood before the server started."""
     first_record = rest_catalog.records.mark()
-    s = start_server(tmp_path_factory.mktemp("sqe-rest"), AUTH.format(port=idp.port) + rest_catalog.catalog_toml())
+    s = start_server(tmp_path_factory.mktemp(name), AUTH.format(port=idp.port) + toml)
     s.first_record = first_record
     try:
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def sqe(tmp_path_factory, idp, rest_catalog):
+    """The REST catalog mounted as `lake`, by passthrough."""
+    yield from serving(tmp_path_factory, idp, rest_catalog, "sqe-rest", rest_catalog.catalog_toml())
 
 
 # The fixture, with pyiceberg alone.
@@ -282,18 +287,12 @@ def ensure_s3t(rest_catalog, idp):
 
 @pytest.fixture(scope="module")
 def sqe_s3(tmp_path_factory, idp, rest_catalog):
-    """sqe-server with the S3-backed environment mounted as `s3lake`, by passthrough, with the S3
-    FileIO properties (the catalog vends none)."""
-    first_record = rest_catalog.records.mark()
+    """The S3-backed environment mounted as `s3lake`, by passthrough, with the S3 FileIO properties
+    (the catalog vends none)."""
     mount = rest_catalog.catalog_toml(
         "s3lake", prefix=rest_catalog.s3_prefix, properties=rest_catalog.s3_properties()
     )
-    s = start_server(tmp_path_factory.mktemp("sqe-s3"), AUTH.format(port=idp.port) + mount)
-    s.first_record = first_record
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from serving(tmp_path_factory, idp, rest_catalog, "sqe-s3", mount)
 
 
 def test_proxy_s3_environment_pyiceberg(rest_catalog, idp):
@@ -390,3 +389,53 @@ def test_joins_and_create_table_as_across_catalogs(sqe, idp, rest_catalog):
     trino_sql(sqe, idp, "alice", "CREATE TABLE iceberg.default.from_lake AS SELECT * FROM lake.bronze.copied WHERE id = 2")
     assert trino_sql(sqe, idp, "alice", "SELECT * FROM iceberg.default.from_lake") == [[2, "two"]]
     assert users(rest_catalog.records.since(mark)) == {"alice"}
+
+
+@pytest.fixture(scope="module")
+def sqe_attach(tmp_path_factory, idp, rest_catalog):
+    """No REST catalog mounted, but sessions may ATTACH the one behind the proxy."""
+    files = f'\n[files]\nallowed_catalog_uris = ["{rest_catalog.proxy_url}"]\n'
+    yield from serving(tmp_path_factory, idp, rest_catalog, "sqe-attach", files)
+
+
+def test_attach_is_the_sessions_own_and_passes_its_token(sqe_attach, idp, rest_catalog):
+    table = rest_catalog.pyiceberg(jwt_of(idp, "alice")).create_table("bronze.attached", schema=SCHEMA)
+    table.append(pa.table({"id": [5, 6], "name": ["e", "f"]}, schema=SCHEMA))
+
+    def flight_session(user):
+        kwargs = {
+            "adbc.flight.sql.authorization_header": f"Bearer {jwt_of(idp, user)}",
+            "adbc.flight.sql.rpc.with_cookie_middleware": "true",
+        }
+        conn = flight_sql.connect(f"grpc://127.0.0.1:{sqe_attach.flight_port}", db_kwargs=kwargs)
+        conn.adbc_current_db_schema = "default"  # the server hands the session its cookie
+        return conn
+
+    def fetch(conn, statement):
+        with conn.cursor() as cur:
+            cur.execute(statement)
+            return cur.fetchall()
+
+    records = rest_catalog.records
+    with flight_session("alice") as alice, flight_session("bob") as bob:
+        mark = records.mark()
+        fetch(alice, f"ATTACH '{rest_catalog.proxy_url}' AS mylake (TYPE iceberg, PREFIX 'dev')")
+        assert fetch(alice, "SELECT id, name FROM mylake.bronze.attached ORDER BY id") == [(5, "e"), (6, "f")]
+        assert ("mylake",) in fetch(alice, "SHOW CATALOGS")
+        assert users(records.since(mark)) == {"alice"}
+
+        mark = records.mark()
+        with pytest.raises(AdbcError) as unseen:
+            fetch(bob, "SELECT id FROM mylake.bronze.attached")
+        assert "mylake.bronze.attached" in str(unseen.value)
+        assert ("mylake",) not in fetch(bob, "SHOW CATALOGS")
+        assert records.since(mark) == []
+
+        fetch(alice, "DETACH mylake")
+        with pytest.raises(AdbcError):
+            fetch(alice, "SELECT id FROM mylake.bronze.attached")
+
+    with pytest.raises(TrinoQueryError) as trino_refused:
+        trino_sql(sqe_attach, idp, "alice", f"ATTACH '{rest_catalog.proxy_url}' AS t (PREFIX 'dev')")
+    assert trino_refused.value.error_name == "NOT_SUPPORTED"
+    assert "Trino's protocol keeps none between statements" in trino_refused.value.message

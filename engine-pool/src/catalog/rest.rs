@@ -65,7 +65,7 @@ impl fmt::Debug for RestAuth {
 }
 
 /// A REST catalog as the configuration mounts it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RestCatalogConfig {
     /// The catalog's base URI (the part before `/v1/`).
     pub uri: String,
@@ -82,6 +82,19 @@ pub struct RestCatalogConfig {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Property names, not their values (which may be storage keys).
+impl fmt::Debug for RestCatalogConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestCatalogConfig")
+            .field("uri", &self.uri)
+            .field("warehouse", &self.warehouse)
+            .field("prefix", &self.prefix)
+            .field("auth", &self.auth)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
 /// Clients kept for passthrough tokens; past this the expired ones go, then the oldest.
 const MAX_CLIENTS: usize = 1024;
 /// How long a client for a token that is not a JWT (no `exp` to read) is kept.
@@ -95,6 +108,8 @@ pub struct RestMount {
     shared: Option<CatalogRef>,
     /// Passthrough clients by the SHA-256 of their token, with when the token expires.
     clients: Mutex<HashMap<[u8; 32], (Instant, CatalogRef)>>,
+    /// One connection pool for all of this catalog's clients (a token is a header, not a pool).
+    http: reqwest::Client,
 }
 
 impl fmt::Debug for RestMount {
@@ -115,11 +130,17 @@ impl RestMount {
                 config.uri
             )));
         }
+        // A catalog that stops answering fails the statement rather than holding it forever.
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|e| SqeError::internal(format!("catalog '{name}': HTTP client: {e}")))?;
         let shared = match &config.auth {
             RestAuth::Passthrough => None,
-            RestAuth::Static { token } => Some(client(name, &config, Some(token))?),
+            RestAuth::Static { token } => Some(client(name, &config, Some(token), &http)?),
             RestAuth::ClientCredentials { .. } | RestAuth::None => {
-                Some(client(name, &config, None)?)
+                Some(client(name, &config, None, &http)?)
             }
         };
         Ok(Self {
@@ -127,6 +148,7 @@ impl RestMount {
             config,
             shared,
             clients: Mutex::new(HashMap::new()),
+            http,
         })
     }
 
@@ -164,7 +186,7 @@ impl RestMount {
                 clients.remove(&oldest);
             }
         }
-        let catalog = client(&self.name, &self.config, Some(token))?;
+        let catalog = client(&self.name, &self.config, Some(token), &self.http)?;
         clients.insert(key, (expires, catalog.clone()));
         Ok(catalog)
     }
@@ -214,7 +236,12 @@ fn token_expiry(token: &str, now: Instant) -> Instant {
 }
 
 /// A client for the catalog, with `token` as its bearer token if given.
-fn client(name: &str, config: &RestCatalogConfig, token: Option<&str>) -> SqeResult<CatalogRef> {
+fn client(
+    name: &str,
+    config: &RestCatalogConfig,
+    token: Option<&str>,
+    http: &reqwest::Client,
+) -> SqeResult<CatalogRef> {
     let mut props: HashMap<String, String> = config
         .properties
         .iter()
@@ -252,14 +279,8 @@ fn client(name: &str, config: &RestCatalogConfig, token: Option<&str>) -> SqeRes
     }
     let runtime = iceberg::Runtime::try_current()
         .map_err(|e| SqeError::internal(format!("catalog '{name}': {e}")))?;
-    // A catalog that stops answering fails the statement rather than holding it forever.
-    let http = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-        .map_err(|e| SqeError::internal(format!("catalog '{name}': HTTP client: {e}")))?;
     let builder = RestCatalogBuilder::default()
-        .with_client(http)
+        .with_client(http.clone())
         .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
         .with_runtime(runtime);
     // `load` only checks the properties; the client connects on its first request.
@@ -330,6 +351,15 @@ impl RestClient {
                     ),
                 }
             }
+            None if e.message().contains("the commit state is unknown") => CatalogRefusal {
+                code: ErrorCode::External,
+                message: format!(
+                    "catalog '{}' ({}) failed the commit: {}",
+                    self.name,
+                    self.uri,
+                    e.message()
+                ),
+            },
             None if e.message().starts_with("Failed to parse response") => CatalogRefusal {
                 code: ErrorCode::External,
                 message: format!(

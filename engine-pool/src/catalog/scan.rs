@@ -53,7 +53,7 @@ const MIN_RANGE_BYTES: u64 = 8 * 1024 * 1024;
 const RANGES_PER_PARTITION: u64 = 4;
 
 /// A table (at its current snapshot, or at `snapshot_id`) for DataFusion.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct IcebergScanProvider {
     table: Table,
     snapshot_id: Option<i64>,
@@ -62,6 +62,16 @@ pub struct IcebergScanProvider {
     iceberg_schema: iceberg::spec::SchemaRef,
     /// Each top-level column's field id, by name.
     field_ids: HashMap<String, i32>,
+}
+
+/// Without the table's file IO, whose properties may hold the caller's token and storage keys.
+impl fmt::Debug for IcebergScanProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IcebergScanProvider")
+            .field("table", self.table.identifier())
+            .field("snapshot_id", &self.snapshot_id)
+            .finish()
+    }
 }
 
 impl IcebergScanProvider {

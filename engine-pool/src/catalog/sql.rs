@@ -7,8 +7,9 @@
 //! still the one the commit started from, so two processes writing one warehouse never lose a write; the
 //! loser gets a retryable conflict and iceberg's transaction retries it on fresh metadata.
 //!
-//! Every statement runs on the blocking pool. PostgreSQL is connected on first use and again after
-//! the connection is lost, so a database that restarts is reached again by the next statement.
+//! Statements run on the blocking pool, except SQLite's listings, which DataFusion asks for
+//! synchronously. PostgreSQL is connected on first use and again after the connection is lost (a
+//! read is tried once more on a fresh connection), so a database that restarts is reached again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,8 @@ pub struct SqlCatalog {
     name: String,
     /// Where new tables' files go (a local directory).
     warehouse: PathBuf,
+    /// SQLite answers listings at once; PostgreSQL only on the blocking pool.
+    sqlite: bool,
     db: Arc<Db>,
     file_io: FileIO,
     /// Tables already read, by name and metadata file. A metadata file never changes once written
@@ -62,6 +65,21 @@ enum Conn {
         address: String,
         client: Option<Box<postgres::Client>>,
     },
+}
+
+impl Drop for Db {
+    /// The PostgreSQL client runs a runtime of its own, which may not be shut down inside another
+    /// one (the engine is dropped in async code): it goes on a thread of its own.
+    fn drop(&mut self) {
+        let conn = self.conn.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Conn::Postgres { client, .. } = conn
+            && let Some(client) = client.take()
+        {
+            let _ = std::thread::Builder::new()
+                .name("sqe-pg-close".into())
+                .spawn(move || drop(client));
+        }
+    }
 }
 
 /// How a write to the catalog's rows failed.
@@ -207,6 +225,11 @@ impl SqlCatalog {
             pg.password(password);
         }
         pg.connect_timeout(Duration::from_secs(10));
+        // A database that stops answering fails the statement instead of holding the catalog.
+        pg.keepalives(true);
+        pg.keepalives_idle(Duration::from_secs(30));
+        pg.tcp_user_timeout(Duration::from_secs(30));
+        pg.options("-c statement_timeout=30000");
         let host = pg
             .get_hosts()
             .first()
@@ -230,6 +253,7 @@ impl SqlCatalog {
 
     fn with(name: &str, warehouse: PathBuf, conn: Conn) -> Self {
         Self {
+            sqlite: matches!(conn, Conn::Sqlite(_)),
             name: name.to_string(),
             warehouse,
             db: Arc::new(Db {
@@ -239,13 +263,6 @@ impl SqlCatalog {
             file_io: FileIO::new_with_fs(),
             tables: Mutex::new(HashMap::new()),
         }
-    }
-
-    fn is_sqlite(&self) -> bool {
-        matches!(
-            *self.db.conn.lock().unwrap_or_else(|p| p.into_inner()),
-            Conn::Sqlite(_)
-        )
     }
 
     pub fn name(&self) -> &str {
@@ -370,7 +387,7 @@ fn postgres_err(name: &str, address: &str, e: &postgres::Error) -> Error {
         )
         .with_retryable(true);
     }
-    if e.code().is_none() {
+    if lost(e) {
         let refusal = CatalogRefusal {
             code: sqe_sessions::ErrorCode::External,
             message: format!(
@@ -388,14 +405,26 @@ fn postgres_err(name: &str, address: &str, e: &postgres::Error) -> Error {
     )
 }
 
+/// Whether a PostgreSQL error means the connection is gone (or never came), rather than a
+/// statement the database refused.
+fn lost(e: &postgres::Error) -> bool {
+    e.is_closed()
+        || std::error::Error::source(e)
+            .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+        || (e.code().is_none() && e.to_string().contains("connect"))
+}
+
+/// A row of text columns; a column of another type is an error, not a panic.
+fn text_row(row: &postgres::Row) -> std::result::Result<Vec<Option<String>>, postgres::Error> {
+    (0..row.len()).map(|i| row.try_get(i)).collect()
+}
+
 /// The value of a statement parameter, which in the catalog's tables is always text.
 type Args<'a> = &'a [&'a str];
 
 impl Db {
     fn conn(&self) -> Result<std::sync::MutexGuard<'_, Conn>> {
-        self.conn
-            .lock()
-            .map_err(|_| Error::new(ErrorKind::Unexpected, "catalog connection poisoned"))
+        Ok(self.conn.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Runs a query of text columns. `sql` numbers its parameters `$1`, `$2`, … (SQLite reads them
@@ -417,19 +446,29 @@ impl Db {
                     .map_err(sqlite_err)?;
                 Ok(rows)
             }
-            Conn::Postgres { .. } => self.on_postgres(&mut conn, |client| {
-                let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
-                    args.iter().map(|a| a as _).collect();
-                let rows = client.query(sql, &params)?;
-                Ok(rows
-                    .iter()
-                    .map(|r| {
-                        (0..r.len())
-                            .map(|i| r.get::<_, Option<String>>(i))
-                            .collect()
-                    })
-                    .collect())
-            }),
+            Conn::Postgres { .. } => {
+                let read = |client: &mut postgres::Client| {
+                    let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                        args.iter().map(|a| a as _).collect();
+                    client.query(sql, &params)?.iter().map(text_row).collect()
+                };
+                let connected = |conn: &Conn| {
+                    matches!(
+                        conn,
+                        Conn::Postgres {
+                            client: Some(_),
+                            ..
+                        }
+                    )
+                };
+                let had = connected(&conn);
+                match self.on_postgres(&mut conn, read) {
+                    // The first use of a connection the database dropped (it restarted) fails
+                    // having done nothing: a read is tried once more, on a new connection.
+                    Err(_) if had && !connected(&conn) => self.on_postgres(&mut conn, read),
+                    result => result,
+                }
+            }
         }
     }
 
@@ -482,6 +521,7 @@ impl Db {
         conn: &mut Conn,
         f: impl FnOnce(&mut postgres::Client) -> std::result::Result<T, postgres::Error>,
     ) -> Result<T> {
+        let name = &self.name;
         let Conn::Postgres {
             config,
             address,
@@ -496,21 +536,34 @@ impl Db {
         if client.as_ref().is_none_or(|c| c.is_closed()) {
             let mut fresh = config
                 .connect(postgres::NoTls)
-                .map_err(|e| postgres_err(&self.name, address, &e))?;
-            fresh
-                .batch_execute(CREATE_TABLES)
-                .map_err(|e| postgres_err(&self.name, address, &e))?;
-            let has_type = fresh
+                .map_err(|e| postgres_err(name, address, &e))?;
+            // Create or change the catalog's tables only when they need it: a login that may only
+            // read and write the rows of existing tables works too.
+            let present: Vec<String> = fresh
                 .query(
-                    "SELECT 1 FROM information_schema.columns
-                     WHERE table_name = 'iceberg_tables' AND column_name = 'iceberg_type'",
+                    "SELECT column_name::text FROM information_schema.columns
+                     WHERE table_schema = current_schema() AND table_name = 'iceberg_tables'",
                     &[],
                 )
-                .map_err(|e| postgres_err(&self.name, address, &e))?;
-            if has_type.is_empty() {
+                .map_err(|e| postgres_err(name, address, &e))?
+                .iter()
+                .filter_map(|r| r.try_get::<_, String>(0).ok())
+                .collect();
+            let namespaces = fresh
+                .query(
+                    "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema()
+                     AND table_name = 'iceberg_namespace_properties'",
+                    &[],
+                )
+                .map_err(|e| postgres_err(name, address, &e))?;
+            if present.is_empty() || namespaces.is_empty() {
+                fresh
+                    .batch_execute(CREATE_TABLES)
+                    .map_err(|e| postgres_err(name, address, &e))?;
+            } else if !present.iter().any(|c| c == "iceberg_type") {
                 fresh
                     .batch_execute(ADD_TYPE_COLUMN)
-                    .map_err(|e| postgres_err(&self.name, address, &e))?;
+                    .map_err(|e| postgres_err(name, address, &e))?;
             }
             *client = Some(Box::new(fresh));
         }
@@ -520,10 +573,10 @@ impl Db {
         match f(live) {
             Ok(v) => Ok(v),
             Err(e) => {
-                if e.code().is_none() || live.is_closed() {
+                if lost(&e) || live.is_closed() {
                     *client = None;
                 }
-                Err(postgres_err(&self.name, address, &e))
+                Err(postgres_err(name, address, &e))
             }
         }
     }
@@ -965,12 +1018,11 @@ impl SqeCatalog for SqlCatalog {
 
     /// SQLite answers at once; PostgreSQL is a network call, never made on a runtime thread.
     fn namespace_names_now(&self) -> Option<Vec<String>> {
-        self.is_sqlite().then(|| self.db.namespace_names().ok())?
+        self.sqlite.then(|| self.db.namespace_names().ok())?
     }
 
     fn table_names_now(&self, namespace: &str) -> Option<Vec<String>> {
-        self.is_sqlite()
-            .then(|| self.db.table_names(namespace).ok())?
+        self.sqlite.then(|| self.db.table_names(namespace).ok())?
     }
 
     async fn namespace_names(&self) -> Result<Vec<String>> {

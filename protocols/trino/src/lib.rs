@@ -424,10 +424,14 @@ async fn post_statement(
     headers: HeaderMap,
     body: String,
 ) -> Response {
+    let signed_in = principal.as_ref().map(|Extension(p)| p.name.clone());
     let principal = match trino.acting_user(principal.map(|Extension(p)| p), &headers) {
         Ok(p) => p,
         Err((status, message)) => return reject(status, message),
     };
+    // A statement run for someone else (impersonation) carries no token: the signed-in caller's
+    // own would reach catalogs with its rights, not the user's.
+    let credential = credential.filter(|_| signed_in.as_deref() == Some(principal.name.as_str()));
     let sql = body.trim();
     if sql.is_empty() {
         return reject(StatusCode::BAD_REQUEST, "SQL statement is empty");
