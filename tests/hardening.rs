@@ -441,8 +441,12 @@ async fn malformed_attach_is_refused_clearly() {
             "unknown catalog TYPE 'mysql' (known: sqlite, rest, iceberg, jdbc, postgres)",
         ),
         (
+            "ATTACH 'https://cat.example/api' AS x (TOKEN 't')",
+            "unknown option token for a Rest catalog (known: TYPE, PREFIX, WAREHOUSE, AUTH, SECRET)",
+        ),
+        (
             "ATTACH 'https://cat.example/api' AS x (SECRET s)",
-            "unknown option secret for a Rest catalog (known: TYPE, PREFIX, WAREHOUSE, AUTH)",
+            "secret 's' does not exist",
         ),
         (
             "ATTACH 'postgresql://u@127.0.0.1:1/db' AS x",
@@ -485,7 +489,7 @@ async fn malformed_attach_is_refused_clearly() {
         e,
         Some((
             ErrorCode::ResourceExhausted,
-            "a session may attach at most 16 catalogs; DETACH one first".to_string()
+            "a session may hold at most 16 attached catalogs; DETACH one first".to_string()
         ))
     );
 }
@@ -564,4 +568,162 @@ async fn a_server_attaches_only_what_it_allows() {
     )
     .await;
     assert_eq!(e.code(), ErrorCode::Unsupported);
+}
+
+/// A secret is its session's own, is listed by name and type only, and its values reach no result,
+/// error or registry row, not even an admin's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_belong_to_their_session_and_never_show_their_values() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        &dir.path().join("warehouse"),
+        EngineConfig {
+            admin_roles: vec!["admin".into()],
+            ..EngineConfig::default()
+        },
+    );
+    let alice = session(&engine, "alice", &[]);
+    ok(
+        &engine,
+        &alice,
+        "CREATE SECRET lake_token (TYPE bearer, TOKEN 'tok-1234567890')",
+    )
+    .await;
+    ok(&engine, &alice, "CREATE SECRET s3cred (TYPE s3, KEY_ID 'AKIAEXAMPLE', SECRET 'very-secret-value', URL_STYLE 'path')").await;
+    assert_eq!(
+        ok(&engine, &alice, "SHOW SECRETS").await,
+        vec!["lake_token|bearer|session", "s3cred|s3|session"]
+    );
+    let twice = refused(
+        &engine,
+        &alice,
+        "CREATE SECRET lake_token (TYPE bearer, TOKEN 'other-token')",
+    )
+    .await;
+    assert_eq!(
+        (twice.code(), twice.message()),
+        (
+            ErrorCode::AlreadyExists,
+            "secret 'lake_token' already exists"
+        )
+    );
+    ok(
+        &engine,
+        &alice,
+        "CREATE SECRET IF NOT EXISTS lake_token (TYPE bearer, TOKEN 'other-token')",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE OR REPLACE SECRET lake_token (TYPE bearer, TOKEN 'tok-1234567890')",
+    )
+    .await;
+
+    // Bad statements are refused without quoting what they held.
+    let cases = [
+        (
+            "CREATE SECRET x (TYPE bearer, TOKEN 'tok-1234567890'",
+            "syntax error in CREATE SECRET: expected CREATE SECRET name (TYPE t, KEY 'value', …)",
+        ),
+        (
+            "CREATE SECRET x (TYPE bearer, PASSWORD 'tok-1234567890')",
+            "unknown key password for a bearer secret (known: TOKEN)",
+        ),
+        (
+            "CREATE SECRET x (TYPE s3, REGION 'eu')",
+            "a s3 secret needs KEY_ID",
+        ),
+        (
+            "CREATE SECRET x (TYPE gcs, TOKEN 'tok-1234567890')",
+            "unknown secret TYPE 'gcs' (known: bearer, s3)",
+        ),
+        (
+            "CREATE PERSISTENT SECRET x (TYPE bearer, TOKEN 'tok-1234567890')",
+            "persistent secrets are not supported yet; a secret lasts as long as its session",
+        ),
+    ];
+    for (sql, message) in cases {
+        assert_eq!(
+            refused(&engine, &alice, sql).await.message(),
+            message,
+            "{sql}"
+        );
+    }
+
+    // Another user, and another user presenting alice's session id, neither see nor use them.
+    let mut bob = session(&engine, "bob", &[]);
+    assert!(ok(&engine, &bob, "SHOW SECRETS").await.is_empty());
+    bob.id = alice.id.clone();
+    assert!(ok(&engine, &bob, "SHOW SECRETS").await.is_empty());
+    let used = refused(
+        &engine,
+        &bob,
+        "ATTACH 'http://127.0.0.1:9/api' AS c (SECRET lake_token)",
+    )
+    .await;
+    assert_eq!(
+        (used.code(), used.message()),
+        (ErrorCode::NotFound, "secret 'lake_token' does not exist")
+    );
+    assert_eq!(
+        refused(&engine, &bob, "DROP SECRET lake_token")
+            .await
+            .code(),
+        ErrorCode::NotFound
+    );
+
+    // Alice attaches with them; a bearer secret and AUTH together are refused.
+    ok(
+        &engine,
+        &alice,
+        "ATTACH 'http://127.0.0.1:9/api' AS c (SECRET lake_token)",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "ATTACH 'http://127.0.0.1:9/api' AS d (SECRET s3cred, AUTH none)",
+    )
+    .await;
+    let both = refused(
+        &engine,
+        &alice,
+        "ATTACH 'http://127.0.0.1:9/api' AS e (SECRET lake_token, AUTH none)",
+    )
+    .await;
+    assert_eq!(both.message(), "give AUTH or a bearer SECRET, not both");
+
+    // The registry, read by alice and by an admin, holds no value.
+    let admin = session(&engine, "root", &["admin"]);
+    for reader in [&alice, &admin] {
+        let rows = ok(
+            &engine,
+            reader,
+            "SELECT query, error_message FROM system.runtime.queries",
+        )
+        .await;
+        let all = rows.join("\n");
+        for value in [
+            "tok-1234567890",
+            "very-secret-value",
+            "other-token",
+            "AKIAEXAMPLE",
+        ] {
+            assert!(!all.contains(value), "{value} in:\n{all}");
+        }
+        assert!(
+            all.contains("CREATE SECRET … (values not recorded)"),
+            "{all}"
+        );
+    }
+
+    ok(&engine, &alice, "DROP SECRET lake_token").await;
+    ok(&engine, &alice, "DROP SECRET IF EXISTS lake_token").await;
+    let gone = refused(&engine, &alice, "DROP SECRET lake_token").await;
+    assert_eq!(gone.message(), "secret 'lake_token' does not exist");
+    assert_eq!(
+        ok(&engine, &alice, "SHOW SECRETS").await,
+        vec!["s3cred|s3|session"]
+    );
 }

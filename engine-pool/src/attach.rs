@@ -8,7 +8,9 @@
 //! session that made it and to its principal, and lives as long as the session (the shell, a Flight
 //! SQL session kept by its cookie); Trino's protocol keeps no session between statements, so there
 //! ATTACH is refused. On a server, what may be attached is what `[files]` allows: a local warehouse
-//! under an allowed directory, a catalog URI under `allowed_catalog_uris`.
+//! under an allowed directory, a catalog URI under `allowed_catalog_uris`. A REST catalog takes
+//! `AUTH passthrough` (the caller's own token; the default when the session has one) or `none`, or
+//! `SECRET name`: a bearer secret as its token, an s3 secret as its tables' storage credentials.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -27,7 +29,7 @@ use crate::engine::{Engine, QUERY_CATALOG, SYSTEM_CATALOG, empty_result};
 use crate::error::from_iceberg;
 use crate::file_access::Access;
 
-/// Catalogs one session may attach at once.
+/// Catalogs (or secrets) one session may hold at once.
 const MAX_MOUNTS_PER_SESSION: usize = 16;
 /// Sessions with attached catalogs kept at once; past this the least recently used is dropped.
 const MAX_SESSIONS: usize = 4096;
@@ -198,31 +200,47 @@ pub(crate) fn parse_detach(sql: &str) -> SqeResult<Detach> {
     Ok(Detach { name, if_exists })
 }
 
-/// The catalogs sessions attached, by session id.
-#[derive(Default)]
-pub(crate) struct SessionMounts {
-    sessions: Mutex<HashMap<String, Attached>>,
+/// What sessions keep for themselves (attached catalogs, secrets), by session id, each entry
+/// reachable only by the principal whose session it is, whatever id another presents.
+pub(crate) struct SessionScoped<T> {
+    sessions: Mutex<HashMap<String, Owned<T>>>,
+    /// Entries one session may hold at once.
+    per_session: usize,
+    /// What the entries are and how to free one, for errors.
+    what: &'static str,
+    free: &'static str,
 }
 
-struct Attached {
-    /// The principal whose session it is: nobody else reaches these mounts, whatever id they send.
+struct Owned<T> {
     owner: String,
-    mounts: BTreeMap<String, Arc<dyn CatalogMount>>,
+    items: BTreeMap<String, T>,
     used: Instant,
 }
 
-impl SessionMounts {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Attached>> {
+/// The catalogs sessions attached.
+pub(crate) type SessionMounts = SessionScoped<Arc<dyn CatalogMount>>;
+
+impl<T: Clone> SessionScoped<T> {
+    pub fn new(what: &'static str, free: &'static str) -> Self {
+        Self {
+            sessions: Mutex::new(HashMap::new()),
+            per_session: MAX_MOUNTS_PER_SESSION,
+            what,
+            free,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Owned<T>>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The session's attached catalogs, by name.
-    pub fn of(&self, session: &Session) -> Vec<(String, Arc<dyn CatalogMount>)> {
+    /// The session's entries, by name.
+    pub fn of(&self, session: &Session) -> Vec<(String, T)> {
         let mut sessions = self.lock();
         match sessions.get_mut(&session.id) {
-            Some(a) if a.owner == session.principal.name => {
-                a.used = Instant::now();
-                a.mounts
+            Some(o) if o.owner == session.principal.name => {
+                o.used = Instant::now();
+                o.items
                     .iter()
                     .map(|(n, m)| (n.clone(), m.clone()))
                     .collect()
@@ -231,62 +249,62 @@ impl SessionMounts {
         }
     }
 
-    pub fn get(&self, session: &Session, name: &str) -> Option<Arc<dyn CatalogMount>> {
+    pub fn get(&self, session: &Session, name: &str) -> Option<T> {
         let sessions = self.lock();
-        let attached = sessions.get(&session.id)?;
-        (attached.owner == session.principal.name)
-            .then(|| attached.mounts.get(name).cloned())
+        let owned = sessions.get(&session.id)?;
+        (owned.owner == session.principal.name)
+            .then(|| owned.items.get(name).cloned())
             .flatten()
     }
 
-    fn add(&self, session: &Session, name: String, mount: Arc<dyn CatalogMount>) -> SqeResult<()> {
+    /// Adds (or replaces) an entry.
+    pub fn add(&self, session: &Session, name: String, item: T) -> SqeResult<()> {
         let mut sessions = self.lock();
         if !sessions.contains_key(&session.id) && sessions.len() >= MAX_SESSIONS {
             let oldest = sessions
                 .iter()
-                .min_by_key(|(_, a)| a.used)
+                .min_by_key(|(_, o)| o.used)
                 .map(|(id, _)| id.clone());
             if let Some(id) = oldest {
                 sessions.remove(&id);
             }
         }
-        let attached = sessions
-            .entry(session.id.clone())
-            .or_insert_with(|| Attached {
-                owner: session.principal.name.clone(),
-                mounts: BTreeMap::new(),
-                used: Instant::now(),
-            });
-        if attached.owner != session.principal.name {
+        let owned = sessions.entry(session.id.clone()).or_insert_with(|| Owned {
+            owner: session.principal.name.clone(),
+            items: BTreeMap::new(),
+            used: Instant::now(),
+        });
+        if owned.owner != session.principal.name {
             return Err(SqeError::new(
                 ErrorCode::PermissionDenied,
                 "this session belongs to another user",
             ));
         }
-        if attached.mounts.len() >= MAX_MOUNTS_PER_SESSION {
+        if owned.items.len() >= self.per_session && !owned.items.contains_key(&name) {
             return Err(SqeError::new(
                 ErrorCode::ResourceExhausted,
                 format!(
-                    "a session may attach at most {MAX_MOUNTS_PER_SESSION} catalogs; DETACH one first"
+                    "a session may hold at most {} {}; {} one first",
+                    self.per_session, self.what, self.free
                 ),
             ));
         }
-        attached.used = Instant::now();
-        attached.mounts.insert(name, mount);
+        owned.used = Instant::now();
+        owned.items.insert(name, item);
         Ok(())
     }
 
-    /// Removes a mount; false if the session had none by that name.
-    fn remove(&self, session: &Session, name: &str) -> bool {
+    /// Removes an entry; false if the session had none by that name.
+    pub fn remove(&self, session: &Session, name: &str) -> bool {
         let mut sessions = self.lock();
-        let Some(attached) = sessions.get_mut(&session.id) else {
+        let Some(owned) = sessions.get_mut(&session.id) else {
             return false;
         };
-        if attached.owner != session.principal.name {
+        if owned.owner != session.principal.name {
             return false;
         }
-        let removed = attached.mounts.remove(name).is_some();
-        if attached.mounts.is_empty() {
+        let removed = owned.items.remove(name).is_some();
+        if owned.items.is_empty() {
             sessions.remove(&session.id);
         }
         removed
@@ -325,7 +343,7 @@ fn kind_of(uri: &str, options: &[(String, String)]) -> SqeResult<Kind> {
 fn known_options(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::Sqlite => &[],
-        Kind::Rest => &["prefix", "warehouse", "auth"],
+        Kind::Rest => &["prefix", "warehouse", "auth", "secret"],
         Kind::Postgres => &["warehouse"],
     }
 }
@@ -371,6 +389,7 @@ impl Engine {
             }
         }
         let mount: Arc<dyn CatalogMount> = match kind {
+            // A catalog's options name no secret yet where the kind takes none (see known_options).
             Kind::Sqlite => {
                 let dir = attach
                     .uri
@@ -387,11 +406,22 @@ impl Engine {
             }
             Kind::Rest => {
                 self.check_catalog_uri(&attach.uri)?;
+                let secret = match option("secret") {
+                    Some(name) => Some(self.secret(session, &name)?),
+                    None => None,
+                };
+                let token = secret.as_ref().and_then(|s| s.token()).map(str::to_string);
                 let auth = match option("auth").map(|a| a.to_ascii_lowercase()).as_deref() {
+                    Some(_) if token.is_some() => {
+                        return Err(SqeError::invalid("give AUTH or a bearer SECRET, not both"));
+                    }
                     Some("passthrough") => RestAuth::Passthrough,
                     Some("none") => RestAuth::None,
-                    None if session.credential.is_some() => RestAuth::Passthrough,
-                    None => RestAuth::None,
+                    None => match token {
+                        Some(token) => RestAuth::Static { token },
+                        None if session.credential.is_some() => RestAuth::Passthrough,
+                        None => RestAuth::None,
+                    },
                     Some(other) => {
                         return Err(SqeError::invalid(format!(
                             "AUTH '{other}' is not known here (known: passthrough, none)"
@@ -403,7 +433,7 @@ impl Engine {
                     warehouse: option("warehouse"),
                     prefix: option("prefix"),
                     auth,
-                    properties: BTreeMap::new(),
+                    properties: secret.map(|s| s.storage_properties()).unwrap_or_default(),
                 };
                 Arc::new(RestMount::new(&name, config)?)
             }

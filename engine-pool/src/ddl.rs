@@ -171,7 +171,7 @@ pub(crate) fn partition_spec(
 }
 
 /// True if `sql`'s first words are `words` (case-insensitive).
-fn starts_with_words(sql: &str, words: &[&str]) -> bool {
+pub(crate) fn starts_with_words(sql: &str, words: &[&str]) -> bool {
     let mut it = sql.split_whitespace();
     words.iter().all(|w| {
         it.next()

@@ -34,18 +34,20 @@ use sqe_sessions::{
 };
 
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, SystemCatalog, admitted};
-use crate::attach::SessionMounts;
+use crate::attach::{SessionMounts, SessionScoped};
 use crate::catalog::backend::{CatalogMount, CatalogRef, SharedMount};
 use crate::catalog::information::{Catalogs, WithInformationSchema};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
 use crate::catalog::rest::{RestCatalogConfig, RestMount};
 use crate::catalog::sql::{PostgresConfig, SqlCatalog};
+use crate::ddl::starts_with_words;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::file_access::{Access, FileAccess};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::guard::{Planning, check_depth, check_length};
 use crate::optimizer::SqeOptimizerOptions;
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
+use crate::secrets::{CreateSecret, Secret, is_create_secret, recorded_text};
 use crate::session_properties::{check_session, max_run_time};
 
 /// Trino's `system` catalog: `system.runtime.queries`.
@@ -117,6 +119,8 @@ pub struct Engine {
     per_session: bool,
     /// Catalogs sessions attached for themselves (`ATTACH`).
     pub(crate) session_mounts: SessionMounts,
+    /// Secrets sessions made for themselves (`CREATE SECRET`).
+    pub(crate) session_secrets: SessionScoped<Secret>,
     default_catalog: String,
     admin_roles: Vec<String>,
     files: FileAccess,
@@ -230,7 +234,8 @@ impl Engine {
         Ok(Self {
             catalogs,
             per_session,
-            session_mounts: SessionMounts::default(),
+            session_mounts: SessionMounts::new("attached catalogs", "DETACH"),
+            session_secrets: SessionScoped::new("secrets", "DROP SECRET"),
             default_catalog: default_catalog.to_lowercase(),
             admin_roles: config.admin_roles.clone(),
             files: config.files.clone(),
@@ -382,6 +387,9 @@ impl Engine {
         if starts_with_word(&prepared.sql, "detach") {
             return self.detach(session, &prepared.sql);
         }
+        if starts_with_words(&prepared.sql, &["show", "secrets"]) {
+            return self.show_secrets(session);
+        }
         if starts_with_word(&prepared.sql, "copy") {
             return self.copy_to(session, &prepared).await;
         }
@@ -392,7 +400,24 @@ impl Engine {
                 prepared.sql = format!("RESET {}", &rest["session".len()..]);
             }
         }
+        let secret = is_create_secret(&prepared.sql);
         let mut statements = Parser::parse_sql(&GenericDialect {}, &prepared.sql).map_err(|e| {
+            if secret {
+                if prepared
+                    .sql
+                    .split_whitespace()
+                    .take(4)
+                    .any(|w| w.eq_ignore_ascii_case("persistent"))
+                {
+                    return SqeError::unsupported(
+                        "persistent secrets are not supported yet; a secret lasts as long as its session",
+                    );
+                }
+                // The parser's message may quote the secret's values.
+                return SqeError::invalid(
+                    "syntax error in CREATE SECRET: expected CREATE SECRET name (TYPE t, KEY 'value', …)",
+                );
+            }
             let text = e.to_string();
             let text = text.trim_start_matches("sql parser error: ");
             let position = if text.contains(" at Line: ") {
@@ -447,6 +472,29 @@ impl Engine {
                 self.create_table_as(session, ct, prepared.partitioned_by, tables)
                     .await
             }
+            Statement::CreateSecret {
+                or_replace,
+                temporary,
+                if_not_exists,
+                name,
+                storage_specifier,
+                secret_type,
+                options,
+            } => self.create_secret(
+                session,
+                CreateSecret {
+                    or_replace: *or_replace,
+                    temporary: *temporary,
+                    if_not_exists: *if_not_exists,
+                    name: name.clone(),
+                    storage_specifier: storage_specifier.clone(),
+                    secret_type: secret_type.clone(),
+                    options: options.clone(),
+                },
+            ),
+            Statement::DropSecret {
+                if_exists, name, ..
+            } => self.drop_secret(session, name, *if_exists),
             _ => self.run_ddl(session, statement, prepared).await,
         }
     }
@@ -1050,10 +1098,12 @@ impl QueryService for Engine {
     async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         self.accepting()?;
         check_length(sql)?;
+        // A secret's values stay out of the query registry.
+        let recorded = recorded_text(sql);
         check_session(session)?;
         match max_run_time(session) {
             None => {
-                admitted(&self.admission, &self.registry, session, sql, || {
+                admitted(&self.admission, &self.registry, session, &recorded, || {
                     Planning::new(self.run(session, sql))
                 })
                 .await
@@ -1074,7 +1124,7 @@ impl QueryService for Engine {
                     &self.admission,
                     &self.registry,
                     session,
-                    sql,
+                    &recorded,
                     || async move {
                         let planning = Planning::new(self.run(session, sql));
                         let mut result = tokio::time::timeout_at(deadline, planning)

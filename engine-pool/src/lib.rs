@@ -15,6 +15,7 @@ pub mod guard;
 mod ingest;
 mod optimizer;
 mod prepass;
+mod secrets;
 mod session_properties;
 pub mod types;
 mod write;

@@ -24,7 +24,11 @@ lakana token; lakana lets alice create, write and read in namespace bronze and r
   on, and the read succeeds once the endpoint is back.
 """
 
+import csv
+import io
+import os
 import re
+import subprocess
 
 import adbc_driver_flightsql.dbapi as flight_sql
 import pyarrow as pa
@@ -36,7 +40,7 @@ from pyiceberg.exceptions import ForbiddenError
 from trino.auth import JWTAuthentication
 from trino.exceptions import TrinoQueryError
 
-from conftest import start_server, token
+from conftest import TARGET, start_server, token
 from rest_catalog import INVALID_TOKEN, NO_TOKEN, Request, rest_catalog  # noqa: F401
 
 AUTH = (
@@ -439,3 +443,28 @@ def test_attach_is_the_sessions_own_and_passes_its_token(sqe_attach, idp, rest_c
         trino_sql(sqe_attach, idp, "alice", f"ATTACH '{rest_catalog.proxy_url}' AS t (PREFIX 'dev')")
     assert trino_refused.value.error_name == "NOT_SUPPORTED"
     assert "Trino's protocol keeps none between statements" in trino_refused.value.message
+
+
+def test_the_embedded_shell_reaches_the_rest_catalog_with_a_secret(tmp_path, idp, rest_catalog):
+    """sqe-cli --embedded: a bearer secret holds alice's token, ATTACH uses it, and the catalog sees
+    alice on every request; pyiceberg then reads what the shell wrote."""
+    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
+    mark = rest_catalog.records.mark()
+    sql = (
+        f"CREATE SECRET lake_token (TYPE bearer, TOKEN '{jwt_of(idp, 'alice')}'); "
+        f"ATTACH '{rest_catalog.proxy_url}' AS lake (TYPE iceberg, PREFIX 'dev', SECRET lake_token); "
+        "CREATE TABLE lake.bronze.from_shell (id BIGINT, name VARCHAR); "
+        "INSERT INTO lake.bronze.from_shell VALUES (1, 'x'), (2, 'y'); "
+        "SELECT id, name FROM lake.bronze.from_shell ORDER BY id"
+    )
+    result = subprocess.run(
+        [cli, "--embedded", "--warehouse", str(tmp_path / "w"), "-f", "csv", "-e", sql],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert list(csv.reader(io.StringIO(result.stdout)))[-3:] == [["id", "name"], ["1", "x"], ["2", "y"]]
+    assert users(rest_catalog.records.since(mark)) == {"alice"}
+    table = rest_catalog.pyiceberg(jwt_of(idp, "alice")).load_table("bronze.from_shell")
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == [{"id": 1, "name": "x"}, {"id": 2, "name": "y"}]

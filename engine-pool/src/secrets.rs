@@ -1,0 +1,303 @@
+//! Secrets a session makes for itself, as DuckDB spells them:
+//! `CREATE [OR REPLACE] [TEMPORARY] SECRET [IF NOT EXISTS] name (TYPE bearer | s3, key value, …)`,
+//! `DROP [TEMPORARY] SECRET [IF EXISTS] name` and `SHOW SECRETS` (names and types, never a value).
+//! `ATTACH … (SECRET name)` uses one: a bearer secret is the catalog's token, an s3 secret the
+//! storage credentials of the catalog's tables.
+//!
+//! A secret belongs to the session that made it and to its principal, like an attached catalog,
+//! and lasts as long as the session; persistent secrets are not there yet. Its values never appear
+//! in a result, an error, the query registry (`system.runtime.queries` shows the statement with
+//! its values cut) or a `Debug` print.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::StringArray;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::sql::sqlparser::ast::{Ident, SecretOption};
+use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
+
+use crate::engine::{Engine, empty_result, normalize_ident, rows_result};
+
+/// What a secret is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SecretKind {
+    /// A bearer token for a catalog.
+    Bearer,
+    /// Credentials for S3 and S3-alikes.
+    S3,
+}
+
+impl SecretKind {
+    fn name(self) -> &'static str {
+        match self {
+            SecretKind::Bearer => "bearer",
+            SecretKind::S3 => "s3",
+        }
+    }
+
+    /// The keys a secret of this kind takes, the first one required.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            SecretKind::Bearer => &["token"],
+            SecretKind::S3 => &[
+                "key_id",
+                "secret",
+                "session_token",
+                "region",
+                "endpoint",
+                "url_style",
+            ],
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Secret {
+    pub kind: SecretKind,
+    values: BTreeMap<String, String>,
+}
+
+/// The kind and the keys, never the values.
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("kind", &self.kind)
+            .field("keys", &self.values.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Secret {
+    /// A bearer secret's token.
+    pub fn token(&self) -> Option<&str> {
+        (self.kind == SecretKind::Bearer)
+            .then(|| self.values.get("token").map(String::as_str))
+            .flatten()
+    }
+
+    /// An s3 secret as iceberg's storage properties.
+    pub fn storage_properties(&self) -> BTreeMap<String, String> {
+        if self.kind != SecretKind::S3 {
+            return BTreeMap::new();
+        }
+        let mut props = BTreeMap::new();
+        for (key, value) in &self.values {
+            let (name, value) = match key.as_str() {
+                "key_id" => ("s3.access-key-id", value.clone()),
+                "secret" => ("s3.secret-access-key", value.clone()),
+                "session_token" => ("s3.session-token", value.clone()),
+                "region" => ("s3.region", value.clone()),
+                "endpoint" => ("s3.endpoint", value.clone()),
+                "url_style" => (
+                    "s3.path-style-access",
+                    value.eq_ignore_ascii_case("path").to_string(),
+                ),
+                _ => continue,
+            };
+            props.insert(name.to_string(), value);
+        }
+        props
+    }
+}
+
+/// Whether `sql` creates a secret: such a statement is recorded and reported without its text.
+pub(crate) fn is_create_secret(sql: &str) -> bool {
+    let mut words = sql
+        .split(|c: char| c.is_whitespace() || c == '(')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase);
+    if words.next().as_deref() != Some("create") {
+        return false;
+    }
+    words
+        .find(|w| !matches!(w.as_str(), "or" | "replace" | "temporary" | "persistent"))
+        .is_some_and(|w| w == "secret")
+}
+
+/// The statement as the query registry keeps it: a secret's values cut.
+pub(crate) fn recorded_text(sql: &str) -> Cow<'_, str> {
+    if is_create_secret(sql) {
+        Cow::Borrowed("CREATE SECRET … (values not recorded)")
+    } else {
+        Cow::Borrowed(sql)
+    }
+}
+
+/// The parts of a `CREATE SECRET` statement SQE uses.
+pub(crate) struct CreateSecret {
+    pub or_replace: bool,
+    pub temporary: Option<bool>,
+    pub if_not_exists: bool,
+    pub name: Option<Ident>,
+    pub storage_specifier: Option<Ident>,
+    pub secret_type: Ident,
+    pub options: Vec<SecretOption>,
+}
+
+fn refuse_on_trino(session: &Session) -> SqeResult<()> {
+    if session.protocol == "trino" {
+        return Err(SqeError::unsupported(
+            "a secret lasts as long as a session, and Trino's protocol keeps none between statements: use Flight SQL (with its session cookie) or the shell",
+        ));
+    }
+    Ok(())
+}
+
+impl Engine {
+    pub(crate) fn create_secret(
+        &self,
+        session: &Session,
+        create: CreateSecret,
+    ) -> SqeResult<QueryResult> {
+        refuse_on_trino(session)?;
+        if create.temporary == Some(false) {
+            return Err(SqeError::unsupported(
+                "persistent secrets are not supported yet; a secret lasts as long as its session",
+            ));
+        }
+        if create.storage_specifier.is_some() {
+            return Err(SqeError::unsupported(
+                "secrets are kept in the session; IN <storage> is not supported",
+            ));
+        }
+        let Some(name) = create.name.as_ref().map(normalize_ident) else {
+            return Err(SqeError::invalid("CREATE SECRET needs a name"));
+        };
+        let kind = match create.secret_type.value.to_ascii_lowercase().as_str() {
+            "bearer" => SecretKind::Bearer,
+            "s3" => SecretKind::S3,
+            other => {
+                return Err(SqeError::invalid(format!(
+                    "unknown secret TYPE '{other}' (known: bearer, s3)"
+                )));
+            }
+        };
+        let mut values = BTreeMap::new();
+        for option in &create.options {
+            let key = option.key.value.to_ascii_lowercase();
+            if !kind.keys().contains(&key.as_str()) {
+                return Err(SqeError::invalid(format!(
+                    "unknown key {key} for a {} secret (known: {})",
+                    kind.name(),
+                    kind.keys().join(", ").to_uppercase()
+                )));
+            }
+            if values
+                .insert(key.clone(), option.value.value.clone())
+                .is_some()
+            {
+                return Err(SqeError::invalid(format!("key {key} is given twice")));
+            }
+        }
+        let required = kind.keys()[0];
+        if !values.contains_key(required) {
+            return Err(SqeError::invalid(format!(
+                "a {} secret needs {}",
+                kind.name(),
+                required.to_uppercase()
+            )));
+        }
+        if self.session_secrets.get(session, &name).is_some() && !create.or_replace {
+            if create.if_not_exists {
+                return Ok(empty_result());
+            }
+            return Err(SqeError::already_exists(format!(
+                "secret '{name}' already exists"
+            )));
+        }
+        self.session_secrets
+            .add(session, name, Secret { kind, values })?;
+        Ok(empty_result())
+    }
+
+    pub(crate) fn drop_secret(
+        &self,
+        session: &Session,
+        name: &Ident,
+        if_exists: bool,
+    ) -> SqeResult<QueryResult> {
+        let name = normalize_ident(name);
+        if self.session_secrets.remove(session, &name) || if_exists {
+            return Ok(empty_result());
+        }
+        Err(SqeError::not_found(format!(
+            "secret '{name}' does not exist"
+        )))
+    }
+
+    /// `SHOW SECRETS`: the session's secrets, by name and type.
+    pub(crate) fn show_secrets(&self, session: &Session) -> SqeResult<QueryResult> {
+        let secrets = self.session_secrets.of(session);
+        let names: Vec<&str> = secrets.iter().map(|(n, _)| n.as_str()).collect();
+        let kinds: Vec<&str> = secrets.iter().map(|(_, s)| s.kind.name()).collect();
+        let scopes: Vec<&str> = secrets.iter().map(|_| "session").collect();
+        let schema = Schema::new(vec![
+            Field::new("name", DataType::Utf8, false),
+            Field::new("type", DataType::Utf8, false),
+            Field::new("scope", DataType::Utf8, false),
+        ]);
+        rows_result(
+            schema,
+            vec![
+                Arc::new(StringArray::from(names)),
+                Arc::new(StringArray::from(kinds)),
+                Arc::new(StringArray::from(scopes)),
+            ],
+        )
+    }
+
+    /// The session's secret `name`, for ATTACH.
+    pub(crate) fn secret(&self, session: &Session, name: &str) -> SqeResult<Secret> {
+        self.session_secrets
+            .get(session, &name.to_lowercase())
+            .ok_or_else(|| {
+                SqeError::new(
+                    ErrorCode::NotFound,
+                    format!("secret '{name}' does not exist"),
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_statement_is_recorded_without_its_values() {
+        for sql in [
+            "CREATE SECRET s (TYPE bearer, TOKEN 'abc')",
+            "create or replace temporary secret if not exists s (type s3, key_id 'k', secret 'v')",
+            "  CREATE PERSISTENT SECRET s(TYPE s3)",
+        ] {
+            assert!(is_create_secret(sql), "{sql}");
+            assert!(!recorded_text(sql).contains("abc"));
+        }
+        assert!(!is_create_secret("CREATE TABLE secret (x int)"));
+        assert_eq!(recorded_text("SELECT 1"), "SELECT 1");
+    }
+
+    #[test]
+    fn an_s3_secret_gives_icebergs_storage_properties() {
+        let secret = Secret {
+            kind: SecretKind::S3,
+            values: [("key_id", "ak"), ("secret", "sk"), ("url_style", "path")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let props = secret.storage_properties();
+        assert_eq!(
+            props.get("s3.secret-access-key").map(String::as_str),
+            Some("sk")
+        );
+        assert_eq!(
+            props.get("s3.path-style-access").map(String::as_str),
+            Some("true")
+        );
+        assert!(!format!("{secret:?}").contains("sk\""));
+        assert_eq!(secret.token(), None);
+    }
+}
