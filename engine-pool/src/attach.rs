@@ -30,7 +30,7 @@ use crate::error::from_iceberg;
 use crate::file_access::Access;
 
 /// Catalogs (or secrets) one session may hold at once.
-const MAX_MOUNTS_PER_SESSION: usize = 16;
+const MAX_PER_SESSION: usize = 16;
 /// Sessions with attached catalogs kept at once; past this the least recently used is dropped.
 const MAX_SESSIONS: usize = 4096;
 
@@ -224,7 +224,7 @@ impl<T: Clone> SessionScoped<T> {
     pub fn new(what: &'static str, free: &'static str) -> Self {
         Self {
             sessions: Mutex::new(HashMap::new()),
-            per_session: MAX_MOUNTS_PER_SESSION,
+            per_session: MAX_PER_SESSION,
             what,
             free,
         }
@@ -389,7 +389,6 @@ impl Engine {
             }
         }
         let mount: Arc<dyn CatalogMount> = match kind {
-            // A catalog's options name no secret yet where the kind takes none (see known_options).
             Kind::Sqlite => {
                 let dir = attach
                     .uri
@@ -402,7 +401,7 @@ impl Engine {
                     .await
                     .map_err(|e| SqeError::internal(format!("attaching a warehouse: {e}")))?
                     .map_err(from_iceberg)?;
-                Arc::new(SharedMount::new("sqlite", Arc::new(catalog)))
+                Arc::new(SharedMount::new(Arc::new(catalog)))
             }
             Kind::Rest => {
                 self.check_catalog_uri(&attach.uri)?;
@@ -455,7 +454,7 @@ impl Engine {
                         .await
                         .map_err(|e| SqeError::internal(format!("attaching a catalog: {e}")))?
                         .map_err(from_iceberg)?;
-                Arc::new(SharedMount::new("jdbc", Arc::new(catalog)))
+                Arc::new(SharedMount::new(Arc::new(catalog)))
             }
         };
         self.session_mounts.add(session, attach.name, mount)?;

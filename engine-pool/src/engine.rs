@@ -168,15 +168,12 @@ impl Engine {
         for (name, dir) in &config.catalogs {
             let name = name.to_lowercase();
             let catalog = SqlCatalog::open(&name, dir).map_err(from_iceberg)?;
-            mounts.push((
-                name,
-                Arc::new(SharedMount::new("sqlite", Arc::new(catalog))),
-            ));
+            mounts.push((name, Arc::new(SharedMount::new(Arc::new(catalog)))));
         }
         for (name, pg) in &config.postgres_catalogs {
             let name = name.to_lowercase();
             let catalog = SqlCatalog::open_postgres(&name, pg).map_err(from_iceberg)?;
-            mounts.push((name, Arc::new(SharedMount::new("jdbc", Arc::new(catalog)))));
+            mounts.push((name, Arc::new(SharedMount::new(Arc::new(catalog)))));
         }
         for (name, rest) in &config.rest_catalogs {
             let name = name.to_lowercase();

@@ -100,9 +100,6 @@ pub type CatalogRef = Arc<dyn SqeCatalog>;
 
 /// A catalog mounted under a name.
 pub trait CatalogMount: Send + Sync + std::fmt::Debug {
-    /// What kind of catalog this is, as `SHOW CATALOGS` and errors name it (`sqlite`, `rest`).
-    fn kind(&self) -> &'static str;
-
     /// The local directory this catalog keeps its tables in, if it has one.
     fn local_warehouse(&self) -> Option<&Path> {
         None
@@ -120,21 +117,16 @@ pub trait CatalogMount: Send + Sync + std::fmt::Debug {
 /// engine's own credential).
 #[derive(Debug)]
 pub struct SharedMount {
-    kind: &'static str,
     catalog: CatalogRef,
 }
 
 impl SharedMount {
-    pub fn new(kind: &'static str, catalog: CatalogRef) -> Self {
-        Self { kind, catalog }
+    pub fn new(catalog: CatalogRef) -> Self {
+        Self { catalog }
     }
 }
 
 impl CatalogMount for SharedMount {
-    fn kind(&self) -> &'static str {
-        self.kind
-    }
-
     fn local_warehouse(&self) -> Option<&Path> {
         self.catalog.local_warehouse()
     }

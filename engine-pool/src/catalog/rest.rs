@@ -193,10 +193,6 @@ impl RestMount {
 }
 
 impl CatalogMount for RestMount {
-    fn kind(&self) -> &'static str {
-        "rest"
-    }
-
     fn shared_catalog(&self) -> Option<CatalogRef> {
         self.shared.clone()
     }
