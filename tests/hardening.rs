@@ -570,6 +570,115 @@ async fn a_server_attaches_only_what_it_allows() {
     assert_eq!(e.code(), ErrorCode::Unsupported);
 }
 
+/// A catalog names the files of its tables, and on a server a user may bring a catalog of their own
+/// (ATTACH): its rows and metadata can point a table at the files of the server's warehouse. Such
+/// files are refused for reading and for deleting, and the server's table stays whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_catalog_cannot_reach_the_servers_files() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let shared = dir.path().join("shared");
+    let warehouse = dir.path().join("warehouse");
+    std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("{e}"));
+    let server = engine_in(
+        &warehouse,
+        EngineConfig {
+            files: FileAccess::Restricted(FileRules {
+                allowed_local_prefixes: vec![shared.clone()],
+                ..FileRules::default()
+            }),
+            ..EngineConfig::default()
+        },
+    );
+    let admin = session(&server, "admin", &[]);
+    ok(
+        &server,
+        &admin,
+        "CREATE TABLE iceberg.default.secret (id BIGINT, pin VARCHAR)",
+    )
+    .await;
+    ok(
+        &server,
+        &admin,
+        "INSERT INTO iceberg.default.secret VALUES (1, '1234')",
+    )
+    .await;
+    let s = session(&server, "mallory", &[]);
+    let mine = shared.join("mine");
+    ok(&server, &s, &format!("ATTACH '{}' AS mine", mine.display())).await;
+    ok(
+        &server,
+        &s,
+        "CREATE TABLE mine.default.t (id BIGINT, pin VARCHAR)",
+    )
+    .await;
+    ok(&server, &s, "INSERT INTO mine.default.t VALUES (2, '0000')").await;
+
+    let db = |path: &std::path::Path| {
+        rusqlite::Connection::open(path.join("catalog.db")).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let point_at = |location: &str| {
+        db(&mine)
+            .execute(
+                "UPDATE iceberg_tables SET metadata_location = ?1 WHERE table_name = 't'",
+                [location],
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    let secret: String = db(&warehouse)
+        .query_row(
+            "SELECT metadata_location FROM iceberg_tables WHERE table_name = 'secret'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let inside = "which is inside another catalog's warehouse";
+
+    // The catalog row names the server's own metadata file.
+    point_at(&secret);
+    for sql in ["SELECT * FROM mine.default.t", "DROP TABLE mine.default.t"] {
+        let e = refused(&server, &s, sql).await;
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                ErrorCode::PermissionDenied,
+                format!("catalog 'mine': the catalog names the file '{secret}', {inside}").as_str()
+            ),
+            "{sql}"
+        );
+    }
+
+    // A metadata file of the user's own, whose snapshot is the server table's.
+    let path = secret.strip_prefix("file://").unwrap_or(&secret);
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut metadata: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let copy = mine.join("copy.metadata.json");
+    std::fs::write(&copy, metadata.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    point_at(&copy.display().to_string());
+    let e = refused(&server, &s, "SELECT * FROM mine.default.t").await;
+    assert_eq!(e.code(), ErrorCode::PermissionDenied, "{}", e.message());
+    assert!(e.message().ends_with(inside), "{}", e.message());
+
+    // No snapshot, and a location that climbs out of the user's warehouse into the server's:
+    // dropping the table removes nothing there.
+    let climb = format!("{}/../../warehouse/default/secret", mine.display());
+    metadata["location"] = climb.into();
+    metadata["current-snapshot-id"] = serde_json::Value::from(-1);
+    for key in ["snapshots", "snapshot-log", "metadata-log"] {
+        metadata[key] = serde_json::json!([]);
+    }
+    metadata["refs"] = serde_json::json!({});
+    let empty = mine.join("empty.metadata.json");
+    std::fs::write(&empty, metadata.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    point_at(&empty.display().to_string());
+    ok(&server, &s, "DROP TABLE mine.default.t").await;
+
+    assert_eq!(
+        ok(&server, &admin, "SELECT * FROM iceberg.default.secret").await,
+        ["1|1234"]
+    );
+}
+
 /// A secret is its session's own, is listed by name and type only, and its values reach no result,
 /// error or registry row, not even an admin's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

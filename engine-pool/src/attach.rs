@@ -397,10 +397,13 @@ impl Engine {
                     .to_string();
                 self.check_path(&dir, Access::Write)?;
                 let dir = PathBuf::from(dir);
-                let catalog = tokio::task::spawn_blocking(move || SqlCatalog::open(&name, &dir))
-                    .await
-                    .map_err(|e| SqeError::internal(format!("attaching a warehouse: {e}")))?
-                    .map_err(from_iceberg)?;
+                let confinement = self.attached_confinement(Some(&dir));
+                let catalog = tokio::task::spawn_blocking(move || {
+                    SqlCatalog::open(&name, &dir).map(|c| c.confined(confinement))
+                })
+                .await
+                .map_err(|e| SqeError::internal(format!("attaching a warehouse: {e}")))?
+                .map_err(from_iceberg)?;
                 Arc::new(SharedMount::new(Arc::new(catalog)))
             }
             Kind::Rest => {
@@ -433,8 +436,13 @@ impl Engine {
                     prefix: option("prefix"),
                     auth,
                     properties: secret.map(|s| s.storage_properties()).unwrap_or_default(),
+                    locations: Vec::new(),
                 };
-                Arc::new(RestMount::new(&name, config)?)
+                Arc::new(RestMount::new(
+                    &name,
+                    config,
+                    self.attached_confinement(None),
+                )?)
             }
             Kind::Postgres => {
                 self.check_catalog_uri(&attach.uri)?;
@@ -449,11 +457,13 @@ impl Engine {
                     password: None,
                     warehouse: PathBuf::from(warehouse),
                 };
-                let catalog =
-                    tokio::task::spawn_blocking(move || SqlCatalog::open_postgres(&name, &config))
-                        .await
-                        .map_err(|e| SqeError::internal(format!("attaching a catalog: {e}")))?
-                        .map_err(from_iceberg)?;
+                let confinement = self.attached_confinement(Some(&config.warehouse));
+                let catalog = tokio::task::spawn_blocking(move || {
+                    SqlCatalog::open_postgres(&name, &config).map(|c| c.confined(confinement))
+                })
+                .await
+                .map_err(|e| SqeError::internal(format!("attaching a catalog: {e}")))?
+                .map_err(from_iceberg)?;
                 Arc::new(SharedMount::new(Arc::new(catalog)))
             }
         };

@@ -42,7 +42,7 @@ use crate::catalog::rest::{RestCatalogConfig, RestMount};
 use crate::catalog::sql::{PostgresConfig, SqlCatalog};
 use crate::ddl::starts_with_words;
 use crate::error::{from_datafusion, from_iceberg};
-use crate::file_access::{Access, FileAccess};
+use crate::file_access::{Access, Confinement, FileAccess};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::guard::{Planning, check_depth, check_length};
 use crate::optimizer::SqeOptimizerOptions;
@@ -165,19 +165,30 @@ impl Engine {
             return Err(SqeError::invalid("at least one catalog must be mounted"));
         };
         let mut mounts: Vec<(String, Arc<dyn CatalogMount>)> = Vec::new();
+        let warehouses: Vec<PathBuf> = (config.catalogs.iter().map(|(_, dir)| dir))
+            .chain(config.postgres_catalogs.iter().map(|(_, pg)| &pg.warehouse))
+            .cloned()
+            .collect();
+        let confine = |own: Option<&Path>, declared: &[String], any_object_store: bool| {
+            Confinement::new(&config.files, own, declared, any_object_store, &warehouses)
+        };
         for (name, dir) in &config.catalogs {
             let name = name.to_lowercase();
             let catalog = SqlCatalog::open(&name, dir).map_err(from_iceberg)?;
+            let catalog = catalog.confined(confine(Some(dir), &[], false));
             mounts.push((name, Arc::new(SharedMount::new(Arc::new(catalog)))));
         }
         for (name, pg) in &config.postgres_catalogs {
             let name = name.to_lowercase();
             let catalog = SqlCatalog::open_postgres(&name, pg).map_err(from_iceberg)?;
+            let catalog = catalog.confined(confine(Some(&pg.warehouse), &[], false));
             mounts.push((name, Arc::new(SharedMount::new(Arc::new(catalog)))));
         }
         for (name, rest) in &config.rest_catalogs {
             let name = name.to_lowercase();
-            mounts.push((name.clone(), Arc::new(RestMount::new(&name, rest.clone())?)));
+            let confinement = confine(None, &rest.locations, true);
+            let mount = RestMount::new(&name, rest.clone(), confinement)?;
+            mounts.push((name.clone(), Arc::new(mount)));
         }
         let list = Arc::new(MemoryCatalogProviderList::new());
         let mut catalogs = BTreeMap::new();
@@ -284,12 +295,21 @@ impl Engine {
         if matches!(self.files, FileAccess::Unrestricted) {
             return Ok(());
         }
-        let warehouses: Vec<PathBuf> = self
-            .catalogs
+        self.files.check(path, access, &self.warehouses())
+    }
+
+    /// The local warehouses of the catalogs the server mounts.
+    fn warehouses(&self) -> Vec<PathBuf> {
+        self.catalogs
             .values()
             .filter_map(|c| c.local_warehouse().map(Path::to_path_buf))
-            .collect();
-        self.files.check(path, access, &warehouses)
+            .collect()
+    }
+
+    /// Where the tables of a catalog a session attaches may keep their files: its own warehouse
+    /// (`own`), and what the session's file functions could read anyway.
+    pub(crate) fn attached_confinement(&self, own: Option<&Path>) -> Confinement {
+        Confinement::new(&self.files, own, &[], false, &self.warehouses())
     }
 
     /// The catalog `name` as `session` reaches it.

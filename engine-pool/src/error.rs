@@ -46,9 +46,15 @@ pub fn one_line(message: &str) -> String {
 }
 
 /// A remote catalog's own answer (a refusal, an outage), which is the caller's to read.
-fn catalog_refusal(e: &iceberg::Error) -> Option<SqeError> {
-    let refusal = std::error::Error::source(e)?.downcast_ref::<CatalogRefusal>()?;
-    Some(SqeError::new(refusal.code, refusal.message.clone()))
+fn catalog_refusal(e: &(dyn std::error::Error + 'static)) -> Option<SqeError> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(refusal) = err.downcast_ref::<CatalogRefusal>() {
+            return Some(SqeError::new(refusal.code, refusal.message.clone()));
+        }
+        next = err.source();
+    }
+    None
 }
 
 /// An object store's failure (S3 and the like, through iceberg's OpenDAL storage) anywhere in

@@ -184,6 +184,133 @@ impl FileAccess {
     }
 }
 
+/// Where one catalog's tables may keep their files, on a server.
+///
+/// A catalog names the files of its tables: a REST server or another engine writes the metadata
+/// that says where a table's manifests and data files are, and where dropping it with PURGE deletes.
+/// A catalog that could name any path would let its tables read (and delete) the server's own
+/// files, another catalog's tables among them. So every file a catalog's table touches must be in
+/// the catalog's own warehouse, at a location the operator declared for that catalog, or where
+/// the file functions may read anyway ([`FileRules`]), and never inside another catalog's warehouse.
+/// Embedded, the process is the user's and nothing is confined.
+#[derive(Debug, Clone, Default)]
+pub struct Confinement {
+    /// `None`: the embedded shell, no confinement.
+    rules: Option<FileRules>,
+    /// The catalog's own warehouse directory.
+    own: Option<PathBuf>,
+    /// Locations the operator declared for this catalog (`s3://bucket/prefix/`, `/srv/lake`).
+    declared: Vec<String>,
+    /// Any object store URL (a catalog the operator mounted, with no `locations` declared).
+    any_object_store: bool,
+    /// The warehouses of the server's other catalogs.
+    others: Vec<PathBuf>,
+}
+
+impl Confinement {
+    /// The confinement of a catalog on a server with `access`. `own` is the catalog's warehouse,
+    /// `declared` the locations the operator gave it, `others` every catalog warehouse of the
+    /// server (the catalog's own is left out of it here). `any_object_store` lets the catalog's
+    /// tables live in any bucket when nothing is declared.
+    pub fn new(
+        access: &FileAccess,
+        own: Option<&Path>,
+        declared: &[String],
+        any_object_store: bool,
+        others: &[PathBuf],
+    ) -> Self {
+        let FileAccess::Restricted(rules) = access else {
+            return Self::default();
+        };
+        let own = own.map(resolved);
+        Self {
+            rules: Some(rules.clone()),
+            others: others
+                .iter()
+                .map(|w| resolved(w))
+                .filter(|w| Some(w) != own.as_ref())
+                .collect(),
+            own,
+            declared: declared.to_vec(),
+            any_object_store: any_object_store && declared.is_empty(),
+        }
+    }
+
+    /// Whether a table of the catalog may touch the file or directory at `location`; the reason
+    /// if not.
+    pub fn check(&self, location: &str) -> Result<(), String> {
+        let Some(rules) = &self.rules else {
+            return Ok(());
+        };
+        let outside = || {
+            format!(
+                "the catalog names the file '{location}', which is outside the places its tables may keep files on this server"
+            )
+        };
+        if let Some((scheme, _)) = location.split_once("://")
+            && !scheme.eq_ignore_ascii_case("file")
+        {
+            let object = scheme != "http" && scheme != "https";
+            let declared = self.declared.iter().any(|d| under_url(location, d));
+            let allowed = rules
+                .allowed_object_prefixes
+                .iter()
+                .any(|p| under_url(location, p));
+            return if declared || (object && (self.any_object_store || allowed)) {
+                Ok(())
+            } else {
+                Err(outside())
+            };
+        }
+        // As iceberg's local file IO reads it: `file:///p`, `file:/p` and `/p` are all `/p`.
+        let local = location
+            .strip_prefix("file://")
+            .or_else(|| location.strip_prefix("file:"))
+            .unwrap_or(location);
+        if !local.starts_with('/') {
+            return Err(outside());
+        }
+        let target = resolved(Path::new(local));
+        let inside = |dir: &Path| target.starts_with(dir);
+        if self.own.as_deref().is_some_and(inside) {
+            return Ok(());
+        }
+        let declared = self.declared.iter().any(|d| {
+            let d = d
+                .strip_prefix("file://")
+                .or_else(|| d.strip_prefix("file:"))
+                .unwrap_or(d);
+            d.starts_with('/') && inside(&resolved(Path::new(d)))
+        });
+        if declared {
+            return Ok(());
+        }
+        if self.others.iter().any(|w| inside(w)) {
+            return Err(format!(
+                "the catalog names the file '{location}', which is inside another catalog's warehouse"
+            ));
+        }
+        if rules.allow_local_paths
+            || rules
+                .allowed_local_prefixes
+                .iter()
+                .any(|p| inside(&resolved(p)))
+        {
+            Ok(())
+        } else {
+            Err(outside())
+        }
+    }
+}
+
+/// Whether `url` is under `prefix`, the prefix ending at a path boundary.
+fn under_url(url: &str, prefix: &str) -> bool {
+    !prefix.is_empty()
+        && url
+            .strip_prefix(prefix)
+            .is_some_and(|rest| prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,5 +378,73 @@ mod tests {
                 .check(&inside, Access::Read, &wh)
                 .is_ok()
         );
+    }
+    #[test]
+    fn a_catalogs_tables_stay_in_its_places() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mk = |p: &str| {
+            let d = dir.path().join(p);
+            std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+            d
+        };
+        let (own, other, shared, lake) = (mk("own"), mk("other"), mk("shared"), mk("lake"));
+        let server = FileAccess::Restricted(FileRules {
+            allowed_local_prefixes: vec![shared.clone()],
+            allowed_object_prefixes: vec!["s3://open/".to_string()],
+            ..FileRules::default()
+        });
+        let warehouses = [own.clone(), other.clone()];
+        let at = |d: &Path, rest: &str| format!("{}/{rest}", d.display());
+
+        // A local catalog: its own warehouse and what the file functions may read.
+        let local = Confinement::new(&server, Some(&own), &[], false, &warehouses);
+        assert_eq!(local.check(&at(&own, "t/data/a.parquet")), Ok(()));
+        assert_eq!(
+            local.check(&format!("file://{}", at(&own, "t/m.avro"))),
+            Ok(())
+        );
+        assert_eq!(local.check(&at(&shared, "t/a.parquet")), Ok(()));
+        let stolen = at(&other, "t/data/a.parquet");
+        assert_eq!(
+            local.check(&stolen),
+            Err(format!(
+                "the catalog names the file '{stolen}', which is inside another catalog's warehouse"
+            ))
+        );
+        assert!(local.check(&at(&own, "../other/t/a.parquet")).is_err());
+        assert!(local.check("/etc/passwd").is_err());
+        assert!(local.check("file:/etc/passwd").is_err());
+        assert!(local.check("relative/a.parquet").is_err());
+        assert!(local.check("file://etc/passwd").is_err());
+        assert!(local.check("s3://closed/a.parquet").is_err());
+        assert_eq!(local.check("s3://open/a.parquet"), Ok(()));
+        std::os::unix::fs::symlink(&other, own.join("link")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            local.check(&at(&own, "link/t/a.parquet")).is_err(),
+            "a link out is refused"
+        );
+
+        // A mounted REST catalog without declared locations: any bucket, no local path.
+        let rest = Confinement::new(&server, None, &[], true, &warehouses);
+        assert_eq!(rest.check("s3://anywhere/t/a.parquet"), Ok(()));
+        assert!(rest.check(&at(&lake, "t/a.parquet")).is_err());
+        assert!(rest.check("http://169.254.169.254/latest").is_err());
+
+        // With declared locations: those, and what anyone may read.
+        let declared = [
+            format!("file://{}", lake.display()),
+            "s3://bucket/warehouse".to_string(),
+        ];
+        let rest = Confinement::new(&server, None, &declared, true, &warehouses);
+        assert_eq!(rest.check(&at(&lake, "t/a.parquet")), Ok(()));
+        assert_eq!(rest.check("s3://bucket/warehouse/t/a.parquet"), Ok(()));
+        assert!(rest.check("s3://bucket/warehouse2/a.parquet").is_err());
+        assert!(rest.check("s3://anywhere/t/a.parquet").is_err());
+        assert_eq!(rest.check("s3://open/t/a.parquet"), Ok(()));
+        assert!(rest.check(&at(&own, "t/a.parquet")).is_err());
+
+        // Embedded, nothing is confined.
+        let embedded = Confinement::new(&FileAccess::Unrestricted, None, &[], false, &warehouses);
+        assert_eq!(embedded.check(&stolen), Ok(()));
     }
 }

@@ -237,6 +237,11 @@ pub struct RestSection {
     /// Further client and storage properties (`s3.endpoint`, `header.X-…`).
     #[serde(default)]
     pub properties: std::collections::BTreeMap<String, String>,
+    /// Where the catalog's tables keep their files (`s3://bucket/prefix/`, `/srv/lake`). The
+    /// server touches no other file for them (besides what `[files]` lets anyone read); without
+    /// it, any object store but no local path.
+    #[serde(default)]
+    pub locations: Vec<String>,
 }
 
 /// Property names, not their values (which may be storage keys).
@@ -248,6 +253,7 @@ impl std::fmt::Debug for RestSection {
             .field("prefix", &self.prefix)
             .field("auth", &self.auth)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .field("locations", &self.locations)
             .finish()
     }
 }
@@ -293,6 +299,7 @@ impl RestSection {
             prefix: self.prefix.clone(),
             auth,
             properties: self.properties.clone(),
+            locations: self.locations.clone(),
         })
     }
 }

@@ -337,10 +337,13 @@ class RestCatalog:
     def catalog_toml(self, name="lake", prefix=None, properties=None) -> str:
         """The sqe-server section mounting this catalog (through the proxy) as `name`, for the
         environment `prefix` (default `dev`), with string `properties` (e.g. `s3_properties()`) in
-        `[catalogs.NAME.properties]`."""
+        `[catalogs.NAME.properties]`; its tables' files may be in the environment's storage root."""
+        prefix = prefix or self.prefix
+        root = self.s3_root if prefix == self.s3_prefix else f"file://{self.warehouse}"
         toml = (
             f'[catalogs.{name}]\ntype = "rest"\nuri = {toml_string(self.proxy_url)}\n'
-            f'prefix = {toml_string(prefix or self.prefix)}\nauth = "passthrough"\n'
+            f'prefix = {toml_string(prefix)}\nauth = "passthrough"\n'
+            f"locations = [{toml_string(root)}]\n"
         )
         if properties:
             toml += f"\n[catalogs.{name}.properties]\n"

@@ -1,8 +1,10 @@
 """A REST catalog that answers badly: garbage instead of JSON, an HTML error page, a table whose
-metadata points at nothing, a connection dropped mid-answer. Each statement that needs it gets a
-clean error naming the problem, and sqe-server goes on serving, its own warehouse included."""
+metadata points at nothing, a connection dropped mid-answer, a table whose files are the server's
+own. Each statement that needs it gets a clean error naming the problem, and sqe-server goes on
+serving, its own warehouse included."""
 
 import json
+import sqlite3
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -41,6 +43,16 @@ class Hostile(BaseHTTPRequestHandler):
                 "metadata": {"format-version": 2},
             }
             return self.answer(200, json.dumps(body).encode())
+        if table == "steal":
+            # A well-formed answer whose table is the server's own `secret` table: its metadata,
+            # and so its snapshots, manifests and data files, all inside the server's warehouse.
+            with sqlite3.connect(self.server.warehouse / "catalog.db") as db:
+                (location,) = db.execute(
+                    "SELECT metadata_location FROM iceberg_tables WHERE table_name = 'secret'"
+                ).fetchone()
+            metadata = json.loads(open(location.removeprefix("file://")).read())
+            body = {"metadata-location": location, "metadata": metadata}
+            return self.answer(200, json.dumps(body).encode())
         if table == "dropped":
             # Promise a body, send half of it, hang up.
             self.send_response(200)
@@ -57,12 +69,15 @@ class Hostile(BaseHTTPRequestHandler):
 def hostile_server(tmp_path_factory):
     catalog = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
     catalog.daemon_threads = True
+    root = tmp_path_factory.mktemp("sqe-hostile")
+    catalog.warehouse = root / "warehouse"
     threading.Thread(target=catalog.serve_forever, daemon=True).start()
     section = (
         "[auth]\nallow_anonymous = true\n\n"
         f'[catalogs.evil]\ntype = "rest"\nuri = "http://127.0.0.1:{catalog.server_address[1]}"\nauth = "none"\n'
     )
-    server = start_server(tmp_path_factory.mktemp("sqe-hostile"), section)
+    server = start_server(root, section)
+    server.warehouse = catalog.warehouse
     try:
         yield server
     finally:
@@ -95,3 +110,16 @@ def test_a_bad_answer_is_a_clean_error_and_the_server_serves_on(hostile_server, 
     sql(hostile_server, "CREATE TABLE IF NOT EXISTS iceberg.default.alive (id BIGINT)")
     assert sql(hostile_server, "SELECT count(*) FROM iceberg.default.alive") == [[0]]
     assert hostile_server.process.poll() is None
+
+
+def test_a_catalog_cannot_hand_out_the_servers_own_files(hostile_server):
+    sql(hostile_server, "CREATE TABLE iceberg.default.secret (id BIGINT, pin VARCHAR)")
+    sql(hostile_server, "INSERT INTO iceberg.default.secret VALUES (1, '1234')")
+    with pytest.raises(TrinoQueryError) as stolen:
+        sql(hostile_server, "SELECT * FROM evil.ns.steal")
+    error = stolen.value
+    assert error.error_name == "PERMISSION_DENIED", error.message
+    assert error.message.startswith("catalog 'evil': the catalog names the file '"), error.message
+    assert error.message.endswith("', which is inside another catalog's warehouse"), error.message
+    assert f"'{hostile_server.warehouse}/default/secret/metadata/" in error.message, error.message
+    assert sql(hostile_server, "SELECT * FROM iceberg.default.secret") == [[1, "1234"]]

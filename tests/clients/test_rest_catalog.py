@@ -398,7 +398,10 @@ def test_joins_and_create_table_as_across_catalogs(sqe, idp, rest_catalog):
 @pytest.fixture(scope="module")
 def sqe_attach(tmp_path_factory, idp, rest_catalog):
     """No REST catalog mounted, but sessions may ATTACH the one behind the proxy."""
-    files = f'\n[files]\nallowed_catalog_uris = ["{rest_catalog.proxy_url}"]\n'
+    files = (
+        f'\n[files]\nallowed_catalog_uris = ["{rest_catalog.proxy_url}"]\n'
+        f'allowed_local_prefixes = ["{rest_catalog.warehouse}"]\n'
+    )
     yield from serving(tmp_path_factory, idp, rest_catalog, "sqe-attach", files)
 
 

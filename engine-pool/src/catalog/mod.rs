@@ -2,6 +2,7 @@
 
 pub mod backend;
 mod column_stats;
+pub mod confined;
 pub mod information;
 pub mod metadata_tables;
 mod parquet_read;

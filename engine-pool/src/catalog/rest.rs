@@ -34,6 +34,8 @@ use sha2::{Digest, Sha256};
 use sqe_sessions::{ErrorCode, Session, SqeError, SqeResult};
 
 use super::backend::{CatalogMount, CatalogRef, CatalogRefusal, SqeCatalog};
+use super::confined::ConfinedStorageFactory;
+use crate::file_access::Confinement;
 
 /// How SQE authenticates to a REST catalog.
 #[derive(Clone, PartialEq, Eq)]
@@ -76,6 +78,10 @@ pub struct RestCatalogConfig {
     pub auth: RestAuth,
     /// Further client and file IO properties (`s3.endpoint`, `header.X-…`, …).
     pub properties: BTreeMap<String, String>,
+    /// Where the catalog's tables keep their files (`s3://bucket/prefix/`, `/srv/lake`), as the
+    /// operator declares it. On a server nothing else is read or written for its tables, apart
+    /// from what the file functions may read; undeclared, any object store but no local path.
+    pub locations: Vec<String>,
 }
 
 /// How long connecting to a catalog, and one request to it, may take.
@@ -91,6 +97,7 @@ impl fmt::Debug for RestCatalogConfig {
             .field("prefix", &self.prefix)
             .field("auth", &self.auth)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .field("locations", &self.locations)
             .finish()
     }
 }
@@ -110,6 +117,8 @@ pub struct RestMount {
     clients: Mutex<HashMap<[u8; 32], (Instant, CatalogRef)>>,
     /// One connection pool for all of this catalog's clients (a token is a header, not a pool).
     http: reqwest::Client,
+    /// Where its tables' files may be.
+    confinement: Confinement,
 }
 
 impl fmt::Debug for RestMount {
@@ -123,7 +132,7 @@ impl fmt::Debug for RestMount {
 }
 
 impl RestMount {
-    pub fn new(name: &str, config: RestCatalogConfig) -> SqeResult<Self> {
+    pub fn new(name: &str, config: RestCatalogConfig, confinement: Confinement) -> SqeResult<Self> {
         if !(config.uri.starts_with("http://") || config.uri.starts_with("https://")) {
             return Err(SqeError::invalid(format!(
                 "catalog '{name}': uri must be an http:// or https:// URL, got '{}'",
@@ -138,9 +147,11 @@ impl RestMount {
             .map_err(|e| SqeError::internal(format!("catalog '{name}': HTTP client: {e}")))?;
         let shared = match &config.auth {
             RestAuth::Passthrough => None,
-            RestAuth::Static { token } => Some(client(name, &config, Some(token), &http)?),
+            RestAuth::Static { token } => {
+                Some(client(name, &config, Some(token), &http, &confinement)?)
+            }
             RestAuth::ClientCredentials { .. } | RestAuth::None => {
-                Some(client(name, &config, None, &http)?)
+                Some(client(name, &config, None, &http, &confinement)?)
             }
         };
         Ok(Self {
@@ -149,6 +160,7 @@ impl RestMount {
             shared,
             clients: Mutex::new(HashMap::new()),
             http,
+            confinement,
         })
     }
 
@@ -186,7 +198,13 @@ impl RestMount {
                 clients.remove(&oldest);
             }
         }
-        let catalog = client(&self.name, &self.config, Some(token), &self.http)?;
+        let catalog = client(
+            &self.name,
+            &self.config,
+            Some(token),
+            &self.http,
+            &self.confinement,
+        )?;
         clients.insert(key, (expires, catalog.clone()));
         Ok(catalog)
     }
@@ -237,6 +255,7 @@ fn client(
     config: &RestCatalogConfig,
     token: Option<&str>,
     http: &reqwest::Client,
+    confinement: &Confinement,
 ) -> SqeResult<CatalogRef> {
     let mut props: HashMap<String, String> = config
         .properties
@@ -277,7 +296,11 @@ fn client(
         .map_err(|e| SqeError::internal(format!("catalog '{name}': {e}")))?;
     let builder = RestCatalogBuilder::default()
         .with_client(http.clone())
-        .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
+        .with_storage_factory(Arc::new(ConfinedStorageFactory::new(
+            name,
+            Arc::new(OpenDalResolvingStorageFactory::new()),
+            confinement.clone(),
+        )))
         .with_runtime(runtime);
     // `load` only checks the properties; the client connects on its first request.
     let catalog = futures::executor::block_on(builder.load(name, props))
@@ -561,8 +584,9 @@ mod tests {
             prefix: None,
             auth: RestAuth::Passthrough,
             properties: BTreeMap::new(),
+            locations: Vec::new(),
         };
-        RestMount::new("lake", config).unwrap_or_else(|e| panic!("{e}"))
+        RestMount::new("lake", config, Confinement::default()).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[tokio::test]

@@ -175,6 +175,14 @@ impl TableProvider for IcebergScanProvider {
         let groups = spread(tasks, partitions);
         if datafusion_reads {
             let all: Vec<&FileScanTask> = groups.iter().flatten().collect();
+            // DataFusion's reader opens the files itself: the table's file IO judges them first,
+            // as it judges every file it opens (see `confined`).
+            for task in &all {
+                let file_io = self.table.file_io();
+                file_io
+                    .new_input(&task.data_file_path)
+                    .map_err(iceberg_error)?;
+            }
             let paths = all.iter().map(|t| t.data_file_path.as_str()).collect();
             let mut statistics = row_count(&self.schema, &all, predicate.is_none(), None);
             statistics.column_statistics = column_stats::from_manifests(

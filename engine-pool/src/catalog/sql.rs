@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use iceberg::io::FileIO;
+use iceberg::io::{FileIO, FileIOBuilder, LocalFsStorageFactory};
 use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::table::Table;
 use iceberg::{
@@ -28,6 +28,8 @@ use iceberg::{
 use rusqlite::Connection;
 
 use super::backend::{CatalogRefusal, SqeCatalog};
+use super::confined::ConfinedStorageFactory;
+use crate::file_access::Confinement;
 
 /// The file name of the catalog inside a warehouse directory.
 pub const CATALOG_FILE: &str = "catalog.db";
@@ -263,6 +265,14 @@ impl SqlCatalog {
             file_io: FileIO::new_with_fs(),
             tables: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The catalog with its tables' files kept to `confinement` (see [`Confinement`]).
+    pub fn confined(mut self, confinement: Confinement) -> Self {
+        let factory =
+            ConfinedStorageFactory::new(&self.name, Arc::new(LocalFsStorageFactory), confinement);
+        self.file_io = FileIOBuilder::new(Arc::new(factory)).build();
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -953,10 +963,18 @@ impl Catalog for SqlCatalog {
         iceberg::drop_table_data(&table).await?;
         // A table directory inside the warehouse belongs to this table alone: remove what is left
         // (empty folders, files of aborted writes). Locations elsewhere are not ours to delete.
+        // The location comes from the table's metadata: `..` and links are resolved before it
+        // is judged, or `<warehouse>/../elsewhere` would pass for a folder of the warehouse.
         let location = table.metadata().location();
         let dir = Path::new(location.strip_prefix("file://").unwrap_or(location));
-        if dir.starts_with(&self.warehouse) && dir != self.warehouse && dir.is_dir() {
-            let dir = dir.to_path_buf();
+        let real = |p: &Path| p.canonicalize().ok();
+        let inside = match (real(dir), real(&self.warehouse)) {
+            (Some(dir), Some(warehouse)) if dir.starts_with(&warehouse) && dir != warehouse => {
+                Some(dir)
+            }
+            _ => None,
+        };
+        if let Some(dir) = inside {
             tokio::task::spawn_blocking(move || {
                 std::fs::remove_dir_all(&dir).map_err(|e| {
                     Error::new(
