@@ -438,7 +438,7 @@ async fn malformed_attach_is_refused_clearly() {
         ),
         (
             "ATTACH '/tmp/x' AS x (TYPE mysql)",
-            "unknown catalog TYPE 'mysql' (known: sqlite, rest, iceberg, jdbc, postgres)",
+            "unknown catalog TYPE 'mysql' (known: sqlite, rest, iceberg, jdbc, postgres, hms, hive)",
         ),
         (
             "ATTACH 'https://cat.example/api' AS x (TOKEN 't')",

@@ -23,6 +23,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogMount, SharedMount};
+use crate::catalog::hms::{HmsCatalog, HmsConfig};
 use crate::catalog::rest::{RestAuth, RestCatalogConfig, RestMount};
 use crate::catalog::sql::{PostgresConfig, SqlCatalog};
 use crate::engine::{Engine, QUERY_CATALOG, SYSTEM_CATALOG, empty_result};
@@ -317,6 +318,7 @@ enum Kind {
     Sqlite,
     Rest,
     Postgres,
+    Hms,
 }
 
 fn kind_of(uri: &str, options: &[(String, String)]) -> SqeResult<Kind> {
@@ -325,13 +327,15 @@ fn kind_of(uri: &str, options: &[(String, String)]) -> SqeResult<Kind> {
         Some("sqlite") => Ok(Kind::Sqlite),
         Some("rest" | "iceberg" | "iceberg_rest") => Ok(Kind::Rest),
         Some("jdbc" | "postgres" | "postgresql") => Ok(Kind::Postgres),
+        Some("hms" | "hive") => Ok(Kind::Hms),
         Some(other) => Err(SqeError::invalid(format!(
-            "unknown catalog TYPE '{other}' (known: sqlite, rest, iceberg, jdbc, postgres)"
+            "unknown catalog TYPE '{other}' (known: sqlite, rest, iceberg, jdbc, postgres, hms, hive)"
         ))),
         None if uri.starts_with("http://") || uri.starts_with("https://") => Ok(Kind::Rest),
         None if uri.starts_with("postgresql://") || uri.starts_with("postgres://") => {
             Ok(Kind::Postgres)
         }
+        None if uri.starts_with("thrift://") => Ok(Kind::Hms),
         None if uri.contains("://") && !uri.starts_with("file://") => Err(SqeError::invalid(
             format!("cannot tell what kind of catalog '{uri}' is: give its TYPE"),
         )),
@@ -345,6 +349,7 @@ fn known_options(kind: Kind) -> &'static [&'static str] {
         Kind::Sqlite => &[],
         Kind::Rest => &["prefix", "warehouse", "auth", "secret"],
         Kind::Postgres => &["warehouse"],
+        Kind::Hms => &["secret"],
     }
 }
 
@@ -443,6 +448,21 @@ impl Engine {
                     config,
                     self.attached_confinement(None),
                 )?)
+            }
+            Kind::Hms => {
+                self.check_catalog_uri(&attach.uri)?;
+                let properties = match option("secret") {
+                    Some(name) => self.secret(session, &name)?.storage_properties(),
+                    None => Default::default(),
+                };
+                let config = HmsConfig {
+                    uri: attach.uri.clone(),
+                    properties,
+                    locations: Vec::new(),
+                };
+                let catalog = HmsCatalog::new(&name, &config, self.attached_confinement(None))
+                    .map_err(from_iceberg)?;
+                Arc::new(SharedMount::new(Arc::new(catalog)))
             }
             Kind::Postgres => {
                 self.check_catalog_uri(&attach.uri)?;

@@ -36,6 +36,7 @@ use sqe_sessions::{
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, SystemCatalog, admitted};
 use crate::attach::{SessionMounts, SessionScoped};
 use crate::catalog::backend::{CatalogMount, CatalogRef, SharedMount};
+use crate::catalog::hms::{HmsCatalog, HmsConfig};
 use crate::catalog::information::{Catalogs, WithInformationSchema};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
 use crate::catalog::rest::{RestCatalogConfig, RestMount};
@@ -66,6 +67,8 @@ pub struct EngineConfig {
     pub rest_catalogs: Vec<(String, RestCatalogConfig)>,
     /// Catalogs in a PostgreSQL database (Iceberg's JDBC / pyiceberg's SQL catalog), by name.
     pub postgres_catalogs: Vec<(String, PostgresConfig)>,
+    /// Hive Metastores whose Iceberg tables are read, by name.
+    pub hms_catalogs: Vec<(String, HmsConfig)>,
     pub admission: AdmissionConfig,
     /// Partitions each query runs in (and each table scan is spread over); the core count if unset.
     pub target_partitions: Option<usize>,
@@ -189,6 +192,12 @@ impl Engine {
             let confinement = confine(None, &rest.locations, true);
             let mount = RestMount::new(&name, rest.clone(), confinement)?;
             mounts.push((name.clone(), Arc::new(mount)));
+        }
+        for (name, hms) in &config.hms_catalogs {
+            let name = name.to_lowercase();
+            let confinement = confine(None, &hms.locations, true);
+            let catalog = HmsCatalog::new(&name, hms, confinement).map_err(from_iceberg)?;
+            mounts.push((name, Arc::new(SharedMount::new(Arc::new(catalog)))));
         }
         let list = Arc::new(MemoryCatalogProviderList::new());
         let mut catalogs = BTreeMap::new();

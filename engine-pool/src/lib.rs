@@ -21,6 +21,7 @@ pub mod types;
 mod write;
 
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};
+pub use catalog::hms::HmsConfig;
 pub use catalog::rest::{RestAuth, RestCatalogConfig};
 pub use catalog::sql::PostgresConfig;
 pub use engine::{Engine, EngineConfig};

@@ -271,6 +271,9 @@ async fn append(
     state: &SessionState,
     plan: LogicalPlan,
 ) -> SqeResult<u64> {
+    if let Some(reason) = catalog.read_only() {
+        return Err(SqeError::unsupported(reason));
+    }
     let prefix = uuid::Uuid::now_v7().to_string();
     let mut outcome_unknown = false;
     let result = write_and_commit(catalog, table, state, plan, &prefix, &mut outcome_unknown).await;
@@ -399,7 +402,10 @@ async fn write_and_commit(
 /// Whether a failed commit surely changed nothing: the catalog refused it (a lost compare-and-swap,
 /// a 4xx answer), so the files it would have added belong to nobody.
 fn surely_not_committed(e: &iceberg::Error) -> bool {
-    if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts {
+    if matches!(
+        e.kind(),
+        iceberg::ErrorKind::CatalogCommitConflicts | iceberg::ErrorKind::FeatureUnsupported
+    ) {
         return true;
     }
     std::error::Error::source(e)

@@ -159,6 +159,42 @@ pub enum CatalogSection {
     Rest(RestSection),
     /// An Iceberg JDBC catalog in PostgreSQL (pyiceberg's SQL catalog tables).
     Jdbc(JdbcSection),
+    /// A Hive Metastore, whose Iceberg tables are read.
+    Hms(HmsSection),
+}
+
+#[derive(Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HmsSection {
+    /// `thrift://host:port`.
+    pub uri: String,
+    /// Storage properties for the tables' files (`s3.endpoint`, …).
+    #[serde(default)]
+    pub properties: std::collections::BTreeMap<String, String>,
+    /// Where the tables keep their files (see the REST section's `locations`).
+    #[serde(default)]
+    pub locations: Vec<String>,
+}
+
+/// Property names, not their values (which may be storage keys).
+impl std::fmt::Debug for HmsSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HmsSection")
+            .field("uri", &self.uri)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .field("locations", &self.locations)
+            .finish()
+    }
+}
+
+impl HmsSection {
+    pub fn engine_config(&self) -> sqe_engine::HmsConfig {
+        sqe_engine::HmsConfig {
+            uri: self.uri.clone(),
+            properties: self.properties.clone(),
+            locations: self.locations.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -410,7 +446,7 @@ impl Config {
             match section {
                 CatalogSection::Sqlite { warehouse } => *warehouse = expand_home(warehouse),
                 CatalogSection::Jdbc(jdbc) => jdbc.warehouse = expand_home(&jdbc.warehouse),
-                CatalogSection::Rest(_) => {}
+                CatalogSection::Rest(_) | CatalogSection::Hms(_) => {}
             }
         }
         config.validate()?;

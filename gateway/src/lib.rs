@@ -120,6 +120,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
     );
     let mut rest_catalogs = Vec::new();
     let mut postgres_catalogs = Vec::new();
+    let mut hms_catalogs = Vec::new();
     for (name, section) in &config.catalogs {
         match section {
             CatalogSection::Sqlite { warehouse } => {
@@ -133,6 +134,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
                 name.clone(),
                 jdbc.engine_config(name, &|var| std::env::var(var).ok())?,
             )),
+            CatalogSection::Hms(hms) => hms_catalogs.push((name.clone(), hms.engine_config())),
         }
     }
     let engine = Arc::new(
@@ -140,6 +142,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
             catalogs,
             rest_catalogs,
             postgres_catalogs,
+            hms_catalogs,
             admission: config.engine.admission(),
             admin_roles: config.auth.admin_roles.clone(),
             files: config.files.access(),

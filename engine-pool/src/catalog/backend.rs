@@ -27,6 +27,12 @@ pub trait SqeCatalog: Catalog {
         None
     }
 
+    /// Why nothing can be written through this catalog, if nothing can: a write is refused with
+    /// this before it writes a file.
+    fn read_only(&self) -> Option<String> {
+        None
+    }
+
     /// Namespace names, sorted, when they can be had without waiting on the network (DataFusion
     /// asks for listings synchronously); `None` for a remote catalog.
     fn namespace_names_now(&self) -> Option<Vec<String>> {

@@ -3,6 +3,7 @@
 pub mod backend;
 mod column_stats;
 pub mod confined;
+pub mod hms;
 pub mod information;
 pub mod metadata_tables;
 mod parquet_read;
@@ -11,3 +12,4 @@ pub mod provider;
 pub mod rest;
 pub mod scan;
 pub mod sql;
+mod thrift;

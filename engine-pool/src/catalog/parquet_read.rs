@@ -55,8 +55,12 @@ pub(crate) fn readable(schema: &Schema, tasks: &[FileScanTask]) -> bool {
         })
 }
 
+/// The local path of `location`: `/p`, `file:///p`, or Hadoop's `file:/p` (Hive Metastore's).
 fn local_path(location: &str) -> Option<&str> {
-    let path = location.strip_prefix("file://").unwrap_or(location);
+    let path = location
+        .strip_prefix("file://")
+        .or_else(|| location.strip_prefix("file:"))
+        .unwrap_or(location);
     path.starts_with('/').then_some(path)
 }
 
