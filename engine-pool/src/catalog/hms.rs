@@ -27,11 +27,10 @@ use iceberg::{
     Catalog, Error, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit, TableCreation,
     TableIdent,
 };
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use sqe_sessions::ErrorCode;
 
 use super::backend::{CatalogRefusal, SqeCatalog};
-use super::confined::ConfinedStorageFactory;
+use super::storage::CatalogStorageFactory;
 use super::thrift::{Call, ThriftError, Value, read_reply};
 use crate::file_access::Confinement;
 
@@ -180,11 +179,7 @@ impl HmsCatalog {
         } else {
             format!("{host_port}:9083")
         };
-        let factory = ConfinedStorageFactory::new(
-            name,
-            Arc::new(OpenDalResolvingStorageFactory::new()),
-            confinement,
-        );
+        let factory = CatalogStorageFactory::new(name, confinement);
         let file_io = FileIOBuilder::new(Arc::new(factory))
             .with_props(config.properties.iter())
             .build();

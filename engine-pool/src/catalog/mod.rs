@@ -2,7 +2,6 @@
 
 pub mod backend;
 mod column_stats;
-pub mod confined;
 pub mod hms;
 pub mod information;
 pub mod metadata_tables;
@@ -12,4 +11,5 @@ pub mod provider;
 pub mod rest;
 pub mod scan;
 pub mod sql;
+pub mod storage;
 mod thrift;

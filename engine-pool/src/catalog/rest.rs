@@ -29,12 +29,11 @@ use iceberg::{
     TableCreation, TableIdent,
 };
 use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use sha2::{Digest, Sha256};
 use sqe_sessions::{ErrorCode, Session, SqeError, SqeResult};
 
 use super::backend::{CatalogMount, CatalogRef, CatalogRefusal, SqeCatalog};
-use super::confined::ConfinedStorageFactory;
+use super::storage::CatalogStorageFactory;
 use crate::file_access::Confinement;
 
 /// How SQE authenticates to a REST catalog.
@@ -296,9 +295,8 @@ fn client(
         .map_err(|e| SqeError::internal(format!("catalog '{name}': {e}")))?;
     let builder = RestCatalogBuilder::default()
         .with_client(http.clone())
-        .with_storage_factory(Arc::new(ConfinedStorageFactory::new(
+        .with_storage_factory(Arc::new(CatalogStorageFactory::new(
             name,
-            Arc::new(OpenDalResolvingStorageFactory::new()),
             confinement.clone(),
         )))
         .with_runtime(runtime);

@@ -176,7 +176,7 @@ impl TableProvider for IcebergScanProvider {
         if datafusion_reads {
             let all: Vec<&FileScanTask> = groups.iter().flatten().collect();
             // DataFusion's reader opens the files itself: the table's file IO judges them first,
-            // as it judges every file it opens (see `confined`).
+            // as it judges every file it opens (see `storage`).
             for task in &all {
                 let file_io = self.table.file_io();
                 file_io

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use iceberg::io::{FileIO, FileIOBuilder, LocalFsStorageFactory};
+use iceberg::io::{FileIO, FileIOBuilder};
 use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::table::Table;
 use iceberg::{
@@ -28,7 +28,7 @@ use iceberg::{
 use rusqlite::Connection;
 
 use super::backend::{CatalogRefusal, SqeCatalog};
-use super::confined::ConfinedStorageFactory;
+use super::storage::CatalogStorageFactory;
 use crate::file_access::Confinement;
 
 /// The file name of the catalog inside a warehouse directory.
@@ -262,15 +262,18 @@ impl SqlCatalog {
                 name: name.to_string(),
                 conn: Mutex::new(conn),
             }),
-            file_io: FileIO::new_with_fs(),
+            file_io: FileIOBuilder::new(Arc::new(CatalogStorageFactory::new(
+                name,
+                Confinement::default(),
+            )))
+            .build(),
             tables: Mutex::new(HashMap::new()),
         }
     }
 
     /// The catalog with its tables' files kept to `confinement` (see [`Confinement`]).
     pub fn confined(mut self, confinement: Confinement) -> Self {
-        let factory =
-            ConfinedStorageFactory::new(&self.name, Arc::new(LocalFsStorageFactory), confinement);
+        let factory = CatalogStorageFactory::new(&self.name, confinement);
         self.file_io = FileIOBuilder::new(Arc::new(factory)).build();
         self
     }

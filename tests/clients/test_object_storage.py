@@ -1,0 +1,123 @@
+"""Tables of SQE's own warehouse whose files live in S3 (a real S3 server: moto_server).
+
+The catalog stays the warehouse's SQLite file; a table created `WITH (location = 's3://…')` keeps its
+metadata, manifests and data in the bucket. The S3 settings come from the standard environment
+(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`), as for any AWS
+tool. What is proven:
+
+- the shell creates, appends to, reads and drops such a table; the objects appear in the bucket and
+  go with DROP TABLE;
+- pyiceberg's SqlCatalog on the same warehouse reads SQE's rows from S3;
+- on a server a table location in a bucket is allowed only under `[files] allowed_object_prefixes`.
+"""
+
+import csv
+import io
+import os
+import subprocess
+
+import pytest
+import trino
+from pyiceberg.catalog.sql import SqlCatalog
+from trino.exceptions import TrinoQueryError
+
+from conftest import TARGET, start_server
+from rest_catalog import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET_KEY, start_moto
+
+
+@pytest.fixture(scope="module")
+def s3():
+    process, endpoint = start_moto()
+    try:
+        yield endpoint
+    finally:
+        process.stop()
+
+
+def aws_env(endpoint):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SQE_"))}
+    env.update(
+        AWS_ACCESS_KEY_ID=S3_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=S3_SECRET_KEY,
+        AWS_REGION=S3_REGION,
+        AWS_ENDPOINT_URL=endpoint,
+    )
+    return env
+
+
+def keys(endpoint, prefix):
+    import boto3
+
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id=S3_ACCESS_KEY,
+        aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
+    )
+    listed = client.list_objects_v2(Bucket=S3_BUCKET, Prefix=prefix)
+    return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+def shell(warehouse, endpoint, sql):
+    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
+    result = subprocess.run(
+        [cli, "--embedded", "--warehouse", str(warehouse), "-f", "csv", "-e", sql],
+        capture_output=True, text=True, timeout=300, env=aws_env(endpoint),
+    )
+    assert result.returncode == 0, result.stderr
+    return list(csv.reader(io.StringIO(result.stdout)))
+
+
+def test_a_warehouse_table_lives_in_s3(tmp_path, s3):
+    warehouse = tmp_path / "w"
+    location = f"s3://{S3_BUCKET}/embedded/orders"
+    rows = shell(
+        warehouse, s3,
+        f"CREATE TABLE orders WITH (location = '{location}') AS "
+        "SELECT * FROM (VALUES (1, 'apple'), (2, 'pear')) AS v(id, item); "
+        "INSERT INTO orders VALUES (3, 'plum'); "
+        "SELECT id, item FROM orders ORDER BY id; "
+        'SELECT count(*) AS n FROM "orders$snapshots"',
+    )
+    assert rows[-6:] == [["id", "item"], ["1", "apple"], ["2", "pear"], ["3", "plum"], ["n"], ["2"]]
+    stored = keys(s3, "embedded/orders/")
+    assert any(k.startswith("embedded/orders/metadata/") and k.endswith(".metadata.json") for k in stored), stored
+    assert len([k for k in stored if k.startswith("embedded/orders/data/") and k.endswith(".parquet")]) == 2, stored
+    assert not any((warehouse / "default").glob("orders*")), "no local files for a table in S3"
+
+    # pyiceberg, on the same SQLite catalog, reads the table from S3.
+    catalog = SqlCatalog(
+        "iceberg",
+        uri=f"sqlite:///{warehouse / 'catalog.db'}",
+        warehouse=f"file://{warehouse}",
+        **{
+            "s3.endpoint": s3, "s3.access-key-id": S3_ACCESS_KEY,
+            "s3.secret-access-key": S3_SECRET_KEY, "s3.region": S3_REGION,
+        },
+    )
+    table = catalog.load_table("default.orders")
+    assert table.metadata_location.startswith(location + "/metadata/")
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "item": "apple"}, {"id": 2, "item": "pear"}, {"id": 3, "item": "plum"},
+    ]
+
+    shell(warehouse, s3, "DROP TABLE orders")
+    assert keys(s3, "embedded/orders/") == []
+
+
+def test_a_server_puts_tables_only_in_allowed_buckets(tmp_path, s3):
+    files = f'\n[files]\nallowed_object_prefixes = ["s3://{S3_BUCKET}/served/"]\n'
+    server = start_server(tmp_path, "[auth]\nallow_anonymous = true\n" + files, env_extra=aws_env(s3))
+    try:
+        cur = trino.dbapi.connect(host="127.0.0.1", port=server.http_port, user="alice").cursor()
+        cur.execute(f"CREATE TABLE t WITH (location = 's3://{S3_BUCKET}/served/t') AS SELECT 1 AS id")
+        cur.fetchall()
+        cur.execute("SELECT id FROM t")
+        assert cur.fetchall() == [[1]]
+        assert keys(s3, "served/t/metadata/")
+        with pytest.raises(TrinoQueryError) as refused:
+            cur.execute(f"CREATE TABLE u WITH (location = 's3://{S3_BUCKET}/elsewhere/u') AS SELECT 1 AS id")
+            cur.fetchall()
+        assert refused.value.error_name == "PERMISSION_DENIED", refused.value.message
+        assert "allowed_object_prefixes" in refused.value.message, refused.value.message
+        assert keys(s3, "elsewhere/") == []
+    finally:
+        server.stop()
