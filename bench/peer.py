@@ -90,6 +90,26 @@ def generate(suite, scale, out):
         (out / "queries" / f"{name}.sql").write_text(query.strip() + "\n")
 
 
+def s3_from_environment(con):
+    """DuckDB reaches S3 with the settings of the standard AWS environment, as SQE does: a store of
+    one's own (AWS_ENDPOINT_URL) path-style."""
+    import os
+    from urllib.parse import urlsplit
+
+    load_extension(con, "httpfs")
+    options = {
+        "KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", ""),
+        "SECRET": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        "REGION": os.environ.get("AWS_REGION", "us-east-1"),
+    }
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        url = urlsplit(endpoint)
+        options.update(ENDPOINT=url.netloc, URL_STYLE="path", USE_SSL=str(url.scheme == "https").lower())
+    listed = ", ".join(f"{k} {v}" if k == "USE_SSL" else f"{k} '{v}'" for k, v in options.items())
+    con.execute(f"CREATE SECRET (TYPE s3, {listed})")
+
+
 def run(directory, runs, only, iceberg_catalog=None):
     directory = pathlib.Path(directory)
     results = directory / ("duckdb-iceberg" if iceberg_catalog else "duckdb")
@@ -102,8 +122,10 @@ def run(directory, runs, only, iceberg_catalog=None):
         load_extension(con, "iceberg")
         tables = sqlite3.connect(iceberg_catalog).execute(
             "SELECT table_name, metadata_location FROM iceberg_tables WHERE table_namespace = 'default'"
-        )
-        for table, location in tables.fetchall():
+        ).fetchall()
+        if any(location.startswith("s3://") for _, location in tables):
+            s3_from_environment(con)
+        for table, location in tables:
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM iceberg_scan('{location}')")
     else:
         for parquet in sorted((directory / "parquet").glob("*.parquet")):

@@ -5,13 +5,17 @@
 //! ```text
 //! sqe-bench tpch|ssb|tpcds|clickbench --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
 //!           [--baseline OTHER-SQE-BENCH [--baseline-set NAME=VALUE …]] [--writer sqe|pyiceberg]
+//!           [--location s3://BUCKET/PREFIX]
 //! ```
 //! The data (generated once by DuckDB, see `peer.py`), the SQE warehouse loaded from it with
 //! CREATE TABLE AS, and the reports (`report.json`, `report.md`, `report.png`; `report-partial.*`
 //! for a run of some queries) live in `DIR/<suite>-sf<scale>/`, by default under
 //! `~/.cache/sqe/bench`; with `--writer pyiceberg` (tables written by pyiceberg, as a user's
-//! pipeline would write them) in `DIR/pyiceberg/<suite>-sf<scale>/`. The exit status is 0 only if
-//! every answer matched.
+//! pipeline would write them) in `DIR/pyiceberg/<suite>-sf<scale>/`. With `--location`, the tables'
+//! files go to an object store (the catalog stays in `DIR/<suite>-sf<scale>/warehouse-s3`), with the
+//! settings of the standard `AWS_*` environment; a `--baseline` then runs on the local tables, so
+//! its column sets object store against local disk. The exit status is 0 only if every answer
+//! matched.
 
 mod compare;
 
@@ -86,6 +90,11 @@ struct Args {
     /// `pyiceberg` (pyiceberg's own defaults: zstd, row groups of up to a million rows).
     #[arg(long, default_value = "sqe", value_parser = ["sqe", "pyiceberg"])]
     writer: String,
+    /// Keep the tables' files under this object store URL (`s3://bucket/prefix`), each table in a
+    /// folder of its own; the S3 settings come from the `AWS_*` environment (`AWS_ENDPOINT_URL`
+    /// for a store of one's own).
+    #[arg(long, value_name = "URL")]
+    location: Option<String>,
 }
 
 #[global_allocator]
@@ -303,6 +312,14 @@ async fn run(args: Args) -> Result<bool, String> {
     }
     let dir = base.join(format!("{}-sf{}", args.suite, args.scale));
     let dir_text = dir.display().to_string();
+    if args.location.is_some() && args.writer != "sqe" {
+        return Err("--location: only SQE writes tables into an object store here".into());
+    }
+    let location = args.location.as_deref().map(|l| l.trim_end_matches('/'));
+    let warehouse = dir.join(match location {
+        Some(_) => "warehouse-s3",
+        None => "warehouse",
+    });
 
     // 1. Data, generated once (peer.py writes the queries last).
     let generated = std::fs::read_dir(dir.join("queries")).is_ok_and(|mut d| d.next().is_some());
@@ -335,7 +352,7 @@ async fn run(args: Args) -> Result<bool, String> {
         .collect::<Result<Vec<_>, _>>()?;
     let engine = Arc::new(
         Engine::open(EngineConfig {
-            catalogs: vec![("iceberg".to_string(), dir.join("warehouse"))],
+            catalogs: vec![("iceberg".to_string(), warehouse.clone())],
             options,
             ..EngineConfig::default()
         })
@@ -375,8 +392,12 @@ async fn run(args: Args) -> Result<bool, String> {
         let start = Instant::now();
         // Stored with the codec of the peer's Parquet files (dbgen writes SNAPPY), so both engines
         // decompress the same way; SQE's own default is Iceberg's, zstd.
+        let placed = match location {
+            Some(l) => format!("location = '{l}/{table}', "),
+            None => String::new(),
+        };
         let sql = format!(
-            "CREATE TABLE {table} WITH (\"write.parquet.compression-codec\" = 'snappy') \
+            "CREATE TABLE {table} WITH ({placed}\"write.parquet.compression-codec\" = 'snappy') \
              AS SELECT * FROM read_parquet('{}')",
             path.display()
         );
@@ -434,7 +455,7 @@ async fn run(args: Args) -> Result<bool, String> {
     let mut theirs: Value = json!({"seconds": {}, "errors": {}});
     let mut on_iceberg: Value = json!({"seconds": {}, "errors": {}});
     let runs = args.runs.to_string();
-    let catalog = dir.join("warehouse/catalog.db").display().to_string();
+    let catalog = warehouse.join("catalog.db").display().to_string();
     for (name, sql) in &queries {
         let r = run_query(&engine, &session, sql, args.runs).await;
         match (&r.seconds, &r.error) {
@@ -590,6 +611,7 @@ async fn run(args: Args) -> Result<bool, String> {
         "baseline": args.baseline.as_ref().map(|b| b.display().to_string()),
         "baseline_settings": args.baseline_settings,
         "writer": args.writer,
+        "location": args.location,
         "summary": summary,
     });
     // A run of some queries (--query) leaves the whole suite's report alone.
