@@ -231,6 +231,28 @@ def test_time_travel_on_a_rest_table(sqe, idp, rest_catalog):
     assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.bronze.versioned") == [[3]]
 
 
+def test_drop_table_is_the_catalogs_to_allow(sqe, idp, rest_catalog):
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.doomed (id BIGINT)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.doomed VALUES (1)")
+    records = rest_catalog.records
+    mark = records.mark()
+    with pytest.raises(TrinoQueryError) as refused:
+        trino_sql(sqe, idp, "bob", "DROP TABLE lake.bronze.doomed")
+    assert REFUSAL.search(refused.value.message), refused.value.message
+    assert trino_sql(sqe, idp, "alice", "SELECT id FROM lake.bronze.doomed") == [[1]]
+
+    trino_sql(sqe, idp, "alice", "DROP TABLE lake.bronze.doomed")
+    # bob was refused before any delete (he may not even read the table); alice's went through.
+    dropped = [r for r in records.since(mark) if r.method == "DELETE"]
+    assert [(r.path.split("?")[0], r.user, r.status) for r in dropped] == [
+        ("/v1/dev/namespaces/bronze/tables/doomed", "alice", 204),
+    ]
+    assert not rest_catalog.pyiceberg(jwt_of(idp, "alice")).table_exists("bronze.doomed")
+    with pytest.raises(TrinoQueryError) as gone:
+        trino_sql(sqe, idp, "alice", "SELECT id FROM lake.bronze.doomed")
+    assert gone.value.error_name == "NOT_FOUND", gone.value.message
+
+
 def test_an_expired_token_is_refused_and_reaches_no_catalog(sqe, idp, rest_catalog):
     trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.expiry (id BIGINT)")
     assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.bronze.expiry") == [[0]]
@@ -450,7 +472,8 @@ def test_attach_is_the_sessions_own_and_passes_its_token(sqe_attach, idp, rest_c
 
 def test_the_embedded_shell_reaches_the_rest_catalog_with_a_secret(tmp_path, idp, rest_catalog):
     """sqe-cli --embedded: a bearer secret holds alice's token, ATTACH uses it, and the catalog sees
-    alice on every request; pyiceberg then reads what the shell wrote."""
+    alice on every request; the shell travels back to its first snapshot, and pyiceberg reads what
+    the shell wrote."""
     cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
     mark = rest_catalog.records.mark()
     sql = (
@@ -458,7 +481,11 @@ def test_the_embedded_shell_reaches_the_rest_catalog_with_a_secret(tmp_path, idp
         f"ATTACH '{rest_catalog.proxy_url}' AS lake (TYPE iceberg, PREFIX 'dev', SECRET lake_token); "
         "CREATE TABLE lake.bronze.from_shell (id BIGINT, name VARCHAR); "
         "INSERT INTO lake.bronze.from_shell VALUES (1, 'x'), (2, 'y'); "
-        "SELECT id, name FROM lake.bronze.from_shell ORDER BY id"
+        "INSERT INTO lake.bronze.from_shell VALUES (3, 'z'); "
+        "SELECT id, name FROM lake.bronze.from_shell ORDER BY id; "
+        # Time travel to the first snapshot, found through the metadata table.
+        "SELECT count(*) AS n FROM lake.bronze.from_shell FOR VERSION AS OF "
+        '(SELECT snapshot_id FROM lake.bronze."from_shell$snapshots" WHERE parent_id IS NULL)'
     )
     result = subprocess.run(
         [cli, "--embedded", "--warehouse", str(tmp_path / "w"), "-f", "csv", "-e", sql],
@@ -467,7 +494,11 @@ def test_the_embedded_shell_reaches_the_rest_catalog_with_a_secret(tmp_path, idp
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert list(csv.reader(io.StringIO(result.stdout)))[-3:] == [["id", "name"], ["1", "x"], ["2", "y"]]
+    assert list(csv.reader(io.StringIO(result.stdout)))[-6:] == [
+        ["id", "name"], ["1", "x"], ["2", "y"], ["3", "z"], ["n"], ["2"],
+    ]
     assert users(rest_catalog.records.since(mark)) == {"alice"}
     table = rest_catalog.pyiceberg(jwt_of(idp, "alice")).load_table("bronze.from_shell")
-    assert table.scan().to_arrow().sort_by("id").to_pylist() == [{"id": 1, "name": "x"}, {"id": 2, "name": "y"}]
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "name": "x"}, {"id": 2, "name": "y"}, {"id": 3, "name": "z"},
+    ]
