@@ -16,7 +16,6 @@ use iceberg::spec::{
     UnboundPartitionSpecBuilder,
 };
 use iceberg::table::Table;
-use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
 use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
 
@@ -665,23 +664,20 @@ impl Engine {
                         "column '{col}' already exists"
                     )));
                 }
-                let mut ids = FieldIds::default();
+                // Ids after every id the table ever gave a column, nested ones included.
+                let mut ids = FieldIds::after(table.metadata().last_column_id());
+                let id = ids.fresh();
                 let ty = sql_to_iceberg(&column_def.data_type, &mut ids)?;
-                let tx = Transaction::new(&table);
-                let tx = tx
-                    .update_schema()
-                    .add_column(iceberg::transaction::AddColumn::optional(col, ty))
-                    .apply(tx)
-                    .map_err(from_iceberg)?;
-                tx.commit(catalog.as_ref()).await.map_err(from_iceberg)?;
+                let mut fields = schema.as_struct().fields().to_vec();
+                fields.push(Arc::new(NestedField::optional(id, col, ty)));
+                commit_schema(&catalog, &table, fields).await?;
             }
             AlterTableOperation::DropColumn {
                 column_names,
                 if_exists: col_if_exists,
                 ..
             } => {
-                let tx = Transaction::new(&table);
-                let mut action = tx.update_schema();
+                let mut dropped = Vec::new();
                 for c in &column_names {
                     let col = normalize_ident(c);
                     if schema.field_by_name(&col).is_none() {
@@ -707,10 +703,24 @@ impl Engine {
                             "cannot drop partition column '{col}'"
                         )));
                     }
-                    action = action.delete_column(col);
+                    dropped.push(col);
                 }
-                let tx = action.apply(tx).map_err(from_iceberg)?;
-                tx.commit(catalog.as_ref()).await.map_err(from_iceberg)?;
+                if dropped.is_empty() {
+                    return Ok(());
+                }
+                let fields: Vec<NestedFieldRef> = schema
+                    .as_struct()
+                    .fields()
+                    .iter()
+                    .filter(|f| !dropped.contains(&f.name))
+                    .cloned()
+                    .collect();
+                if fields.is_empty() {
+                    return Err(SqeError::invalid(
+                        "cannot drop every column of a table; drop the table instead",
+                    ));
+                }
+                commit_schema(&catalog, &table, fields).await?;
             }
             AlterTableOperation::RenameColumn {
                 old_column_name,
@@ -743,32 +753,7 @@ impl Engine {
                         }
                     })
                     .collect();
-                let next_id = table
-                    .metadata()
-                    .schemas_iter()
-                    .map(|s| s.schema_id())
-                    .max()
-                    .unwrap_or(0)
-                    + 1;
-                let new_schema = Schema::builder()
-                    .with_schema_id(next_id)
-                    .with_fields(fields)
-                    .with_identifier_field_ids(schema.identifier_field_ids())
-                    .build()
-                    .map_err(from_iceberg)?;
-                catalog
-                    .commit_updates(
-                        &ident,
-                        vec![TableRequirement::CurrentSchemaIdMatch {
-                            current_schema_id: schema.schema_id(),
-                        }],
-                        vec![
-                            TableUpdate::AddSchema { schema: new_schema },
-                            TableUpdate::SetCurrentSchema { schema_id: -1 },
-                        ],
-                    )
-                    .await
-                    .map_err(from_iceberg)?;
+                commit_schema(&catalog, &table, fields).await?;
             }
             AlterTableOperation::RenameTable { table_name } => {
                 let target = match table_name {
@@ -923,6 +908,45 @@ impl Engine {
 }
 
 /// Trino's spelling of a partition field.
+/// Makes `fields` the table's schema: a new schema with the next free schema id, made current, on
+/// the condition that the current schema is still the one the change was made from. (iceberg-rust
+/// 0.10.1's own schema change sends its new schema under id 0, which a REST catalog that checks
+/// refuses: the id is taken.)
+async fn commit_schema(
+    catalog: &CatalogRef,
+    table: &Table,
+    fields: Vec<NestedFieldRef>,
+) -> SqeResult<()> {
+    let metadata = table.metadata();
+    let current = metadata.current_schema();
+    let next_id = metadata
+        .schemas_iter()
+        .map(|s| s.schema_id())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let schema = Schema::builder()
+        .with_schema_id(next_id)
+        .with_fields(fields)
+        .with_identifier_field_ids(current.identifier_field_ids())
+        .build()
+        .map_err(from_iceberg)?;
+    catalog
+        .commit_updates(
+            table.identifier(),
+            vec![TableRequirement::CurrentSchemaIdMatch {
+                current_schema_id: current.schema_id(),
+            }],
+            vec![
+                TableUpdate::AddSchema { schema },
+                TableUpdate::SetCurrentSchema { schema_id: -1 },
+            ],
+        )
+        .await
+        .map_err(from_iceberg)?;
+    Ok(())
+}
+
 fn partition_label(t: &Transform, column: &str) -> String {
     match t {
         Transform::Identity => column.to_string(),

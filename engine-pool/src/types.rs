@@ -16,6 +16,11 @@ use sqe_sessions::{SqeError, SqeResult};
 pub struct FieldIds(i32);
 
 impl FieldIds {
+    /// Ids after `last` (a table's last column id, for a column added to it).
+    pub fn after(last: i32) -> Self {
+        Self(last)
+    }
+
     pub fn fresh(&mut self) -> i32 {
         self.0 += 1;
         self.0

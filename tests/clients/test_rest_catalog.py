@@ -253,6 +253,31 @@ def test_drop_table_is_the_catalogs_to_allow(sqe, idp, rest_catalog):
     assert gone.value.error_name == "NOT_FOUND", gone.value.message
 
 
+def test_alter_table_commits_a_new_schema_through_the_catalog(sqe, idp, rest_catalog):
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.evolving (id BIGINT, name VARCHAR)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.evolving VALUES (1, 'a')")
+    records = rest_catalog.records
+    mark = records.mark()
+    trino_sql(sqe, idp, "alice", "ALTER TABLE lake.bronze.evolving ADD COLUMN score DOUBLE")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.evolving VALUES (2, 'b', 0.5)")
+    trino_sql(sqe, idp, "alice", "ALTER TABLE lake.bronze.evolving RENAME COLUMN name TO label")
+    trino_sql(sqe, idp, "alice", "ALTER TABLE lake.bronze.evolving DROP COLUMN score")
+    assert trino_sql(sqe, idp, "alice", "SELECT * FROM lake.bronze.evolving ORDER BY id") == [[1, "a"], [2, "b"]]
+    assert users(records.since(mark)) == {"alice"}
+
+    table = rest_catalog.pyiceberg(jwt_of(idp, "alice")).load_table("bronze.evolving")
+    assert [s.schema_id for s in table.schemas().values()] == [0, 1, 2, 3]
+    assert [(f.field_id, f.name) for f in table.schema().fields] == [(1, "id"), (2, "label")]
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == [{"id": 1, "label": "a"}, {"id": 2, "label": "b"}]
+
+    # bob may not change it: the catalog's refusal, and the schema stays.
+    with pytest.raises(TrinoQueryError) as refused:
+        trino_sql(sqe, idp, "bob", "ALTER TABLE lake.bronze.evolving ADD COLUMN x BIGINT")
+    assert REFUSAL.search(refused.value.message), refused.value.message
+    table = rest_catalog.pyiceberg(jwt_of(idp, "alice")).load_table("bronze.evolving")
+    assert [f.name for f in table.schema().fields] == ["id", "label"]
+
+
 def test_an_expired_token_is_refused_and_reaches_no_catalog(sqe, idp, rest_catalog):
     trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.expiry (id BIGINT)")
     assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.bronze.expiry") == [[0]]

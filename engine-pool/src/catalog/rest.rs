@@ -26,7 +26,7 @@ use base64::Engine as _;
 use iceberg::table::Table;
 use iceberg::{
     Catalog, CatalogBuilder, Error, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit,
-    TableCreation, TableIdent,
+    TableCreation, TableIdent, TableRequirement, TableUpdate,
 };
 use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
 use sha2::{Digest, Sha256};
@@ -303,11 +303,39 @@ fn client(
     // `load` only checks the properties; the client connects on its first request.
     let catalog = futures::executor::block_on(builder.load(name, props))
         .map_err(|e| SqeError::invalid(format!("catalog '{name}': {}", e.message())))?;
+    let headers = config
+        .properties
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("header.")?.to_string(), v.clone())))
+        .collect();
+    let committer = match &config.auth {
+        RestAuth::ClientCredentials { .. } => None,
+        _ => Some(Committer {
+            http: http.clone(),
+            token: token.map(str::to_string),
+            prefix: config.prefix.clone(),
+            warehouse: config.warehouse.clone(),
+            headers,
+        }),
+    };
     Ok(Arc::new(RestClient {
         name: name.to_string(),
         uri: config.uri.clone(),
         inner: catalog,
+        committer,
     }))
+}
+
+/// What SQE needs to send a commit to a REST catalog itself: iceberg-catalog-rest only sends the
+/// commits iceberg's own transactions build. Not for `client_credentials`, whose token only
+/// iceberg-catalog-rest holds.
+struct Committer {
+    http: reqwest::Client,
+    token: Option<String>,
+    prefix: Option<String>,
+    warehouse: Option<String>,
+    /// `header.*` properties, sent on every request as iceberg-catalog-rest sends them.
+    headers: Vec<(String, String)>,
 }
 
 /// One client of a REST catalog. Its `Debug` shows no credential.
@@ -315,6 +343,7 @@ struct RestClient {
     name: String,
     uri: String,
     inner: RestCatalog,
+    committer: Option<Committer>,
 }
 
 impl fmt::Debug for RestClient {
@@ -327,6 +356,80 @@ impl fmt::Debug for RestClient {
 }
 
 impl RestClient {
+    /// A request to the catalog with the client's token and headers.
+    fn request(
+        &self,
+        committer: &Committer,
+        method: reqwest::Method,
+        url: reqwest::Url,
+    ) -> reqwest::RequestBuilder {
+        let mut request = committer.http.request(method, url);
+        if let Some(token) = &committer.token {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in &committer.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        request
+    }
+
+    fn unreachable(&self, e: reqwest::Error) -> Error {
+        tracing::debug!("catalog '{}': {e}", self.name);
+        let message = format!("catalog '{}' cannot be reached at {}", self.name, self.uri);
+        Error::new(ErrorKind::Unexpected, message.clone()).with_source(CatalogRefusal {
+            code: ErrorCode::External,
+            message,
+        })
+    }
+
+    fn url(&self, segments: &[&str]) -> Result<reqwest::Url> {
+        let mut url = reqwest::Url::parse(self.uri.trim_end_matches('/')).map_err(|e| {
+            Error::new(
+                ErrorKind::DataInvalid,
+                format!("catalog '{}': uri: {e}", self.name),
+            )
+        })?;
+        url.path_segments_mut()
+            .map_err(|()| {
+                Error::new(
+                    ErrorKind::DataInvalid,
+                    format!("catalog '{}': uri cannot take a path", self.name),
+                )
+            })?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
+    }
+
+    /// The path prefix: the mount's, or the one the catalog's `/v1/config` hands out.
+    async fn prefix(&self, committer: &Committer) -> Result<Option<String>> {
+        if committer.prefix.is_some() {
+            return Ok(committer.prefix.clone());
+        }
+        let mut url = self.url(&["v1", "config"])?;
+        if let Some(w) = &committer.warehouse {
+            url.query_pairs_mut().append_pair("warehouse", w);
+        }
+        let response = self
+            .request(committer, reqwest::Method::GET, url)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        let status = response.status().as_u16();
+        let text = response.text().await.map_err(|e| self.unreachable(e))?;
+        if status != 200 {
+            return Err(self.explain(Error::new(
+                ErrorKind::Unexpected,
+                format!("status: {status}, json: {text}"),
+            )));
+        }
+        let config: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        Ok(config
+            .pointer("/overrides/prefix")
+            .and_then(|p| p.as_str())
+            .map(str::to_string))
+    }
+
     /// The catalog's own words for a failed request: its HTTP status and the message of its
     /// error body (the REST spec's `{"error": {"message", "type", "code"}}`), or what went wrong
     /// reaching it. iceberg-catalog-rest keeps the status and body only in the error's context,
@@ -530,7 +633,61 @@ impl Catalog for RestClient {
     }
 }
 
-impl SqeCatalog for RestClient {}
+#[async_trait]
+impl SqeCatalog for RestClient {
+    /// Sends the commit itself (see [`Committer`]), then reads the table back.
+    async fn commit_updates(
+        &self,
+        ident: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        let Some(committer) = &self.committer else {
+            return Err(Error::new(
+                ErrorKind::FeatureUnsupported,
+                format!(
+                    "this change to '{ident}' cannot be sent to catalog '{}' with client_credentials yet",
+                    self.name
+                ),
+            ));
+        };
+        let prefix = self.prefix(committer).await?;
+        let namespace = ident.namespace.join("\u{1f}");
+        let mut segments = vec!["v1"];
+        segments.extend(prefix.as_deref());
+        segments.extend(["namespaces", &namespace, "tables", &ident.name]);
+        let url = self.url(&segments)?;
+        let body = serde_json::json!({
+            "identifier": {"namespace": ident.namespace.as_ref(), "name": ident.name},
+            "requirements": requirements,
+            "updates": updates,
+        });
+        let response = self
+            .request(committer, reqwest::Method::POST, url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        let status = response.status().as_u16();
+        match status {
+            200 => {}
+            409 => {
+                return Err(Error::new(
+                    ErrorKind::CatalogCommitConflicts,
+                    format!("'{ident}' was changed meanwhile; run the statement again"),
+                ));
+            }
+            _ => {
+                let text = response.text().await.unwrap_or_default();
+                return Err(self.explain(Error::new(
+                    ErrorKind::Unexpected,
+                    format!("status: {status}, json: {text}"),
+                )));
+            }
+        }
+        self.load_table(ident).await
+    }
+}
 
 #[cfg(test)]
 mod tests {
