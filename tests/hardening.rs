@@ -836,3 +836,92 @@ async fn secrets_belong_to_their_session_and_never_show_their_values() {
         vec!["s3cred|s3|session"]
     );
 }
+
+/// The file functions reach S3 with the session's own secret: each session's requests carry its
+/// own access key and never another session's. (A local stand-in for S3 records the key of every
+/// request and answers each with 404.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_session_reads_s3_with_its_own_secret() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let record = record.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 65536 {
+                    match socket.read(&mut byte).await {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).to_lowercase();
+                let key = text
+                    .split("credential=")
+                    .nth(1)
+                    .and_then(|rest| rest.split('/').next())
+                    .unwrap_or("unsigned")
+                    .to_string();
+                record.lock().unwrap_or_else(|p| p.into_inner()).push(key);
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let server = engine_in(
+        dir.path(),
+        EngineConfig {
+            files: FileAccess::Restricted(FileRules {
+                allowed_object_prefixes: vec!["s3://shared/".into()],
+                ..FileRules::default()
+            }),
+            ..EngineConfig::default()
+        },
+    );
+    let secret = |user: &str| {
+        format!(
+            "CREATE SECRET mine (TYPE s3, KEY_ID '{user}-key', SECRET '{user}-secret', REGION 'us-east-1', ENDPOINT 'http://127.0.0.1:{port}', URL_STYLE 'path')"
+        )
+    };
+    let read = "SELECT * FROM read_parquet('s3://shared/data/x.parquet')";
+    for user in ["alice", "bob", "alice"] {
+        let s = session(&server, user, &[]);
+        ok(&server, &s, &secret(user)).await;
+        seen.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let e = refused(&server, &s, read).await;
+        assert!(!e.message().contains("-secret"), "{}", e.message());
+        let keys = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert!(!keys.is_empty(), "{user}'s read reached the store");
+        assert!(
+            keys.iter().all(|k| *k == format!("{user}-key")),
+            "{user}'s requests carried {keys:?}"
+        );
+    }
+    // Outside the allowed prefix, nothing is requested at all.
+    let s = session(&server, "alice", &[]);
+    ok(&server, &s, &secret("alice")).await;
+    seen.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    let e = refused(
+        &server,
+        &s,
+        "SELECT * FROM read_parquet('s3://private/x.parquet')",
+    )
+    .await;
+    assert_eq!(e.code(), ErrorCode::PermissionDenied, "{}", e.message());
+    assert!(seen.lock().unwrap_or_else(|p| p.into_inner()).is_empty());
+}

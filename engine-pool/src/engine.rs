@@ -16,8 +16,9 @@ use datafusion::common::ScalarValue;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::FunctionRegistry;
 use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::context::SessionState;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{ColumnarValue, LogicalPlan, Volatility, create_udf};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{CopyToSource, DFParser, Statement as DFStatement};
@@ -46,9 +47,10 @@ use crate::error::{from_datafusion, from_iceberg};
 use crate::file_access::{Access, Confinement, FileAccess};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::guard::{Planning, check_depth, check_length};
+use crate::object_stores::{ObjectStores, S3Settings};
 use crate::optimizer::SqeOptimizerOptions;
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
-use crate::secrets::{CreateSecret, Secret, is_create_secret, recorded_text};
+use crate::secrets::{CreateSecret, Secret, SecretKind, is_create_secret, recorded_text};
 use crate::session_properties::{check_session, max_run_time};
 
 /// Trino's `system` catalog: `system.runtime.queries`.
@@ -231,7 +233,8 @@ impl Engine {
             .with_information_schema(false)
             .with_default_catalog_and_schema(default_catalog.clone(), "default")
             .with_create_default_catalog_and_schema(false);
-        let mut runtime = RuntimeEnvBuilder::new();
+        let mut runtime = RuntimeEnvBuilder::new()
+            .with_object_store_registry(Arc::new(ObjectStores::new(S3Settings::new())));
         if let Some(bytes) = config.memory_limit.or_else(default_memory_limit) {
             runtime = runtime.with_memory_limit(bytes, 1.0);
         }
@@ -351,6 +354,9 @@ impl Engine {
         config.options_mut().catalog.default_schema = session.schema.clone();
         let mut builder =
             SessionStateBuilder::new_from_existing(self.state.clone()).with_config(config);
+        if let Some(runtime) = self.session_runtime(session)? {
+            builder = builder.with_runtime_env(runtime);
+        }
         let attached = self.session_mounts.of(session);
         if !tables.is_empty() || self.per_session || !attached.is_empty() {
             // The engine's shared catalogs, this session's own, and one holding this statement's
@@ -402,6 +408,27 @@ impl Engine {
             ))
             .map_err(from_datafusion)?;
         Ok(state)
+    }
+
+    /// A runtime of the statement's own when the session reaches object stores with a secret of
+    /// its own: the engine's memory and spill space, but object stores with that secret and caches
+    /// no other session shares.
+    fn session_runtime(&self, session: &Session) -> SqeResult<Option<Arc<RuntimeEnv>>> {
+        let s3 = self
+            .session_secrets
+            .of(session)
+            .into_iter()
+            .find(|(_, secret)| secret.kind == SecretKind::S3);
+        let Some((_, secret)) = s3 else {
+            return Ok(None);
+        };
+        let shared = self.state.runtime_env();
+        RuntimeEnvBuilder::from_runtime_env(shared)
+            .with_cache_manager(CacheManagerConfig::default())
+            .with_object_store_registry(Arc::new(ObjectStores::new(secret.storage_properties())))
+            .build_arc()
+            .map(Some)
+            .map_err(from_datafusion)
     }
 
     /// Runs one statement.

@@ -13,6 +13,8 @@ use datafusion::logical_expr::{cast, ident, lit};
 use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionContext};
 use sqe_sessions::{SqeError, SqeResult};
 
+use futures::TryStreamExt;
+
 use crate::error::from_datafusion;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +148,54 @@ fn extension_filter(path: &str, default: &'static str, compression: FileCompress
     format!("{default}{suffix}")
 }
 
+/// `paths` with each object store URL that holds a glob (`s3://bucket/dir/*.parquet`) replaced by
+/// the URLs of the objects it matches, in key order; DataFusion expands globs in local paths only.
+async fn expand_object_globs(ctx: &SessionContext, paths: Vec<String>) -> SqeResult<Vec<String>> {
+    let mut out = Vec::with_capacity(paths.len());
+    for path in paths {
+        let remote = path.contains("://") && !path.starts_with("file://");
+        if !remote || !has_glob(&path) {
+            out.push(path);
+            continue;
+        }
+        let url = url::Url::parse(&path)
+            .map_err(|e| SqeError::invalid(format!("'{path}' is not a URL: {e}")))?;
+        let root = format!("{}://{}/", url.scheme(), url.host_str().unwrap_or_default());
+        let key = path.strip_prefix(&root).unwrap_or_default();
+        let pattern =
+            glob::Pattern::new(key).map_err(|e| SqeError::invalid(format!("'{path}': {e}")))?;
+        // List under the part before the first glob character.
+        let fixed = &key[..key.find(['*', '?', '[']).unwrap_or(key.len())];
+        let prefix = &fixed[..fixed.rfind('/').map_or(0, |i| i + 1)];
+        let store = ctx
+            .runtime_env()
+            .object_store(
+                datafusion::execution::object_store::ObjectStoreUrl::parse(&root)
+                    .map_err(from_datafusion)?,
+            )
+            .map_err(from_datafusion)?;
+        let listed: Vec<object_store::ObjectMeta> = store
+            .list(Some(&object_store::path::Path::from(
+                prefix.trim_end_matches('/'),
+            )))
+            .try_collect()
+            .await
+            .map_err(|e| from_datafusion(e.into()))?;
+        let mut matched: Vec<String> = listed
+            .into_iter()
+            .map(|o| o.location.to_string())
+            .filter(|k| pattern.matches(k))
+            .map(|k| format!("{root}{k}"))
+            .collect();
+        if matched.is_empty() {
+            return Err(SqeError::not_found(format!("no file matches '{path}'")));
+        }
+        matched.sort();
+        out.extend(matched);
+    }
+    Ok(out)
+}
+
 /// A provider over `paths` read as `format`, with `options` as named in the call.
 pub async fn file_table(
     ctx: &SessionContext,
@@ -153,12 +203,14 @@ pub async fn file_table(
     paths: Vec<String>,
     options: FileOptions,
 ) -> SqeResult<Arc<dyn TableProvider>> {
-    let Some(first) = paths.first().cloned() else {
+    if paths.is_empty() {
         return Err(SqeError::invalid(format!(
             "{}() needs a path",
             format.name()
         )));
-    };
+    }
+    let paths = expand_object_globs(ctx, paths).await?;
+    let first = paths[0].clone();
     for p in &paths {
         let local = p.strip_prefix("file://").unwrap_or(p);
         if !has_glob(local) && !local.contains("://") && !Path::new(local).exists() {

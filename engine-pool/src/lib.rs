@@ -13,6 +13,7 @@ mod file_access;
 mod files;
 pub mod guard;
 mod ingest;
+mod object_stores;
 mod optimizer;
 mod prepass;
 mod secrets;

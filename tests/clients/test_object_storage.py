@@ -121,3 +121,52 @@ def test_a_server_puts_tables_only_in_allowed_buckets(tmp_path, s3):
         assert keys(s3, "elsewhere/") == []
     finally:
         server.stop()
+
+
+def put_parquet(endpoint, key, table):
+    import boto3
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id=S3_ACCESS_KEY,
+        aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
+    ).put_object(Bucket=S3_BUCKET, Key=key, Body=sink.getvalue())
+
+
+def test_file_functions_read_s3_with_the_environment_or_a_secret(tmp_path, s3):
+    import pyarrow as pa
+
+    put_parquet(s3, "files/a.parquet", pa.table({"id": [1, 2], "name": ["x", "y"]}))
+    put_parquet(s3, "files/b.parquet", pa.table({"id": [3], "name": ["z"]}))
+    query = (
+        f"SELECT id, name FROM read_parquet('s3://{S3_BUCKET}/files/*.parquet') ORDER BY id; "
+        f"SELECT count(*) AS n FROM 's3://{S3_BUCKET}/files/a.parquet'"
+    )
+    expected = [["id", "name"], ["1", "x"], ["2", "y"], ["3", "z"], ["n"], ["2"]]
+    # The standard environment.
+    assert shell(tmp_path / "env", s3, query) == expected
+
+    # No AWS environment at all: the session's secret.
+    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
+    secret = (
+        f"CREATE SECRET store (TYPE s3, KEY_ID '{S3_ACCESS_KEY}', SECRET '{S3_SECRET_KEY}', "
+        f"REGION '{S3_REGION}', ENDPOINT '{s3}', URL_STYLE 'path'); "
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SQE_"))}
+    result = subprocess.run(
+        [cli, "--embedded", "--warehouse", str(tmp_path / "w"), "-f", "csv", "-e", secret + query],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert list(csv.reader(io.StringIO(result.stdout))) == expected
+
+    # A key that is not there: an error naming it, and the shell goes on.
+    result = subprocess.run(
+        [cli, "--embedded", "--warehouse", str(tmp_path / "w"), "-f", "csv", "-e",
+         secret + f"SELECT * FROM read_parquet('s3://{S3_BUCKET}/files/missing.parquet'); SELECT 1 AS one"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert "files/missing.parquet" in result.stderr, result.stderr
+    assert list(csv.reader(io.StringIO(result.stdout))) == [["one"], ["1"]]
