@@ -749,7 +749,7 @@ async fn secrets_belong_to_their_session_and_never_show_their_values() {
         ),
         (
             "CREATE PERSISTENT SECRET x (TYPE bearer, TOKEN 'tok-1234567890')",
-            "persistent secrets are not supported yet; a secret lasts as long as its session",
+            "persistent secrets need a key to seal them with: set SQE_SECRETS_KEY for the shell, or [secrets] key_env on a server",
         ),
     ];
     for (sql, message) in cases {
@@ -924,4 +924,104 @@ async fn each_session_reads_s3_with_its_own_secret() {
     .await;
     assert_eq!(e.code(), ErrorCode::PermissionDenied, "{}", e.message());
     assert!(seen.lock().unwrap_or_else(|p| p.into_inner()).is_empty());
+}
+
+/// A persistent secret is its user's across sessions and restarts, sealed on disk, and nobody
+/// else's: another user neither lists it, uses it, drops it nor overwrites it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_secrets_belong_to_their_user() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = dir.path().join("secrets.json");
+    let open = || {
+        engine_in(
+            &dir.path().join("warehouse"),
+            EngineConfig {
+                files: FileAccess::Restricted(FileRules::default()),
+                persistent_secrets: Some(sqe_engine::PersistentSecrets {
+                    path: store.clone(),
+                    passphrase: "a passphrase long enough for tests".into(),
+                }),
+                ..EngineConfig::default()
+            },
+        )
+    };
+    let server = open();
+    let alice = session(&server, "alice", &[]);
+    ok(
+        &server,
+        &alice,
+        "CREATE PERSISTENT SECRET lake (TYPE s3, KEY_ID 'AKIAALICE', SECRET 'alice-s3-secret-value')",
+    )
+    .await;
+    let text = std::fs::read_to_string(&store).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!text.contains("AKIAALICE") && !text.contains("alice-s3-secret-value"));
+
+    // A later session of alice, on a restarted engine, has it.
+    drop(server);
+    let server = open();
+    let later = session(&server, "alice", &[]);
+    assert_eq!(
+        ok(&server, &later, "SHOW SECRETS").await,
+        ["lake|s3|persistent"]
+    );
+    let again = refused(
+        &server,
+        &later,
+        "CREATE PERSISTENT SECRET lake (TYPE bearer, TOKEN 't')",
+    )
+    .await;
+    assert_eq!(again.code(), ErrorCode::AlreadyExists);
+
+    // bob: not listed, not usable, not droppable; his own of the same name is his.
+    let bob = session(&server, "bob", &[]);
+    assert!(ok(&server, &bob, "SHOW SECRETS").await.is_empty());
+    let used = refused(
+        &server,
+        &bob,
+        "ATTACH 'http://127.0.0.1:9/' AS x (TYPE rest, SECRET lake)",
+    )
+    .await;
+    assert!(
+        matches!(
+            used.code(),
+            ErrorCode::NotFound | ErrorCode::PermissionDenied
+        ),
+        "{used:?}"
+    );
+    let dropped = refused(&server, &bob, "DROP SECRET lake").await;
+    assert_eq!(dropped.code(), ErrorCode::NotFound);
+    ok(
+        &server,
+        &bob,
+        "CREATE PERSISTENT SECRET lake (TYPE bearer, TOKEN 'bob-token-value')",
+    )
+    .await;
+    assert_eq!(
+        ok(&server, &bob, "SHOW SECRETS").await,
+        ["lake|bearer|persistent"]
+    );
+    assert_eq!(
+        ok(&server, &later, "SHOW SECRETS").await,
+        ["lake|s3|persistent"]
+    );
+
+    // alice drops hers; bob's stays.
+    ok(&server, &later, "DROP SECRET lake").await;
+    assert!(ok(&server, &later, "SHOW SECRETS").await.is_empty());
+    assert_eq!(
+        ok(&server, &bob, "SHOW SECRETS").await,
+        ["lake|bearer|persistent"]
+    );
+
+    // Without a key, persistent secrets are refused, saying what to set.
+    let plain = engine_in(&dir.path().join("w2"), EngineConfig::default());
+    let s = session(&plain, "alice", &[]);
+    let e = refused(
+        &plain,
+        &s,
+        "CREATE PERSISTENT SECRET x (TYPE bearer, TOKEN 't')",
+    )
+    .await;
+    assert_eq!(e.code(), ErrorCode::Unsupported);
+    assert!(e.message().contains("SQE_SECRETS_KEY"), "{}", e.message());
 }

@@ -26,7 +26,7 @@ use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, Statement, TableAlias, TableFactor,
     TableFunctionArgs, Value, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::dialect::{DuckDbDialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::Parser;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::{NamespaceIdent, TableIdent};
@@ -50,7 +50,8 @@ use crate::guard::{Planning, check_depth, check_length};
 use crate::object_stores::{ObjectStores, S3Settings};
 use crate::optimizer::SqeOptimizerOptions;
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
-use crate::secrets::{CreateSecret, Secret, SecretKind, is_create_secret, recorded_text};
+use crate::secret_store::SecretStore;
+use crate::secrets::{CreateSecret, Secret, is_create_secret, recorded_text};
 use crate::session_properties::{check_session, max_run_time};
 
 /// Trino's `system` catalog: `system.runtime.queries`.
@@ -86,6 +87,24 @@ pub struct EngineConfig {
     pub admin_roles: Vec<String>,
     /// Which files the file functions, COPY and table locations may reach (all, embedded).
     pub files: FileAccess,
+    /// Where persistent secrets are kept, and the passphrase their key is derived from; without
+    /// it, `CREATE PERSISTENT SECRET` is refused.
+    pub persistent_secrets: Option<PersistentSecrets>,
+}
+
+/// The store of persistent secrets: a file, and the passphrase that seals it.
+#[derive(Clone)]
+pub struct PersistentSecrets {
+    pub path: PathBuf,
+    pub passphrase: String,
+}
+
+impl std::fmt::Debug for PersistentSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentSecrets")
+            .field("path", &self.path)
+            .finish()
+    }
 }
 
 impl EngineConfig {
@@ -126,6 +145,7 @@ pub struct Engine {
     pub(crate) session_mounts: SessionMounts,
     /// Secrets sessions made for themselves (`CREATE SECRET`).
     pub(crate) session_secrets: SessionScoped<Secret>,
+    pub(crate) persistent_secrets: Option<SecretStore>,
     default_catalog: String,
     admin_roles: Vec<String>,
     files: FileAccess,
@@ -256,6 +276,7 @@ impl Engine {
             per_session,
             session_mounts: SessionMounts::new("attached catalogs", "DETACH"),
             session_secrets: SessionScoped::new("secrets", "DROP SECRET"),
+            persistent_secrets: persistent_secrets(&config)?,
             default_catalog: default_catalog.to_lowercase(),
             admin_roles: config.admin_roles.clone(),
             files: config.files.clone(),
@@ -414,12 +435,7 @@ impl Engine {
     /// its own: the engine's memory and spill space, but object stores with that secret and caches
     /// no other session shares.
     fn session_runtime(&self, session: &Session) -> SqeResult<Option<Arc<RuntimeEnv>>> {
-        let s3 = self
-            .session_secrets
-            .of(session)
-            .into_iter()
-            .find(|(_, secret)| secret.kind == SecretKind::S3);
-        let Some((_, secret)) = s3 else {
+        let Some(secret) = self.s3_secret(session)? else {
             return Ok(None);
         };
         let shared = self.state.runtime_env();
@@ -454,18 +470,14 @@ impl Engine {
             }
         }
         let secret = is_create_secret(&prepared.sql);
-        let mut statements = Parser::parse_sql(&GenericDialect {}, &prepared.sql).map_err(|e| {
+        // CREATE [PERSISTENT | TEMPORARY] SECRET is DuckDB's statement, parsed as DuckDB spells it.
+        let parsed = if secret {
+            Parser::parse_sql(&DuckDbDialect {}, &prepared.sql)
+        } else {
+            Parser::parse_sql(&GenericDialect {}, &prepared.sql)
+        };
+        let mut statements = parsed.map_err(|e| {
             if secret {
-                if prepared
-                    .sql
-                    .split_whitespace()
-                    .take(4)
-                    .any(|w| w.eq_ignore_ascii_case("persistent"))
-                {
-                    return SqeError::unsupported(
-                        "persistent secrets are not supported yet; a secret lasts as long as its session",
-                    );
-                }
                 // The parser's message may quote the secret's values.
                 return SqeError::invalid(
                     "syntax error in CREATE SECRET: expected CREATE SECRET name (TYPE t, KEY 'value', …)",
@@ -1253,4 +1265,13 @@ pub(crate) fn update_result(rows: u64) -> SqeResult<QueryResult> {
     )?;
     r.update_count = Some(rows);
     Ok(r)
+}
+
+/// The secret store `config` names, if it names one.
+fn persistent_secrets(config: &EngineConfig) -> SqeResult<Option<SecretStore>> {
+    config
+        .persistent_secrets
+        .as_ref()
+        .map(|p| SecretStore::new(p.path.clone(), p.passphrase.clone()))
+        .transpose()
 }

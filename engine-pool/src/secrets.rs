@@ -5,9 +5,11 @@
 //! storage credentials of the catalog's tables.
 //!
 //! A secret belongs to the session that made it and to its principal, like an attached catalog,
-//! and lasts as long as the session; persistent secrets are not there yet. Its values never appear
-//! in a result, an error, the query registry (`system.runtime.queries` shows the statement with
-//! its values cut) or a `Debug` print.
+//! and lasts as long as the session. `CREATE PERSISTENT SECRET` keeps one for its user instead,
+//! sealed in the engine's secret store (see `secret_store`), for every later session of that user;
+//! a session's own secret of the same name comes first. Its values never appear in a result, an
+//! error, the query registry (`system.runtime.queries` shows the statement with its values cut)
+//! or a `Debug` print.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -19,6 +21,7 @@ use datafusion::sql::sqlparser::ast::{Ident, SecretOption};
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::engine::{Engine, empty_result, normalize_ident, rows_result};
+use crate::secret_store::SecretStore;
 
 /// What a secret is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,14 @@ pub(crate) enum SecretKind {
 }
 
 impl SecretKind {
+    fn parse(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "bearer" => Some(SecretKind::Bearer),
+            "s3" => Some(SecretKind::S3),
+            _ => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             SecretKind::Bearer => "bearer",
@@ -151,11 +162,9 @@ impl Engine {
         session: &Session,
         create: CreateSecret,
     ) -> SqeResult<QueryResult> {
-        refuse_on_trino(session)?;
-        if create.temporary == Some(false) {
-            return Err(SqeError::unsupported(
-                "persistent secrets are not supported yet; a secret lasts as long as its session",
-            ));
+        let persistent = create.temporary == Some(false);
+        if !persistent {
+            refuse_on_trino(session)?;
         }
         if create.storage_specifier.is_some() {
             return Err(SqeError::unsupported(
@@ -165,14 +174,11 @@ impl Engine {
         let Some(name) = create.name.as_ref().map(normalize_ident) else {
             return Err(SqeError::invalid("CREATE SECRET needs a name"));
         };
-        let kind = match create.secret_type.value.to_ascii_lowercase().as_str() {
-            "bearer" => SecretKind::Bearer,
-            "s3" => SecretKind::S3,
-            other => {
-                return Err(SqeError::invalid(format!(
-                    "unknown secret TYPE '{other}' (known: bearer, s3)"
-                )));
-            }
+        let Some(kind) = SecretKind::parse(&create.secret_type.value) else {
+            return Err(SqeError::invalid(format!(
+                "unknown secret TYPE '{}' (known: bearer, s3)",
+                create.secret_type.value
+            )));
         };
         let mut values = BTreeMap::new();
         for option in &create.options {
@@ -199,6 +205,20 @@ impl Engine {
                 required.to_uppercase()
             )));
         }
+        if persistent {
+            let store = self.secret_store()?;
+            let owner = &session.principal.name;
+            if store.has(owner, &name)? && !create.or_replace {
+                if create.if_not_exists {
+                    return Ok(empty_result());
+                }
+                return Err(SqeError::already_exists(format!(
+                    "persistent secret '{name}' already exists"
+                )));
+            }
+            store.put(owner, &name, kind.name(), &values)?;
+            return Ok(empty_result());
+        }
         if self.session_secrets.get(session, &name).is_some() && !create.or_replace {
             if create.if_not_exists {
                 return Ok(empty_result());
@@ -219,7 +239,15 @@ impl Engine {
         if_exists: bool,
     ) -> SqeResult<QueryResult> {
         let name = normalize_ident(name);
-        if self.session_secrets.remove(session, &name) || if_exists {
+        if self.session_secrets.remove(session, &name) {
+            return Ok(empty_result());
+        }
+        if let Some(store) = &self.persistent_secrets
+            && store.remove(&session.principal.name, &name)?
+        {
+            return Ok(empty_result());
+        }
+        if if_exists {
             return Ok(empty_result());
         }
         Err(SqeError::not_found(format!(
@@ -227,12 +255,22 @@ impl Engine {
         )))
     }
 
-    /// `SHOW SECRETS`: the session's secrets, by name and type.
+    /// `SHOW SECRETS`: the session's secrets, then its user's persistent ones, by name and type.
     pub(crate) fn show_secrets(&self, session: &Session) -> SqeResult<QueryResult> {
-        let secrets = self.session_secrets.of(session);
-        let names: Vec<&str> = secrets.iter().map(|(n, _)| n.as_str()).collect();
-        let kinds: Vec<&str> = secrets.iter().map(|(_, s)| s.kind.name()).collect();
-        let scopes: Vec<&str> = secrets.iter().map(|_| "session").collect();
+        let mut secrets: Vec<(String, Secret, &str)> = self
+            .session_secrets
+            .of(session)
+            .into_iter()
+            .map(|(n, s)| (n, s, "session"))
+            .collect();
+        secrets.extend(
+            self.persistent_of(session)?
+                .into_iter()
+                .map(|(n, s)| (n, s, "persistent")),
+        );
+        let names: Vec<&str> = secrets.iter().map(|(n, _, _)| n.as_str()).collect();
+        let kinds: Vec<&str> = secrets.iter().map(|(_, s, _)| s.kind.name()).collect();
+        let scopes: Vec<&str> = secrets.iter().map(|(_, _, scope)| *scope).collect();
         let schema = Schema::new(vec![
             Field::new("name", DataType::Utf8, false),
             Field::new("type", DataType::Utf8, false),
@@ -248,16 +286,68 @@ impl Engine {
         )
     }
 
-    /// The session's secret `name`, for ATTACH.
+    /// The session's secret `name`, or else its user's persistent one, for ATTACH.
     pub(crate) fn secret(&self, session: &Session, name: &str) -> SqeResult<Secret> {
-        self.session_secrets
-            .get(session, &name.to_lowercase())
+        let name = name.to_lowercase();
+        if let Some(secret) = self.session_secrets.get(session, &name) {
+            return Ok(secret);
+        }
+        self.persistent_of(session)?
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| s)
             .ok_or_else(|| {
                 SqeError::new(
                     ErrorCode::NotFound,
                     format!("secret '{name}' does not exist"),
                 )
             })
+    }
+
+    /// The first S3 secret of the session, or else of its user's persistent ones, by name.
+    pub(crate) fn s3_secret(&self, session: &Session) -> SqeResult<Option<Secret>> {
+        let own = self
+            .session_secrets
+            .of(session)
+            .into_iter()
+            .find(|(_, s)| s.kind == SecretKind::S3);
+        if let Some((_, secret)) = own {
+            return Ok(Some(secret));
+        }
+        Ok(self
+            .persistent_of(session)?
+            .into_iter()
+            .find(|(_, s)| s.kind == SecretKind::S3)
+            .map(|(_, s)| s))
+    }
+
+    /// The persistent secrets of the session's user.
+    fn persistent_of(&self, session: &Session) -> SqeResult<Vec<(String, Secret)>> {
+        let Some(store) = &self.persistent_secrets else {
+            return Ok(Vec::new());
+        };
+        Ok(store
+            .of(&session.principal.name)?
+            .into_iter()
+            .filter_map(|o| {
+                let kind = SecretKind::parse(&o.kind)?;
+                Some((
+                    o.name,
+                    Secret {
+                        kind,
+                        values: o.values,
+                    },
+                ))
+            })
+            .collect())
+    }
+
+    fn secret_store(&self) -> SqeResult<&SecretStore> {
+        self.persistent_secrets.as_ref().ok_or_else(|| {
+            SqeError::unsupported(
+                "persistent secrets need a key to seal them with: set SQE_SECRETS_KEY for the shell, or [secrets] key_env on a server",
+            )
+        })
     }
 }
 

@@ -16,7 +16,20 @@ pub struct Config {
     pub auth: IdentityConfig,
     pub engine: EngineSection,
     pub files: FilesSection,
+    pub secrets: SecretsSection,
     pub log: LogSection,
+}
+
+/// Persistent secrets (`CREATE PERSISTENT SECRET`): each user's own, sealed in one file with a key
+/// derived from a passphrase the environment holds.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecretsSection {
+    /// The environment variable holding the passphrase (16 characters or more); without it,
+    /// persistent secrets are refused.
+    pub key_env: Option<String>,
+    /// The file they are kept in; `secrets.json` in the default warehouse if unset.
+    pub path: Option<PathBuf>,
 }
 
 /// What the file functions (`read_parquet`, `read_csv`, `read_json`, a bare path), `COPY … TO` and
@@ -439,6 +452,7 @@ impl Config {
         // present nothing run as the user they name (validate keeps that to loopback addresses).
         config.auth.allow_anonymous = anonymous.unwrap_or(!config.has_authenticator());
         config.catalog.warehouse = expand_home(&config.catalog.warehouse);
+        config.secrets.path = config.secrets.path.as_deref().map(expand_home);
         for mount in &mut config.catalog.mounts {
             mount.warehouse = expand_home(&mount.warehouse);
         }

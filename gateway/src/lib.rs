@@ -15,7 +15,7 @@ use axum::serve::ListenerExt;
 use axum::{Router, middleware};
 use config::CatalogSection;
 pub use config::Config;
-use sqe_engine::{Engine, EngineConfig};
+use sqe_engine::{Engine, EngineConfig, PersistentSecrets};
 use sqe_flight_sql::{FlightSqlConfig, SqeFlightSql};
 use sqe_identity::{Authenticator, http_layer};
 use sqe_trino::{TrinoConfig, TrinoService};
@@ -137,9 +137,26 @@ pub async fn serve(config: Config) -> Result<(), String> {
             CatalogSection::Hms(hms) => hms_catalogs.push((name.clone(), hms.engine_config())),
         }
     }
+    let persistent_secrets = match &config.secrets.key_env {
+        Some(var) => Some(PersistentSecrets {
+            path: config
+                .secrets
+                .path
+                .clone()
+                .unwrap_or_else(|| config.catalog.warehouse.join("secrets.json")),
+            passphrase: std::env::var(var)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    format!("[secrets] key_env: the environment variable {var} is not set")
+                })?,
+        }),
+        None => None,
+    };
     let engine = Arc::new(
         Engine::open(EngineConfig {
             catalogs,
+            persistent_secrets,
             rest_catalogs,
             postgres_catalogs,
             hms_catalogs,

@@ -170,3 +170,37 @@ def test_file_functions_read_s3_with_the_environment_or_a_secret(tmp_path, s3):
     )
     assert "files/missing.parquet" in result.stderr, result.stderr
     assert list(csv.reader(io.StringIO(result.stdout))) == [["one"], ["1"]]
+
+
+def test_a_persistent_secret_serves_later_shells(tmp_path, s3):
+    import pyarrow as pa
+
+    put_parquet(s3, "kept/a.parquet", pa.table({"id": [7]}))
+    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SQE_"))}
+    env["SQE_SECRETS_KEY"] = "a passphrase long enough for the tests"
+
+    def run(sql, key=True):
+        e = dict(env) if key else {k: v for k, v in env.items() if k != "SQE_SECRETS_KEY"}
+        return subprocess.run(
+            [cli, "--embedded", "--warehouse", str(tmp_path / "w"), "-f", "csv", "-e", sql],
+            capture_output=True, text=True, timeout=300, env=e,
+        )
+
+    made = run(
+        f"CREATE PERSISTENT SECRET store (TYPE s3, KEY_ID '{S3_ACCESS_KEY}', SECRET '{S3_SECRET_KEY}', "
+        f"REGION '{S3_REGION}', ENDPOINT '{s3}', URL_STYLE 'path')"
+    )
+    assert made.returncode == 0, made.stderr
+    sealed = (tmp_path / "w" / "secrets.json").read_text()
+    assert S3_SECRET_KEY not in sealed and S3_ACCESS_KEY not in sealed
+
+    later = run(f"SHOW SECRETS; SELECT id FROM read_parquet('s3://{S3_BUCKET}/kept/a.parquet')")
+    assert later.returncode == 0, later.stderr
+    assert list(csv.reader(io.StringIO(later.stdout))) == [
+        ["name", "type", "scope"], ["store", "s3", "persistent"], ["id"], ["7"],
+    ]
+    # Without the key the shell has no persistent secret to list.
+    keyless = run("SHOW SECRETS", key=False)
+    assert keyless.returncode == 0, keyless.stderr
+    assert list(csv.reader(io.StringIO(keyless.stdout))) == [["name", "type", "scope"]]

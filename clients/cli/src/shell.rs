@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
-use sqe_engine::{Engine, EngineConfig, ends_in_statement, is_incomplete, split_statements};
+use sqe_engine::{
+    Engine, EngineConfig, PersistentSecrets, ends_in_statement, is_incomplete, split_statements,
+};
 use sqe_sessions::{Principal, QueryService, Session, SqeError};
 
 use crate::args::{Args, Format};
@@ -77,8 +79,17 @@ fn engine_config(args: &Args) -> Result<EngineConfig, String> {
         }
         catalogs.push((name.to_string(), PathBuf::from(dir)));
     }
+    // Persistent secrets are sealed with a key from SQE_SECRETS_KEY, in the default warehouse.
+    let persistent_secrets = std::env::var("SQE_SECRETS_KEY")
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(|passphrase| PersistentSecrets {
+            path: catalogs[0].1.join("secrets.json"),
+            passphrase,
+        });
     Ok(EngineConfig {
         catalogs,
+        persistent_secrets,
         ..EngineConfig::default()
     })
 }
