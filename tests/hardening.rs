@@ -1025,3 +1025,55 @@ async fn persistent_secrets_belong_to_their_user() {
     assert_eq!(e.code(), ErrorCode::Unsupported);
     assert!(e.message().contains("SQE_SECRETS_KEY"), "{}", e.message());
 }
+
+/// A schema or table name is a folder of the warehouse: a name that would climb out or reach into
+/// another folder is refused, and dropping a table removes its own folder only, whatever its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_stay_in_their_folder() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let warehouse = dir.path().join("warehouse");
+    let server = engine_in(
+        &warehouse,
+        EngineConfig {
+            files: FileAccess::Restricted(FileRules::default()),
+            ..EngineConfig::default()
+        },
+    );
+    let s = session(&server, "mallory", &[]);
+    ok(&server, &s, "CREATE TABLE keep (id BIGINT)").await;
+    ok(&server, &s, "INSERT INTO keep VALUES (1)").await;
+    ok(&server, &s, "CREATE SCHEMA metadata").await;
+    ok(&server, &s, "CREATE TABLE metadata.t (id BIGINT)").await;
+    ok(&server, &s, "INSERT INTO metadata.t VALUES (2)").await;
+    for (sql, name) in [
+        ("CREATE TABLE \"..\" (id BIGINT)", "table name '..'"),
+        ("CREATE TABLE \".\" (id BIGINT)", "table name '.'"),
+        ("CREATE TABLE \"a/b\" (id BIGINT)", "table name 'a/b'"),
+        (
+            "CREATE TABLE \"../x\" AS SELECT 1 AS id",
+            "table name '../x'",
+        ),
+        ("CREATE SCHEMA \"..\"", "schema name '..'"),
+        ("ALTER TABLE keep RENAME TO \"..\"", "table name '..'"),
+    ] {
+        let e = refused(&server, &s, sql).await;
+        assert_eq!(e.code(), ErrorCode::InvalidInput, "{sql}: {}", e.message());
+        assert!(e.message().contains(name), "{sql}: {}", e.message());
+    }
+
+    // A table called `..` from before (or from another program): dropping it leaves the
+    // warehouse whole.
+    ok(&server, &s, "CREATE TABLE dotdot (id BIGINT)").await;
+    rusqlite::Connection::open(warehouse.join("catalog.db"))
+        .and_then(|c| {
+            c.execute(
+                "UPDATE iceberg_tables SET table_name = '..' WHERE table_name = 'dotdot'",
+                [],
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    ok(&server, &s, "DROP TABLE default.\"..\"").await;
+    assert_eq!(ok(&server, &s, "SELECT * FROM keep").await, ["1"]);
+    assert_eq!(ok(&server, &s, "SELECT * FROM metadata.t").await, ["2"]);
+    assert!(warehouse.join("catalog.db").is_file());
+}

@@ -576,18 +576,9 @@ impl Engine {
                 ident.name
             )));
         }
-        catalog.purge_table(&ident).await.map_err(from_iceberg)?;
-        // The table's directory held only what purge removed; drop the empty folders too.
-        let Some(warehouse) = catalog.local_warehouse() else {
-            return Ok(());
-        };
-        let dir = warehouse.join(ident.namespace.join(".")).join(&ident.name);
-        let _ = tokio::task::spawn_blocking(move || {
-            std::fs::remove_dir_all(dir.join("metadata"))
-                .and_then(|_| std::fs::remove_dir_all(&dir))
-        })
-        .await;
-        Ok(())
+        // Purging removes the table's files, and its folder when that is the warehouse's (the
+        // catalog knows where the table is; a path made from its name would not).
+        catalog.purge_table(&ident).await.map_err(from_iceberg)
     }
 
     async fn drop_schema(

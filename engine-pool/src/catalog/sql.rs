@@ -128,6 +128,18 @@ fn sqlite_err(e: rusqlite::Error) -> Error {
     )
 }
 
+/// A schema or table name becomes a folder of the warehouse: it must be one, and only one, folder
+/// name (`..` would climb out, `a/b` reach into another).
+fn folder_name(what: &str, name: &str) -> Result<()> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
+        return Err(Error::new(
+            ErrorKind::DataInvalid,
+            format!("{what} name '{name}' is not allowed here: it cannot be a folder name"),
+        ));
+    }
+    Ok(())
+}
+
 fn ns_key(ns: &NamespaceIdent) -> String {
     ns.join(".")
 }
@@ -822,6 +834,15 @@ impl Catalog for SqlCatalog {
         namespace: &NamespaceIdent,
         properties: HashMap<String, String>,
     ) -> Result<Namespace> {
+        for part in namespace.iter() {
+            folder_name("schema", part)?;
+            if part.contains('.') {
+                return Err(Error::new(
+                    ErrorKind::DataInvalid,
+                    format!("schema name '{part}' is not allowed here: it cannot hold a dot"),
+                ));
+            }
+        }
         let (ns, props) = (namespace.clone(), properties.clone());
         self.blocking(move |db| db.create_namespace_sync(&ns, &props))
             .await?;
@@ -872,6 +893,7 @@ impl Catalog for SqlCatalog {
         namespace: &NamespaceIdent,
         creation: TableCreation,
     ) -> Result<Table> {
+        folder_name("table", &creation.name)?;
         if !self.namespace_exists(namespace).await? {
             return Err(Error::new(
                 ErrorKind::NamespaceNotFound,
@@ -1002,6 +1024,7 @@ impl Catalog for SqlCatalog {
     }
 
     async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
+        folder_name("table", &dest.name)?;
         let (src, dest) = (src.clone(), dest.clone());
         self.blocking(move |db| db.rename_table(&src, &dest)).await
     }
