@@ -263,6 +263,8 @@ def test_a_server_mount_reads_and_joins_hms_tables(sqe_hive):
     )
     assert joined == [[1, 10], [5, 3]]
     assert trino_sql(sqe_hive, "SHOW TABLES FROM hive.sales") == [["orders"]]
+    name, message = trino_error(sqe_hive, "SHOW TABLES FROM hive.nowhere")
+    assert name == "NOT_FOUND" and "nowhere" in message, (name, message)
     name, message = trino_error(sqe_hive, "INSERT INTO hive.sales.orders SELECT * FROM hive.sales.orders")
     assert name == "NOT_SUPPORTED", message
 

@@ -417,6 +417,13 @@ impl Catalog for HmsCatalog {
             Answer::Value(names) => names.strings(),
             Answer::Refused(_, message) => return Err(self.answered("get_all_tables", &message)),
         };
+        // HMS lists no table for a database that does not exist, rather than refusing.
+        if names.is_empty() && !self.namespace_exists(namespace).await? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("namespace '{db}' does not exist"),
+            ));
+        }
         let mut tables = Vec::new();
         for chunk in names.chunks(TABLES_PER_CALL) {
             let (name, chunk) = (db.clone(), chunk.to_vec());
