@@ -173,8 +173,21 @@ impl TableProvider for IcebergScanProvider {
         let files = tasks.len();
         let datafusion_reads = parquet_read::readable(&self.schema, &tasks);
         let groups = spread(tasks, partitions);
+        let all: Vec<&FileScanTask> = groups.iter().flatten().collect();
+        let paths = all.iter().map(|t| t.data_file_path.as_str()).collect();
+        // Row counts, and column bounds and null counts from the manifests, for either reader: the
+        // planner needs them to choose a join's build side.
+        let mut statistics = row_count(&self.schema, &all, predicate.is_none(), None);
+        statistics.column_statistics = column_stats::from_manifests(
+            &self.table,
+            self.snapshot_id,
+            &self.schema,
+            &self.field_ids,
+            &paths,
+        )
+        .await
+        .map_err(iceberg_error)?;
         if datafusion_reads {
-            let all: Vec<&FileScanTask> = groups.iter().flatten().collect();
             // DataFusion's reader opens the files itself: the table's file IO judges them first,
             // as it judges every file it opens (see `storage`).
             for task in &all {
@@ -183,17 +196,6 @@ impl TableProvider for IcebergScanProvider {
                     .new_input(&task.data_file_path)
                     .map_err(iceberg_error)?;
             }
-            let paths = all.iter().map(|t| t.data_file_path.as_str()).collect();
-            let mut statistics = row_count(&self.schema, &all, predicate.is_none(), None);
-            statistics.column_statistics = column_stats::from_manifests(
-                &self.table,
-                self.snapshot_id,
-                &self.schema,
-                &self.field_ids,
-                &paths,
-            )
-            .await
-            .map_err(iceberg_error)?;
             return parquet_read::plan(
                 state,
                 self.schema.clone(),
@@ -204,7 +206,12 @@ impl TableProvider for IcebergScanProvider {
                 statistics,
             );
         }
+        let statistics = match projection {
+            Some(p) => statistics.project(Some(p)),
+            None => statistics,
+        };
         Ok(Arc::new(IcebergScanExec {
+            statistics: statistics.with_fetch(limit, 0, 1)?,
             file_io: self.table.file_io().clone(),
             properties: Arc::new(PlanProperties::new(
                 EquivalenceProperties::new(output_schema.clone()),
@@ -310,6 +317,8 @@ pub struct IcebergScanExec {
     predicate: Option<Predicate>,
     batch_size: usize,
     limit: Option<usize>,
+    /// The whole scan's statistics (each partition's are its row count only).
+    statistics: Statistics,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -393,12 +402,11 @@ impl ExecutionPlan for IcebergScanExec {
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Arc<Statistics>> {
-        let tasks: Vec<&FileScanTask> = match partition {
-            Some(p) => self.groups.get(p).into_iter().flatten().collect(),
-            None => self.groups.iter().flatten().collect(),
+        let Some(p) = partition else {
+            return Ok(Arc::new(self.statistics.clone()));
         };
-        let whole = partition.is_none() && self.predicate.is_none();
-        Ok(Arc::new(row_count(&self.schema, &tasks, whole, self.limit)))
+        let tasks: Vec<&FileScanTask> = self.groups.get(p).into_iter().flatten().collect();
+        Ok(Arc::new(row_count(&self.schema, &tasks, false, self.limit)))
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
