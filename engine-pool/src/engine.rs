@@ -243,6 +243,7 @@ impl Engine {
         if let Some(n) = config.target_partitions {
             session_config = session_config.with_target_partitions(n.max(1));
         }
+        crate::trino::configure(&mut session_config);
         for (key, value) in &config.options {
             session_config
                 .options_mut()
@@ -262,8 +263,11 @@ impl Engine {
             .with_config(session_config)
             .with_runtime_env(runtime.build_arc().map_err(from_datafusion)?)
             .with_catalog_list(list)
-            .with_default_features();
+            .with_default_features()
+            .with_analyzer_rule(Arc::new(crate::trino::TrinoCasts));
         let mut state = crate::optimizer::install(builder).build();
+        // Trino's functions, over DataFusion's of the same names.
+        sqe_functions::register(&mut state).map_err(from_datafusion)?;
         // `version()` is the server's version, as in Trino.
         state
             .register_udf(text_constant(
@@ -502,6 +506,8 @@ impl Engine {
             }
         };
         check_depth(&statement)?;
+        let mut statement = statement;
+        crate::trino::rewrite_statement(&mut statement);
         self.dispatch(session, statement, prepared).await
     }
 
@@ -634,13 +640,20 @@ impl Engine {
             .statement_to_plan(DFStatement::Statement(Box::new(statement)))
             .await
             .map_err(from_datafusion)?;
-        if !matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_))
-            && plan_has_side_effects(&plan)
-        {
+        if matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
+            return Ok((state, plan));
+        }
+        if plan_has_side_effects(&plan) {
             return Err(SqeError::unsupported(
                 "this statement is not supported here",
             ));
         }
+        // Analyzed now, so that the result's schema is the one its rows will have: Trino's
+        // semantics (trino.rs) change some types after DataFusion's type coercion.
+        let plan = state
+            .analyzer()
+            .execute_and_check(plan, state.config_options(), |_, _| {})
+            .map_err(from_datafusion)?;
         Ok((state, plan))
     }
 

@@ -19,6 +19,7 @@ mod prepass;
 mod secret_store;
 mod secrets;
 mod session_properties;
+mod trino;
 pub mod types;
 mod write;
 

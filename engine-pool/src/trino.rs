@@ -1,0 +1,322 @@
+//! Trino's semantics where DataFusion's differ, decided once here for every protocol:
+//!
+//! - the session defaults: NULLs sort last in both directions, `1.5` is a DECIMAL (and `1e3` a
+//!   DOUBLE), as in Trino;
+//! - the statement, before planning ([`rewrite_statement`]): an output column without a name is
+//!   `_col0`, `_col1`, … by its position, as Trino names it (which also lets `SELECT x, 3, 3`
+//!   plan); `EXTRACT(field FROM x)` is Trino's field function (`day_of_week` is ISO, 1 to 7).
+//!   (A `TIMESTAMP '…'` literal stays DataFusion's nanoseconds: DataFusion coerces two timestamp
+//!   precisions to the coarser one, so a literal of Trino's precision 0 would cut the fraction off
+//!   the microsecond column it is compared with);
+//! - the plan, after type coercion ([`TrinoCasts`]): a cast of a DOUBLE or DECIMAL to an integer
+//!   rounds half away from zero (DataFusion truncates), a timestamp cast to VARCHAR is Trino's text
+//!   (`2020-01-02 03:04:05`, no `T`), and a DECIMAL quotient has Trino's scale, the larger of its
+//!   operands' (rounded half up).
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, Result};
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{
+    BinaryExpr, Cast, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF, TryCast,
+};
+use datafusion::optimizer::AnalyzerRule;
+use datafusion::prelude::SessionConfig;
+use datafusion::sql::sqlparser::ast::{
+    self, DateTimeField, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
+    Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement, Value, VisitMut,
+    VisitorMut,
+};
+
+/// Trino's defaults on a session's DataFusion settings (a deployment's own settings come after).
+pub(crate) fn configure(config: &mut SessionConfig) {
+    let parser = &mut config.options_mut().sql_parser;
+    parser.default_null_ordering = "nulls_last".to_string();
+    parser.parse_float_as_decimal = true;
+}
+
+/// Rewrites a parsed statement into what DataFusion plans with Trino's meaning.
+pub(crate) fn rewrite_statement(statement: &mut Statement) {
+    let _ = statement.visit(&mut Rewriter);
+}
+
+struct Rewriter;
+
+impl VisitorMut for Rewriter {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let named = name_columns(&mut query.body);
+        // ORDER BY an output column's expression sorts by that column (a SELECT DISTINCT's
+        // ORDER BY may name nothing else).
+        if let Some(ast::OrderBy {
+            kind: ast::OrderByKind::Expressions(keys),
+            ..
+        }) = &mut query.order_by
+        {
+            for key in keys {
+                if let Some((_, alias)) = named.iter().find(|(e, _)| *e == key.expr) {
+                    key.expr = ast::Expr::Identifier(alias.clone());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
+        match expr {
+            ast::Expr::Extract {
+                field, expr: from, ..
+            } => {
+                if let Some(name) =
+                    extract_name(field).and_then(|f| sqe_functions::extract_function(&f))
+                {
+                    let arg = std::mem::replace(from.as_mut(), ast::Expr::value(Value::Null));
+                    *expr = call(name, vec![arg]);
+                }
+            }
+            // DataFusion plans SUBSTRING(x FROM a FOR b) with its own `substr`, not the registry's.
+            ast::Expr::Substring {
+                expr: text,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let mut args = vec![std::mem::replace(
+                    text.as_mut(),
+                    ast::Expr::value(Value::Null),
+                )];
+                args.push(match substring_from.take() {
+                    Some(from) => *from,
+                    None => ast::Expr::value(Value::Number("1".into(), false)),
+                });
+                if let Some(length) = substring_for.take() {
+                    args.push(*length);
+                }
+                *expr = call("substr", args);
+            }
+            ast::Expr::Value(v) => {
+                // An exponent makes a DOUBLE literal in Trino.
+                if let Value::Number(n, _) = &v.value
+                    && n.contains(['e', 'E'])
+                {
+                    let n = n.clone();
+                    *expr = ast::Expr::Cast {
+                        kind: ast::CastKind::Cast,
+                        expr: Box::new(ast::Expr::value(Value::SingleQuotedString(n))),
+                        data_type: ast::DataType::Double(ast::ExactNumberInfo::None),
+                        array: false,
+                        format: None,
+                    };
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Names each unnamed output column that is not a plain column reference `_col<position>`, and
+/// returns the expressions named (of a plain SELECT).
+fn name_columns(body: &mut SetExpr) -> Vec<(ast::Expr, Ident)> {
+    let mut named = Vec::new();
+    match body {
+        SetExpr::Select(select) => {
+            for (i, item) in select.projection.iter_mut().enumerate() {
+                if let SelectItem::UnnamedExpr(expr) = item
+                    && !matches!(
+                        expr,
+                        ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+                    )
+                {
+                    let expr = std::mem::replace(expr, ast::Expr::value(Value::Null));
+                    let alias = Ident::new(format!("_col{i}"));
+                    named.push((expr.clone(), alias.clone()));
+                    *item = SelectItem::ExprWithAlias { expr, alias };
+                }
+            }
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            name_columns(left);
+            name_columns(right);
+        }
+        // Nested queries are visited as queries of their own.
+        _ => {}
+    }
+    named
+}
+
+fn extract_name(field: &DateTimeField) -> Option<String> {
+    let name = match field {
+        DateTimeField::Year => "year".to_string(),
+        DateTimeField::Quarter => "quarter".to_string(),
+        DateTimeField::Month => "month".to_string(),
+        DateTimeField::Week(None) => "week".to_string(),
+        DateTimeField::Day => "day".to_string(),
+        DateTimeField::DayOfWeek | DateTimeField::Dow => "day_of_week".to_string(),
+        DateTimeField::DayOfYear | DateTimeField::Doy => "day_of_year".to_string(),
+        DateTimeField::Hour => "hour".to_string(),
+        DateTimeField::Minute => "minute".to_string(),
+        DateTimeField::Second => "second".to_string(),
+        DateTimeField::Custom(ident) => ident.value.to_lowercase(),
+        _ => return None,
+    };
+    Some(name)
+}
+
+fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
+    ast::Expr::Function(ast::Function {
+        name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+/// Trino's casts and decimal quotients, on a plan whose types are settled.
+#[derive(Debug, Default)]
+pub(crate) struct TrinoCasts;
+
+impl AnalyzerRule for TrinoCasts {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(|node| {
+            let schema = match &node {
+                LogicalPlan::TableScan(scan) => scan.projected_schema.as_ref().clone(),
+                _ => merge_schema(&node.inputs()),
+            };
+            // A node's schema is computed when it is built: each is computed again, for its
+            // own rewritten expressions and for its inputs' changed types.
+            node.map_expressions(|e| e.transform_up(|e| rewrite_expr(e, &schema)))?
+                .map_data(LogicalPlan::recompute_schema)
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "trino_casts"
+    }
+}
+
+fn round() -> Arc<ScalarUDF> {
+    datafusion::functions::math::round()
+}
+
+fn is_integer(t: &DataType) -> bool {
+    t.is_integer()
+}
+
+fn is_text(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// `x` rounded half away from zero to a whole number, in a type the integer cast takes exactly
+/// (None when it is one already).
+fn rounded(x: Expr, from: &DataType) -> Option<Expr> {
+    if matches!(&x, Expr::ScalarFunction(f) if f.name() == "round") {
+        return None;
+    }
+    match from {
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => Some(Expr::ScalarFunction(
+            ScalarFunction::new_udf(round(), vec![x]),
+        )),
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) if *s > 0 => {
+            let to = match from {
+                DataType::Decimal128(..) => DataType::Decimal128(*p, 0),
+                _ => DataType::Decimal256(*p, 0),
+            };
+            Some(Expr::Cast(Cast::new(Box::new(x), to)))
+        }
+        _ => None,
+    }
+}
+
+fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    match e {
+        Expr::Cast(Cast { expr, field }) => {
+            let data_type = field.data_type().clone();
+            let Ok(from) = expr.get_type(schema) else {
+                return Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
+                    expr, field,
+                ))));
+            };
+            if is_integer(&data_type)
+                && let Some(r) = rounded((*expr).clone(), &from)
+            {
+                return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
+                    Box::new(r),
+                    field,
+                ))));
+            }
+            if is_text(&data_type) && matches!(from, DataType::Timestamp(..)) {
+                let text = Expr::ScalarFunction(ScalarFunction::new_udf(
+                    sqe_functions::timestamp_text(),
+                    vec![*expr],
+                ));
+                return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
+                    Box::new(text),
+                    field,
+                ))));
+            }
+            Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
+                expr, field,
+            ))))
+        }
+        Expr::TryCast(TryCast { expr, field }) => {
+            let Ok(from) = expr.get_type(schema) else {
+                return Ok(Transformed::no(Expr::TryCast(TryCast::new_from_field(
+                    expr, field,
+                ))));
+            };
+            if is_integer(field.data_type())
+                && let Some(r) = rounded((*expr).clone(), &from)
+            {
+                return Ok(Transformed::yes(Expr::TryCast(TryCast::new_from_field(
+                    Box::new(r),
+                    field,
+                ))));
+            }
+            Ok(Transformed::no(Expr::TryCast(TryCast::new_from_field(
+                expr, field,
+            ))))
+        }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Divide,
+            right,
+        }) => {
+            let types = (left.get_type(schema), right.get_type(schema));
+            let quotient = Expr::BinaryExpr(BinaryExpr::new(left, Operator::Divide, right));
+            if let (Ok(DataType::Decimal128(p1, s1)), Ok(DataType::Decimal128(_, s2))) = types {
+                // Trino: scale max(s1, s2), precision p1 - s1 + s2 + scale, at most 38.
+                let scale = s1.max(s2);
+                let precision = (i16::from(p1) - i16::from(s1) + i16::from(s2) + i16::from(scale))
+                    .clamp(1, 38) as u8;
+                let to = DataType::Decimal128(precision, scale);
+                if quotient.get_type(schema).is_ok_and(|t| t != to) {
+                    return Ok(Transformed::yes(Expr::Cast(Cast::new(
+                        Box::new(quotient),
+                        to,
+                    ))));
+                }
+            }
+            Ok(Transformed::no(quotient))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}

@@ -1,0 +1,405 @@
+//! Trino's JSON functions (`functions/json`) over JSON text: `json_extract_scalar`, `json_extract`,
+//! `json_size`, `json_array_length`, `json_array_get`, `json_array_contains`, `is_json_scalar`,
+//! `json_parse`, `json_format`. Paths are Trino's simple JSONPath: `$`, `.key`, `["key"]`, `[n]`.
+//!
+//! Not `datafusion-functions-json`: its paths are lists of keys (PostgreSQL's `->`), Trino's are
+//! JSONPath text; the parsing here is `serde_json`'s. JSON values are VARCHAR columns holding JSON
+//! text (SQE has no JSON type yet).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, StringArray};
+use arrow::datatypes::DataType;
+use datafusion::common::Result;
+use datafusion::logical_expr::ScalarUDF;
+use serde_json::Value;
+
+use crate::datetime::text;
+use crate::udf::{Scalar, invalid, is_integer, is_text, unexpected};
+
+pub fn functions() -> Vec<Arc<ScalarUDF>> {
+    vec![
+        json_extract_scalar(),
+        json_extract(),
+        json_size(),
+        json_array_length(),
+        json_array_get(),
+        json_array_contains(),
+        is_json_scalar(),
+        json_parse(),
+        json_format(),
+    ]
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Parses Trino's simple JSONPath.
+fn parse_path(path: &str) -> Result<Vec<Step>> {
+    let bad = || invalid(format!("Invalid JSON path: '{path}'"));
+    let chars: Vec<char> = path.trim().chars().collect();
+    if chars.first() != Some(&'$') {
+        return bad();
+    }
+    let mut steps = Vec::new();
+    let mut i = 1;
+    while i < chars.len() {
+        match chars[i] {
+            '.' => {
+                let start = i + 1;
+                let mut end = start;
+                while end < chars.len() && chars[end] != '.' && chars[end] != '[' {
+                    end += 1;
+                }
+                if end == start {
+                    return bad();
+                }
+                steps.push(Step::Key(chars[start..end].iter().collect()));
+                i = end;
+            }
+            '[' => {
+                let close = match chars[i..].iter().position(|c| *c == ']') {
+                    Some(p) => i + p,
+                    None => return bad(),
+                };
+                let inner: String = chars[i + 1..close].iter().collect();
+                let inner = inner.trim();
+                if let Some(q) = inner.chars().next().filter(|c| *c == '"' || *c == '\'') {
+                    if inner.len() < 2 || !inner.ends_with(q) {
+                        return bad();
+                    }
+                    steps.push(Step::Key(inner[1..inner.len() - 1].to_string()));
+                } else {
+                    match inner.parse::<usize>() {
+                        Ok(n) => steps.push(Step::Index(n)),
+                        Err(_) => return bad(),
+                    }
+                }
+                i = close + 1;
+            }
+            _ => return bad(),
+        }
+    }
+    Ok(steps)
+}
+
+fn walk<'a>(mut value: &'a Value, steps: &[Step]) -> Option<&'a Value> {
+    for step in steps {
+        value = match (step, value) {
+            (Step::Key(k), Value::Object(m)) => m.get(k)?,
+            (Step::Index(n), Value::Array(a)) => a.get(*n)?,
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
+/// Paths compiled once per distinct path text.
+#[derive(Default)]
+struct Paths {
+    last: Option<(String, Vec<Step>)>,
+}
+
+impl Paths {
+    fn get(&mut self, path: &str) -> Result<&[Step]> {
+        if self.last.as_ref().is_none_or(|(p, _)| p != path) {
+            self.last = Some((path.to_string(), parse_path(path)?));
+        }
+        Ok(self
+            .last
+            .as_ref()
+            .map(|(_, s)| s.as_slice())
+            .unwrap_or_default())
+    }
+}
+
+fn two_texts(name: &'static str) -> impl Fn(&[DataType]) -> Result<Vec<DataType>> + Send + Sync {
+    move |args| match args {
+        [a, b] if is_text(a) && is_text(b) => Ok(vec![DataType::Utf8, DataType::Utf8]),
+        _ => unexpected(name, args, &["json, jsonpath", "varchar, jsonpath"]),
+    }
+}
+
+fn one_text(name: &'static str) -> impl Fn(&[DataType]) -> Result<Vec<DataType>> + Send + Sync {
+    move |args| match args {
+        [a] if is_text(a) => Ok(vec![DataType::Utf8]),
+        _ => unexpected(name, args, &["json", "varchar"]),
+    }
+}
+
+/// Applies `f` to each row's parsed JSON and path; invalid JSON gives NULL, as in Trino.
+fn with_path<T>(
+    args: &[ArrayRef],
+    mut f: impl FnMut(&Value, &[Step]) -> Option<T>,
+) -> Result<Vec<Option<T>>> {
+    let mut paths = Paths::default();
+    let mut out = Vec::with_capacity(args[0].len());
+    for i in 0..args[0].len() {
+        let (Some(json), Some(path)) = (text(&args[0], i), text(&args[1], i)) else {
+            out.push(None);
+            continue;
+        };
+        let steps = paths.get(path)?;
+        out.push(match serde_json::from_str::<Value>(json) {
+            Ok(v) => f(&v, steps),
+            Err(_) => None,
+        });
+    }
+    Ok(out)
+}
+
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Null | Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+fn json_extract_scalar() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "json_extract_scalar",
+        two_texts("json_extract_scalar"),
+        |_| Ok(DataType::Utf8),
+        |args, _| {
+            let out = with_path(args, |v, steps| walk(v, steps).and_then(scalar_text))?;
+            Ok(Arc::new(StringArray::from(out)))
+        },
+    )
+    .udf()
+}
+
+fn json_extract() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "json_extract",
+        two_texts("json_extract"),
+        |_| Ok(DataType::Utf8),
+        |args, _| {
+            let out = with_path(args, |v, steps| walk(v, steps).map(Value::to_string))?;
+            Ok(Arc::new(StringArray::from(out)))
+        },
+    )
+    .udf()
+}
+
+fn json_size() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "json_size",
+        two_texts("json_size"),
+        |_| Ok(DataType::Int64),
+        |args, _| {
+            let out = with_path(args, |v, steps| {
+                walk(v, steps).map(|v| match v {
+                    Value::Array(a) => a.len() as i64,
+                    Value::Object(m) => m.len() as i64,
+                    _ => 0,
+                })
+            })?;
+            Ok(Arc::new(Int64Array::from(out)))
+        },
+    )
+    .udf()
+}
+
+fn parsed_rows(args: &[ArrayRef]) -> Vec<Option<Value>> {
+    (0..args[0].len())
+        .map(|i| text(&args[0], i).and_then(|s| serde_json::from_str(s).ok()))
+        .collect()
+}
+
+fn json_array_length() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "json_array_length",
+        one_text("json_array_length"),
+        |_| Ok(DataType::Int64),
+        |args, _| {
+            let out: Int64Array = parsed_rows(args)
+                .into_iter()
+                .map(|v| match v {
+                    Some(Value::Array(a)) => Some(a.len() as i64),
+                    _ => None,
+                })
+                .collect();
+            Ok(Arc::new(out))
+        },
+    )
+    .udf()
+}
+
+fn json_array_get() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "json_array_get",
+        |args| match args {
+            [a, b] if is_text(a) && is_integer(b) => Ok(vec![DataType::Utf8, DataType::Int64]),
+            _ => unexpected("json_array_get", args, &["json, bigint", "varchar, bigint"]),
+        },
+        |_| Ok(DataType::Utf8),
+        |args, _| {
+            let index = args[1].as_primitive::<arrow::datatypes::Int64Type>();
+            let out: StringArray = parsed_rows(args)
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let Some(Value::Array(a)) = v else {
+                        return None;
+                    };
+                    if index.is_null(i) {
+                        return None;
+                    }
+                    let n = index.value(i);
+                    let at = if n < 0 { a.len() as i64 + n } else { n };
+                    usize::try_from(at)
+                        .ok()
+                        .and_then(|at| a.get(at))
+                        .map(Value::to_string)
+                })
+                .collect();
+            Ok(Arc::new(out))
+        },
+    )
+    .udf()
+}
+
+fn json_array_contains() -> Arc<ScalarUDF> {
+    const EXPECTED: &[&str] = &[
+        "json, boolean",
+        "json, bigint",
+        "json, double",
+        "json, varchar",
+    ];
+    Scalar::new(
+        "json_array_contains",
+        |args| match args {
+            [a, b] if is_text(a) => {
+                let value = match b {
+                    DataType::Boolean => DataType::Boolean,
+                    t if t.is_integer() => DataType::Int64,
+                    t if t.is_numeric() => DataType::Float64,
+                    t if is_text(t) => DataType::Utf8,
+                    _ => return unexpected("json_array_contains", args, EXPECTED),
+                };
+                Ok(vec![DataType::Utf8, value])
+            }
+            _ => unexpected("json_array_contains", args, EXPECTED),
+        },
+        |_| Ok(DataType::Boolean),
+        |args, _| {
+            let values = &args[1];
+            let out: BooleanArray = parsed_rows(args)
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let Some(Value::Array(a)) = v else {
+                        return None;
+                    };
+                    if values.is_null(i) {
+                        return None;
+                    }
+                    let matches = |e: &Value| match values.data_type() {
+                        DataType::Boolean => e.as_bool() == Some(values.as_boolean().value(i)),
+                        DataType::Int64 => {
+                            e.as_i64()
+                                == Some(
+                                    values
+                                        .as_primitive::<arrow::datatypes::Int64Type>()
+                                        .value(i),
+                                )
+                        }
+                        DataType::Float64 => {
+                            e.as_f64()
+                                == Some(
+                                    values
+                                        .as_primitive::<arrow::datatypes::Float64Type>()
+                                        .value(i),
+                                )
+                        }
+                        _ => e.as_str() == text(values, i),
+                    };
+                    Some(a.iter().any(matches))
+                })
+                .collect();
+            Ok(Arc::new(out))
+        },
+    )
+    .udf()
+}
+
+fn parse_strict(s: &str) -> Result<Value> {
+    serde_json::from_str(s).or_else(|_| invalid(format!("Cannot convert value to JSON: '{s}'")))
+}
+
+fn is_json_scalar() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "is_json_scalar",
+        one_text("is_json_scalar"),
+        |_| Ok(DataType::Boolean),
+        |args, _| {
+            let mut out = Vec::with_capacity(args[0].len());
+            for i in 0..args[0].len() {
+                out.push(match text(&args[0], i) {
+                    Some(s) => Some(!matches!(
+                        parse_strict(s)?,
+                        Value::Array(_) | Value::Object(_)
+                    )),
+                    None => None,
+                });
+            }
+            Ok(Arc::new(BooleanArray::from(out)))
+        },
+    )
+    .udf()
+}
+
+fn canonical(name: &'static str) -> Arc<ScalarUDF> {
+    Scalar::new(
+        name,
+        one_text(name),
+        |_| Ok(DataType::Utf8),
+        |args, _| {
+            let mut out = Vec::with_capacity(args[0].len());
+            for i in 0..args[0].len() {
+                out.push(match text(&args[0], i) {
+                    Some(s) => Some(parse_strict(s)?.to_string()),
+                    None => None,
+                });
+            }
+            Ok(Arc::new(StringArray::from(out)))
+        },
+    )
+    .udf()
+}
+
+fn json_parse() -> Arc<ScalarUDF> {
+    canonical("json_parse")
+}
+
+fn json_format() -> Arc<ScalarUDF> {
+    canonical("json_format")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Step, parse_path};
+
+    #[test]
+    fn paths() {
+        assert_eq!(
+            parse_path("$.store.book[0][\"title\"]").ok(),
+            Some(vec![
+                Step::Key("store".into()),
+                Step::Key("book".into()),
+                Step::Index(0),
+                Step::Key("title".into())
+            ])
+        );
+        assert_eq!(parse_path("$").ok(), Some(vec![]));
+        assert!(parse_path("store").is_err());
+        assert!(parse_path("$.").is_err());
+        assert!(parse_path("$[x]").is_err());
+        assert!(parse_path("$[0").is_err());
+    }
+}

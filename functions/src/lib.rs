@@ -1,0 +1,64 @@
+//! Trino's functions on DataFusion, one module per section of Trino's function docs: what DataFusion
+//! lacks, and Trino's behaviour where DataFusion's function of the same name differs (those are
+//! registered over DataFusion's). Every function here is SQE's own code; where one stands on
+//! DataFusion's (`concat`, `greatest`, `reverse` of arrays, `array_remove`), the module says so.
+
+mod aggregate;
+mod array;
+mod comparison;
+mod conditional;
+mod datetime;
+mod json;
+mod regexp;
+mod string;
+mod udf;
+
+use std::sync::Arc;
+
+use datafusion::common::Result;
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+
+pub use datetime::{extract_function, timestamp_text};
+
+/// Every scalar function of this crate.
+pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    let mut out = Vec::new();
+    out.extend(conditional::functions());
+    out.extend(comparison::functions());
+    out.extend(string::functions());
+    out.extend(regexp::functions());
+    out.extend(datetime::functions());
+    out.extend(array::functions());
+    out.extend(json::functions());
+    out
+}
+
+/// Every aggregate function of this crate.
+pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
+    aggregate::functions()
+}
+
+/// Registers every function, over DataFusion's of the same name.
+pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
+    // A function of DataFusion's that one of ours replaces goes with all its names (DataFusion's
+    // `to_char` goes, as `date_format` is one of its names): a state rebuilt from this one
+    // registers every function it holds again, and a name left to DataFusion's would win back.
+    for f in scalar_functions() {
+        for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+            if let Some(old) = registry.deregister_udf(name)? {
+                registry.deregister_udf(old.name())?;
+            }
+        }
+        registry.register_udf(f)?;
+    }
+    for f in aggregate_functions() {
+        for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+            if let Some(old) = registry.deregister_udaf(name)? {
+                registry.deregister_udaf(old.name())?;
+            }
+        }
+        registry.register_udaf(f)?;
+    }
+    Ok(())
+}

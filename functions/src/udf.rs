@@ -1,0 +1,323 @@
+//! The one shape most of SQE's scalar functions take: a name, how the arguments are coerced, the
+//! result type, and a body over whole arrays. Scalars in, scalar out.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, TimeUnit};
+use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+pub(crate) type Coerce = Arc<dyn Fn(&[DataType]) -> Result<Vec<DataType>> + Send + Sync>;
+pub(crate) type Returns = Arc<dyn Fn(&[DataType]) -> Result<DataType> + Send + Sync>;
+pub(crate) type Body = Arc<dyn Fn(&[ArrayRef], &DataType) -> Result<ArrayRef> + Send + Sync>;
+
+pub(crate) struct Scalar {
+    name: &'static str,
+    aliases: Vec<String>,
+    signature: Signature,
+    coerce: Coerce,
+    returns: Returns,
+    body: Body,
+}
+
+impl Scalar {
+    /// A function whose arguments `coerce` turns into the types `body` reads (or refuses, naming
+    /// what it expects).
+    pub(crate) fn new(
+        name: &'static str,
+        coerce: impl Fn(&[DataType]) -> Result<Vec<DataType>> + Send + Sync + 'static,
+        returns: impl Fn(&[DataType]) -> Result<DataType> + Send + Sync + 'static,
+        body: impl Fn(&[ArrayRef], &DataType) -> Result<ArrayRef> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name,
+            aliases: Vec::new(),
+            signature: Signature::user_defined(Volatility::Immutable),
+            coerce: Arc::new(coerce),
+            returns: Arc::new(returns),
+            body: Arc::new(body),
+        }
+    }
+
+    pub(crate) fn alias(mut self, name: &str) -> Self {
+        self.aliases.push(name.to_string());
+        self
+    }
+
+    pub(crate) fn udf(self) -> Arc<ScalarUDF> {
+        Arc::new(ScalarUDF::new_from_impl(self))
+    }
+}
+
+impl fmt::Debug for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scalar").field("name", &self.name).finish()
+    }
+}
+
+impl PartialEq for Scalar {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Scalar {}
+
+impl Hash for Scalar {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for Scalar {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        (self.coerce)(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        (self.returns)(arg_types)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = if args.args.is_empty() {
+            Vec::new()
+        } else {
+            ColumnarValue::values_to_arrays(&args.args)?
+        };
+        let out = (self.body)(&arrays, args.return_field.data_type())?;
+        if scalar && !args.args.is_empty() {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+/// Trino's name for a type, for messages.
+pub(crate) fn type_name(t: &DataType) -> String {
+    match t {
+        DataType::Null => "unknown".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 => "tinyint".into(),
+        DataType::Int16 => "smallint".into(),
+        DataType::Int32 => "integer".into(),
+        DataType::Int64 => "bigint".into(),
+        DataType::Float32 => "real".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => format!("decimal({p},{s})"),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "varchar".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "varbinary".into(),
+        DataType::Date32 | DataType::Date64 => "date".into(),
+        DataType::Timestamp(unit, tz) => {
+            let p = match unit {
+                TimeUnit::Second => 0,
+                TimeUnit::Millisecond => 3,
+                TimeUnit::Microsecond => 6,
+                TimeUnit::Nanosecond => 9,
+            };
+            match tz {
+                Some(_) => format!("timestamp({p}) with time zone"),
+                None => format!("timestamp({p})"),
+            }
+        }
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            format!("array({})", type_name(f.data_type()))
+        }
+        other => other.to_string().to_lowercase(),
+    }
+}
+
+/// Trino's message for arguments no signature of the function takes.
+pub(crate) fn unexpected<T>(name: &str, args: &[DataType], expected: &[&str]) -> Result<T> {
+    let got = args.iter().map(type_name).collect::<Vec<_>>().join(", ");
+    let expected = expected
+        .iter()
+        .map(|e| format!("{name}({e})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    plan_err!("Unexpected parameters ({got}) for function {name}. Expected: {expected}")
+}
+
+pub(crate) fn is_text(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+    )
+}
+
+pub(crate) fn is_integer(t: &DataType) -> bool {
+    t.is_integer() || matches!(t, DataType::Null)
+}
+
+pub(crate) fn is_temporal(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
+    )
+}
+
+/// The type a date or timestamp argument is read as: dates as days, timestamps as microseconds in
+/// their own zone.
+pub(crate) fn temporal_target(t: &DataType) -> DataType {
+    match t {
+        DataType::Timestamp(_, tz) => DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
+        _ => DataType::Date32,
+    }
+}
+
+/// The error of a value out of a function's domain, as Trino words it.
+pub(crate) fn invalid<T>(message: impl Into<String>) -> Result<T> {
+    exec_err!("{}", message.into())
+}
+
+/// One of DataFusion's functions (or one of ours) under another name, chosen by the argument
+/// types; `strict` makes a row NULL when any of its arguments is, as Trino's functions do.
+pub(crate) struct Delegate {
+    name: &'static str,
+    signature: Signature,
+    pick: fn(&[DataType]) -> Arc<ScalarUDF>,
+    strict: bool,
+}
+
+impl Delegate {
+    pub(crate) fn new(
+        name: &'static str,
+        pick: fn(&[DataType]) -> Arc<ScalarUDF>,
+        strict: bool,
+    ) -> Self {
+        Self {
+            name,
+            signature: Signature::user_defined(Volatility::Immutable),
+            pick,
+            strict,
+        }
+    }
+
+    pub(crate) fn udf(self) -> Arc<ScalarUDF> {
+        Arc::new(ScalarUDF::new_from_impl(self))
+    }
+}
+
+impl fmt::Debug for Delegate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delegate")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl PartialEq for Delegate {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Delegate {}
+
+impl Hash for Delegate {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for Delegate {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let inner = (self.pick)(arg_types);
+        let fields: Vec<_> = arg_types
+            .iter()
+            .map(|t| Arc::new(arrow::datatypes::Field::new("f", t.clone(), true)))
+            .collect();
+        let coerced = datafusion::logical_expr::type_coercion::functions::fields_with_udf(
+            &fields,
+            inner.as_ref(),
+        )
+        .map_err(|e| e.context(format!("function {}", self.name)))?;
+        Ok(coerced.iter().map(|f| f.data_type().clone()).collect())
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        (self.pick)(arg_types).return_type(arg_types)
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> Result<arrow::datatypes::FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let field = (self.pick)(&types).return_field_from_args(args)?;
+        // A strict function's row is NULL when an argument is.
+        Ok(if self.strict {
+            Arc::new(field.as_ref().clone().with_nullable(true))
+        } else {
+            field
+        })
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let inner = (self.pick)(&types);
+        if !self.strict {
+            return inner.invoke_with_args(args);
+        }
+        let rows = args.number_rows;
+        if args
+            .args
+            .iter()
+            .any(|a| matches!(a, ColumnarValue::Scalar(s) if s.is_null()))
+        {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from(
+                args.return_field.data_type(),
+            )?));
+        }
+        let nulls = args.args.iter().fold(None, |acc, a| match a {
+            ColumnarValue::Array(a) => {
+                arrow::buffer::NullBuffer::union(acc.as_ref(), a.logical_nulls().as_ref())
+            }
+            ColumnarValue::Scalar(_) => acc,
+        });
+        let out = inner.invoke_with_args(args)?;
+        let Some(nulls) = nulls else {
+            return Ok(out);
+        };
+        let out = out.into_array(rows)?;
+        let merged = arrow::buffer::NullBuffer::union(Some(&nulls), out.logical_nulls().as_ref());
+        let data = out.to_data().into_builder().nulls(merged).build()?;
+        Ok(ColumnarValue::Array(arrow::array::make_array(data)))
+    }
+}
