@@ -507,7 +507,7 @@ impl Engine {
         };
         check_depth(&statement)?;
         let mut statement = statement;
-        crate::trino::rewrite_statement(&mut statement);
+        crate::trino::rewrite_statement(&mut statement)?;
         self.dispatch(session, statement, prepared).await
     }
 

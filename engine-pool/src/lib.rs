@@ -21,6 +21,7 @@ mod secrets;
 mod session_properties;
 mod trino;
 pub mod types;
+mod unnest;
 mod write;
 
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};

@@ -32,6 +32,7 @@ use datafusion::sql::sqlparser::ast::{
     Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement, Value, VisitMut,
     VisitorMut,
 };
+use sqe_sessions::{SqeError, SqeResult};
 
 /// Trino's defaults on a session's DataFusion settings (a deployment's own settings come after).
 pub(crate) fn configure(config: &mut SessionConfig) {
@@ -41,16 +42,56 @@ pub(crate) fn configure(config: &mut SessionConfig) {
 }
 
 /// Rewrites a parsed statement into what DataFusion plans with Trino's meaning.
-pub(crate) fn rewrite_statement(statement: &mut Statement) {
-    let _ = statement.visit(&mut Rewriter);
+pub(crate) fn rewrite_statement(statement: &mut Statement) -> SqeResult<()> {
+    match statement.visit(&mut Rewriter) {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(e) => Err(e),
+    }
 }
 
 struct Rewriter;
 
-impl VisitorMut for Rewriter {
-    type Break = ();
+/// The SELECTs of a query body, through its set operations.
+fn for_each_select(
+    body: &mut SetExpr,
+    f: &mut impl FnMut(&mut ast::Select) -> SqeResult<()>,
+) -> SqeResult<()> {
+    match body {
+        SetExpr::Select(select) => f(select),
+        SetExpr::SetOperation { left, right, .. } => {
+            for_each_select(left, f)?;
+            for_each_select(right, f)
+        }
+        _ => Ok(()),
+    }
+}
 
-    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+impl VisitorMut for Rewriter {
+    type Break = SqeError;
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<SqeError> {
+        let mut renames = Vec::new();
+        let unnested = for_each_select(&mut query.body, &mut |select| {
+            renames.extend(crate::unnest::rewrite_select(select)?);
+            Ok(())
+        });
+        if let Err(e) = unnested {
+            return ControlFlow::Break(e);
+        }
+        if !renames.is_empty() {
+            crate::unnest::rename_qualifiers(query, &renames);
+        }
+        // `WITH t(a, b) AS (…)`: the names go on the first SELECT's columns, where a recursive
+        // term's reference to `t` finds them.
+        if let Some(with) = &mut query.with {
+            for cte in &mut with.cte_tables {
+                let names: Vec<Ident> = cte.alias.columns.iter().map(|c| c.name.clone()).collect();
+                if !names.is_empty() {
+                    name_first_select(&mut cte.query.body, &names);
+                }
+            }
+        }
+        fetch_as_limit(query);
         let named = name_columns(&mut query.body);
         // ORDER BY an output column's expression sorts by that column (a SELECT DISTINCT's
         // ORDER BY may name nothing else).
@@ -68,7 +109,7 @@ impl VisitorMut for Rewriter {
         ControlFlow::Continue(())
     }
 
-    fn post_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
+    fn post_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<SqeError> {
         match expr {
             ast::Expr::Extract {
                 field, expr: from, ..
@@ -100,6 +141,7 @@ impl VisitorMut for Rewriter {
                 }
                 *expr = call("substr", args);
             }
+            ast::Expr::Function(f) => rename_function(f),
             ast::Expr::Value(v) => {
                 // An exponent makes a DOUBLE literal in Trino.
                 if let Value::Number(n, _) = &v.value
@@ -119,6 +161,62 @@ impl VisitorMut for Rewriter {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// Gives the columns of the first SELECT of `body` these names, in order.
+fn name_first_select(body: &mut SetExpr, names: &[Ident]) {
+    match body {
+        SetExpr::Select(select) => {
+            for (item, name) in select.projection.iter_mut().zip(names) {
+                match item {
+                    SelectItem::UnnamedExpr(expr) => {
+                        let expr = std::mem::replace(expr, ast::Expr::value(Value::Null));
+                        *item = SelectItem::ExprWithAlias {
+                            expr,
+                            alias: name.clone(),
+                        };
+                    }
+                    SelectItem::ExprWithAlias { alias, .. } => *alias = name.clone(),
+                    // A wildcard's columns are not known here: DataFusion renames them.
+                    _ => return,
+                }
+            }
+        }
+        SetExpr::SetOperation { left, .. } => name_first_select(left, names),
+        SetExpr::Query(query) => name_first_select(&mut query.body, names),
+        _ => {}
+    }
+}
+
+/// `FETCH FIRST n ROWS ONLY` is `LIMIT n` (`WITH TIES` and `PERCENT` are left for DataFusion
+/// to refuse).
+fn fetch_as_limit(query: &mut Query) {
+    let Some(fetch) = &query.fetch else {
+        return;
+    };
+    if fetch.with_ties || fetch.percent {
+        return;
+    }
+    let count = fetch
+        .quantity
+        .clone()
+        .unwrap_or_else(|| ast::Expr::value(Value::Number("1".into(), false)));
+    match &mut query.limit_clause {
+        None => {
+            query.limit_clause = Some(ast::LimitClause::LimitOffset {
+                limit: Some(count),
+                offset: None,
+                limit_by: vec![],
+            });
+        }
+        Some(ast::LimitClause::LimitOffset {
+            limit: limit @ None,
+            ..
+        }) => *limit = Some(count),
+        // Both LIMIT and FETCH: left for DataFusion to refuse.
+        Some(_) => return,
+    }
+    query.fetch = None;
 }
 
 /// Names each unnamed output column that is not a plain column reference `_col<position>`, and
@@ -149,6 +247,40 @@ fn name_columns(body: &mut SetExpr) -> Vec<(ast::Expr, Ident)> {
         _ => {}
     }
     named
+}
+
+/// Trino's aggregates that DataFusion has under other names: `approx_percentile` is
+/// `approx_percentile_cont` (`…_with_weight` with a weight); `listagg(x, sep) WITHIN GROUP
+/// (ORDER BY …)` is `string_agg(x, sep ORDER BY …)`.
+fn rename_function(f: &mut ast::Function) {
+    let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else {
+        return;
+    };
+    let arity = match &f.args {
+        FunctionArguments::List(list) => list.args.len(),
+        _ => 0,
+    };
+    let renamed = match (name.value.to_lowercase().as_str(), arity) {
+        ("approx_percentile", 2) => "approx_percentile_cont",
+        ("approx_percentile", 3) => "approx_percentile_cont_with_weight",
+        ("listagg", 1 | 2) => "string_agg",
+        _ => return,
+    };
+    if renamed == "string_agg"
+        && let FunctionArguments::List(list) = &mut f.args
+    {
+        if list.args.len() == 1 {
+            let empty = ast::Expr::value(Value::SingleQuotedString(String::new()));
+            list.args
+                .push(FunctionArg::Unnamed(FunctionArgExpr::Expr(empty)));
+        }
+        let order = std::mem::take(&mut f.within_group);
+        if !order.is_empty() {
+            list.clauses
+                .push(ast::FunctionArgumentClause::OrderBy(order));
+        }
+    }
+    f.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(renamed))]);
 }
 
 fn extract_name(field: &DateTimeField) -> Option<String> {

@@ -1,0 +1,218 @@
+//! Trino's `UNNEST` in a FROM clause, planned with DataFusion's `unnest()` in a projection:
+//!
+//! ```sql
+//! FROM t CROSS JOIN UNNEST(t.a, t.b) WITH ORDINALITY AS u(x, y, n)    -- or: FROM t, UNNEST(…) …
+//! -- becomes
+//! FROM (SELECT t.*, unnest(t.a) AS x, unnest(t.b) AS y,
+//!              unnest(generate_series(1, greatest(coalesce(cardinality(t.a), 0), …))) AS n
+//!       FROM t WHERE t.a IS NOT NULL OR t.b IS NOT NULL) AS t        -- and u.x is t.x
+//! ```
+//!
+//! DataFusion plans `CROSS JOIN UNNEST(column)` as a lateral join it cannot run. Several arrays are
+//! zipped, the shorter padded with NULLs, and a NULL or empty array gives no rows, as in Trino.
+//! A standalone `UNNEST(ARRAY[…]) WITH ORDINALITY AS t(x, n)` becomes the same projection without
+//! a source. Other joins to UNNEST (LEFT JOIN, UNNEST beside several relations) are refused with a
+//! clear error.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, Ident, JoinOperator, ObjectNamePart, Query, Select, TableAlias, TableFactor,
+    TableWithJoins, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use sqe_sessions::{SqeError, SqeResult};
+
+fn is_unnest(factor: &TableFactor) -> bool {
+    matches!(factor, TableFactor::UNNEST { .. })
+}
+
+fn unsupported() -> SqeError {
+    SqeError::unsupported(
+        "UNNEST is supported as `FROM t CROSS JOIN UNNEST(…) AS u(…)` (or `FROM t, UNNEST(…)`) over one relation, and on its own",
+    )
+}
+
+/// Rewrites the UNNEST relations of `select`; returns the renames the rest of the query needs
+/// (`u` → `t`: the unnest's alias to the relation it now belongs to).
+pub(crate) fn rewrite_select(select: &mut Select) -> SqeResult<Vec<(Ident, Ident)>> {
+    let mut renames = Vec::new();
+    // `FROM t, UNNEST(…)` is `FROM t CROSS JOIN UNNEST(…)`.
+    if select.from.len() == 2
+        && is_unnest(&select.from[1].relation)
+        && select.from[1].joins.is_empty()
+        && let Some(second) = select.from.pop()
+    {
+        select.from[0]
+            .joins
+            .push(datafusion::sql::sqlparser::ast::Join {
+                relation: second.relation,
+                global: false,
+                join_operator: JoinOperator::CrossJoin(
+                    datafusion::sql::sqlparser::ast::JoinConstraint::None,
+                ),
+            });
+    }
+    let unnests = select
+        .from
+        .iter()
+        .map(|t| {
+            usize::from(is_unnest(&t.relation))
+                + t.joins.iter().filter(|j| is_unnest(&j.relation)).count()
+        })
+        .sum::<usize>();
+    if unnests == 0 {
+        return Ok(renames);
+    }
+    if select.from.len() != 1 || unnests != 1 {
+        return Err(unsupported());
+    }
+    let from: &mut TableWithJoins = &mut select.from[0];
+    if is_unnest(&from.relation) {
+        if !from.joins.is_empty() {
+            return Err(unsupported());
+        }
+        let derived = projection(&from.relation, None)?;
+        from.relation = derived;
+        return Ok(renames);
+    }
+    let [join] = from.joins.as_slice() else {
+        return Err(unsupported());
+    };
+    if !matches!(join.join_operator, JoinOperator::CrossJoin(_)) {
+        return Err(unsupported());
+    }
+    let outer = match &from.relation {
+        TableFactor::Table { name, alias, .. } => match alias {
+            Some(a) => a.name.clone(),
+            None => match name.0.last() {
+                Some(ObjectNamePart::Identifier(id)) => id.clone(),
+                _ => return Err(unsupported()),
+            },
+        },
+        TableFactor::Derived {
+            alias: Some(alias), ..
+        } => alias.name.clone(),
+        _ => return Err(unsupported()),
+    };
+    if let TableFactor::UNNEST {
+        alias: Some(alias), ..
+    } = &join.relation
+    {
+        renames.push((alias.name.clone(), outer.clone()));
+    }
+    let derived = projection(&join.relation, Some((&from.relation, &outer)))?;
+    from.relation = derived;
+    from.joins.clear();
+    Ok(renames)
+}
+
+/// The derived table an UNNEST becomes, over `source` (the relation and its name) if it has one.
+fn projection(
+    unnest: &TableFactor,
+    source: Option<(&TableFactor, &Ident)>,
+) -> SqeResult<TableFactor> {
+    let TableFactor::UNNEST {
+        alias,
+        array_exprs,
+        with_offset,
+        with_ordinality,
+        ..
+    } = unnest
+    else {
+        return Err(unsupported());
+    };
+    if *with_offset {
+        return Err(unsupported());
+    }
+    let names: Vec<String> = alias
+        .as_ref()
+        .map(|a| a.columns.iter().map(|c| c.name.to_string()).collect())
+        .unwrap_or_default();
+    let wanted = array_exprs.len() + usize::from(*with_ordinality);
+    if !names.is_empty() && names.len() != wanted {
+        return Err(SqeError::invalid(format!(
+            "UNNEST gives {wanted} columns, but its alias names {}",
+            names.len()
+        )));
+    }
+    let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("_col{i}"));
+    let mut items = Vec::new();
+    if let Some((_, outer)) = source {
+        items.push(format!("{outer}.*"));
+    }
+    for (i, e) in array_exprs.iter().enumerate() {
+        items.push(format!("unnest({e}) AS {}", name(i)));
+    }
+    if *with_ordinality {
+        let longest = match array_exprs.as_slice() {
+            [one] => format!("cardinality({one})"),
+            many => format!(
+                "greatest({})",
+                many.iter()
+                    .map(|e| format!("coalesce(cardinality({e}), 0)"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        items.push(format!(
+            "unnest(generate_series(1, {longest})) AS {}",
+            name(array_exprs.len())
+        ));
+    }
+    let present = array_exprs
+        .iter()
+        .map(|e| format!("({e}) IS NOT NULL"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let sql = match source {
+        Some((relation, _)) => format!(
+            "SELECT {} FROM {relation} WHERE {present}",
+            items.join(", ")
+        ),
+        None => format!("SELECT {}", items.join(", ")),
+    };
+    let subquery = Parser::new(&GenericDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_query())
+        .map_err(|e| SqeError::invalid(format!("UNNEST: {e}")))?;
+    let alias = match source {
+        Some((_, outer)) => Some(TableAlias {
+            explicit: true,
+            name: outer.clone(),
+            columns: vec![],
+            at: None,
+        }),
+        None => alias.as_ref().map(|a| TableAlias {
+            explicit: true,
+            name: a.name.clone(),
+            columns: vec![],
+            at: None,
+        }),
+    };
+    Ok(TableFactor::Derived {
+        lateral: false,
+        subquery,
+        alias,
+        sample: None,
+    })
+}
+
+/// Points `u.x` at the relation `u`'s columns now belong to.
+pub(crate) fn rename_qualifiers(query: &mut Query, renames: &[(Ident, Ident)]) {
+    struct Rename<'a>(&'a [(Ident, Ident)]);
+    impl VisitorMut for Rename<'_> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            if let Expr::CompoundIdentifier(parts) = expr
+                && parts.len() == 2
+                && let Some((_, to)) = self.0.iter().find(|(from, _)| from.value == parts[0].value)
+            {
+                parts[0] = to.clone();
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = query.visit(&mut Rename(renames));
+}
