@@ -268,6 +268,10 @@ impl Engine {
         let mut state = crate::optimizer::install(builder).build();
         // Trino's functions, over DataFusion's of the same names.
         sqe_functions::register(&mut state).map_err(from_datafusion)?;
+        // Until a session says otherwise (state_for), the time zone is UTC.
+        state
+            .register_udf(text_constant("current_timezone", "UTC".to_string()))
+            .map_err(from_datafusion)?;
         // `version()` is the server's version, as in Trino.
         state
             .register_udf(text_constant(
@@ -432,6 +436,14 @@ impl Engine {
                 session.principal.name.clone(),
             ))
             .map_err(from_datafusion)?;
+        // `current_timezone()` is the session's (Trino's `X-Trino-Time-Zone`), UTC by default.
+        let zone = match session.time_zone.as_str() {
+            "" => "UTC".to_string(),
+            zone => zone.to_string(),
+        };
+        state
+            .register_udf(text_constant("current_timezone", zone))
+            .map_err(from_datafusion)?;
         Ok(state)
     }
 
@@ -460,6 +472,11 @@ impl Engine {
         if starts_with_word(&prepared.sql, "detach") {
             return self.detach(session, &prepared.sql);
         }
+        if starts_with_words(&prepared.sql, &["show", "functions"]) {
+            let rest = prepared.sql.trim_start()["show".len()..].trim_start()["functions".len()..]
+                .to_string();
+            return crate::show_functions::show_functions(&self.state, &rest);
+        }
         if starts_with_words(&prepared.sql, &["show", "secrets"]) {
             return self.show_secrets(session);
         }
@@ -478,7 +495,7 @@ impl Engine {
         let parsed = if secret {
             Parser::parse_sql(&DuckDbDialect {}, &prepared.sql)
         } else {
-            Parser::parse_sql(&GenericDialect {}, &prepared.sql)
+            Parser::parse_sql(&crate::dialect::SqeDialect::default(), &prepared.sql)
         };
         let mut statements = parsed.map_err(|e| {
             if secret {

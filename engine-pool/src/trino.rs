@@ -141,7 +141,13 @@ impl VisitorMut for Rewriter {
                 }
                 *expr = call("substr", args);
             }
-            ast::Expr::Function(f) => rename_function(f),
+            ast::Expr::Function(f) => {
+                if let Some(rewritten) = function_as_expression(f) {
+                    *expr = rewritten;
+                } else {
+                    rename_function(f);
+                }
+            }
             ast::Expr::Value(v) => {
                 // An exponent makes a DOUBLE literal in Trino.
                 if let Value::Number(n, _) = &v.value
@@ -249,9 +255,47 @@ fn name_columns(body: &mut SetExpr) -> Vec<(ast::Expr, Ident)> {
     named
 }
 
-/// Trino's aggregates that DataFusion has under other names: `approx_percentile` is
+/// Trino's functions that are an expression of DataFusion's: `mod(n, m)` is `n % m` (the
+/// remainder has the dividend's sign in both), `date(x)` is `CAST(x AS DATE)`.
+fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
+    let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else {
+        return None;
+    };
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    if f.over.is_some() || f.filter.is_some() || !list.clauses.is_empty() {
+        return None;
+    }
+    let args: Vec<ast::Expr> = list
+        .args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    match (name.value.to_lowercase().as_str(), args.as_slice()) {
+        ("mod", [n, m]) => Some(ast::Expr::Nested(Box::new(ast::Expr::BinaryOp {
+            left: Box::new(ast::Expr::Nested(Box::new(n.clone()))),
+            op: ast::BinaryOperator::Modulo,
+            right: Box::new(ast::Expr::Nested(Box::new(m.clone()))),
+        }))),
+        ("date", [x]) => Some(ast::Expr::Cast {
+            kind: ast::CastKind::Cast,
+            expr: Box::new(x.clone()),
+            data_type: ast::DataType::Date,
+            array: false,
+            format: None,
+        }),
+        _ => None,
+    }
+}
+
+/// Trino's aggregates that DataFusion (or SQE) has under other names: `approx_percentile` is
 /// `approx_percentile_cont` (`…_with_weight` with a weight); `listagg(x, sep) WITHIN GROUP
-/// (ORDER BY …)` is `string_agg(x, sep ORDER BY …)`.
+/// (ORDER BY …)` is `string_agg(x, sep ORDER BY …)`; `variance` is `var_samp`, `every`
+/// `bool_and`, `any_value` `arbitrary`.
 fn rename_function(f: &mut ast::Function) {
     let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else {
         return;
@@ -264,6 +308,9 @@ fn rename_function(f: &mut ast::Function) {
         ("approx_percentile", 2) => "approx_percentile_cont",
         ("approx_percentile", 3) => "approx_percentile_cont_with_weight",
         ("listagg", 1 | 2) => "string_agg",
+        ("variance", 1) => "var_samp",
+        ("every", 1) => "bool_and",
+        ("any_value", 1) => "arbitrary",
         _ => return,
     };
     if renamed == "string_agg"

@@ -5,13 +5,16 @@
 
 mod aggregate;
 mod array;
+mod binary;
 mod comparison;
 mod conditional;
 mod datetime;
 mod json;
+mod math;
 mod regexp;
 mod string;
 mod udf;
+mod url;
 
 use std::sync::Arc;
 
@@ -31,6 +34,9 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     out.extend(datetime::functions());
     out.extend(array::functions());
     out.extend(json::functions());
+    out.extend(math::functions());
+    out.extend(binary::functions());
+    out.extend(url::functions());
     out
 }
 
@@ -51,6 +57,16 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
             }
         }
         registry.register_udf(f)?;
+    }
+    // DataFusion's functions taking lambdas, under Trino's names too.
+    for f in datafusion::functions_nested::all_default_higher_order_functions() {
+        let alias = match f.name() {
+            "array_transform" => "transform",
+            "array_filter" => "filter",
+            _ => continue,
+        };
+        registry
+            .register_higher_order_function(Arc::new(f.as_ref().clone().with_aliases([alias])))?;
     }
     for f in aggregate_functions() {
         for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {

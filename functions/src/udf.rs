@@ -106,7 +106,8 @@ impl ScalarUDFImpl for Scalar {
             ColumnarValue::values_to_arrays(&args.args)?
         };
         let out = (self.body)(&arrays, args.return_field.data_type())?;
-        if scalar && !args.args.is_empty() {
+        // Scalars in (or no arguments at all): one value out.
+        if scalar {
             return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
         }
         Ok(ColumnarValue::Array(out))
