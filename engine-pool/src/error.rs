@@ -188,6 +188,9 @@ pub fn from_datafusion(e: DataFusionError) -> SqeError {
         }
     }
     let message = one_line(&root.to_string());
+    if let Some(overflow) = crate::overflow::overflow_message(&message) {
+        return SqeError::new(ErrorCode::InvalidInput, overflow);
+    }
     match code_of(root, &message) {
         // The log gets all of it, context included (the caller gets only the id).
         ErrorCode::Internal => SqeError::internal(e.to_string()),

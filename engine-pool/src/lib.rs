@@ -16,6 +16,7 @@ pub mod guard;
 mod ingest;
 mod object_stores;
 mod optimizer;
+mod overflow;
 mod prepass;
 mod secret_store;
 mod secrets;

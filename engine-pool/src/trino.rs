@@ -11,7 +11,8 @@
 //! - the plan, after type coercion ([`TrinoCasts`]): a cast of a DOUBLE or DECIMAL to an integer
 //!   rounds half away from zero (DataFusion truncates), a timestamp cast to VARCHAR is Trino's text
 //!   (`2020-01-02 03:04:05`, no `T`), and a DECIMAL quotient has Trino's scale, the larger of its
-//!   operands' (rounded half up).
+//!   operands' (rounded half up); integer `+ - *` of constants fail on overflow (and of columns,
+//!   in the physical plan: overflow.rs).
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -472,6 +473,24 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             }
             Ok(Transformed::no(Expr::TryCast(TryCast::new_from_field(
                 expr, field,
+            ))))
+        }
+        // Integer constants: folded here with overflow checks (overflow.rs), before DataFusion
+        // folds them with wrapping arithmetic.
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply)
+                && matches!(
+                    (left.as_ref(), right.as_ref()),
+                    (Expr::Literal(..), Expr::Literal(..))
+                ) =>
+        {
+            if let (Expr::Literal(a, _), Expr::Literal(b, _)) = (left.as_ref(), right.as_ref())
+                && let Some(folded) = crate::overflow::fold_constant(a, op, b)
+            {
+                return Ok(Transformed::yes(Expr::Literal(folded?, None)));
+            }
+            Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr::new(
+                left, op, right,
             ))))
         }
         Expr::BinaryExpr(BinaryExpr {

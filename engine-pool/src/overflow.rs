@@ -1,0 +1,221 @@
+//! Integer `+`, `-` and `*` fail on overflow, as in Trino (DataFusion's wrap around):
+//!
+//! - between constants, when the plan is analyzed ([`fold_constant`]): `9223372036854775807 + 1`
+//!   is refused there, as DataFusion would fold it with wrapping arithmetic before any row is read;
+//! - over columns, in the physical plan ([`CheckedArithmetic`]): the operators of projections,
+//!   filters and aggregate arguments check each value (arrow's checked kernels), reported as
+//!   "addition overflow: 9223372036854775807 + 1".
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::BinaryExpr;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+
+fn words(op: Operator) -> Option<(&'static str, &'static str)> {
+    match op {
+        Operator::Plus => Some(("addition", "+")),
+        Operator::Minus => Some(("subtraction", "-")),
+        Operator::Multiply => Some(("multiplication", "*")),
+        _ => None,
+    }
+}
+
+/// Trino's message for an overflowing integer operation.
+fn overflow(
+    type_name: &str,
+    op: Operator,
+    a: impl std::fmt::Display,
+    b: impl std::fmt::Display,
+) -> DataFusionError {
+    let (word, sign) = words(op).unwrap_or(("arithmetic", "?"));
+    DataFusionError::Execution(format!("{type_name} {word} overflow: {a} {sign} {b}"))
+}
+
+/// `a op b` of two integer constants of one type, computed with overflow checks: the constant,
+/// an error, or None when the operands are not such constants.
+pub(crate) fn fold_constant(
+    a: &ScalarValue,
+    op: Operator,
+    b: &ScalarValue,
+) -> Option<Result<ScalarValue>> {
+    words(op)?;
+    macro_rules! checked {
+        ($variant:ident, $name:literal, $x:expr, $y:expr) => {{
+            let r = match op {
+                Operator::Plus => $x.checked_add($y),
+                Operator::Minus => $x.checked_sub($y),
+                _ => $x.checked_mul($y),
+            };
+            Some(match r {
+                Some(v) => Ok(ScalarValue::$variant(Some(v))),
+                None => Err(overflow($name, op, $x, $y)),
+            })
+        }};
+    }
+    match (a, b) {
+        (ScalarValue::Int64(Some(x)), ScalarValue::Int64(Some(y))) => {
+            checked!(Int64, "bigint", *x, *y)
+        }
+        (ScalarValue::Int32(Some(x)), ScalarValue::Int32(Some(y))) => {
+            checked!(Int32, "integer", *x, *y)
+        }
+        (ScalarValue::Int16(Some(x)), ScalarValue::Int16(Some(y))) => {
+            checked!(Int16, "smallint", *x, *y)
+        }
+        (ScalarValue::Int8(Some(x)), ScalarValue::Int8(Some(y))) => {
+            checked!(Int8, "tinyint", *x, *y)
+        }
+        _ => None,
+    }
+}
+
+/// An arrow overflow error in Trino's words ("addition overflow: 9223372036854775807 + 1"), or
+/// None for any other message.
+pub(crate) fn overflow_message(message: &str) -> Option<String> {
+    let rest = message
+        .split_once("Overflow happened on: ")
+        .map(|(_, r)| r.trim())?;
+    let (word, _) = [Operator::Plus, Operator::Minus, Operator::Multiply]
+        .into_iter()
+        .filter_map(words)
+        .find(|(_, sign)| rest.contains(&format!(" {sign} ")))?;
+    Some(format!("integer {word} overflow: {rest}"))
+}
+
+/// Marks the integer `+ - *` of `expr` to fail on overflow.
+fn checked(
+    expr: Arc<dyn PhysicalExpr>,
+    schema: &Schema,
+) -> Result<Transformed<Arc<dyn PhysicalExpr>>> {
+    expr.transform_up(|e| {
+        let Some(b) = e.downcast_ref::<BinaryExpr>() else {
+            return Ok(Transformed::no(e));
+        };
+        if words(*b.op()).is_none()
+            || !b.left().data_type(schema)?.is_integer()
+            || !b.right().data_type(schema)?.is_integer()
+        {
+            return Ok(Transformed::no(e));
+        }
+        let strict = BinaryExpr::new(Arc::clone(b.left()), *b.op(), Arc::clone(b.right()))
+            .with_fail_on_overflow(true);
+        Ok(Transformed::yes(Arc::new(strict) as Arc<dyn PhysicalExpr>))
+    })
+}
+
+/// The physical rule: see the module doc. It runs first, before other rules move expressions.
+#[derive(Debug, Default)]
+pub(crate) struct CheckedArithmetic;
+
+impl PhysicalOptimizerRule for CheckedArithmetic {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+                let schema = p.input().schema();
+                let mut changed = false;
+                let mut exprs = Vec::with_capacity(p.expr().len());
+                for e in p.expr() {
+                    let t = checked(Arc::clone(&e.expr), &schema)?;
+                    changed |= t.transformed;
+                    exprs.push(ProjectionExpr::new(t.data, e.alias.clone()));
+                }
+                if !changed {
+                    return Ok(Transformed::no(node));
+                }
+                let rebuilt = ProjectionExec::try_new(exprs, Arc::clone(p.input()))?;
+                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            if let Some(f) = node.downcast_ref::<FilterExec>() {
+                let t = checked(Arc::clone(f.predicate()), &f.input().schema())?;
+                if !t.transformed {
+                    return Ok(Transformed::no(node));
+                }
+                let rebuilt = FilterExecBuilder::from(f).with_predicate(t.data).build()?;
+                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            if let Some(a) = node.downcast_ref::<AggregateExec>() {
+                let schema = a.input_schema();
+                let mut changed = false;
+                let mut aggregates = Vec::with_capacity(a.aggr_expr().len());
+                for f in a.aggr_expr() {
+                    let mut args = Vec::new();
+                    for arg in f.expressions() {
+                        let t = checked(arg, &schema)?;
+                        changed |= t.transformed;
+                        args.push(t.data);
+                    }
+                    let order_by = f.order_bys().iter().map(|s| Arc::clone(&s.expr)).collect();
+                    match f.with_new_expressions(args, order_by) {
+                        Some(new) => aggregates.push(Arc::new(new)),
+                        None => aggregates.push(Arc::clone(f)),
+                    }
+                }
+                if !changed {
+                    return Ok(Transformed::no(node));
+                }
+                let rebuilt = a.with_new_aggr_exprs(aggregates);
+                return Ok(Transformed::yes(Arc::new(rebuilt) as Arc<dyn ExecutionPlan>));
+            }
+            Ok(Transformed::no(node))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "checked_arithmetic"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_fold_or_overflow() {
+        let big = ScalarValue::Int64(Some(i64::MAX));
+        let one = ScalarValue::Int64(Some(1));
+        assert_eq!(
+            fold_constant(&ScalarValue::Int64(Some(2)), Operator::Multiply, &one).map(|r| r.ok()),
+            Some(Some(ScalarValue::Int64(Some(2))))
+        );
+        let err = fold_constant(&big, Operator::Plus, &one)
+            .and_then(|r| r.err())
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("Execution error: bigint addition overflow: 9223372036854775807 + 1")
+        );
+        assert!(fold_constant(&big, Operator::Divide, &one).is_none());
+        assert!(fold_constant(&ScalarValue::Int64(None), Operator::Plus, &one).is_none());
+    }
+
+    #[test]
+    fn arrow_messages() {
+        assert_eq!(
+            overflow_message(
+                "Arrow error: Arithmetic overflow: Overflow happened on: 4294967296 * 4294967296"
+            )
+            .as_deref(),
+            Some("integer multiplication overflow: 4294967296 * 4294967296")
+        );
+        assert_eq!(overflow_message("Division by zero"), None);
+    }
+}
