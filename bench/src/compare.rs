@@ -11,7 +11,16 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 pub enum Cell {
     Null,
     Number(f64),
+    /// A DECIMAL and its scale: an engine following Trino's decimal rules gives a quotient the
+    /// scale of its operands (`sum(x) / 7.0` has two digits), where DuckDB gives a double.
+    Decimal(f64, i8),
     Text(String),
+}
+
+/// `x` rounded half away from zero to `scale` digits after the point.
+fn round_to(x: f64, scale: i8) -> f64 {
+    let factor = 10f64.powi(i32::from(scale));
+    (x * factor).round() / factor
 }
 
 /// Numbers agree when they differ by at most 1e-6 plus 1e-9 of their size: exact decimal sums match
@@ -24,7 +33,12 @@ pub fn close(a: f64, b: f64) -> bool {
 impl Cell {
     fn same(&self, other: &Cell) -> bool {
         match (self, other) {
-            (Cell::Number(a), Cell::Number(b)) => close(*a, *b),
+            (Cell::Number(a), Cell::Number(b)) | (Cell::Decimal(a, _), Cell::Decimal(b, _)) => {
+                close(*a, *b)
+            }
+            // A decimal matches the other engine's number to its own scale.
+            (Cell::Decimal(a, scale), Cell::Number(b))
+            | (Cell::Number(b), Cell::Decimal(a, scale)) => close(*a, round_to(*b, *scale)),
             (a, b) => a == b,
         }
     }
@@ -32,7 +46,7 @@ impl Cell {
     fn sort_key(&self) -> (u8, f64, &str) {
         match self {
             Cell::Null => (0, 0.0, ""),
-            Cell::Number(n) => (1, *n, ""),
+            Cell::Number(n) | Cell::Decimal(n, _) => (1, *n, ""),
             Cell::Text(t) => (2, 0.0, t.as_str()),
         }
     }
@@ -60,6 +74,10 @@ pub fn rows(batches: &[RecordBatch]) -> Result<Vec<Vec<Cell>>, String> {
 
 fn cells(column: &ArrayRef, options: &FormatOptions<'_>) -> Result<Vec<Cell>, String> {
     if is_number(column.data_type()) {
+        let scale = match column.data_type() {
+            DataType::Decimal128(_, s) | DataType::Decimal256(_, s) => Some(*s),
+            _ => None,
+        };
         let doubles = cast(column, &DataType::Float64).map_err(|e| e.to_string())?;
         let doubles = doubles
             .as_any()
@@ -69,6 +87,8 @@ fn cells(column: &ArrayRef, options: &FormatOptions<'_>) -> Result<Vec<Cell>, St
             .map(|i| {
                 if doubles.is_null(i) {
                     Cell::Null
+                } else if let Some(scale) = scale {
+                    Cell::Decimal(doubles.value(i), scale)
                 } else {
                     Cell::Number(doubles.value(i))
                 }
@@ -193,6 +213,16 @@ mod tests {
         assert!(close(1e10, 1e10 + 5.0));
         assert!(!close(0.05, 0.051));
         assert!(!close(1e10, 1e10 + 50.0));
+    }
+
+    #[test]
+    fn a_decimal_matches_a_number_to_its_own_scale() {
+        // TPC-H q17 and q08: Trino's decimal quotients against DuckDB's doubles.
+        assert!(Cell::Decimal(348_406.05, 2).same(&n(348_406.054_285_714_3)));
+        assert!(n(0.034_435_890_406_654_8).same(&Cell::Decimal(0.0344, 4)));
+        assert!(!Cell::Decimal(348_406.06, 2).same(&n(348_406.054_285_714_3)));
+        assert!(!Cell::Decimal(0.0345, 4).same(&n(0.034_435_890_406_654_8)));
+        assert!(Cell::Decimal(2.5, 1).same(&Cell::Decimal(2.5, 3)));
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //!   DOUBLE), as in Trino;
 //! - the statement, before planning ([`rewrite_statement`]): an output column without a name is
 //!   `_col0`, `_col1`, … by its position, as Trino names it (which also lets `SELECT x, 3, 3`
-//!   plan); `EXTRACT(field FROM x)` is Trino's field function (`day_of_week` is ISO, 1 to 7).
+//!   plan); `EXTRACT(field FROM x)` is Trino's field function (`day_of_week` is ISO, 1 to 7);
+//!   `FROM t CROSS JOIN UNNEST(…)` is DataFusion's `unnest()` (unnest.rs); `WITH t(a, b)` names
+//!   reach a recursive term; `FETCH FIRST n ROWS ONLY` is a LIMIT; Trino's names for DataFusion's
+//!   functions (`approx_percentile`, `listagg`, `variance`, `every`, `any_value`) and `mod`/`date`
+//!   as the expressions they are.
 //!   (A `TIMESTAMP '…'` literal stays DataFusion's nanoseconds: DataFusion coerces two timestamp
 //!   precisions to the coarser one, so a literal of Trino's precision 0 would cut the fraction off
 //!   the microsecond column it is compared with);
