@@ -20,7 +20,6 @@ use datafusion::sql::sqlparser::ast::{
     Expr, Ident, JoinOperator, ObjectNamePart, Query, Select, TableAlias, TableFactor,
     TableWithJoins, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use sqe_sessions::{SqeError, SqeResult};
 
@@ -173,7 +172,7 @@ fn projection(
         ),
         None => format!("SELECT {}", items.join(", ")),
     };
-    let subquery = Parser::new(&GenericDialect {})
+    let subquery = Parser::new(&crate::dialect::SqeDialect::default())
         .try_with_sql(&sql)
         .and_then(|mut p| p.parse_query())
         .map_err(|e| SqeError::invalid(format!("UNNEST: {e}")))?;
