@@ -79,38 +79,30 @@ fn like(pattern: &[char], text: &[char]) -> bool {
 pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<QueryResult> {
     let pattern: Option<Vec<char>> = pattern(rest)?.map(|p| p.chars().collect());
     let mut rows: Vec<Row> = Vec::new();
-    let deterministic = |v: Volatility| v != Volatility::Volatile;
-    for (name, f) in state.scalar_functions() {
+    let mut add = |name: &str, kind, volatility: Volatility, doc: Option<&Documentation>| {
         rows.push(Row {
-            name: name.clone(),
-            kind: "scalar",
-            deterministic: deterministic(f.signature().volatility),
-            description: describe(f.documentation()),
-        });
+            name: name.to_string(),
+            kind,
+            deterministic: volatility != Volatility::Volatile,
+            description: describe(doc),
+        })
+    };
+    for (name, f) in state.scalar_functions() {
+        add(name, "scalar", f.signature().volatility, f.documentation());
     }
     for (name, f) in state.aggregate_functions() {
-        rows.push(Row {
-            name: name.clone(),
-            kind: "aggregate",
-            deterministic: deterministic(f.signature().volatility),
-            description: describe(f.documentation()),
-        });
+        add(
+            name,
+            "aggregate",
+            f.signature().volatility,
+            f.documentation(),
+        );
     }
     for (name, f) in state.window_functions() {
-        rows.push(Row {
-            name: name.clone(),
-            kind: "window",
-            deterministic: deterministic(f.signature().volatility),
-            description: describe(f.documentation()),
-        });
+        add(name, "window", f.signature().volatility, f.documentation());
     }
     for (name, f) in state.higher_order_functions() {
-        rows.push(Row {
-            name: name.clone(),
-            kind: "scalar",
-            deterministic: deterministic(f.signature().volatility),
-            description: describe(f.documentation()),
-        });
+        add(name, "scalar", f.signature().volatility, f.documentation());
     }
     // Functions SQE plans as DataFusion's under other names or as expressions (trino.rs).
     for (name, kind) in [
@@ -122,12 +114,7 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
         ("mod", "scalar"),
         ("date", "scalar"),
     ] {
-        rows.push(Row {
-            name: name.to_string(),
-            kind,
-            deterministic: true,
-            description: String::new(),
-        });
+        add(name, kind, Volatility::Immutable, None);
     }
     if let Some(p) = &pattern {
         rows.retain(|r| like(p, &r.name.chars().collect::<Vec<_>>()));

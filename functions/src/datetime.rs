@@ -663,7 +663,8 @@ fn items(format: &str) -> Result<Vec<Item<'_>>> {
 
 fn format_rows(args: &[ArrayRef], to_chrono: impl Fn(&str) -> Result<String>) -> Result<ArrayRef> {
     let values = Temporal::of(&args[0])?;
-    let mut cached: Option<(String, String)> = None;
+    // The format's items, parsed once per distinct format (nearly always one literal).
+    let mut cached: Option<(String, Vec<Item<'static>>)> = None;
     let mut out = Vec::with_capacity(values.len());
     for i in 0..values.len() {
         let (Some(v), Some(f)) = (values.get(i), text(&args[1], i)) else {
@@ -671,11 +672,17 @@ fn format_rows(args: &[ArrayRef], to_chrono: impl Fn(&str) -> Result<String>) ->
             continue;
         };
         if cached.as_ref().is_none_or(|(k, _)| k != f) {
-            cached = Some((f.to_string(), to_chrono(f)?));
+            let parsed = items(&to_chrono(f)?)?
+                .into_iter()
+                .map(Item::to_owned)
+                .collect();
+            cached = Some((f.to_string(), parsed));
         }
-        let chrono = cached.as_ref().map(|(_, c)| c.as_str()).unwrap_or_default();
-        let items = items(chrono)?;
-        out.push(Some(v.format_with_items(items.into_iter()).to_string()));
+        let items = cached
+            .as_ref()
+            .map(|(_, i)| i.as_slice())
+            .unwrap_or_default();
+        out.push(Some(v.format_with_items(items.iter()).to_string()));
     }
     Ok(Arc::new(StringArray::from(out)))
 }

@@ -23,6 +23,7 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use datetime::{extract_function, timestamp_text};
+pub use udf::type_name;
 
 /// Every scalar function of this crate.
 pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {

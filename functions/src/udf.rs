@@ -114,22 +114,27 @@ impl ScalarUDFImpl for Scalar {
     }
 }
 
-/// Trino's name for a type, for messages.
-pub(crate) fn type_name(t: &DataType) -> String {
-    match t {
-        DataType::Null => "unknown".into(),
-        DataType::Boolean => "boolean".into(),
-        DataType::Int8 => "tinyint".into(),
-        DataType::Int16 => "smallint".into(),
-        DataType::Int32 => "integer".into(),
-        DataType::Int64 => "bigint".into(),
-        DataType::Float32 => "real".into(),
-        DataType::Float64 => "double".into(),
-        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => format!("decimal({p},{s})"),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "varchar".into(),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "varbinary".into(),
-        DataType::Date32 | DataType::Date64 => "date".into(),
-        DataType::Timestamp(unit, tz) => {
+/// How Trino spells an Arrow type: in messages, in `typeof`-like answers, and in the catalog
+/// views of tables that are not Iceberg tables.
+pub fn type_name(ty: &DataType) -> String {
+    use DataType as D;
+    match ty {
+        D::Null => "unknown".into(),
+        D::Boolean => "boolean".into(),
+        D::Int8 | D::UInt8 => "tinyint".into(),
+        D::Int16 | D::UInt16 => "smallint".into(),
+        D::Int32 | D::UInt32 => "integer".into(),
+        D::Int64 | D::UInt64 => "bigint".into(),
+        D::Float16 | D::Float32 => "real".into(),
+        D::Float64 => "double".into(),
+        D::Decimal32(p, s) | D::Decimal64(p, s) => format!("decimal({p},{s})"),
+        D::Decimal128(p, s) | D::Decimal256(p, s) => format!("decimal({p},{s})"),
+        D::Utf8 | D::LargeUtf8 | D::Utf8View => "varchar".into(),
+        D::Binary | D::LargeBinary | D::BinaryView | D::FixedSizeBinary(_) => "varbinary".into(),
+        D::Date32 | D::Date64 => "date".into(),
+        D::Time32(_) => "time(3)".into(),
+        D::Time64(_) => "time(6)".into(),
+        D::Timestamp(unit, tz) => {
             let p = match unit {
                 TimeUnit::Second => 0,
                 TimeUnit::Millisecond => 3,
@@ -141,9 +146,26 @@ pub(crate) fn type_name(t: &DataType) -> String {
                 None => format!("timestamp({p})"),
             }
         }
-        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+        D::List(f) | D::LargeList(f) | D::FixedSizeList(f, _) | D::ListView(f) => {
             format!("array({})", type_name(f.data_type()))
         }
+        D::Map(entries, _) => match entries.data_type() {
+            D::Struct(kv) if kv.len() == 2 => format!(
+                "map({}, {})",
+                type_name(kv[0].data_type()),
+                type_name(kv[1].data_type())
+            ),
+            _ => "map(unknown, unknown)".into(),
+        },
+        D::Struct(fields) => format!(
+            "row({})",
+            fields
+                .iter()
+                .map(|f| format!("{} {}", f.name(), type_name(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        D::Dictionary(_, v) => type_name(v),
         other => other.to_string().to_lowercase(),
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider, TableProvider};
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result as DFResult;
@@ -157,7 +157,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
             .iter()
             .map(|(name, ty)| ColumnInfo {
                 name: name.to_string(),
-                type_name: arrow_type_name(ty),
+                type_name: sqe_functions::type_name(ty),
                 jdbc_type: arrow_jdbc_type(ty),
                 nullable: true,
                 comment: None,
@@ -198,7 +198,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
                 .iter()
                 .map(|f| ColumnInfo {
                     name: f.name().clone(),
-                    type_name: arrow_type_name(f.data_type()),
+                    type_name: sqe_functions::type_name(f.data_type()),
                     jdbc_type: arrow_jdbc_type(f.data_type()),
                     nullable: f.is_nullable(),
                     comment: None,
@@ -207,61 +207,6 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
             true
         }
         _ => false,
-    }
-}
-
-/// How Trino spells an Arrow type (for tables that are not Iceberg tables).
-fn arrow_type_name(ty: &DataType) -> String {
-    use DataType as D;
-    match ty {
-        D::Null => "unknown".into(),
-        D::Boolean => "boolean".into(),
-        D::Int8 | D::UInt8 => "tinyint".into(),
-        D::Int16 | D::UInt16 => "smallint".into(),
-        D::Int32 | D::UInt32 => "integer".into(),
-        D::Int64 | D::UInt64 => "bigint".into(),
-        D::Float16 | D::Float32 => "real".into(),
-        D::Float64 => "double".into(),
-        D::Decimal32(p, s) | D::Decimal64(p, s) => format!("decimal({p},{s})"),
-        D::Decimal128(p, s) | D::Decimal256(p, s) => format!("decimal({p},{s})"),
-        D::Utf8 | D::LargeUtf8 | D::Utf8View => "varchar".into(),
-        D::Binary | D::LargeBinary | D::BinaryView | D::FixedSizeBinary(_) => "varbinary".into(),
-        D::Date32 | D::Date64 => "date".into(),
-        D::Time32(_) => "time(3)".into(),
-        D::Time64(_) => "time(6)".into(),
-        D::Timestamp(unit, tz) => {
-            let p = match unit {
-                TimeUnit::Second => 0,
-                TimeUnit::Millisecond => 3,
-                TimeUnit::Microsecond => 6,
-                TimeUnit::Nanosecond => 9,
-            };
-            match tz {
-                Some(_) => format!("timestamp({p}) with time zone"),
-                None => format!("timestamp({p})"),
-            }
-        }
-        D::List(f) | D::LargeList(f) | D::FixedSizeList(f, _) | D::ListView(f) => {
-            format!("array({})", arrow_type_name(f.data_type()))
-        }
-        D::Map(entries, _) => match entries.data_type() {
-            D::Struct(kv) if kv.len() == 2 => format!(
-                "map({}, {})",
-                arrow_type_name(kv[0].data_type()),
-                arrow_type_name(kv[1].data_type())
-            ),
-            _ => "map(unknown, unknown)".into(),
-        },
-        D::Struct(fields) => format!(
-            "row({})",
-            fields
-                .iter()
-                .map(|f| format!("{} {}", f.name(), arrow_type_name(f.data_type())))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        D::Dictionary(_, v) => arrow_type_name(v),
-        other => other.to_string().to_lowercase(),
     }
 }
 
