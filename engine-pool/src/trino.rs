@@ -97,6 +97,15 @@ impl VisitorMut for Rewriter {
             }
         }
         fetch_as_limit(query);
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            let merged = crate::using_joins::qualify_select(select);
+            crate::using_joins::qualify_order_by(query, &merged);
+        } else {
+            let _ = for_each_select(&mut query.body, &mut |select| {
+                crate::using_joins::qualify_select(select);
+                Ok(())
+            });
+        }
         let named = name_columns(&mut query.body);
         // ORDER BY an output column's expression sorts by that column (a SELECT DISTINCT's
         // ORDER BY may name nothing else).
