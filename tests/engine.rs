@@ -833,3 +833,61 @@ async fn trino_function_coverage() {
         run(&engine, probe).await;
     }
 }
+
+/// A view is kept in the catalog as an Iceberg view (format version 1, its SQL as written in the
+/// `trino` dialect): another process on the warehouse reads it, and SHOW CREATE VIEW gives it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_are_kept_as_iceberg_views() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let first = open_in(&dir, EngineConfig::default());
+    run(
+        &first,
+        "CREATE TABLE t AS SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(id, name)",
+    )
+    .await;
+    run(
+        &first,
+        "CREATE VIEW named COMMENT 'it''s a view' SECURITY INVOKER AS SELECT upper(name) AS big FROM t WHERE id > 1",
+    )
+    .await;
+    drop(first);
+
+    let second = open_in(&dir, EngineConfig::default());
+    assert_eq!(
+        lines(&run(&second, "SELECT big FROM named").await),
+        vec!["B"]
+    );
+    assert_eq!(
+        lines(&run(&second, "SHOW CREATE VIEW named").await),
+        vec![
+            "CREATE VIEW iceberg.default.named COMMENT 'it''s a view' SECURITY INVOKER AS\nSELECT upper(name) AS big FROM t WHERE id > 1"
+        ]
+    );
+    let folder = dir.path().join("default").join("named").join("metadata");
+    let files: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(json["format-version"], 1);
+    let version = &json["versions"][0];
+    assert_eq!(
+        version["representations"],
+        serde_json::json!([{ "type": "sql", "sql": "SELECT upper(name) AS big FROM t WHERE id > 1", "dialect": "trino" }])
+    );
+    assert_eq!(version["default-catalog"], "iceberg");
+    assert_eq!(version["default-namespace"], serde_json::json!(["default"]));
+    assert_eq!(json["properties"]["comment"], "it's a view");
+    assert_eq!(json["properties"]["owner"], "test");
+    assert_eq!(
+        json["schemas"][0]["fields"][0]["name"],
+        serde_json::Value::from("big")
+    );
+
+    // Dropped, its folder goes with it.
+    run(&second, "DROP VIEW named").await;
+    assert!(!dir.path().join("default").join("named").exists());
+}

@@ -1077,3 +1077,111 @@ async fn names_stay_in_their_folder() {
     assert_eq!(ok(&server, &s, "SELECT * FROM metadata.t").await, ["2"]);
     assert!(warehouse.join("catalog.db").is_file());
 }
+
+/// A view runs with its reader's rights: it cannot lend one session's catalog to another. A view
+/// broken by another program (bad metadata, a statement too deep, a cycle, views nested past the
+/// limit) gets a clear error and the engine goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_run_with_their_readers_rights_and_broken_views_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let warehouse = dir.path().join("warehouse");
+    let engine = engine_in(&warehouse, EngineConfig::default());
+    let alice = session(&engine, "alice", &[]);
+    let bob = session(&engine, "bob", &[]);
+    let attach = format!("ATTACH '{}' AS side", dir.path().join("side").display());
+    ok(&engine, &alice, &attach).await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE TABLE side.default.secret AS SELECT 42 AS answer",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE VIEW peek AS SELECT answer FROM side.default.secret",
+    )
+    .await;
+    assert_eq!(ok(&engine, &alice, "SELECT * FROM peek").await, vec!["42"]);
+    let e = refused(&engine, &bob, "SELECT * FROM peek").await;
+    assert!(
+        e.message()
+            .starts_with("view 'iceberg.default.peek' cannot be read: ")
+            && e.message().contains("side"),
+        "{}",
+        e.message()
+    );
+    assert_ne!(e.code(), ErrorCode::Internal);
+
+    // Views nest 32 deep, no deeper.
+    ok(&engine, &bob, "CREATE VIEW v0 AS SELECT 1 AS n").await;
+    for i in 1..32 {
+        ok(
+            &engine,
+            &bob,
+            &format!("CREATE VIEW v{i} AS SELECT n + 1 AS n FROM v{}", i - 1),
+        )
+        .await;
+    }
+    assert_eq!(ok(&engine, &bob, "SELECT n FROM v31").await, vec!["32"]);
+    let deep = refused(&engine, &bob, "CREATE VIEW v32 AS SELECT n FROM v31").await;
+    assert_eq!(
+        deep.message(),
+        "view 'iceberg.default.v0' is nested more than 32 views deep"
+    );
+
+    // Another program rewrites a view's metadata: a statement too deep, a cycle, then garbage.
+    let metadata = |view: &str| -> std::path::PathBuf {
+        let dir = warehouse.join("default").join(view).join("metadata");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
+            .collect();
+        files.sort();
+        files
+            .pop()
+            .unwrap_or_else(|| panic!("no metadata in {}", dir.display()))
+    };
+    let rewrite_sql = |view: &str, sql: &str| {
+        let path = metadata(view);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        let mut json: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        for version in json["versions"].as_array_mut().into_iter().flatten() {
+            version["representations"][0]["sql"] = serde_json::Value::from(sql);
+        }
+        std::fs::write(&path, json.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    };
+    let nested = format!(
+        "SELECT {}1{} AS n",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    rewrite_sql("v0", &nested);
+    let e = refused(&engine, &bob, "SELECT * FROM v3").await;
+    assert!(
+        e.message().contains("view 'iceberg.default.v0'"),
+        "{}",
+        e.message()
+    );
+    assert_ne!(e.code(), ErrorCode::Internal);
+    rewrite_sql("v0", "SELECT n FROM v2");
+    let e = refused(&engine, &bob, "SELECT * FROM v1").await;
+    assert!(
+        e.message().contains(
+            "view 'iceberg.default.v1' refers to itself: iceberg.default.v1 → iceberg.default.v0 → iceberg.default.v2 → iceberg.default.v1"
+        ),
+        "{}",
+        e.message()
+    );
+    // Garbage is the server's fault, as a broken table file is: an internal error with an id.
+    std::fs::write(metadata("v0"), "{ not json").unwrap_or_else(|e| panic!("{e}"));
+    let e = refused(&engine, &bob, "SELECT * FROM v0").await;
+    assert_eq!(e.code(), ErrorCode::Internal, "{}", e.message());
+    assert!(!e.message().contains("metadata"), "{}", e.message());
+    assert_eq!(ok(&engine, &bob, "SELECT 1").await, vec!["1"]);
+    // A broken view can still be dropped, and its name used again.
+    ok(&engine, &bob, "DROP VIEW v0").await;
+    ok(&engine, &bob, "CREATE VIEW v0 AS SELECT 7 AS n").await;
+    assert_eq!(ok(&engine, &bob, "SELECT n FROM v1").await, vec!["8"]);
+}

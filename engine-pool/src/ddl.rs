@@ -68,7 +68,7 @@ fn show_in(options: &ShowStatementOptions) -> Option<&ObjectName> {
         .and_then(|ShowStatementIn { parent_name, .. }| parent_name.as_ref())
 }
 
-fn one_column(name: &str, values: Vec<String>) -> SqeResult<QueryResult> {
+pub(crate) fn one_column(name: &str, values: Vec<String>) -> SqeResult<QueryResult> {
     rows_result(
         ArrowSchema::new(vec![Field::new(name, DataType::Utf8, false)]),
         vec![Arc::new(StringArray::from(values)) as ArrayRef],
@@ -302,16 +302,21 @@ impl Engine {
         name: &ObjectName,
     ) -> SqeResult<(String, TableIdent, Table)> {
         let (catalog, ident) = self.table_ident(session, name)?;
-        let table = load_table_opt(self.catalog(session, &catalog)?.as_ref(), &ident)
+        let handle = self.catalog(session, &catalog)?;
+        let Some(table) = load_table_opt(handle.as_ref(), &ident)
             .await
             .map_err(from_iceberg)?
-            .ok_or_else(|| {
-                SqeError::not_found(format!(
-                    "table '{catalog}.{}.{}' does not exist",
-                    ident.namespace.join("."),
-                    ident.name
-                ))
-            })?;
+        else {
+            let full = format!("{catalog}.{}.{}", ident.namespace.join("."), ident.name);
+            if handle.supports_views() && handle.view_exists(&ident).await.map_err(from_iceberg)? {
+                return Err(SqeError::invalid(format!(
+                    "'{full}' is a view, not a table"
+                )));
+            }
+            return Err(SqeError::not_found(format!(
+                "table '{full}' does not exist"
+            )));
+        };
         Ok((catalog, ident, table))
     }
 
@@ -449,6 +454,7 @@ impl Engine {
                 for name in &names {
                     match object_type {
                         ObjectType::Table => self.drop_table(session, name, if_exists).await?,
+                        ObjectType::View => self.drop_view(session, name, if_exists).await?,
                         ObjectType::Schema | ObjectType::Database => {
                             self.drop_schema(session, name, if_exists, cascade).await?
                         }
@@ -537,6 +543,8 @@ impl Engine {
                     .await?;
                 let pattern = like_filter(&show_options)?;
                 let mut names = catalog.table_names(&schema).await.map_err(from_iceberg)?;
+                names.extend(catalog.view_names(&schema).await.map_err(from_iceberg)?);
+                names.sort();
                 names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
                 one_column("Table", names)
             }
@@ -551,6 +559,10 @@ impl Engine {
                 obj_type: ShowCreateObject::Table,
                 obj_name,
             } => self.show_create_table(session, &obj_name).await,
+            Statement::ShowCreate {
+                obj_type: ShowCreateObject::View,
+                obj_name,
+            } => self.show_create_view(session, &obj_name).await,
             other => Err(SqeError::unsupported(format!(
                 "statement not supported: {}",
                 other.to_string().chars().take(60).collect::<String>()
@@ -567,6 +579,15 @@ impl Engine {
         let (catalog_name, ident) = self.table_ident(session, name)?;
         let catalog = self.catalog(session, &catalog_name)?;
         if !catalog.table_exists(&ident).await.map_err(from_iceberg)? {
+            if catalog.supports_views()
+                && catalog.view_exists(&ident).await.map_err(from_iceberg)?
+            {
+                return Err(SqeError::invalid(format!(
+                    "'{catalog_name}.{}.{}' is a view, not a table; drop it with DROP VIEW",
+                    ident.namespace.join("."),
+                    ident.name
+                )));
+            }
             if if_exists {
                 return Ok(());
             }
@@ -600,12 +621,23 @@ impl Engine {
             )));
         }
         let tables = catalog.table_names(&schema).await.map_err(from_iceberg)?;
-        if !tables.is_empty() {
+        let views = catalog.view_names(&schema).await.map_err(from_iceberg)?;
+        if !tables.is_empty() || !views.is_empty() {
             if !cascade {
+                let what = match (tables.len(), views.len()) {
+                    (t, 0) => format!("{t} tables"),
+                    (0, v) => format!("{v} views"),
+                    (t, v) => format!("{t} tables, {v} views"),
+                };
                 return Err(SqeError::invalid(format!(
-                    "schema '{catalog_name}.{schema}' is not empty ({} tables); drop them first or use CASCADE",
-                    tables.len()
+                    "schema '{catalog_name}.{schema}' is not empty ({what}); drop them first or use CASCADE"
                 )));
+            }
+            for v in views {
+                catalog
+                    .drop_view(&TableIdent::new(ns.clone(), v))
+                    .await
+                    .map_err(from_iceberg)?;
             }
             for t in tables {
                 catalog
@@ -804,6 +836,13 @@ impl Engine {
     }
 
     async fn describe(&self, session: &Session, name: &ObjectName) -> SqeResult<QueryResult> {
+        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let catalog = self.catalog(session, &catalog_name)?;
+        if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
+            && let Some((_, _, view)) = self.find_view(session, name).await?
+        {
+            return Engine::describe_view(&view);
+        }
         let (_, _, table) = self.load(session, name).await?;
         let schema = table.metadata().current_schema();
         let spec = table.metadata().default_partition_spec();

@@ -1,7 +1,7 @@
 //! The engine: one DataFusion session state over the mounted Iceberg catalogs, and the routing of each
 //! statement to DataFusion (queries, EXPLAIN) or to SQE's own DDL, writes and SHOW handling.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -53,6 +53,7 @@ use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, Trav
 use crate::secret_store::SecretStore;
 use crate::secrets::{CreateSecret, Secret, is_create_secret, recorded_text};
 use crate::session_properties::{check_session, max_run_time};
+use crate::views::{PlannedView, WithViews};
 
 /// Trino's `system` catalog: `system.runtime.queries`.
 pub(crate) const SYSTEM_CATALOG: &str = "system";
@@ -375,6 +376,16 @@ impl Engine {
     /// The session state for one statement: the session's current catalog and schema, plus the
     /// tables the statement resolved itself.
     fn state_for(&self, session: &Session, tables: QueryTables) -> SqeResult<SessionState> {
+        self.state_with(session, tables, Vec::new())
+    }
+
+    /// [`state_for`](Self::state_for), in which the names of `views` are those views.
+    fn state_with(
+        &self,
+        session: &Session,
+        tables: QueryTables,
+        views: Vec<PlannedView>,
+    ) -> SqeResult<SessionState> {
         let mut config = self.state.config().clone().with_extension(Arc::new(Caller {
             name: session.principal.name.clone(),
             admin: session.principal.has_any_role(&self.admin_roles),
@@ -387,7 +398,7 @@ impl Engine {
             builder = builder.with_runtime_env(runtime);
         }
         let attached = self.session_mounts.of(session);
-        if !tables.is_empty() || self.per_session || !attached.is_empty() {
+        if !tables.is_empty() || self.per_session || !attached.is_empty() || !views.is_empty() {
             // The engine's shared catalogs, this session's own, and one holding this statement's
             // own tables.
             let list = Arc::new(MemoryCatalogProviderList::new());
@@ -412,6 +423,20 @@ impl Engine {
                     list.register_catalog(name, provider);
                 }
                 register_system_catalog(&list, &self.registry);
+            }
+            let mut by_catalog: BTreeMap<String, HashMap<String, HashMap<String, _>>> =
+                BTreeMap::new();
+            for (catalog, schema, name, view) in views {
+                by_catalog
+                    .entry(catalog)
+                    .or_default()
+                    .entry(schema)
+                    .or_default()
+                    .insert(name, view);
+            }
+            for (name, views) in by_catalog {
+                let inner = list.catalog(&name);
+                list.register_catalog(name, Arc::new(WithViews { inner, views }));
             }
             let schema = Arc::new(MemorySchemaProvider::new());
             for (name, provider) in tables {
@@ -523,6 +548,10 @@ impl Engine {
             }
         };
         check_depth(&statement)?;
+        // A view keeps its SQL as written, before Trino's rewrites.
+        if let Statement::CreateView(cv) = &statement {
+            return self.create_view(session, cv, &prepared).await;
+        }
         let mut statement = statement;
         crate::trino::rewrite_statement(&mut statement)?;
         self.dispatch(session, statement, prepared).await
@@ -652,11 +681,7 @@ impl Engine {
         statement: Statement,
         tables: QueryTables,
     ) -> SqeResult<(SessionState, LogicalPlan)> {
-        let state = self.state_for(session, tables)?;
-        let plan = state
-            .statement_to_plan(DFStatement::Statement(Box::new(statement)))
-            .await
-            .map_err(from_datafusion)?;
+        let (state, plan) = self.plan_statement(session, statement, tables, &[]).await?;
         if matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
             return Ok((state, plan));
         }
@@ -670,6 +695,28 @@ impl Engine {
         let plan = state
             .analyzer()
             .execute_and_check(plan, state.config_options(), |_, _| {})
+            .map_err(from_datafusion)?;
+        Ok((state, plan))
+    }
+
+    /// Plans a statement with DataFusion (not yet analyzed), with the views it reads planned first.
+    /// `chain`: the views being planned around this statement (views.rs).
+    pub(crate) async fn plan_statement(
+        &self,
+        session: &Session,
+        statement: Statement,
+        tables: QueryTables,
+        chain: &[String],
+    ) -> SqeResult<(SessionState, LogicalPlan)> {
+        let statement = DFStatement::Statement(Box::new(statement));
+        let mut state = self.state_for(session, tables.clone())?;
+        let views = self.plan_views(session, &state, &statement, chain).await?;
+        if !views.is_empty() {
+            state = self.state_with(session, tables, views)?;
+        }
+        let plan = state
+            .statement_to_plan(statement)
+            .await
             .map_err(from_datafusion)?;
         Ok((state, plan))
     }
@@ -700,7 +747,7 @@ impl Engine {
 
     /// Finds the relations SQE resolves itself (time travel, file functions, bare paths), loads
     /// them, and points the statement at per-query names.
-    async fn resolve_relations(
+    pub(crate) async fn resolve_relations(
         &self,
         session: &Session,
         statement: &mut Statement,

@@ -25,6 +25,8 @@ mod show_functions;
 mod trino;
 pub mod types;
 mod unnest;
+mod using_joins;
+mod views;
 mod write;
 
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};

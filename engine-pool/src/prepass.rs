@@ -347,8 +347,57 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
     if is_create || next_solid(&tokens, 0).is_some_and(|i| is_keyword(&tokens[i], Keyword::ALTER)) {
         trino_type_constructors(&mut tokens, &mut texts);
     }
+    if is_create {
+        trino_view_clauses(&tokens, &mut texts);
+    }
     prepared.sql = texts.concat();
     Ok(prepared)
+}
+
+/// Trino's `CREATE VIEW v COMMENT 'text' SECURITY DEFINER|INVOKER AS …`: the parser wants
+/// `COMMENT = 'text'` and knows no SECURITY clause. A view always runs with its reader's rights
+/// (views.rs), so the clause is accepted and has nothing to change.
+fn trino_view_clauses(tokens: &[Token], texts: &mut [String]) {
+    let solid: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_space(&tokens[i]))
+        .collect();
+    let Some(view) = solid
+        .iter()
+        .take(4)
+        .position(|&i| is_keyword(&tokens[i], Keyword::VIEW))
+    else {
+        return;
+    };
+    let mut depth = 0usize;
+    for (n, &i) in solid.iter().enumerate().skip(view + 1) {
+        match &tokens[i] {
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            t if depth == 0 && is_keyword(t, Keyword::AS) => return,
+            t if depth == 0 && is_keyword(t, Keyword::COMMENT) => {
+                if let Some(&next) = solid.get(n + 1)
+                    && matches!(tokens[next], Token::SingleQuotedString(_))
+                {
+                    texts[i].push_str(" =");
+                }
+            }
+            Token::Word(w)
+                if depth == 0
+                    && w.quote_style.is_none()
+                    && w.value.eq_ignore_ascii_case("security") =>
+            {
+                if let Some(&next) = solid.get(n + 1)
+                    && let Token::Word(kind) = &tokens[next]
+                    && (kind.value.eq_ignore_ascii_case("definer")
+                        || kind.value.eq_ignore_ascii_case("invoker"))
+                {
+                    texts[i].clear();
+                    texts[next].clear();
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Trino spells nested types `array(T)`, `map(K, V)`, `row(a T, …)`; the parser knows `ARRAY<T>`,

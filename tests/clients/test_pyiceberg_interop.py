@@ -159,3 +159,22 @@ def test_sqe_opens_catalog_created_by_pyiceberg(warehouse):
     assert (warehouse / "catalog.db").is_file()
 
     assert sqe(warehouse, "SHOW TABLES FROM ns") == [["Table"], ["items"]]
+
+
+def test_pyiceberg_tolerates_sqes_views(warehouse):
+    """SQE keeps a view as a row of type VIEW: pyiceberg lists and loads only tables, and its
+    writes leave the view alone."""
+    sqe(
+        warehouse,
+        "CREATE TABLE t AS SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(id, name);"
+        "CREATE VIEW firsts AS SELECT name FROM t WHERE id = 1",
+    )
+    cat = catalog(warehouse)
+    assert cat.list_tables("default") == [("default", "t")]
+    with pytest.raises(Exception, match="does not exist"):
+        cat.load_table("default.firsts")
+    table = cat.load_table("default.t")
+    table.append(pa.table({"id": pa.array([1], pa.int64()), "name": ["c"]}))
+    assert sqe(warehouse, "SELECT name FROM firsts ORDER BY name") == [["name"], ["a"], ["c"]]
+    cat.drop_table("default.t")
+    assert sqe(warehouse, "SHOW TABLES") == [["Table"], ["firsts"]]

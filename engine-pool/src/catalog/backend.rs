@@ -18,6 +18,8 @@ use iceberg::{Catalog, Error, ErrorKind, NamespaceIdent, Result, TableIdent};
 use iceberg::{TableRequirement, TableUpdate};
 use sqe_sessions::{ErrorCode, Session, SqeResult};
 
+use super::view::{ViewChange, ViewDefinition};
+
 /// An Iceberg catalog as the engine uses it.
 #[async_trait]
 pub trait SqeCatalog: Catalog {
@@ -67,6 +69,49 @@ pub trait SqeCatalog: Catalog {
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    /// Whether this catalog keeps views. Without them, no statement pays for looking one up.
+    fn supports_views(&self) -> bool {
+        false
+    }
+
+    /// The view of that name, if there is one.
+    async fn load_view(&self, _ident: &TableIdent) -> Result<Option<ViewDefinition>> {
+        Ok(None)
+    }
+
+    /// Whether there is a view of that name (without reading its metadata).
+    async fn view_exists(&self, ident: &TableIdent) -> Result<bool> {
+        let names = self.view_names(&ident.namespace.join(".")).await?;
+        Ok(names.contains(&ident.name))
+    }
+
+    /// View names in a namespace, sorted.
+    async fn view_names(&self, _namespace: &str) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Creates a view, or gives an existing view a new version when `replace` holds. A table of
+    /// that name is never replaced.
+    async fn create_view(
+        &self,
+        ident: &TableIdent,
+        _view: ViewChange,
+        _replace: bool,
+    ) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::FeatureUnsupported,
+            format!("cannot create view '{ident}': this catalog does not keep views"),
+        ))
+    }
+
+    /// Drops a view; a `TableNotFound` error if there is no view of that name.
+    async fn drop_view(&self, ident: &TableIdent) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::TableNotFound,
+            format!("view '{ident}' does not exist"),
+        ))
     }
 
     /// Applies `updates` if `requirements` still hold, as one compare-and-swap on the catalog.

@@ -14,7 +14,7 @@ use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider, 
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result as DFResult;
 use iceberg::TableIdent;
-use iceberg::spec::{PrimitiveType, Type};
+use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
 
 use super::provider::{IcebergCatalogProvider, load_table_opt};
 use crate::types::trino_type_name;
@@ -106,6 +106,8 @@ struct TableInfo {
     view: bool,
     comment: Option<String>,
     columns: Vec<ColumnInfo>,
+    /// A view's SQL, when its columns were asked for.
+    definition: Option<String>,
 }
 
 /// What a listing needs: just names, or each table's columns and comment too (which loads it).
@@ -122,29 +124,55 @@ async fn list_tables(catalogs: &[Named], detail: Detail) -> Vec<TableInfo> {
             let Some(schema) = schema_of(catalog, &schema_name) else {
                 continue;
             };
-            let mut names = match iceberg_of(catalog) {
-                Some(iceberg) if schema_name != INFORMATION_SCHEMA => iceberg
-                    .catalog()
-                    .table_names(&schema_name)
-                    .await
-                    .unwrap_or_default(),
-                _ => schema.table_names(),
+            let mut names: Vec<(String, bool)> = match iceberg_of(catalog) {
+                Some(iceberg) if schema_name != INFORMATION_SCHEMA => {
+                    let catalog = iceberg.catalog();
+                    let tables = catalog.table_names(&schema_name).await.unwrap_or_default();
+                    let views = catalog.view_names(&schema_name).await.unwrap_or_default();
+                    let tables = tables.into_iter().map(|t| (t, false));
+                    tables.chain(views.into_iter().map(|v| (v, true))).collect()
+                }
+                _ => schema
+                    .table_names()
+                    .into_iter()
+                    .map(|t| (t, false))
+                    .collect(),
             };
             names.sort();
-            for name in names {
+            for (name, view) in names {
                 let mut info = TableInfo {
                     catalog: catalog.0.clone(),
                     schema: schema_name.clone(),
                     name,
-                    view: false,
+                    view,
                     comment: None,
                     columns: Vec::new(),
+                    definition: None,
                 };
                 if detail == Detail::Columns && !describe(catalog, &*schema, &mut info).await {
                     continue;
                 }
                 out.push(info);
             }
+        }
+    }
+    out
+}
+
+/// The views of `catalogs`, with their SQL.
+async fn list_views(catalogs: &[Named]) -> Vec<TableInfo> {
+    let mut views = list_tables(catalogs, Detail::Names).await;
+    views.retain(|t| t.view);
+    let mut out = Vec::with_capacity(views.len());
+    for mut info in views {
+        let Some(catalog) = catalogs.iter().find(|c| c.0 == info.catalog) else {
+            continue;
+        };
+        let Some(schema) = schema_of(catalog, &info.schema) else {
+            continue;
+        };
+        if describe(catalog, &*schema, &mut info).await {
+            out.push(info);
         }
     }
     out
@@ -169,24 +197,21 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
     if let Some(iceberg) = catalog.1.downcast_ref::<IcebergCatalogProvider>() {
         let ident = TableIdent::from_strs([info.schema.as_str(), info.name.as_str()]);
         let Ok(ident) = ident else { return false };
+        if info.view {
+            let Ok(Some(view)) = iceberg.catalog().load_view(&ident).await else {
+                return false;
+            };
+            info.comment = view.comment;
+            info.definition = Some(view.sql);
+            info.columns = iceberg_columns(view.schema.as_struct().fields());
+            return true;
+        }
         let Ok(Some(table)) = load_table_opt(iceberg.catalog().as_ref(), &ident).await else {
             return false;
         };
         let metadata = table.metadata();
         info.comment = metadata.properties().get("comment").cloned();
-        info.columns = metadata
-            .current_schema()
-            .as_struct()
-            .fields()
-            .iter()
-            .map(|f| ColumnInfo {
-                name: f.name.clone(),
-                type_name: trino_type_name(&f.field_type),
-                jdbc_type: iceberg_jdbc_type(&f.field_type),
-                nullable: !f.required,
-                comment: f.doc.clone(),
-            })
-            .collect();
+        info.columns = iceberg_columns(metadata.current_schema().as_struct().fields());
         return true;
     }
     match schema.table(&info.name).await {
@@ -208,6 +233,19 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
         }
         _ => false,
     }
+}
+
+fn iceberg_columns(fields: &[NestedFieldRef]) -> Vec<ColumnInfo> {
+    fields
+        .iter()
+        .map(|f| ColumnInfo {
+            name: f.name.clone(),
+            type_name: trino_type_name(&f.field_type),
+            jdbc_type: iceberg_jdbc_type(&f.field_type),
+            nullable: !f.required,
+            comment: f.doc.clone(),
+        })
+        .collect()
 }
 
 // java.sql.Types codes, as Trino's JDBC metadata reports them.
@@ -438,8 +476,22 @@ const JDBC: Tables = &[
     ("tables", JDBC_TABLES_COLUMNS),
     ("types", JDBC_TYPES),
 ];
+/// Trino's `system.metadata.materialized_views`: SQE has none, but dbt and BI tools ask.
+const MATERIALIZED_VIEWS: Columns = &[
+    ("catalog_name", T),
+    ("schema_name", T),
+    ("name", T),
+    ("storage_catalog", T),
+    ("storage_schema", T),
+    ("storage_table", T),
+    ("freshness", T),
+    ("last_fresh_time", T),
+    ("comment", T),
+    ("definition", T),
+];
 const METADATA: Tables = &[
     ("catalogs", METADATA_CATALOGS),
+    ("materialized_views", MATERIALIZED_VIEWS),
     ("table_comments", TABLE_COMMENTS),
 ];
 
@@ -501,7 +553,17 @@ impl SchemaProvider for InformationSchema {
                     })
                     .collect(),
             )?,
-            "views" => rows_table(VIEWS, Vec::new())?,
+            "views" => rows_table(
+                VIEWS,
+                list_views(catalogs)
+                    .await
+                    .into_iter()
+                    .map(|t| {
+                        let sql = Cell::Text(t.definition);
+                        vec![text(t.catalog), text(t.schema), text(t.name), sql]
+                    })
+                    .collect(),
+            )?,
             "columns" => {
                 let mut rows = Vec::new();
                 for t in list_tables(catalogs, Detail::Columns).await {
@@ -723,7 +785,7 @@ fn jdbc_types() -> DFResult<Arc<dyn TableProvider>> {
     rows_table(JDBC_TYPES, rows)
 }
 
-/// `system.metadata`: `catalogs` and `table_comments`.
+/// `system.metadata`: `catalogs`, `table_comments` and (empty) `materialized_views`.
 #[derive(Debug)]
 pub struct MetadataSchema {
     pub catalogs: Catalogs,
@@ -764,6 +826,7 @@ impl SchemaProvider for MetadataSchema {
                     })
                     .collect(),
             )?,
+            "materialized_views" => rows_table(MATERIALIZED_VIEWS, Vec::new())?,
             _ => return Ok(None),
         };
         Ok(Some(table))

@@ -13,3 +13,4 @@ pub mod scan;
 pub mod sql;
 pub mod storage;
 mod thrift;
+pub mod view;

@@ -29,6 +29,7 @@ use rusqlite::Connection;
 
 use super::backend::{CatalogRefusal, SqeCatalog};
 use super::storage::CatalogStorageFactory;
+use super::view::{self, ViewChange, ViewDefinition};
 use crate::file_access::Confinement;
 
 /// The file name of the catalog inside a warehouse directory.
@@ -138,6 +139,19 @@ fn folder_name(what: &str, name: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Whether `dir` holds a `metadata` folder of `*.metadata.json` files and nothing else.
+fn only_view_metadata(dir: &Path) -> bool {
+    let names = |d: &Path| -> Option<Vec<String>> {
+        std::fs::read_dir(d)
+            .ok()?
+            .map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect()
+    };
+    names(dir).is_some_and(|n| n == ["metadata"])
+        && names(&dir.join("metadata"))
+            .is_some_and(|files| files.iter().all(|f| f.ends_with(".metadata.json")))
 }
 
 fn ns_key(ns: &NamespaceIdent) -> String {
@@ -337,6 +351,33 @@ impl SqlCatalog {
             dir = base.join(format!("{name}-{}", uuid::Uuid::new_v4().simple()));
         }
         dir.to_string_lossy().into_owned()
+    }
+
+    /// Removes a table's or view's folder if it is one of the warehouse's; locations elsewhere are
+    /// not ours to delete. The location comes from metadata: `..` and links are resolved before
+    /// it is judged, or `<warehouse>/../elsewhere` would pass for a folder of the warehouse.
+    async fn remove_own_folder(&self, location: &str) -> Result<()> {
+        let dir = Path::new(location.strip_prefix("file://").unwrap_or(location));
+        let real = |p: &Path| p.canonicalize().ok();
+        let inside = match (real(dir), real(&self.warehouse)) {
+            (Some(dir), Some(warehouse)) if dir.starts_with(&warehouse) && dir != warehouse => {
+                Some(dir)
+            }
+            _ => None,
+        };
+        if let Some(dir) = inside {
+            tokio::task::spawn_blocking(move || {
+                std::fs::remove_dir_all(&dir).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Unexpected,
+                        format!("removing {}: {e}", dir.display()),
+                    )
+                })
+            })
+            .await
+            .map_err(|e| Error::new(ErrorKind::Unexpected, format!("removing a table: {e}")))??;
+        }
+        Ok(())
     }
 
     /// Applies `updates` to the table if `requirements` still hold, writing a new metadata file and
@@ -717,7 +758,7 @@ impl Db {
     fn delete_table(&self, ident: &TableIdent) -> Result<bool> {
         let removed = self.change(
             "DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2
-             AND table_name = $3",
+             AND table_name = $3 AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')",
             &[&self.name, &ns_key(&ident.namespace), &ident.name],
         )?;
         Ok(removed > 0)
@@ -731,7 +772,7 @@ impl Db {
                 format!("schema '{key}' does not exist"),
             ));
         }
-        if !self.table_names(&key)?.is_empty() {
+        if !self.table_names(&key)?.is_empty() || !self.view_names(&key)?.is_empty() {
             return Err(Error::new(
                 ErrorKind::PreconditionFailed,
                 format!("schema '{key}' is not empty"),
@@ -786,10 +827,72 @@ impl Db {
         })
     }
 
+    /// View names in a namespace, sorted.
+    pub fn view_names(&self, namespace: &str) -> Result<Vec<String>> {
+        self.strings(
+            "SELECT table_name FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2
+             AND iceberg_type = 'VIEW' ORDER BY 1",
+            &[&self.name, namespace],
+        )
+    }
+
+    /// Where a view's metadata is, if there is a view of that name.
+    fn view_location(&self, ident: &TableIdent) -> Result<Option<String>> {
+        Ok(self
+            .strings(
+                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1
+                 AND table_namespace = $2 AND table_name = $3 AND iceberg_type = 'VIEW'",
+                &[&self.name, &ns_key(&ident.namespace), &ident.name],
+            )?
+            .into_iter()
+            .next())
+    }
+
+    /// Records a new view's row; `WriteError::Taken` if the name is taken (by a table too).
+    fn insert_view(
+        &self,
+        ident: &TableIdent,
+        metadata_location: &str,
+    ) -> std::result::Result<u64, WriteError> {
+        self.execute(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
+             metadata_location, previous_metadata_location, iceberg_type)
+             VALUES ($1, $2, $3, $4, NULL, 'VIEW')",
+            &[
+                &self.name,
+                &ns_key(&ident.namespace),
+                &ident.name,
+                metadata_location,
+            ],
+        )
+    }
+
+    /// Points a view's row at new metadata if it still points at `old`; false if it does not.
+    fn swap_view(&self, ident: &TableIdent, old: &str, new: &str) -> Result<bool> {
+        let changed = self.change(
+            "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2
+             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5
+             AND metadata_location = $2 AND iceberg_type = 'VIEW'",
+            &[new, old, &self.name, &ns_key(&ident.namespace), &ident.name],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Removes a view's row; false if there was none.
+    fn delete_view(&self, ident: &TableIdent) -> Result<bool> {
+        let removed = self.change(
+            "DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2
+             AND table_name = $3 AND iceberg_type = 'VIEW'",
+            &[&self.name, &ns_key(&ident.namespace), &ident.name],
+        )?;
+        Ok(removed > 0)
+    }
+
     fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
         let changed = self.execute(
             "UPDATE iceberg_tables SET table_namespace = $1, table_name = $2
-             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5",
+             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5
+             AND (iceberg_type IS NULL OR iceberg_type = 'TABLE')",
             &[
                 &ns_key(&dest.namespace),
                 &dest.name,
@@ -987,31 +1090,8 @@ impl Catalog for SqlCatalog {
         self.drop_table(ident).await?;
         iceberg::drop_table_data(&table).await?;
         // A table directory inside the warehouse belongs to this table alone: remove what is left
-        // (empty folders, files of aborted writes). Locations elsewhere are not ours to delete.
-        // The location comes from the table's metadata: `..` and links are resolved before it
-        // is judged, or `<warehouse>/../elsewhere` would pass for a folder of the warehouse.
-        let location = table.metadata().location();
-        let dir = Path::new(location.strip_prefix("file://").unwrap_or(location));
-        let real = |p: &Path| p.canonicalize().ok();
-        let inside = match (real(dir), real(&self.warehouse)) {
-            (Some(dir), Some(warehouse)) if dir.starts_with(&warehouse) && dir != warehouse => {
-                Some(dir)
-            }
-            _ => None,
-        };
-        if let Some(dir) = inside {
-            tokio::task::spawn_blocking(move || {
-                std::fs::remove_dir_all(&dir).map_err(|e| {
-                    Error::new(
-                        ErrorKind::Unexpected,
-                        format!("removing {}: {e}", dir.display()),
-                    )
-                })
-            })
-            .await
-            .map_err(|e| Error::new(ErrorKind::Unexpected, format!("removing a table: {e}")))??;
-        }
-        Ok(())
+        // (empty folders, files of aborted writes).
+        self.remove_own_folder(table.metadata().location()).await
     }
 
     async fn table_exists(&self, ident: &TableIdent) -> Result<bool> {
@@ -1085,6 +1165,140 @@ impl SqeCatalog for SqlCatalog {
         updates: Vec<TableUpdate>,
     ) -> Result<Table> {
         self.commit(ident, requirements, updates).await
+    }
+
+    fn supports_views(&self) -> bool {
+        true
+    }
+
+    async fn load_view(&self, ident: &TableIdent) -> Result<Option<ViewDefinition>> {
+        let row = ident.clone();
+        let Some(location) = self.blocking(move |db| db.view_location(&row)).await? else {
+            return Ok(None);
+        };
+        let metadata = view::read(&self.file_io, &location).await?;
+        view::definition(&metadata).map(Some)
+    }
+
+    async fn view_exists(&self, ident: &TableIdent) -> Result<bool> {
+        let row = ident.clone();
+        Ok(self
+            .blocking(move |db| db.view_location(&row))
+            .await?
+            .is_some())
+    }
+
+    async fn view_names(&self, namespace: &str) -> Result<Vec<String>> {
+        let namespace = namespace.to_string();
+        self.blocking(move |db| db.view_names(&namespace)).await
+    }
+
+    async fn create_view(
+        &self,
+        ident: &TableIdent,
+        change: ViewChange,
+        replace: bool,
+    ) -> Result<()> {
+        folder_name("view", &ident.name)?;
+        let namespace = &ident.namespace;
+        if !self.namespace_exists(namespace).await? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("schema '{}' does not exist", ns_key(namespace)),
+            ));
+        }
+        let taken = || {
+            Error::new(
+                ErrorKind::TableAlreadyExists,
+                format!("'{}.{}' already exists", ns_key(namespace), ident.name),
+            )
+        };
+        if self.table_exists(ident).await? {
+            return Err(taken());
+        }
+        let row = ident.clone();
+        let existing = self.blocking(move |db| db.view_location(&row)).await?;
+        match existing {
+            Some(_) if !replace => Err(Error::new(
+                ErrorKind::TableAlreadyExists,
+                format!("view '{}.{}' already exists", ns_key(namespace), ident.name),
+            )),
+            Some(old) => {
+                let previous = view::read(&self.file_io, &old).await?;
+                let versions = previous.versions().len();
+                let location = previous.location().to_string();
+                let metadata = view::replaced_metadata(previous, &change)?;
+                let path = view::metadata_path(&location, versions);
+                view::write(&self.file_io, &path, &metadata).await?;
+                let (row, new) = (ident.clone(), path.clone());
+                if self
+                    .blocking(move |db| db.swap_view(&row, &old, &new))
+                    .await?
+                {
+                    return Ok(());
+                }
+                let _ = self.file_io.delete(&path).await;
+                Err(Error::new(
+                    ErrorKind::CatalogCommitConflicts,
+                    format!(
+                        "view '{}.{}' was changed meanwhile; try again",
+                        ns_key(namespace),
+                        ident.name
+                    ),
+                )
+                .with_retryable(true))
+            }
+            None => {
+                let location = self.new_table_location(namespace, &ident.name);
+                let metadata = view::new_metadata(&location, &change)?;
+                let path = view::metadata_path(&location, 0);
+                view::write(&self.file_io, &path, &metadata).await?;
+                let (row, at) = (ident.clone(), path.clone());
+                match self
+                    .blocking(move |db| Ok(db.insert_view(&row, &at)))
+                    .await?
+                {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        let _ = self.file_io.delete(&path).await;
+                        Err(match e {
+                            WriteError::Taken => taken(),
+                            WriteError::Failed(e) => e,
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    async fn drop_view(&self, ident: &TableIdent) -> Result<()> {
+        let row = ident.clone();
+        let location = self.blocking(move |db| db.view_location(&row)).await?;
+        let row = ident.clone();
+        if self.blocking(move |db| db.delete_view(&row)).await? {
+            // The view's folder goes too when it holds nothing but view metadata.
+            let folder = match location {
+                Some(l) => view::read(&self.file_io, &l)
+                    .await
+                    .ok()
+                    .map(|m| m.location().to_string()),
+                None => None,
+            };
+            if let Some(folder) = folder
+                && only_view_metadata(Path::new(folder.strip_prefix("file://").unwrap_or(&folder)))
+            {
+                self.remove_own_folder(&folder).await?;
+            }
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::TableNotFound,
+            format!(
+                "view '{}.{}' does not exist",
+                ns_key(&ident.namespace),
+                ident.name
+            ),
+        ))
     }
 }
 
