@@ -350,8 +350,93 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
     if is_create {
         trino_view_clauses(&tokens, &mut texts);
     }
+    trino_query_shorthands(&tokens, &mut texts);
     prepared.sql = texts.concat();
     Ok(prepared)
+}
+
+/// Trino's `TABLE t` (all of `t`) and `VALUES 1, 2` (rows of one column, unparenthesized), which
+/// the parser does not know: written as `SELECT * FROM t` and `VALUES (1), (2)`.
+fn trino_query_shorthands(tokens: &[Token], texts: &mut [String]) {
+    let solid: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_space(&tokens[i]))
+        .collect();
+    let set_operation = |t: &Token| {
+        is_keyword(t, Keyword::UNION)
+            || is_keyword(t, Keyword::EXCEPT)
+            || is_keyword(t, Keyword::INTERSECT)
+    };
+    for (n, &i) in solid.iter().enumerate() {
+        let before = |k: usize| n.checked_sub(k).map(|p| &tokens[solid[p]]);
+        let next = solid.get(n + 1).map(|&j| &tokens[j]);
+        // TABLE t where a query may start: the statement's start, after `(`, after a set operation.
+        if is_keyword(&tokens[i], Keyword::TABLE) && matches!(next, Some(Token::Word(_))) {
+            let query_starts = match before(1) {
+                None | Some(Token::LParen) => true,
+                Some(t) if set_operation(t) => true,
+                Some(t) if is_keyword(t, Keyword::ALL) || is_keyword(t, Keyword::DISTINCT) => {
+                    before(2).is_some_and(set_operation)
+                }
+                _ => false,
+            };
+            if query_starts {
+                texts[i] = "SELECT * FROM".to_string();
+            }
+            continue;
+        }
+        if !is_keyword(&tokens[i], Keyword::VALUES)
+            || next.is_none_or(|t| *t == Token::LParen || is_keyword(t, Keyword::ROW))
+        {
+            continue;
+        }
+        // Each top-level element of the list goes in parentheses, up to what ends the list.
+        let mut depth = 0usize;
+        let mut first = n + 1;
+        let mut last = n;
+        for (m, &j) in solid.iter().enumerate().skip(n + 1) {
+            let t = &tokens[j];
+            let ends = match t {
+                Token::LParen | Token::LBracket => {
+                    depth += 1;
+                    false
+                }
+                Token::RParen | Token::RBracket if depth == 0 => true,
+                Token::RParen | Token::RBracket => {
+                    depth -= 1;
+                    false
+                }
+                Token::SemiColon => depth == 0,
+                Token::Comma if depth == 0 => {
+                    texts[solid[first]].insert(0, '(');
+                    texts[solid[last]].push(')');
+                    first = m + 1;
+                    continue;
+                }
+                t => {
+                    depth == 0
+                        && [
+                            Keyword::ORDER,
+                            Keyword::LIMIT,
+                            Keyword::OFFSET,
+                            Keyword::FETCH,
+                            Keyword::UNION,
+                            Keyword::EXCEPT,
+                            Keyword::INTERSECT,
+                        ]
+                        .iter()
+                        .any(|k| is_keyword(t, *k))
+                }
+            };
+            if ends {
+                break;
+            }
+            last = m;
+        }
+        if last >= first {
+            texts[solid[first]].insert(0, '(');
+            texts[solid[last]].push(')');
+        }
+    }
 }
 
 /// Trino's `CREATE VIEW v COMMENT 'text' SECURITY DEFINER|INVOKER AS …`: the parser wants
@@ -565,5 +650,27 @@ mod tests {
             Some(vec!["days(ts)".to_string(), "bucket(16, id)".to_string()])
         );
         assert_eq!(p.map(|p| p.files.clone()), Some(vec!["a.csv".to_string()]));
+    }
+
+    #[test]
+    fn trino_table_and_bare_values() {
+        let sql = |s: &str| prepare(s).map(|p| p.sql).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sql("TABLE t"), "SELECT * FROM t");
+        assert_eq!(
+            sql("(TABLE a) UNION ALL TABLE b"),
+            "(SELECT * FROM a) UNION ALL SELECT * FROM b"
+        );
+        assert_eq!(sql("CREATE TABLE t (a int)"), "CREATE TABLE t (a int)");
+        assert_eq!(sql("DROP TABLE t"), "DROP TABLE t");
+        assert_eq!(sql("VALUES 1, 2 + 3"), "VALUES (1), (2 + 3)");
+        assert_eq!(
+            sql("SELECT * FROM (VALUES f(1, 2), ARRAY[3, 4]) AS v(x) ORDER BY x"),
+            "SELECT * FROM (VALUES (f(1, 2)), (ARRAY[3, 4])) AS v(x) ORDER BY x"
+        );
+        assert_eq!(
+            sql("INSERT INTO t VALUES 'a', 'b'; "),
+            "INSERT INTO t VALUES ('a'), ('b'); "
+        );
+        assert_eq!(sql("VALUES (1, 2), (3, 4)"), "VALUES (1, 2), (3, 4)");
     }
 }

@@ -4,6 +4,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$here/run.sh" > "$out"
+"$here/run.sh" > "$out" || { cat "$out"; exit 1; }
 diff -u "$here/expected.txt" "$out"
 echo "quickstart/dbt-trino: output matches expected.txt"

@@ -6,6 +6,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 dbt=${DBT:-$root/.venv-dbt/bin/dbt}
+[ -x "$dbt" ] || { echo "dbt not found at $dbt (scripts/test installs it in .venv-dbt; or set DBT)"; exit 1; }
+dbt=$(cd "$(dirname "$dbt")" && pwd)/$(basename "$dbt")
 python=$(dirname "$dbt")/python
 work=$(mktemp -d)
 server_pid=
