@@ -841,7 +841,8 @@ impl Engine {
         if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
             && let Some((_, _, view)) = self.find_view(session, name).await?
         {
-            return Engine::describe_view(&view);
+            let fields = view.schema.as_struct().fields();
+            return describe_rows(fields, vec![String::new(); fields.len()]);
         }
         let (_, _, table) = self.load(session, name).await?;
         let schema = table.metadata().current_schema();
@@ -859,29 +860,7 @@ impl Engine {
                 parts.join(", ")
             })
             .collect();
-        rows_result(
-            ArrowSchema::new(vec![
-                Field::new("Column", DataType::Utf8, false),
-                Field::new("Type", DataType::Utf8, false),
-                Field::new("Extra", DataType::Utf8, false),
-                Field::new("Comment", DataType::Utf8, true),
-            ]),
-            vec![
-                Arc::new(StringArray::from(
-                    fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-                )),
-                Arc::new(StringArray::from(
-                    fields
-                        .iter()
-                        .map(|f| trino_type_name(&f.field_type))
-                        .collect::<Vec<_>>(),
-                )),
-                Arc::new(StringArray::from(extra)),
-                Arc::new(StringArray::from(
-                    fields.iter().map(|f| f.doc.clone()).collect::<Vec<_>>(),
-                )),
-            ],
-        )
+        describe_rows(fields, extra)
     }
 
     async fn show_create_table(
@@ -935,6 +914,33 @@ impl Engine {
         );
         one_column("Create Table", vec![text])
     }
+}
+
+/// DESCRIBE's rows, in Trino's shape: one per column, `extra` saying more of each.
+fn describe_rows(fields: &[NestedFieldRef], extra: Vec<String>) -> SqeResult<QueryResult> {
+    rows_result(
+        ArrowSchema::new(vec![
+            Field::new("Column", DataType::Utf8, false),
+            Field::new("Type", DataType::Utf8, false),
+            Field::new("Extra", DataType::Utf8, false),
+            Field::new("Comment", DataType::Utf8, true),
+        ]),
+        vec![
+            Arc::new(StringArray::from(
+                fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                fields
+                    .iter()
+                    .map(|f| trino_type_name(&f.field_type))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(extra)),
+            Arc::new(StringArray::from(
+                fields.iter().map(|f| f.doc.clone()).collect::<Vec<_>>(),
+            )),
+        ],
+    )
 }
 
 /// Trino's spelling of a partition field.

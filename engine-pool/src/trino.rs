@@ -362,7 +362,7 @@ fn extract_name(field: &DateTimeField) -> Option<String> {
     Some(name)
 }
 
-fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
+pub(crate) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
     ast::Expr::Function(ast::Function {
         name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
         uses_odbc_syntax: false,

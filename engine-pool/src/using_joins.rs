@@ -8,8 +8,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
-    JoinConstraint, JoinOperator, ObjectName, OrderByKind, Query, Select, SelectItem, TableFactor,
+    Expr, Ident, JoinConstraint, JoinOperator, OrderByKind, Query, Select, SelectItem, TableFactor,
     TableWithJoins, VisitMut, VisitorMut,
 };
 
@@ -166,33 +165,13 @@ fn chained_using(from: &TableWithJoins) -> Vec<Merged> {
                 Expr::CompoundIdentifier(vec![q.clone(), Ident::with_quote('"', name.clone())])
             };
             let replacement = if keeps_right {
-                coalesce(rels.iter().map(column).collect())
+                crate::trino::call("coalesce", rels.iter().map(column).collect())
             } else {
                 column(&rels[0])
             };
             Merged { name, replacement }
         })
         .collect()
-}
-
-fn coalesce(args: Vec<Expr>) -> Expr {
-    Expr::Function(Function {
-        name: ObjectName::from(vec![Ident::new("coalesce")]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: args
-                .into_iter()
-                .map(|e| FunctionArg::Unnamed(FunctionArgExpr::Expr(e)))
-                .collect(),
-            clauses: Vec::new(),
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: Vec::new(),
-    })
 }
 
 /// Replaces unqualified references outside subqueries (which have names of their own).

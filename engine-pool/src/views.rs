@@ -33,7 +33,6 @@ use crate::engine::{Engine, QUERY_CATALOG, SYSTEM_CATALOG, empty_result};
 use crate::error::{from_datafusion, from_iceberg};
 use crate::guard::check_depth;
 use crate::prepass::{Prepared, prepare};
-use crate::types::trino_type_name;
 
 /// How deep views may read views.
 const MAX_VIEW_DEPTH: usize = 32;
@@ -74,13 +73,7 @@ impl Engine {
         if let Some(why) = catalog.read_only() {
             return Err(SqeError::unsupported(why));
         }
-        if cv.if_not_exists
-            && catalog
-                .load_view(&ident)
-                .await
-                .map_err(from_iceberg)?
-                .is_some()
-        {
+        if cv.if_not_exists && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
             return Ok(empty_result());
         }
         let sql = cv.query.to_string();
@@ -207,33 +200,6 @@ impl Engine {
             view.sql
         );
         crate::ddl::one_column("Create View", vec![text])
-    }
-
-    /// `DESCRIBE` of a view: its columns as it was created.
-    pub(crate) fn describe_view(view: &ViewDefinition) -> SqeResult<QueryResult> {
-        let fields = view.schema.as_struct().fields();
-        crate::engine::rows_result(
-            ArrowSchema::new(vec![
-                Field::new("Column", DataType::Utf8, false),
-                Field::new("Type", DataType::Utf8, false),
-                Field::new("Extra", DataType::Utf8, false),
-                Field::new("Comment", DataType::Utf8, true),
-            ]),
-            vec![
-                Arc::new(datafusion::arrow::array::StringArray::from_iter_values(
-                    fields.iter().map(|f| f.name.clone()),
-                )),
-                Arc::new(datafusion::arrow::array::StringArray::from_iter_values(
-                    fields.iter().map(|f| trino_type_name(&f.field_type)),
-                )),
-                Arc::new(datafusion::arrow::array::StringArray::from_iter_values(
-                    fields.iter().map(|_| ""),
-                )),
-                Arc::new(datafusion::arrow::array::StringArray::from(
-                    fields.iter().map(|f| f.doc.clone()).collect::<Vec<_>>(),
-                )),
-            ],
-        )
     }
 
     /// Plans the views among the relations `statement` reads. `chain` holds the views being
@@ -409,13 +375,11 @@ impl CatalogProvider for WithViews {
             .as_ref()
             .map(|c| c.schema_names())
             .unwrap_or_default();
-        names.extend(
-            self.views
-                .keys()
-                .filter(|k| !names.contains(k))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
+        for schema in self.views.keys() {
+            if !names.contains(schema) {
+                names.push(schema.clone());
+            }
+        }
         names
     }
 

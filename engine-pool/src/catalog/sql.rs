@@ -730,20 +730,33 @@ impl Db {
         ident: &TableIdent,
         metadata_location: &str,
     ) -> std::result::Result<u64, WriteError> {
+        self.insert_row(ident, metadata_location, "TABLE")
+    }
+
+    /// Records a new row of `kind` (`TABLE` or `VIEW`); `WriteError::Taken` if the name is taken,
+    /// by a table or a view.
+    fn insert_row(
+        &self,
+        ident: &TableIdent,
+        metadata_location: &str,
+        kind: &str,
+    ) -> std::result::Result<u64, WriteError> {
         self.execute(
             "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
              metadata_location, previous_metadata_location, iceberg_type)
-             VALUES ($1, $2, $3, $4, NULL, 'TABLE')",
+             VALUES ($1, $2, $3, $4, NULL, $5)",
             &[
                 &self.name,
                 &ns_key(&ident.namespace),
                 &ident.name,
                 metadata_location,
+                kind,
             ],
         )
     }
 
-    /// Points a table's row at new metadata if it still points at `old`; false if it does not.
+    /// Points a table's or view's row at new metadata if it still points at `old` (which names
+    /// that one row); false if it does not.
     fn swap_metadata(&self, ident: &TableIdent, old: &str, new: &str) -> Result<bool> {
         let changed = self.change(
             "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2
@@ -846,36 +859,6 @@ impl Db {
             )?
             .into_iter()
             .next())
-    }
-
-    /// Records a new view's row; `WriteError::Taken` if the name is taken (by a table too).
-    fn insert_view(
-        &self,
-        ident: &TableIdent,
-        metadata_location: &str,
-    ) -> std::result::Result<u64, WriteError> {
-        self.execute(
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name,
-             metadata_location, previous_metadata_location, iceberg_type)
-             VALUES ($1, $2, $3, $4, NULL, 'VIEW')",
-            &[
-                &self.name,
-                &ns_key(&ident.namespace),
-                &ident.name,
-                metadata_location,
-            ],
-        )
-    }
-
-    /// Points a view's row at new metadata if it still points at `old`; false if it does not.
-    fn swap_view(&self, ident: &TableIdent, old: &str, new: &str) -> Result<bool> {
-        let changed = self.change(
-            "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2
-             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5
-             AND metadata_location = $2 AND iceberg_type = 'VIEW'",
-            &[new, old, &self.name, &ns_key(&ident.namespace), &ident.name],
-        )?;
-        Ok(changed == 1)
     }
 
     /// Removes a view's row; false if there was none.
@@ -1232,7 +1215,7 @@ impl SqeCatalog for SqlCatalog {
                 view::write(&self.file_io, &path, &metadata).await?;
                 let (row, new) = (ident.clone(), path.clone());
                 if self
-                    .blocking(move |db| db.swap_view(&row, &old, &new))
+                    .blocking(move |db| db.swap_metadata(&row, &old, &new))
                     .await?
                 {
                     return Ok(());
@@ -1255,7 +1238,7 @@ impl SqeCatalog for SqlCatalog {
                 view::write(&self.file_io, &path, &metadata).await?;
                 let (row, at) = (ident.clone(), path.clone());
                 match self
-                    .blocking(move |db| Ok(db.insert_view(&row, &at)))
+                    .blocking(move |db| Ok(db.insert_row(&row, &at, "VIEW")))
                     .await?
                 {
                     Ok(_) => Ok(()),
