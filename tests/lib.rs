@@ -62,7 +62,7 @@ fn rows_output(
         .iter()
         .map(|f| column_type(f.data_type()))
         .collect();
-    let options = FormatOptions::default();
+    let options = FormatOptions::default().with_null("NULL");
     let mut rows = Vec::new();
     for batch in batches {
         let formatters = batch

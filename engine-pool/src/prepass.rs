@@ -344,9 +344,9 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
         }
         i += 1;
     }
-    if is_create || next_solid(&tokens, 0).is_some_and(|i| is_keyword(&tokens[i], Keyword::ALTER)) {
-        trino_type_constructors(&mut tokens, &mut texts);
-    }
+    let definitions =
+        is_create || next_solid(&tokens, 0).is_some_and(|i| is_keyword(&tokens[i], Keyword::ALTER));
+    trino_type_constructors(&mut tokens, &mut texts, definitions);
     if is_create {
         trino_view_clauses(&tokens, &mut texts);
     }
@@ -486,9 +486,91 @@ fn trino_view_clauses(tokens: &[Token], texts: &mut [String]) {
 }
 
 /// Trino spells nested types `array(T)`, `map(K, V)`, `row(a T, …)`; the parser knows `ARRAY<T>`,
-/// `MAP(K, V)` and `STRUCT<a T>`. Rewritten in column definitions only: stops at a top-level `AS`
-/// (the query of a CREATE TABLE AS, where `map(...)` is a function).
-fn trino_type_constructors(tokens: &mut Vec<Token>, texts: &mut Vec<String>) {
+/// `MAP(K, V)` and `STRUCT<a T>`. Rewritten in column definitions (up to a top-level `AS`: the
+/// query of a CREATE TABLE AS, where `map(...)` is a function) and in the types of CAST and
+/// TRY_CAST.
+fn trino_type_constructors(tokens: &mut Vec<Token>, texts: &mut Vec<String>, definitions: bool) {
+    let mut regions = Vec::new();
+    let mut defined = 0;
+    if definitions {
+        let mut depth = 0usize;
+        let end = tokens
+            .iter()
+            .position(|t| {
+                match t {
+                    Token::LParen => depth += 1,
+                    Token::RParen => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                depth == 0 && is_keyword(t, Keyword::AS)
+            })
+            .unwrap_or(tokens.len());
+        regions.push(0..end);
+        defined = end;
+    }
+    regions.extend(
+        cast_types(tokens)
+            .into_iter()
+            .filter(|r| r.start >= defined),
+    );
+    for range in regions.into_iter().rev() {
+        let (t, x): (Vec<Token>, Vec<String>) =
+            nested_types(&tokens[range.clone()], &texts[range.clone()])
+                .into_iter()
+                .unzip();
+        tokens.splice(range.clone(), t);
+        texts.splice(range, x);
+    }
+}
+
+/// Where the types of `CAST(e AS type)` and `TRY_CAST(e AS type)` are: from after the `AS` to
+/// before the closing parenthesis.
+fn cast_types(tokens: &[Token]) -> Vec<std::ops::Range<usize>> {
+    let mut regions = Vec::new();
+    // Depths of the open casts' parentheses, and where each one's type starts once seen.
+    let mut casts: Vec<(usize, Option<usize>)> = Vec::new();
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate() {
+        match t {
+            Token::LParen => {
+                depth += 1;
+                let before = tokens[..i].iter().rposition(|t| !is_space(t));
+                if before.is_some_and(|b| {
+                    matches!(&tokens[b], Token::Word(w) if w.quote_style.is_none()
+                        && matches!(w.keyword, Keyword::CAST | Keyword::TRY_CAST))
+                }) {
+                    casts.push((depth, None));
+                }
+            }
+            Token::RParen => {
+                if let Some(&(d, start)) = casts.last()
+                    && d == depth
+                {
+                    casts.pop();
+                    if let Some(start) = start {
+                        regions.push(start..i);
+                    }
+                }
+                depth = depth.saturating_sub(1);
+            }
+            Token::Word(w) if w.keyword == Keyword::AS && w.quote_style.is_none() => {
+                if let Some((d, start)) = casts.last_mut()
+                    && *d == depth
+                    && start.is_none()
+                {
+                    *start = Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    // Nested casts sit inside their outer cast's expression, never inside its type.
+    regions.sort_by_key(|r| r.start);
+    regions
+}
+
+/// `ARRAY(…)` and `ROW(…)` written `ARRAY<…>` and `STRUCT<…>`.
+fn nested_types(tokens: &[Token], texts: &[String]) -> Vec<(Token, String)> {
     let mut out: Vec<(Token, String)> = Vec::with_capacity(tokens.len());
     let new = |t: Token| {
         let text = t.to_string();
@@ -497,20 +579,11 @@ fn trino_type_constructors(tokens: &mut Vec<Token>, texts: &mut Vec<String>) {
     let mut depth = 0usize;
     // Depths of the parentheses turned into angle brackets.
     let mut converted: Vec<usize> = Vec::new();
-    let mut stopped = false;
     let mut i = 0;
     while i < tokens.len() {
         let original = (tokens[i].clone(), texts.get(i).cloned().unwrap_or_default());
         i += 1;
-        if stopped {
-            out.push(original);
-            continue;
-        }
         match &original.0 {
-            Token::Word(w) if depth == 0 && w.keyword == Keyword::AS && w.quote_style.is_none() => {
-                stopped = true;
-                out.push(original);
-            }
             Token::Word(w)
                 if w.quote_style.is_none()
                     && matches!(w.keyword, Keyword::ARRAY | Keyword::ROW)
@@ -546,7 +619,7 @@ fn trino_type_constructors(tokens: &mut Vec<Token>, texts: &mut Vec<String>) {
             _ => out.push(original),
         }
     }
-    (*tokens, *texts) = out.into_iter().unzip();
+    out
 }
 
 fn ident(w: &Word) -> Ident {

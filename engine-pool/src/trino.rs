@@ -123,6 +123,33 @@ impl VisitorMut for Rewriter {
         ControlFlow::Continue(())
     }
 
+    /// `s.f` in a lambda whose parameter `s` is a row reads the field `f` (DataFusion would look
+    /// for a column `f` of a table `s`).
+    fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<SqeError> {
+        if let ast::Expr::Lambda(lambda) = expr {
+            let params: Vec<String> = lambda
+                .params
+                .iter()
+                .map(|p| p.name.value.to_lowercase())
+                .collect();
+            let _ = ast::visit_expressions_mut(lambda.body.as_mut(), |e| {
+                if let ast::Expr::CompoundIdentifier(parts) = e
+                    && parts.len() > 1
+                    && params.contains(&parts[0].value.to_lowercase())
+                {
+                    let mut out = ast::Expr::Identifier(parts[0].clone());
+                    for field in &parts[1..] {
+                        let name = ast::Expr::value(Value::SingleQuotedString(field.value.clone()));
+                        out = call("get_field", vec![out, name]);
+                    }
+                    *e = out;
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        }
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<SqeError> {
         match expr {
             ast::Expr::Extract {
@@ -154,6 +181,12 @@ impl VisitorMut for Rewriter {
                     args.push(*length);
                 }
                 *expr = call("substr", args);
+            }
+            // VARBINARY, as DataFusion's parser spells it.
+            ast::Expr::Cast { data_type, .. }
+                if matches!(data_type, ast::DataType::Varbinary(_)) =>
+            {
+                *data_type = ast::DataType::Bytea;
             }
             ast::Expr::Function(f) => {
                 if let Some(rewritten) = function_as_expression(f) {
@@ -439,6 +472,43 @@ fn rounded(x: Expr, from: &DataType) -> Option<Expr> {
     }
 }
 
+/// Trino casts a row to another row type field by field, by position; Arrow's cast matches the
+/// fields by name. `CAST(r AS ROW(a T, b U))` becomes `named_struct('a', CAST(r.f1 AS T), …)`, NULL
+/// where `r` is NULL.
+fn row_cast(
+    row: Expr,
+    have: &datafusion::arrow::datatypes::Fields,
+    want: &datafusion::arrow::datatypes::Fields,
+    schema: &DFSchema,
+    try_cast: bool,
+) -> Result<Expr> {
+    use datafusion::prelude::lit;
+    let mut args = Vec::with_capacity(want.len() * 2);
+    for (from, to) in have.iter().zip(want.iter()) {
+        let field = Expr::ScalarFunction(ScalarFunction::new_udf(
+            datafusion::functions::core::get_field(),
+            vec![row.clone(), lit(from.name().as_str())],
+        ));
+        let cast = if try_cast {
+            Expr::TryCast(TryCast::new(Box::new(field), to.data_type().clone()))
+        } else {
+            Expr::Cast(Cast::new(Box::new(field), to.data_type().clone()))
+        };
+        args.push(lit(to.name().as_str()));
+        args.push(cast.transform_up(|e| rewrite_expr(e, schema))?.data);
+    }
+    let built = Expr::ScalarFunction(ScalarFunction::new_udf(
+        datafusion::functions::core::named_struct(),
+        args,
+    ));
+    let target = DataType::Struct(want.clone());
+    datafusion::logical_expr::when(
+        row.is_null(),
+        lit(datafusion::common::ScalarValue::try_from(&target)?),
+    )
+    .otherwise(built)
+}
+
 fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     match e {
         Expr::Cast(Cast { expr, field }) => {
@@ -448,6 +518,15 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     expr, field,
                 ))));
             };
+            if let (DataType::Struct(have), DataType::Struct(want)) = (&from, &data_type)
+                && have.len() == want.len()
+                && have
+                    .iter()
+                    .zip(want.iter())
+                    .any(|(a, b)| a.name() != b.name())
+            {
+                return row_cast(*expr, have, want, schema, false).map(Transformed::yes);
+            }
             if is_integer(&data_type)
                 && let Some(r) = rounded((*expr).clone(), &from)
             {
@@ -476,6 +555,15 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     expr, field,
                 ))));
             };
+            if let (DataType::Struct(have), DataType::Struct(want)) = (&from, field.data_type())
+                && have.len() == want.len()
+                && have
+                    .iter()
+                    .zip(want.iter())
+                    .any(|(a, b)| a.name() != b.name())
+            {
+                return row_cast(*expr, have, want, schema, true).map(Transformed::yes);
+            }
             if is_integer(field.data_type())
                 && let Some(r) = rounded((*expr).clone(), &from)
             {
@@ -528,6 +616,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             }
             Ok(Transformed::no(quotient))
         }
+        Expr::HigherOrderFunction(_) => sqe_functions::use_every_lambda_parameter(e, schema),
         other => Ok(Transformed::no(other)),
     }
 }

@@ -27,6 +27,25 @@ pub fn functions() -> Vec<Arc<AggregateUDF>> {
             Ordering::Less,
         ))),
         Arc::new(AggregateUDF::new_from_impl(Arbitrary::default())),
+        // Trino's names for DataFusion's bitwise aggregates.
+        Arc::new(
+            datafusion::functions_aggregate::bit_and_or_xor::bit_and_udaf()
+                .as_ref()
+                .clone()
+                .with_aliases(["bitwise_and_agg"]),
+        ),
+        Arc::new(
+            datafusion::functions_aggregate::bit_and_or_xor::bit_or_udaf()
+                .as_ref()
+                .clone()
+                .with_aliases(["bitwise_or_agg"]),
+        ),
+        Arc::new(
+            datafusion::functions_aggregate::bit_and_or_xor::bit_xor_udaf()
+                .as_ref()
+                .clone()
+                .with_aliases(["bitwise_xor_agg"]),
+        ),
     ]
 }
 

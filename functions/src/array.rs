@@ -1,12 +1,19 @@
 //! Trino's array functions (`functions/array`) where DataFusion's differ: `array_remove` removes
-//! every match (DataFusion's only the first), `contains` is DataFusion's `array_has`.
+//! every match (DataFusion's only the first), `contains` is DataFusion's `array_has`; and what
+//! DataFusion lacks: `array_first`, `array_last`, `trim_array`, `slice`, `contains_sequence`,
+//! `ngrams`, `combinations`, `shuffle`, `array_histogram`, `zip`, `sequence` (of integers).
 
 use std::sync::Arc;
 
-use arrow::datatypes::DataType;
-use datafusion::logical_expr::ScalarUDF;
+use arrow::array::{Array, ArrayRef, Int64Array, ListArray, UInt32Array};
+use arrow::buffer::OffsetBuffer;
+use arrow::compute::{concat, take};
+use arrow::datatypes::{DataType, Field, Fields};
+use arrow::row::{RowConverter, SortField};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::{ScalarUDF, Volatility};
 
-use crate::udf::Delegate;
+use crate::udf::{Delegate, invalid, is_integer, per_row, type_name, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![
@@ -22,5 +29,469 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
             false,
         )
         .udf(),
+        sequence(),
+        element("array_first", |items| items.first().copied()),
+        element("array_last", |items| items.last().copied()),
+        with_count(
+            "trim_array",
+            |values, n| {
+                if n < 0 || n as usize > values.len() {
+                    return invalid(format!(
+                        "size must not be negative or larger than the array's length: {n}"
+                    ));
+                }
+                Ok(vec![values.slice(0, values.len() - n as usize)])
+            },
+            false,
+        ),
+        with_count(
+            "ngrams",
+            |values, n| {
+                if n <= 0 {
+                    return invalid(format!("N must be positive: {n}"));
+                }
+                let n = n as usize;
+                if values.len() <= n {
+                    return Ok(vec![Arc::clone(values)]);
+                }
+                Ok((0..=values.len() - n).map(|i| values.slice(i, n)).collect())
+            },
+            true,
+        ),
+        with_count(
+            "combinations",
+            |values, n| {
+                if n < 0 {
+                    return invalid(format!("combination size must not be negative: {n}"));
+                }
+                if n > 5 {
+                    return invalid(format!("combination size must not exceed 5: {n}"));
+                }
+                let (len, n) = (values.len(), n as usize);
+                if n > len {
+                    return Ok(Vec::new());
+                }
+                let count = (0..n).fold(1u128, |acc, i| acc * (len - i) as u128 / (i as u128 + 1));
+                if count * n as u128 >= 100_000 {
+                    return invalid(format!(
+                        "combinations exceed max size: {count} combinations of {n}"
+                    ));
+                }
+                let mut out = Vec::new();
+                let mut pick: Vec<usize> = (0..n).collect();
+                loop {
+                    let indices = UInt32Array::from_iter_values(pick.iter().map(|&i| i as u32));
+                    out.push(take(values.as_ref(), &indices, None)?);
+                    // The next pick in lexicographic order.
+                    let Some(i) = (0..n).rev().find(|&i| pick[i] < len - n + i) else {
+                        break;
+                    };
+                    pick[i] += 1;
+                    for j in i + 1..n {
+                        pick[j] = pick[j - 1] + 1;
+                    }
+                }
+                Ok(out)
+            },
+            true,
+        ),
+        slice(),
+        contains_sequence(),
+        shuffle(),
+        array_histogram(),
+        zip(),
     ]
+}
+
+/// `sequence(start, stop[, step])` of integers: at most 10,000 of them, as in Trino.
+fn sequence() -> Arc<ScalarUDF> {
+    per_row(
+        "sequence",
+        |args| {
+            if (2..=3).contains(&args.len()) && args.iter().all(is_integer) {
+                Ok(vec![DataType::Int64; args.len()])
+            } else {
+                unexpected("sequence", args, &["bigint, bigint", "bigint, bigint, bigint"])
+            }
+        },
+        |_| Ok(DataType::new_list(DataType::Int64, true)),
+        |row| {
+            let int = |v: &ScalarValue| match v {
+                ScalarValue::Int64(Some(v)) => *v,
+                _ => 0,
+            };
+            let (start, stop) = (int(&row[0]), int(&row[1]));
+            let step = row.get(2).map_or(if start <= stop { 1 } else { -1 }, int);
+            if step == 0 {
+                return invalid("step must not be zero");
+            }
+            if (step > 0) != (start <= stop) && start != stop {
+                return invalid(
+                    "sequence stop value should be greater than or equal to start value if step is greater than zero otherwise stop should be less than or equal to start",
+                );
+            }
+            let count = (i128::from(stop) - i128::from(start)) / i128::from(step) + 1;
+            if count > 10_000 {
+                return invalid(format!("result of sequence function must not have more than 10000 entries: {count}"));
+            }
+            let values: Int64Array = (0..count as i64).map(|i| Some(start + i * step)).collect();
+            list_of(&Arc::new(Field::new_list_field(DataType::Int64, true)), Arc::new(values))
+        },
+    )
+    .udf()
+}
+
+/// A list argument as these functions read it.
+fn list_type(t: &DataType) -> Option<DataType> {
+    match t {
+        DataType::List(_) => Some(t.clone()),
+        DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            Some(DataType::List(Arc::clone(f)))
+        }
+        DataType::Null => Some(DataType::new_list(DataType::Null, true)),
+        _ => None,
+    }
+}
+
+/// The elements of a one-row list value.
+fn items(v: &ScalarValue) -> ArrayRef {
+    match v {
+        ScalarValue::List(l) => l.value(0),
+        _ => arrow::array::new_empty_array(&DataType::Null),
+    }
+}
+
+/// One list value holding these elements.
+fn list_of(field: &Arc<Field>, values: ArrayRef) -> Result<ScalarValue> {
+    let len = values.len();
+    Ok(ScalarValue::List(Arc::new(ListArray::try_new(
+        Arc::clone(field),
+        OffsetBuffer::from_lengths([len]),
+        values,
+        None,
+    )?)))
+}
+
+fn element_field(t: &DataType) -> Arc<Field> {
+    match t {
+        DataType::List(f) => Arc::clone(f),
+        _ => Arc::new(Field::new_list_field(DataType::Null, true)),
+    }
+}
+
+/// `array_first`/`array_last`: one element, NULL for an empty array.
+fn element(name: &'static str, pick: fn(&[usize]) -> Option<usize>) -> Arc<ScalarUDF> {
+    per_row(
+        name,
+        move |args| match args {
+            [t] => list_type(t)
+                .map(|t| vec![t])
+                .map_or_else(|| unexpected(name, args, &["array(E)"]), Ok),
+            _ => unexpected(name, args, &["array(E)"]),
+        },
+        |args| Ok(element_field(&args[0]).data_type().clone()),
+        move |row| {
+            let values = items(&row[0]);
+            let positions: Vec<usize> = (0..values.len()).collect();
+            match pick(&positions) {
+                Some(i) => ScalarValue::try_from_array(&values, i),
+                None => ScalarValue::try_from(values.data_type()),
+            }
+        },
+    )
+    .udf()
+}
+
+/// A function of an array and a count; `nested`: its answer is an array of arrays.
+fn with_count(
+    name: &'static str,
+    f: fn(&ArrayRef, i64) -> Result<Vec<ArrayRef>>,
+    nested: bool,
+) -> Arc<ScalarUDF> {
+    per_row(
+        name,
+        move |args| match args {
+            [t, n] if is_integer(n) => list_type(t)
+                .map(|t| vec![t, DataType::Int64])
+                .map_or_else(|| unexpected(name, args, &["array(E), bigint"]), Ok),
+            _ => unexpected(name, args, &["array(E), bigint"]),
+        },
+        move |args| {
+            Ok(if nested {
+                DataType::new_list(args[0].clone(), true)
+            } else {
+                args[0].clone()
+            })
+        },
+        move |row| {
+            let ScalarValue::Int64(Some(n)) = row[1] else {
+                return invalid(format!("{name}: the count must be a bigint"));
+            };
+            let values = items(&row[0]);
+            let field = element_field(&row[0].data_type());
+            let parts = f(&values, n)?;
+            if !nested {
+                return list_of(&field, parts.into_iter().next().unwrap_or(values));
+            }
+            let inner = DataType::List(Arc::clone(&field));
+            let lists: Vec<ArrayRef> = parts
+                .into_iter()
+                .map(|p| list_of(&field, p).and_then(|v| v.to_array()))
+                .collect::<Result<_>>()?;
+            let refs: Vec<&dyn Array> = lists.iter().map(|a| a.as_ref()).collect();
+            let values = if refs.is_empty() {
+                arrow::array::new_empty_array(&inner)
+            } else {
+                concat(&refs)?
+            };
+            list_of(&Arc::new(Field::new_list_field(inner, true)), values)
+        },
+    )
+    .udf()
+}
+
+/// `slice(x, start, length)`: `length` elements from the 1-based `start` (from the end when
+/// negative).
+fn slice() -> Arc<ScalarUDF> {
+    per_row(
+        "slice",
+        |args| match args {
+            [t, s, l] if is_integer(s) && is_integer(l) => list_type(t)
+                .map(|t| vec![t, DataType::Int64, DataType::Int64])
+                .map_or_else(
+                    || unexpected("slice", args, &["array(E), bigint, bigint"]),
+                    Ok,
+                ),
+            _ => unexpected("slice", args, &["array(E), bigint, bigint"]),
+        },
+        |args| Ok(args[0].clone()),
+        |row| {
+            let (ScalarValue::Int64(Some(start)), ScalarValue::Int64(Some(length))) =
+                (&row[1], &row[2])
+            else {
+                return invalid("slice: start and length must be bigints");
+            };
+            if *start == 0 {
+                return invalid("SQL array indices start at 1");
+            }
+            if *length < 0 {
+                return invalid(format!(
+                    "length must be greater than or equal to 0: {length}"
+                ));
+            }
+            let values = items(&row[0]);
+            let len = values.len() as i64;
+            let from = if *start > 0 { start - 1 } else { len + start };
+            let field = element_field(&row[0].data_type());
+            if from < 0 || from >= len {
+                return list_of(&field, values.slice(0, 0));
+            }
+            let count = (*length).min(len - from);
+            list_of(&field, values.slice(from as usize, count as usize))
+        },
+    )
+    .udf()
+}
+
+/// Each element of an array as comparable bytes, so that equal values compare equal whatever
+/// their type (NULL equals NULL).
+fn keys(values: &ArrayRef) -> Result<(RowConverter, arrow::row::Rows)> {
+    let converter = RowConverter::new(vec![SortField::new(values.data_type().clone())])?;
+    let rows = converter.convert_columns(&[Arc::clone(values)])?;
+    Ok((converter, rows))
+}
+
+/// `contains_sequence(x, seq)`: whether `seq` occurs in `x` as consecutive elements.
+fn contains_sequence() -> Arc<ScalarUDF> {
+    per_row(
+        "contains_sequence",
+        |args| match args {
+            [a, b] => match (list_type(a), list_type(b)) {
+                (Some(a), Some(b)) => {
+                    let common =
+                        datafusion::logical_expr::type_coercion::binary::comparison_coercion(
+                            &a, &b,
+                        )
+                        .unwrap_or(a);
+                    Ok(vec![common.clone(), common])
+                }
+                _ => unexpected("contains_sequence", args, &["array(T), array(T)"]),
+            },
+            _ => unexpected("contains_sequence", args, &["array(T), array(T)"]),
+        },
+        |_| Ok(DataType::Boolean),
+        |row| {
+            let (x, seq) = (items(&row[0]), items(&row[1]));
+            if seq.is_empty() {
+                return Ok(ScalarValue::Boolean(Some(true)));
+            }
+            let both = concat(&[x.as_ref(), seq.as_ref()])?;
+            let (_, rows) = keys(&both)?;
+            let (n, m) = (x.len(), seq.len());
+            let found =
+                n >= m && (0..=n - m).any(|i| (0..m).all(|j| rows.row(i + j) == rows.row(n + j)));
+            Ok(ScalarValue::Boolean(Some(found)))
+        },
+    )
+    .udf()
+}
+
+/// `shuffle(x)`: the elements in a random order.
+fn shuffle() -> Arc<ScalarUDF> {
+    let mut f = per_row(
+        "shuffle",
+        |args| match args {
+            [t] => list_type(t)
+                .map(|t| vec![t])
+                .map_or_else(|| unexpected("shuffle", args, &["array(E)"]), Ok),
+            _ => unexpected("shuffle", args, &["array(E)"]),
+        },
+        |args| Ok(args[0].clone()),
+        |row| {
+            let values = items(&row[0]);
+            let mut order: Vec<u32> = (0..values.len() as u32).collect();
+            // Fisher–Yates with the thread's random numbers.
+            for i in (1..order.len()).rev() {
+                let j = (rand_u64() % (i as u64 + 1)) as usize;
+                order.swap(i, j);
+            }
+            let shuffled = take(values.as_ref(), &UInt32Array::from(order), None)?;
+            list_of(&element_field(&row[0].data_type()), shuffled)
+        },
+    );
+    f.set_volatility(Volatility::Volatile);
+    f.udf()
+}
+
+/// A random number from the standard library's randomly keyed hasher.
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    h.finish()
+}
+
+/// `array_histogram(x)`: each distinct non-NULL element and how many times it occurs, in the order
+/// of first occurrence.
+fn array_histogram() -> Arc<ScalarUDF> {
+    per_row(
+        "array_histogram",
+        |args| match args {
+            [t] => list_type(t)
+                .map(|t| vec![t])
+                .map_or_else(|| unexpected("array_histogram", args, &["array(E)"]), Ok),
+            _ => unexpected("array_histogram", args, &["array(E)"]),
+        },
+        |args| Ok(count_map(element_field(&args[0]).data_type())),
+        |row| {
+            let values = items(&row[0]);
+            let (_, rows) = keys(&values)?;
+            let mut firsts: Vec<usize> = Vec::new();
+            let mut counts: Vec<i64> = Vec::new();
+            let mut seen = std::collections::HashMap::new();
+            // A NULL array's elements have no validity bits: its logical nulls say which are.
+            let nulls = values.logical_nulls();
+            for i in 0..values.len() {
+                if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+                    continue;
+                }
+                match seen.get(&rows.row(i)) {
+                    Some(&k) => counts[k] += 1,
+                    None => {
+                        seen.insert(rows.row(i), firsts.len());
+                        firsts.push(i);
+                        counts.push(1);
+                    }
+                }
+            }
+            let keys = take(
+                values.as_ref(),
+                &UInt32Array::from_iter_values(firsts.iter().map(|&i| i as u32)),
+                None,
+            )?;
+            let ty = count_map(values.data_type());
+            let keys = match &ty {
+                DataType::Map(e, _) => match e.data_type() {
+                    DataType::Struct(kv) => arrow::compute::cast(&keys, kv[0].data_type())?,
+                    _ => keys,
+                },
+                _ => keys,
+            };
+            one_map(&ty, keys, Arc::new(Int64Array::from(counts)))
+        },
+    )
+    .udf()
+}
+
+/// `map(key, bigint)` (keys of an array of NULLs as VARCHAR: a map key has a type).
+fn count_map(key: &DataType) -> DataType {
+    let key = if key.is_null() { &DataType::Utf8 } else { key };
+    crate::map::map_type(key, &DataType::Int64)
+}
+
+/// One map value of these keys and values.
+fn one_map(ty: &DataType, keys: ArrayRef, values: ArrayRef) -> Result<ScalarValue> {
+    let DataType::Map(entries, ordered) = ty else {
+        return invalid(format!("expected a map type, not {}", type_name(ty)));
+    };
+    let DataType::Struct(fields) = entries.data_type() else {
+        return invalid("expected map entries");
+    };
+    let count = keys.len();
+    let entry = arrow::array::StructArray::try_new(fields.clone(), vec![keys, values], None)?;
+    let map = arrow::array::MapArray::try_new(
+        Arc::clone(entries),
+        OffsetBuffer::from_lengths([count]),
+        entry,
+        None,
+        *ordered,
+    )?;
+    Ok(ScalarValue::Map(Arc::new(map)))
+}
+
+/// `zip(a, b, …)`: rows of the elements at each position, the shorter arrays padded with NULLs.
+fn zip() -> Arc<ScalarUDF> {
+    per_row(
+        "zip",
+        |args| {
+            let lists: Option<Vec<DataType>> = args.iter().map(list_type).collect();
+            match lists {
+                Some(l) if (2..=5).contains(&l.len()) => Ok(l),
+                _ => unexpected("zip", args, &["array(T1), array(T2), …"]),
+            }
+        },
+        |args| Ok(DataType::new_list(DataType::Struct(zip_fields(args)), true)),
+        |row| {
+            let arrays: Vec<ArrayRef> = row.iter().map(items).collect();
+            let longest = arrays.iter().map(|a| a.len()).max().unwrap_or(0);
+            let columns: Vec<ArrayRef> = arrays
+                .iter()
+                .map(|a| {
+                    let at: UInt32Array = (0..longest)
+                        .map(|i| (i < a.len()).then_some(i as u32))
+                        .collect();
+                    take(a.as_ref(), &at, None)
+                })
+                .collect::<std::result::Result<_, _>>()?;
+            let types: Vec<DataType> = row.iter().map(|v| v.data_type()).collect();
+            let rows = arrow::array::StructArray::try_new(zip_fields(&types), columns, None)?;
+            let field = Arc::new(Field::new_list_field(rows.data_type().clone(), true));
+            list_of(&field, Arc::new(rows))
+        },
+    )
+    .udf()
+}
+
+fn zip_fields(lists: &[DataType]) -> Fields {
+    lists
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            Field::new(
+                format!("field{i}"),
+                element_field(t).data_type().clone(),
+                true,
+            )
+        })
+        .collect()
 }

@@ -21,7 +21,7 @@ use chrono::{
     DateTime, Datelike, Duration, LocalResult, Months, NaiveDate, NaiveDateTime, NaiveTime,
     TimeZone, Timelike,
 };
-use datafusion::common::Result;
+use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::ScalarUDF;
 
 use crate::udf::{Scalar, invalid, is_integer, is_temporal, is_text, temporal_target, unexpected};
@@ -40,9 +40,165 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         from_iso8601_date(),
         from_iso8601_timestamp(),
         to_iso8601(),
+        human_readable_seconds(),
+        to_milliseconds(),
+        parse_duration(),
+        from_unixtime_nanos(),
     ];
     out.extend(FIELDS.iter().map(field));
     out
+}
+
+/// `human_readable_seconds(x)`: weeks, days, hours, minutes and seconds, the zero ones left out.
+fn human_readable_seconds() -> Arc<ScalarUDF> {
+    crate::udf::per_row(
+        "human_readable_seconds",
+        |args| match args {
+            [t] if t.is_numeric() || t.is_null() => Ok(vec![DataType::Float64]),
+            _ => unexpected("human_readable_seconds", args, &["double"]),
+        },
+        |_| Ok(DataType::Utf8),
+        |row| {
+            let ScalarValue::Float64(Some(x)) = row[0] else {
+                return Ok(ScalarValue::Utf8(None));
+            };
+            if !x.is_finite() {
+                return invalid(format!("Invalid argument found: {x}"));
+            }
+            let mut left = x.abs().round() as u64;
+            let mut parts = Vec::new();
+            for (unit, size) in [
+                ("week", 604_800),
+                ("day", 86_400),
+                ("hour", 3_600),
+                ("minute", 60),
+                ("second", 1),
+            ] {
+                let n = left / size;
+                left %= size;
+                if n > 0 {
+                    parts.push(format!("{n} {unit}{}", if n == 1 { "" } else { "s" }));
+                }
+            }
+            if parts.is_empty() {
+                parts.push("0 seconds".into());
+            }
+            Ok(ScalarValue::Utf8(Some(parts.join(", "))))
+        },
+    )
+    .udf()
+}
+
+/// `to_milliseconds(interval)`: a day-to-second interval in milliseconds.
+fn to_milliseconds() -> Arc<ScalarUDF> {
+    crate::udf::per_row(
+        "to_milliseconds",
+        |args| match args {
+            [DataType::Interval(_) | DataType::Duration(_) | DataType::Null] => {
+                Ok(vec![DataType::Interval(
+                    arrow::datatypes::IntervalUnit::MonthDayNano,
+                )])
+            }
+            _ => unexpected("to_milliseconds", args, &["interval day to second"]),
+        },
+        |_| Ok(DataType::Int64),
+        |row| {
+            let ScalarValue::IntervalMonthDayNano(Some(v)) = row[0] else {
+                return Ok(ScalarValue::Int64(None));
+            };
+            if v.months != 0 {
+                return invalid("to_milliseconds takes an interval day to second");
+            }
+            Ok(ScalarValue::Int64(Some(
+                i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000,
+            )))
+        },
+    )
+    .udf()
+}
+
+/// `parse_duration('3.81 d')`: a day-to-second interval, to the millisecond.
+fn parse_duration() -> Arc<ScalarUDF> {
+    crate::udf::per_row(
+        "parse_duration",
+        |args| match args {
+            [t] if crate::udf::is_text(t) => Ok(vec![DataType::Utf8]),
+            _ => unexpected("parse_duration", args, &["varchar"]),
+        },
+        |_| {
+            Ok(DataType::Interval(
+                arrow::datatypes::IntervalUnit::MonthDayNano,
+            ))
+        },
+        |row| {
+            let ScalarValue::Utf8(Some(s)) = &row[0] else {
+                return Ok(ScalarValue::IntervalMonthDayNano(None));
+            };
+            let bad = || invalid(format!("duration is not a valid data duration string: {s}"));
+            let t = s.trim();
+            let split = t
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(t.len());
+            let (number, unit) = (&t[..split], t[split..].trim());
+            let Ok(value) = number.parse::<f64>() else {
+                return bad();
+            };
+            let nanos_per = match unit {
+                "ns" => 1.0,
+                "us" => 1e3,
+                "ms" => 1e6,
+                "s" => 1e9,
+                "m" => 60e9,
+                "h" => 3_600e9,
+                "d" => 86_400e9,
+                _ => return bad(),
+            };
+            let millis = (value * nanos_per / 1e6).round();
+            if !millis.is_finite() || millis.abs() > 9.0e15 {
+                return bad();
+            }
+            let millis = millis as i64;
+            let (days, rest) = (millis / 86_400_000, millis % 86_400_000);
+            Ok(ScalarValue::IntervalMonthDayNano(Some(
+                arrow::datatypes::IntervalMonthDayNano::new(0, days as i32, rest * 1_000_000),
+            )))
+        },
+    )
+    .udf()
+}
+
+/// `from_unixtime_nanos(n)`: the instant `n` nanoseconds after the epoch, in UTC (a decimal's
+/// fraction dropped).
+fn from_unixtime_nanos() -> Arc<ScalarUDF> {
+    crate::udf::per_row(
+        "from_unixtime_nanos",
+        |args| match args {
+            [t] if t.is_integer() || t.is_null() => Ok(vec![DataType::Int64]),
+            [DataType::Decimal128(p, _)] => Ok(vec![DataType::Decimal128(*p, 0)]),
+            _ => unexpected("from_unixtime_nanos", args, &["bigint", "decimal(p, s)"]),
+        },
+        |_| {
+            Ok(DataType::Timestamp(
+                TimeUnit::Nanosecond,
+                Some("UTC".into()),
+            ))
+        },
+        |row| {
+            let n = match row[0] {
+                ScalarValue::Int64(Some(n)) => n,
+                ScalarValue::Decimal128(Some(n), _, _) => match i64::try_from(n) {
+                    Ok(n) => n,
+                    Err(_) => return invalid("from_unixtime_nanos: value out of range"),
+                },
+                _ => return Ok(ScalarValue::TimestampNanosecond(None, Some("UTC".into()))),
+            };
+            Ok(ScalarValue::TimestampNanosecond(
+                Some(n),
+                Some("UTC".into()),
+            ))
+        },
+    )
+    .udf()
 }
 
 fn epoch() -> NaiveDateTime {

@@ -6,10 +6,14 @@
 mod aggregate;
 mod array;
 mod binary;
+mod bitwise;
 mod comparison;
 mod conditional;
+mod conversion;
 mod datetime;
 mod json;
+mod lambda;
+mod map;
 mod math;
 mod regexp;
 mod string;
@@ -23,20 +27,24 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use datetime::{extract_function, timestamp_text};
+pub use lambda::use_every_lambda_parameter;
 pub use udf::type_name;
 
 /// Every scalar function of this crate.
 pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     let mut out = Vec::new();
     out.extend(conditional::functions());
+    out.extend(conversion::functions());
     out.extend(comparison::functions());
     out.extend(string::functions());
     out.extend(regexp::functions());
     out.extend(datetime::functions());
     out.extend(array::functions());
+    out.extend(map::functions());
     out.extend(json::functions());
     out.extend(math::functions());
     out.extend(binary::functions());
+    out.extend(bitwise::functions());
     out.extend(url::functions());
     out
 }
@@ -68,6 +76,9 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
         };
         registry
             .register_higher_order_function(Arc::new(f.as_ref().clone().with_aliases([alias])))?;
+    }
+    for f in lambda::functions() {
+        registry.register_higher_order_function(f)?;
     }
     for f in aggregate_functions() {
         for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {

@@ -1,15 +1,18 @@
 //! Trino's string functions (`functions/string`) where DataFusion's differ or are missing:
 //! `concat` (NULL if any argument is NULL; arrays too), `substr`/`substring` (a negative start
-//! counts from the end), `split`, `reverse` (of an array, the array reversed).
+//! counts from the end), `split`, `reverse` (of an array, the array reversed); and what DataFusion
+//! lacks: `codepoint`, `hamming_distance`, `levenshtein_distance`, `luhn_check`, `soundex`,
+//! `title_case`, `normalize`, `split_to_map`, `split_to_multimap`.
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, ListBuilder, StringArray, StringBuilder};
+use arrow::array::{Array, ArrayRef, Int64Array, ListBuilder, StringArray, StringBuilder};
 use arrow::datatypes::{DataType, Field};
+use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::ScalarUDF;
 
 use crate::datetime::text;
-use crate::udf::{Delegate, Scalar, invalid, is_integer, is_text, unexpected};
+use crate::udf::{Delegate, Scalar, invalid, is_integer, is_text, per_row, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![
@@ -17,7 +20,300 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         Delegate::new("reverse", pick_reverse, false).udf(),
         substr(),
         split(),
+        text_fn("codepoint", 1, DataType::Int32, |s| {
+            let mut chars = s[0].chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => Ok(ScalarValue::Int32(Some(c as i32))),
+                _ => invalid("Input string must be a single character string"),
+            }
+        }),
+        text_fn("hamming_distance", 2, DataType::Int64, |s| {
+            let (a, b): (Vec<char>, Vec<char>) = (s[0].chars().collect(), s[1].chars().collect());
+            if a.len() != b.len() {
+                return invalid(
+                    "The input strings to hamming_distance function must have the same length",
+                );
+            }
+            Ok(ScalarValue::Int64(Some(
+                a.iter().zip(&b).filter(|(x, y)| x != y).count() as i64,
+            )))
+        }),
+        text_fn("levenshtein_distance", 2, DataType::Int64, |s| {
+            Ok(ScalarValue::Int64(Some(levenshtein(s[0], s[1])? as i64)))
+        }),
+        text_fn("luhn_check", 1, DataType::Boolean, |s| {
+            Ok(ScalarValue::Boolean(luhn(s[0])))
+        }),
+        text_fn("soundex", 1, DataType::Utf8, |s| {
+            Ok(ScalarValue::Utf8(Some(soundex(s[0]))))
+        }),
+        text_fn("title_case", 1, DataType::Utf8, |s| {
+            Ok(ScalarValue::Utf8(Some(title_case(s[0]))))
+        }),
+        normalize(),
+        text_fn("split_to_map", 3, map_of(DataType::Utf8), |s| {
+            split_to_map(s, false)
+        }),
+        text_fn(
+            "split_to_multimap",
+            3,
+            map_of(DataType::new_list(DataType::Utf8, true)),
+            |s| split_to_map(s, true),
+        ),
     ]
+}
+
+/// A function of `count` VARCHARs, row by row (NULL in, NULL out).
+fn text_fn(
+    name: &'static str,
+    count: usize,
+    returns: DataType,
+    f: fn(&[&str]) -> Result<ScalarValue>,
+) -> Arc<ScalarUDF> {
+    per_row(
+        name,
+        move |args| {
+            if args.len() == count && args.iter().all(is_text) {
+                Ok(vec![DataType::Utf8; count])
+            } else {
+                let expected = vec!["varchar"; count].join(", ");
+                unexpected(name, args, &[expected.as_str()])
+            }
+        },
+        move |_| Ok(returns.clone()),
+        move |row| {
+            let texts: Vec<&str> = row
+                .iter()
+                .map(|v| match v {
+                    ScalarValue::Utf8(Some(s)) => s.as_str(),
+                    _ => "",
+                })
+                .collect();
+            f(&texts)
+        },
+    )
+    .udf()
+}
+
+fn levenshtein(a: &str, b: &str) -> Result<usize> {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().saturating_mul(b.len()) > 1_000_000 {
+        return invalid("The combined inputs for Levenshtein distance are too large");
+    }
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, x) in a.iter().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, y) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(previous + usize::from(x != y));
+            previous = above;
+        }
+    }
+    Ok(row[b.len()])
+}
+
+/// The Luhn check of a string of digits (NULL for anything else, as Trino answers).
+fn luhn(s: &str) -> Option<bool> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let sum: u32 = s
+        .bytes()
+        .rev()
+        .enumerate()
+        .map(|(i, b)| {
+            let d = u32::from(b - b'0');
+            if i % 2 == 1 {
+                let d = d * 2;
+                if d > 9 { d - 9 } else { d }
+            } else {
+                d
+            }
+        })
+        .sum();
+    Some(sum.is_multiple_of(10))
+}
+
+/// American Soundex: the first letter, then the codes of the consonants that follow, three digits.
+fn soundex(s: &str) -> String {
+    let code = |c: char| match c.to_ascii_uppercase() {
+        'B' | 'F' | 'P' | 'V' => '1',
+        'C' | 'G' | 'J' | 'K' | 'Q' | 'S' | 'X' | 'Z' => '2',
+        'D' | 'T' => '3',
+        'L' => '4',
+        'M' | 'N' => '5',
+        'R' => '6',
+        'H' | 'W' => '-',
+        _ => '0',
+    };
+    let letters: Vec<char> = s.chars().filter(char::is_ascii_alphabetic).collect();
+    let Some(first) = letters.first() else {
+        return String::new();
+    };
+    let mut out = String::from(first.to_ascii_uppercase());
+    let mut last = code(*first);
+    for c in &letters[1..] {
+        let d = code(*c);
+        if d == '-' {
+            continue;
+        }
+        if d != '0' && d != last {
+            out.push(d);
+            if out.len() == 4 {
+                break;
+            }
+        }
+        last = d;
+    }
+    while out.len() < 4 {
+        out.push('0');
+    }
+    out
+}
+
+/// Each word's first letter upper-case, the rest lower-case; words are runs of letters and digits.
+fn title_case(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut start = true;
+    for c in s.chars() {
+        if c.is_alphanumeric() {
+            if start {
+                out.extend(c.to_uppercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
+            start = false;
+        } else {
+            out.push(c);
+            start = true;
+        }
+    }
+    out
+}
+
+/// `normalize(s[, form])`: Unicode normalization, NFC unless the form says NFD, NFKC or NFKD.
+fn normalize() -> Arc<ScalarUDF> {
+    use unicode_normalization::UnicodeNormalization;
+    per_row(
+        "normalize",
+        |args| {
+            if (1..=2).contains(&args.len()) && args.iter().all(is_text) {
+                Ok(vec![DataType::Utf8; args.len()])
+            } else {
+                unexpected("normalize", args, &["varchar", "varchar, form"])
+            }
+        },
+        |_| Ok(DataType::Utf8),
+        |row| {
+            let text = |v: &ScalarValue| match v {
+                ScalarValue::Utf8(Some(s)) => s.clone(),
+                _ => String::new(),
+            };
+            let s = text(&row[0]);
+            let form = row.get(1).map(text).unwrap_or_else(|| "NFC".into());
+            let out: String = match form.to_ascii_uppercase().as_str() {
+                "NFC" => s.nfc().collect(),
+                "NFD" => s.nfd().collect(),
+                "NFKC" => s.nfkc().collect(),
+                "NFKD" => s.nfkd().collect(),
+                other => {
+                    return invalid(format!(
+                        "Normalization form must be one of [NFD, NFC, NFKD, NFKC]: {other}"
+                    ));
+                }
+            };
+            Ok(ScalarValue::Utf8(Some(out)))
+        },
+    )
+    .udf()
+}
+
+/// `map(varchar, value)`.
+fn map_of(value: DataType) -> DataType {
+    let fields = arrow::datatypes::Fields::from(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("value", value, true),
+    ]);
+    DataType::Map(
+        Arc::new(Field::new("entries", DataType::Struct(fields), false)),
+        false,
+    )
+}
+
+/// `split_to_map(s, entry_delimiter, key_value_delimiter)` (`multi`: each key's values as an
+/// array, `split_to_multimap`).
+fn split_to_map(s: &[&str], multi: bool) -> Result<ScalarValue> {
+    let (text, entry, pair) = (s[0], s[1], s[2]);
+    if entry.is_empty() {
+        return invalid("entryDelimiter is empty");
+    }
+    if pair.is_empty() {
+        return invalid("keyValueDelimiter is empty");
+    }
+    if entry == pair {
+        return invalid("entryDelimiter and keyValueDelimiter must not be the same");
+    }
+    let mut keys: Vec<String> = Vec::new();
+    let mut values: Vec<Vec<String>> = Vec::new();
+    let body = text.strip_suffix(entry).unwrap_or(text);
+    if !body.is_empty() || text.is_empty() {
+        for item in body.split(entry).filter(|_| !text.is_empty()) {
+            let Some((k, v)) = item.split_once(pair) else {
+                return invalid(format!(
+                    "Key-value delimiter must appear exactly once in each entry. Bad input: '{item}'"
+                ));
+            };
+            if v.contains(pair) {
+                return invalid(format!(
+                    "Key-value delimiter must appear exactly once in each entry. Bad input: '{item}'"
+                ));
+            }
+            match keys.iter().position(|x| x == k) {
+                Some(i) if multi => values[i].push(v.to_string()),
+                Some(_) => return invalid(format!("Duplicate keys ({k}) are not allowed")),
+                None => {
+                    keys.push(k.to_string());
+                    values.push(vec![v.to_string()]);
+                }
+            }
+        }
+    }
+    let key_array: ArrayRef = Arc::new(StringArray::from(keys));
+    let value_array: ArrayRef = if multi {
+        let mut b = ListBuilder::new(StringBuilder::new());
+        for vs in &values {
+            for v in vs {
+                b.values().append_value(v);
+            }
+            b.append(true);
+        }
+        Arc::new(b.finish())
+    } else {
+        Arc::new(StringArray::from_iter_values(
+            values.iter().map(|v| v[0].clone()),
+        ))
+    };
+    let ty = map_of(value_array.data_type().clone());
+    let DataType::Map(entries, _) = &ty else {
+        return invalid("map type expected");
+    };
+    let DataType::Struct(fields) = entries.data_type() else {
+        return invalid("map entries expected");
+    };
+    let count = key_array.len() as i32;
+    let entries_array =
+        arrow::array::StructArray::try_new(fields.clone(), vec![key_array, value_array], None)?;
+    let map = arrow::array::MapArray::try_new(
+        Arc::clone(entries),
+        arrow::buffer::OffsetBuffer::new(vec![0, count].into()),
+        entries_array,
+        None,
+        false,
+    )?;
+    Ok(ScalarValue::Map(Arc::new(map)))
 }
 
 fn is_list(t: &DataType) -> bool {

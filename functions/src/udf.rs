@@ -44,6 +44,10 @@ impl Scalar {
         }
     }
 
+    pub(crate) fn set_volatility(&mut self, volatility: Volatility) {
+        self.signature = Signature::user_defined(volatility);
+    }
+
     pub(crate) fn alias(mut self, name: &str) -> Self {
         self.aliases.push(name.to_string());
         self
@@ -343,4 +347,42 @@ impl ScalarUDFImpl for Delegate {
         let data = out.to_data().into_builder().nulls(merged).build()?;
         Ok(ColumnarValue::Array(arrow::array::make_array(data)))
     }
+}
+
+/// A function computed value by value: `f` sees one row's arguments (never NULL: a row with a
+/// NULL argument is NULL) and gives its value, of the type `returns` names. For the functions
+/// whose work per row outweighs reading the row.
+pub(crate) fn per_row(
+    name: &'static str,
+    coerce: impl Fn(&[DataType]) -> Result<Vec<DataType>> + Send + Sync + 'static,
+    returns: impl Fn(&[DataType]) -> Result<DataType> + Send + Sync + 'static,
+    f: impl Fn(&[ScalarValue]) -> Result<ScalarValue> + Send + Sync + 'static,
+) -> Scalar {
+    Scalar::new(name, coerce, returns, move |args, ty| {
+        let rows = args.first().map_or(1, |a| a.len());
+        let mut out = Vec::with_capacity(rows);
+        let mut row = Vec::with_capacity(args.len());
+        for i in 0..rows {
+            row.clear();
+            for a in args {
+                row.push(ScalarValue::try_from_array(a, i)?);
+            }
+            out.push(if row.iter().any(ScalarValue::is_null) {
+                ScalarValue::try_from(ty)?
+            } else {
+                f(&row)?
+            });
+        }
+        if out.is_empty() {
+            return Ok(arrow::array::new_empty_array(ty));
+        }
+        ScalarValue::iter_to_array(out)
+    })
+}
+
+pub(crate) fn is_binary(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::Null
+    )
 }
