@@ -472,6 +472,28 @@ fn rounded(x: Expr, from: &DataType) -> Option<Expr> {
     }
 }
 
+/// The fields of a cast from one row type to another whose fields are named otherwise.
+fn renamed_fields<'a>(
+    from: &'a DataType,
+    to: &'a DataType,
+) -> Option<(
+    &'a datafusion::arrow::datatypes::Fields,
+    &'a datafusion::arrow::datatypes::Fields,
+)> {
+    match (from, to) {
+        (DataType::Struct(have), DataType::Struct(want))
+            if have.len() == want.len()
+                && have
+                    .iter()
+                    .zip(want.iter())
+                    .any(|(a, b)| a.name() != b.name()) =>
+        {
+            Some((have, want))
+        }
+        _ => None,
+    }
+}
+
 /// Trino casts a row to another row type field by field, by position; Arrow's cast matches the
 /// fields by name. `CAST(r AS ROW(a T, b U))` becomes `named_struct('a', CAST(r.f1 AS T), …)`, NULL
 /// where `r` is NULL.
@@ -518,13 +540,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     expr, field,
                 ))));
             };
-            if let (DataType::Struct(have), DataType::Struct(want)) = (&from, &data_type)
-                && have.len() == want.len()
-                && have
-                    .iter()
-                    .zip(want.iter())
-                    .any(|(a, b)| a.name() != b.name())
-            {
+            if let Some((have, want)) = renamed_fields(&from, &data_type) {
                 return row_cast(*expr, have, want, schema, false).map(Transformed::yes);
             }
             if is_integer(&data_type)
@@ -555,13 +571,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     expr, field,
                 ))));
             };
-            if let (DataType::Struct(have), DataType::Struct(want)) = (&from, field.data_type())
-                && have.len() == want.len()
-                && have
-                    .iter()
-                    .zip(want.iter())
-                    .any(|(a, b)| a.name() != b.name())
-            {
+            if let Some((have, want)) = renamed_fields(&from, field.data_type()) {
                 return row_cast(*expr, have, want, schema, true).map(Transformed::yes);
             }
             if is_integer(field.data_type())

@@ -13,7 +13,7 @@ use arrow::row::{RowConverter, SortField};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::{ScalarUDF, Volatility};
 
-use crate::udf::{Delegate, invalid, is_integer, per_row, type_name, unexpected};
+use crate::udf::{Delegate, invalid, is_integer, per_row, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![
@@ -153,6 +153,16 @@ fn list_type(t: &DataType) -> Option<DataType> {
     }
 }
 
+/// The coercion of a function of one array.
+fn one_list(name: &str, args: &[DataType]) -> Result<Vec<DataType>> {
+    match args {
+        [t] => list_type(t)
+            .map(|t| vec![t])
+            .map_or_else(|| unexpected(name, args, &["array(E)"]), Ok),
+        _ => unexpected(name, args, &["array(E)"]),
+    }
+}
+
 /// The elements of a one-row list value.
 fn items(v: &ScalarValue) -> ArrayRef {
     match v {
@@ -183,12 +193,7 @@ fn element_field(t: &DataType) -> Arc<Field> {
 fn element(name: &'static str, pick: fn(&[usize]) -> Option<usize>) -> Arc<ScalarUDF> {
     per_row(
         name,
-        move |args| match args {
-            [t] => list_type(t)
-                .map(|t| vec![t])
-                .map_or_else(|| unexpected(name, args, &["array(E)"]), Ok),
-            _ => unexpected(name, args, &["array(E)"]),
-        },
+        move |args| one_list(name, args),
         |args| Ok(element_field(&args[0]).data_type().clone()),
         move |row| {
             let values = items(&row[0]);
@@ -340,12 +345,7 @@ fn contains_sequence() -> Arc<ScalarUDF> {
 fn shuffle() -> Arc<ScalarUDF> {
     let mut f = per_row(
         "shuffle",
-        |args| match args {
-            [t] => list_type(t)
-                .map(|t| vec![t])
-                .map_or_else(|| unexpected("shuffle", args, &["array(E)"]), Ok),
-            _ => unexpected("shuffle", args, &["array(E)"]),
-        },
+        |args| one_list("shuffle", args),
         |args| Ok(args[0].clone()),
         |row| {
             let values = items(&row[0]);
@@ -376,12 +376,7 @@ fn rand_u64() -> u64 {
 fn array_histogram() -> Arc<ScalarUDF> {
     per_row(
         "array_histogram",
-        |args| match args {
-            [t] => list_type(t)
-                .map(|t| vec![t])
-                .map_or_else(|| unexpected("array_histogram", args, &["array(E)"]), Ok),
-            _ => unexpected("array_histogram", args, &["array(E)"]),
-        },
+        |args| one_list("array_histogram", args),
         |args| Ok(count_map(element_field(&args[0]).data_type())),
         |row| {
             let values = items(&row[0]);
@@ -417,7 +412,7 @@ fn array_histogram() -> Arc<ScalarUDF> {
                 },
                 _ => keys,
             };
-            one_map(&ty, keys, Arc::new(Int64Array::from(counts)))
+            crate::map::one_map(&ty, keys, Arc::new(Int64Array::from(counts)))
         },
     )
     .udf()
@@ -427,26 +422,6 @@ fn array_histogram() -> Arc<ScalarUDF> {
 fn count_map(key: &DataType) -> DataType {
     let key = if key.is_null() { &DataType::Utf8 } else { key };
     crate::map::map_type(key, &DataType::Int64)
-}
-
-/// One map value of these keys and values.
-fn one_map(ty: &DataType, keys: ArrayRef, values: ArrayRef) -> Result<ScalarValue> {
-    let DataType::Map(entries, ordered) = ty else {
-        return invalid(format!("expected a map type, not {}", type_name(ty)));
-    };
-    let DataType::Struct(fields) = entries.data_type() else {
-        return invalid("expected map entries");
-    };
-    let count = keys.len();
-    let entry = arrow::array::StructArray::try_new(fields.clone(), vec![keys, values], None)?;
-    let map = arrow::array::MapArray::try_new(
-        Arc::clone(entries),
-        OffsetBuffer::from_lengths([count]),
-        entry,
-        None,
-        *ordered,
-    )?;
-    Ok(ScalarValue::Map(Arc::new(map)))
 }
 
 /// `zip(a, b, …)`: rows of the elements at each position, the shorter arrays padded with NULLs.

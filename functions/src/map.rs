@@ -56,7 +56,8 @@ fn entries(v: &ScalarValue) -> (ArrayRef, ArrayRef) {
     }
 }
 
-fn one_map(ty: &DataType, keys: ArrayRef, values: ArrayRef) -> Result<ScalarValue> {
+/// One map value of these keys and values.
+pub(crate) fn one_map(ty: &DataType, keys: ArrayRef, values: ArrayRef) -> Result<ScalarValue> {
     let DataType::Map(entries, ordered) = ty else {
         return invalid("expected a map type");
     };

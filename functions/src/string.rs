@@ -51,13 +51,16 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
             Ok(ScalarValue::Utf8(Some(title_case(s[0]))))
         }),
         normalize(),
-        text_fn("split_to_map", 3, map_of(DataType::Utf8), |s| {
-            split_to_map(s, false)
-        }),
+        text_fn(
+            "split_to_map",
+            3,
+            crate::map::map_type(&DataType::Utf8, &DataType::Utf8),
+            |s| split_to_map(s, false),
+        ),
         text_fn(
             "split_to_multimap",
             3,
-            map_of(DataType::new_list(DataType::Utf8, true)),
+            crate::map::map_type(&DataType::Utf8, &DataType::new_list(DataType::Utf8, true)),
             |s| split_to_map(s, true),
         ),
     ]
@@ -231,18 +234,6 @@ fn normalize() -> Arc<ScalarUDF> {
     .udf()
 }
 
-/// `map(varchar, value)`.
-fn map_of(value: DataType) -> DataType {
-    let fields = arrow::datatypes::Fields::from(vec![
-        Field::new("key", DataType::Utf8, false),
-        Field::new("value", value, true),
-    ]);
-    DataType::Map(
-        Arc::new(Field::new("entries", DataType::Struct(fields), false)),
-        false,
-    )
-}
-
 /// `split_to_map(s, entry_delimiter, key_value_delimiter)` (`multi`: each key's values as an
 /// array, `split_to_multimap`).
 fn split_to_map(s: &[&str], multi: bool) -> Result<ScalarValue> {
@@ -296,24 +287,8 @@ fn split_to_map(s: &[&str], multi: bool) -> Result<ScalarValue> {
             values.iter().map(|v| v[0].clone()),
         ))
     };
-    let ty = map_of(value_array.data_type().clone());
-    let DataType::Map(entries, _) = &ty else {
-        return invalid("map type expected");
-    };
-    let DataType::Struct(fields) = entries.data_type() else {
-        return invalid("map entries expected");
-    };
-    let count = key_array.len() as i32;
-    let entries_array =
-        arrow::array::StructArray::try_new(fields.clone(), vec![key_array, value_array], None)?;
-    let map = arrow::array::MapArray::try_new(
-        Arc::clone(entries),
-        arrow::buffer::OffsetBuffer::new(vec![0, count].into()),
-        entries_array,
-        None,
-        false,
-    )?;
-    Ok(ScalarValue::Map(Arc::new(map)))
+    let ty = crate::map::map_type(&DataType::Utf8, value_array.data_type());
+    crate::map::one_map(&ty, key_array, value_array)
 }
 
 fn is_list(t: &DataType) -> bool {
