@@ -70,10 +70,20 @@ async fn json_page(response: reqwest::Response) -> Result<Value, SqeError> {
         .map_err(|e| SqeError::internal(format!("HTTP {status}, not a JSON page ({e}): {body}")))
 }
 
-/// Trino's `2026-01-02 11:00:00.120000[ +00:00]` in Arrow's display form `2026-01-02T11:00:00.12[Z]`.
+/// Trino's `2026-01-02 11:00:00.120000[ zone]` in Arrow's display form `2026-01-02T11:00:00.12[Z]`:
+/// a zone (`+01:00`, `UTC`, `Asia/Tokyo`) as the offset it has at that time.
 fn arrow_timestamp(s: &str) -> String {
     let (stamp, zone) = match s.rsplit_once(' ') {
-        Some((a, z)) if z.starts_with('+') || z.starts_with('-') => (a, Some(z)),
+        Some((a, z)) if z.starts_with('+') || z.starts_with('-') => (a, Some(z.to_string())),
+        Some((a, z)) if z.contains(|c: char| c.is_ascii_alphabetic()) => {
+            let offset = z.parse::<arrow::array::timezone::Tz>().ok().and_then(|tz| {
+                let local =
+                    chrono::NaiveDateTime::parse_from_str(a, "%Y-%m-%d %H:%M:%S%.f").ok()?;
+                let t = chrono::TimeZone::from_local_datetime(&tz, &local).earliest()?;
+                Some(t.format("%:z").to_string())
+            });
+            (a, offset.or_else(|| Some(z.to_string())))
+        }
         _ => (s, None),
     };
     let mut out = stamp.replacen(' ', "T", 1);
@@ -85,7 +95,7 @@ fn arrow_timestamp(s: &str) -> String {
             format!("{whole}.{frac}")
         };
     }
-    match zone {
+    match zone.as_deref() {
         Some("+00:00") => format!("{out}Z"),
         Some(z) => format!("{out}{z}"),
         None => out,

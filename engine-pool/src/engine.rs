@@ -52,7 +52,7 @@ use crate::optimizer::SqeOptimizerOptions;
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
 use crate::secret_store::SecretStore;
 use crate::secrets::{CreateSecret, Secret, is_create_secret, recorded_text};
-use crate::session_properties::{check_session, max_run_time};
+use crate::session_properties::{check_session, max_run_time, time_zone};
 use crate::views::{PlannedView, WithViews};
 
 /// Trino's `system` catalog: `system.runtime.queries`.
@@ -392,6 +392,8 @@ impl Engine {
         }));
         config.options_mut().catalog.default_catalog = session.catalog.clone();
         config.options_mut().catalog.default_schema = session.schema.clone();
+        // The session's zone: `now()` is in it, and `TIMESTAMP WITH TIME ZONE` is a timestamp in it.
+        config.options_mut().execution.time_zone = Some(time_zone(session)?);
         let mut builder =
             SessionStateBuilder::new_from_existing(self.state.clone()).with_config(config);
         if let Some(runtime) = self.session_runtime(session)? {
@@ -462,10 +464,7 @@ impl Engine {
             ))
             .map_err(from_datafusion)?;
         // `current_timezone()` is the session's (Trino's `X-Trino-Time-Zone`), UTC by default.
-        let zone = match session.time_zone.as_str() {
-            "" => "UTC".to_string(),
-            zone => zone.to_string(),
-        };
+        let zone = time_zone(session)?;
         state
             .register_udf(text_constant("current_timezone", zone))
             .map_err(from_datafusion)?;

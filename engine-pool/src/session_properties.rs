@@ -19,13 +19,87 @@ struct Property {
     check: fn(&str) -> SqeResult<()>,
 }
 
-const PROPERTIES: &[Property] = &[Property {
-    name: "query_max_run_time",
-    default: "100.00d",
-    kind: "varchar",
-    description: "Maximum run time of a query, queueing included (e.g. 30s, 5m, 1.5h)",
-    check: |v| parse_duration(v).map(|_| ()),
-}];
+const PROPERTIES: &[Property] = &[
+    Property {
+        name: "query_max_run_time",
+        default: "100.00d",
+        kind: "varchar",
+        description: "Maximum run time of a query, queueing included (e.g. 30s, 5m, 1.5h)",
+        check: |v| parse_duration(v).map(|_| ()),
+    },
+    // What `SET TIME ZONE` sets, as in Trino (which sends it back as this session property).
+    Property {
+        name: TIME_ZONE_ID,
+        default: "",
+        kind: "varchar",
+        description: "The session's time zone, over the client's (SET TIME ZONE)",
+        check: |v| zone(v).map(|_| ()),
+    },
+];
+
+const TIME_ZONE_ID: &str = "time_zone_id";
+
+fn zone(text: &str) -> SqeResult<String> {
+    sqe_functions::zone_name(text)
+        .map_err(|_| SqeError::invalid(format!("Time zone not supported: {text}")))
+}
+
+/// The session's time zone: `SET TIME ZONE`'s, else the client's (`X-Trino-Time-Zone`), else UTC.
+pub(crate) fn time_zone(session: &Session) -> SqeResult<String> {
+    match session.properties.get(TIME_ZONE_ID) {
+        Some(z) if !z.is_empty() => zone(z),
+        _ if session.time_zone.is_empty() => Ok("UTC".into()),
+        _ => zone(&session.time_zone),
+    }
+}
+
+/// `SET TIME ZONE 'zone'`, `SET TIME ZONE INTERVAL '-08:00' HOUR TO MINUTE`, and `SET TIME ZONE
+/// LOCAL` (back to the client's zone).
+fn set_time_zone(value: &Expr) -> SqeResult<QueryResult> {
+    let mut update = SessionUpdate::default();
+    // An interval of hours (`'10'`) or of hours and minutes (`'-08:00'`) is an offset.
+    let offset = |text: &str| match text.strip_prefix('-') {
+        Some(rest) => zone(&format!("-{rest}")),
+        None => zone(&format!("+{}", text.strip_prefix('+').unwrap_or(text))),
+    };
+    match value {
+        Expr::Identifier(id) if id.value.eq_ignore_ascii_case("local") => {
+            update.reset_properties.push(TIME_ZONE_ID.to_string());
+        }
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(z) => {
+                update
+                    .set_properties
+                    .insert(TIME_ZONE_ID.to_string(), zone(z)?);
+            }
+            other => {
+                return Err(SqeError::invalid(format!(
+                    "SET TIME ZONE needs a zone name or an interval, not {other}"
+                )));
+            }
+        },
+        Expr::Interval(interval) => {
+            let text = match interval.value.as_ref() {
+                Expr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(s) => s.clone(),
+                    other => other.to_string(),
+                },
+                other => other.to_string(),
+            };
+            let z = offset(text.trim())?;
+            update.set_properties.insert(TIME_ZONE_ID.to_string(), z);
+        }
+        other => {
+            return Err(SqeError::invalid(format!(
+                "SET TIME ZONE needs a zone name or an interval, not {other}"
+            )));
+        }
+    }
+    Ok(QueryResult {
+        session_update: Some(update),
+        ..empty_result()
+    })
+}
 
 fn property(name: &str) -> SqeResult<&'static Property> {
     PROPERTIES
@@ -93,6 +167,9 @@ fn property_name(name: &ObjectName) -> String {
 
 /// `SET SESSION name = value`.
 pub(crate) fn set_session(set: &Set) -> SqeResult<QueryResult> {
+    if let Set::SetTimeZone { value, .. } = set {
+        return set_time_zone(value);
+    }
     let Set::SingleAssignment {
         scope: Some(ContextModifier::Session),
         hivevar: false,
@@ -150,11 +227,16 @@ pub(crate) fn reset_session(name: &ObjectName) -> SqeResult<QueryResult> {
     })
 }
 
-/// `SHOW SESSION`: each property with its current value, in Trino's columns.
+/// `SHOW SESSION`: each property with its current value, in Trino's columns (the time zone is
+/// `current_timezone()`'s, as in Trino).
 pub(crate) fn show_session(session: &Session) -> SqeResult<QueryResult> {
     let column = |f: &dyn Fn(&Property) -> String| {
         Arc::new(StringArray::from(
-            PROPERTIES.iter().map(f).collect::<Vec<_>>(),
+            PROPERTIES
+                .iter()
+                .filter(|p| p.name != TIME_ZONE_ID)
+                .map(f)
+                .collect::<Vec<_>>(),
         )) as _
     };
     rows_result(

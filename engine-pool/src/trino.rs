@@ -153,6 +153,50 @@ impl VisitorMut for Rewriter {
     fn post_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<SqeError> {
         match expr {
             ast::Expr::Extract {
+                field: field @ (DateTimeField::TimezoneHour | DateTimeField::TimezoneMinute),
+                expr: from,
+                ..
+            } => {
+                let name = match field {
+                    DateTimeField::TimezoneHour => "timezone_hour",
+                    _ => "timezone_minute",
+                };
+                let arg = std::mem::replace(from.as_mut(), ast::Expr::value(Value::Null));
+                *expr = call(name, vec![arg]);
+            }
+            // `x AT TIME ZONE z`: the instant in `z`, a timestamp without a zone read in the
+            // session's (DataFusion would read it in `z`).
+            ast::Expr::AtTimeZone {
+                timestamp,
+                time_zone,
+            } => {
+                let args = vec![
+                    std::mem::replace(timestamp.as_mut(), ast::Expr::value(Value::Null)),
+                    std::mem::replace(time_zone.as_mut(), ast::Expr::value(Value::Null)),
+                ];
+                *expr = call("at_timezone", args);
+            }
+            // `TIMESTAMP '2020-01-02 03:04:05 Europe/Berlin'`: that wall-clock time in that zone.
+            ast::Expr::TypedString(typed)
+                if matches!(typed.data_type, ast::DataType::Timestamp(..)) =>
+            {
+                if let Value::SingleQuotedString(text) = &mut typed.value.value {
+                    match timestamp_zone(text) {
+                        Some((local, zone)) => {
+                            let local = ast::Expr::TypedString(ast::TypedString {
+                                data_type: ast::DataType::Timestamp(None, ast::TimezoneInfo::None),
+                                value: Value::SingleQuotedString(with_seconds(local)).into(),
+                                uses_odbc_syntax: false,
+                            });
+                            let zone =
+                                ast::Expr::value(Value::SingleQuotedString(zone.to_string()));
+                            *expr = call("with_timezone", vec![local, zone]);
+                        }
+                        None => *text = with_seconds(text),
+                    }
+                }
+            }
+            ast::Expr::Extract {
                 field, expr: from, ..
             } => {
                 if let Some(name) =
@@ -377,6 +421,41 @@ fn rename_function(f: &mut ast::Function) {
     f.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(renamed))]);
 }
 
+/// A timestamp literal's text split into its date-time and the zone after it (a region or an
+/// offset, after a space or not: `2020-01-02 03:04:05.6 +01:00`, `2020-01-02 03:04+01:00`); None
+/// when it names no zone.
+fn timestamp_zone(text: &str) -> Option<(&str, &str)> {
+    let text = text.trim();
+    let bytes = text.as_bytes();
+    // The date: digits and dashes (a sign may lead).
+    let mut end = usize::from(bytes.first().is_some_and(|b| *b == b'+' || *b == b'-'));
+    while end < bytes.len() && (bytes[end].is_ascii_digit() || bytes[end] == b'-') {
+        end += 1;
+    }
+    // The time, after one space: digits, colons and the fraction's point.
+    if end < bytes.len() && bytes[end] == b' ' && bytes.get(end + 1).is_some_and(u8::is_ascii_digit)
+    {
+        end += 1;
+        while end < bytes.len()
+            && (bytes[end].is_ascii_digit() || matches!(bytes[end], b':' | b'.'))
+        {
+            end += 1;
+        }
+    }
+    let zone = text[end..].trim();
+    (!zone.is_empty()).then(|| (text[..end].trim_end(), zone))
+}
+
+/// A timestamp's text with the seconds Trino lets it leave out (`2020-01-02 03:04` is
+/// `03:04:00`), which Arrow's parser needs.
+fn with_seconds(text: &str) -> String {
+    let text = text.trim();
+    match text.split_once(' ') {
+        Some((_, time)) if time.bytes().filter(|b| *b == b':').count() == 1 => format!("{text}:00"),
+        _ => text.to_string(),
+    }
+}
+
 fn extract_name(field: &DateTimeField) -> Option<String> {
     let name = match field {
         DateTimeField::Year => "year".to_string(),
@@ -436,6 +515,22 @@ impl AnalyzerRule for TrinoCasts {
 
     fn name(&self) -> &str {
         "trino_casts"
+    }
+}
+
+/// A timestamp with a zone cast to one without keeps its wall-clock time in its zone (Arrow would
+/// keep the time in UTC): `with_timezone(x, 'UTC')`, whose UTC time is that wall-clock time.
+fn wall_clock(x: &Expr, from: &DataType, to: &DataType) -> Option<Expr> {
+    match (from, to) {
+        (DataType::Timestamp(_, Some(zone)), DataType::Timestamp(_, None))
+            if zone.as_ref() != "UTC" =>
+        {
+            Some(Expr::ScalarFunction(ScalarFunction::new_udf(
+                sqe_functions::with_timezone(),
+                vec![x.clone(), datafusion::prelude::lit("UTC")],
+            )))
+        }
+        _ => None,
     }
 }
 
@@ -551,6 +646,12 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     field,
                 ))));
             }
+            if let Some(wall) = wall_clock(&expr, &from, &data_type) {
+                return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
+                    Box::new(wall),
+                    field,
+                ))));
+            }
             if is_text(&data_type) && matches!(from, DataType::Timestamp(..)) {
                 let text = Expr::ScalarFunction(ScalarFunction::new_udf(
                     sqe_functions::timestamp_text(),
@@ -573,6 +674,12 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             };
             if let Some((have, want)) = renamed_fields(&from, field.data_type()) {
                 return row_cast(*expr, have, want, schema, true).map(Transformed::yes);
+            }
+            if let Some(wall) = wall_clock(&expr, &from, field.data_type()) {
+                return Ok(Transformed::yes(Expr::TryCast(TryCast::new_from_field(
+                    Box::new(wall),
+                    field,
+                ))));
             }
             if is_integer(field.data_type())
                 && let Some(r) = rounded((*expr).clone(), &from)

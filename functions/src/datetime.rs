@@ -38,7 +38,6 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         format_datetime(),
         parse_datetime(),
         from_iso8601_date(),
-        from_iso8601_timestamp(),
         to_iso8601(),
         human_readable_seconds(),
         to_milliseconds(),
@@ -1091,8 +1090,9 @@ fn from_iso8601_date() -> Arc<ScalarUDF> {
     .udf()
 }
 
-/// An ISO 8601 date, date-time or date-time with an offset, as an instant (UTC without an offset).
-fn iso_instant(s: &str) -> Option<i64> {
+/// An ISO 8601 date, date-time or date-time with an offset: the local date-time and the offset
+/// in seconds, if the text gave one (`Z` is 0).
+pub(crate) fn iso_parts(s: &str) -> Option<(NaiveDateTime, Option<i64>)> {
     let s = s.trim();
     let (date, rest) = match s.find('T') {
         Some(at) => (&s[..at], &s[at + 1..]),
@@ -1100,7 +1100,7 @@ fn iso_instant(s: &str) -> Option<i64> {
     };
     let date = iso_date(date)?;
     if rest.is_empty() {
-        return Some(date.and_time(NaiveTime::MIN).and_utc().timestamp_micros());
+        return Some((date.and_time(NaiveTime::MIN), None));
     }
     let (time, offset) = match rest.find(['Z', '+', '-']) {
         Some(at) => (&rest[..at], &rest[at..]),
@@ -1111,7 +1111,8 @@ fn iso_instant(s: &str) -> Option<i64> {
         .find_map(|f| NaiveTime::parse_from_str(time, f).ok())?;
     let local = date.and_time(time);
     let seconds = match offset {
-        "" | "Z" => 0,
+        "" => None,
+        "Z" => Some(0),
         o => {
             let sign = if o.starts_with('-') { -1 } else { 1 };
             let digits: String = o[1..].chars().filter(|c| *c != ':').collect();
@@ -1123,42 +1124,10 @@ fn iso_instant(s: &str) -> Option<i64> {
                 ),
                 _ => return None,
             };
-            sign * (h * 3600 + m * 60)
+            Some(sign * (h * 3600 + m * 60))
         }
     };
-    Some(local.and_utc().timestamp_micros() - seconds * 1_000_000)
-}
-
-/// `from_iso8601_timestamp(s)`: the instant, as a timestamp(3) with time zone in UTC (the offset
-/// the text gave is applied, not kept).
-fn from_iso8601_timestamp() -> Arc<ScalarUDF> {
-    Scalar::new(
-        "from_iso8601_timestamp",
-        coerce("from_iso8601_timestamp", &[&[Arg::Text]], &["varchar"]),
-        |_| {
-            Ok(DataType::Timestamp(
-                TimeUnit::Millisecond,
-                Some("UTC".into()),
-            ))
-        },
-        |args, t| {
-            let mut out = Vec::with_capacity(args[0].len());
-            for i in 0..args[0].len() {
-                let Some(s) = text(&args[0], i) else {
-                    out.push(None);
-                    continue;
-                };
-                match iso_instant(s) {
-                    Some(m) => out.push(Some(m)),
-                    None => return invalid(format!("Invalid format: \"{s}\"")),
-                }
-            }
-            let micros: ArrayRef =
-                Arc::new(TimestampMicrosecondArray::from(out).with_timezone("UTC"));
-            Ok(cast(&micros, t)?)
-        },
-    )
-    .udf()
+    Some((local, seconds))
 }
 
 fn to_iso8601() -> Arc<ScalarUDF> {

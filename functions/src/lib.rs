@@ -17,6 +17,7 @@ mod map;
 mod math;
 mod regexp;
 mod string;
+mod timezone;
 mod udf;
 mod url;
 
@@ -28,6 +29,7 @@ use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use datetime::{extract_function, timestamp_text};
 pub use lambda::use_every_lambda_parameter;
+pub use timezone::{with_timezone, zone_name};
 pub use udf::type_name;
 
 /// Every scalar function of this crate.
@@ -39,6 +41,7 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     out.extend(string::functions());
     out.extend(regexp::functions());
     out.extend(datetime::functions());
+    out.extend(timezone::functions());
     out.extend(array::functions());
     out.extend(map::functions());
     out.extend(json::functions());

@@ -156,3 +156,45 @@ def test_the_registry_shows_each_query_with_its_user(server):
         user="registry-user",
     )
     assert rows == [["registry-user", "FINISHED", "nightly-report"]]
+
+
+def test_time_zones_reach_the_client_as_trino_sends_them(server):
+    from zoneinfo import ZoneInfo
+
+    # A zoned literal comes back as that wall-clock time in that zone.
+    rows = run(server, "SELECT TIMESTAMP '2024-01-01 12:00:00.123 Europe/Berlin', TIMESTAMP '2024-01-01 12:00 +05:30'")
+    berlin, offset = rows[0]
+    assert berlin == datetime(2024, 1, 1, 12, 0, 0, 123000, tzinfo=ZoneInfo("Europe/Berlin"))
+    assert offset.utcoffset().total_seconds() == 5.5 * 3600 and offset.hour == 12
+
+    # The client's zone (X-Trino-Time-Zone) is the session's: timestamps without a zone are read in it.
+    conn = connect(server, timezone="Asia/Tokyo")
+    cur = conn.cursor()
+    cur.execute(
+        "SELECT current_timezone(), timezone(current_timestamp), "
+        "TIMESTAMP '2024-01-01 12:00' AT TIME ZONE 'UTC'"
+    )
+    zone, now_zone, utc = cur.fetchall()[0]
+    assert (zone, now_zone) == ("Asia/Tokyo", "Asia/Tokyo")
+    assert utc == datetime(2024, 1, 1, 3, 0, tzinfo=ZoneInfo("UTC"))
+
+    # SET TIME ZONE travels back to the client as Trino's session property, and stays for the
+    # connection's next statements.
+    cur.execute("SET TIME ZONE 'America/New_York'")
+    cur.fetchall()
+    cur.execute("SELECT current_timezone(), hour(TIMESTAMP '2024-07-01 12:00' AT TIME ZONE 'UTC')")
+    assert cur.fetchall() == [["America/New_York", 16]]
+
+    # A zone that does not exist is the query's error (sent as a raw header: the client would
+    # refuse it itself); the server goes on serving.
+    import requests
+
+    url = f"http://127.0.0.1:{server.http_port}/v1/statement"
+    headers = {"X-Trino-User": "alice", "X-Trino-Time-Zone": "Mars/Olympus_Mons"}
+    page = requests.post(url, data="SELECT 1", headers=headers, timeout=30).json()
+    while "error" not in page and page.get("nextUri"):
+        page = requests.get(page["nextUri"], headers=headers, timeout=30).json()
+    assert page["error"]["message"] == "Time zone not supported: Mars/Olympus_Mons"
+    with pytest.raises(TrinoUserError, match="Time zone not supported: Nowhere"):
+        run(server, "SET TIME ZONE 'Nowhere'")
+    assert run(server, "SELECT 1") == [[1]]

@@ -158,16 +158,29 @@ pub fn value(array: &dyn Array, row: usize) -> Value {
         DataType::UInt64 => json!(array.as_primitive::<UInt64Type>().value(row)),
         DataType::Float32 => float(f64::from(array.as_primitive::<Float32Type>().value(row))),
         DataType::Float64 => float(array.as_primitive::<Float64Type>().value(row)),
-        DataType::Timestamp(_, None) => text(
-            array,
-            row,
-            &FormatOptions::default().with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.6f")),
-        ),
-        DataType::Timestamp(_, Some(_)) => text(
-            array,
-            row,
-            &FormatOptions::default().with_timestamp_tz_format(Some("%Y-%m-%d %H:%M:%S%.6f %:z")),
-        ),
+        // As many fraction digits as the type's precision; a zoned timestamp's wall-clock time in
+        // its zone, then the zone (`2026-01-01 19:00:00.000 Asia/Tokyo`, `… +01:00`, `… UTC`).
+        DataType::Timestamp(unit, zone) => {
+            let format = match unit {
+                TimeUnit::Second => "%Y-%m-%d %H:%M:%S",
+                TimeUnit::Millisecond => "%Y-%m-%d %H:%M:%S%.3f",
+                TimeUnit::Microsecond => "%Y-%m-%d %H:%M:%S%.6f",
+                TimeUnit::Nanosecond => "%Y-%m-%d %H:%M:%S%.9f",
+            };
+            let options = FormatOptions::default()
+                .with_timestamp_format(Some(format))
+                .with_timestamp_tz_format(Some(format));
+            match (text(array, row, &options), zone) {
+                (Value::String(local), Some(zone)) => {
+                    let zone = match zone.as_ref() {
+                        "+00:00" | "Z" | "+0000" | "+00" => "UTC",
+                        z => z,
+                    };
+                    Value::String(format!("{local} {zone}"))
+                }
+                (other, _) => other,
+            }
+        }
         DataType::Time32(_) | DataType::Time64(_) => text(
             array,
             row,
@@ -275,6 +288,15 @@ mod tests {
         assert_eq!(value(&dec, 0), json!("123.45"));
         let ts = TimestampMicrosecondArray::from(vec![Some(1_767_261_600_000_000)]);
         assert_eq!(value(&ts, 0), json!("2026-01-01 10:00:00.000000"));
+        let zoned = TimestampMicrosecondArray::from(vec![Some(1_767_261_600_000_000)])
+            .with_timezone("Asia/Tokyo");
+        assert_eq!(
+            value(&zoned, 0),
+            json!("2026-01-01 19:00:00.000000 Asia/Tokyo")
+        );
+        let utc = arrow::array::TimestampMillisecondArray::from(vec![Some(1_767_261_600_123)])
+            .with_timezone("+00:00");
+        assert_eq!(value(&utc, 0), json!("2026-01-01 10:00:00.123 UTC"));
         let batch = RecordBatch::try_from_iter(vec![
             ("a", Arc::new(Int64Array::from(vec![Some(1), None])) as _),
             (

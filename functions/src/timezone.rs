@@ -1,0 +1,464 @@
+//! Time zones, the zone half of Trino's date and time functions: `with_timezone`, `at_timezone`
+//! (what `x AT TIME ZONE z` means), `timezone`, `timezone_hour`, `timezone_minute` (and EXTRACT's
+//! TIMEZONE_HOUR/TIMEZONE_MINUTE), and the ISO 8601 parsers, whose text may name an offset.
+//!
+//! A `timestamp(p) with time zone` is Arrow's `Timestamp(unit, Some(zone))`: instants since the
+//! epoch, read in the column's zone. Trino keeps a zone with each value; SQE keeps one per column,
+//! so a zone given to a function must be a constant, and a text parsed with its own offset is the
+//! same instant shown in the session's zone.
+//!
+//! The session's zone (Trino's `X-Trino-Time-Zone`, `SET TIME ZONE`) is DataFusion's
+//! `execution.time_zone`: a timestamp without a zone is read in it when it meets one with a zone.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, PrimitiveArray, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone};
+use chrono_tz::Tz as Named;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
+};
+
+use crate::datetime::{iso_parts, text};
+use crate::udf::{invalid, is_text, unexpected};
+
+pub fn functions() -> Vec<Arc<ScalarUDF>> {
+    use Kind::*;
+    [
+        With,
+        At,
+        Name,
+        Hour,
+        Minute,
+        Iso(TimeUnit::Millisecond),
+        Iso(TimeUnit::Nanosecond),
+    ]
+    .into_iter()
+    .map(|kind| Arc::new(ScalarUDF::new_from_impl(Zoned::new(kind, "UTC".into()))))
+    .collect()
+}
+
+/// `with_timezone(x, zone)`, for plans that keep a wall-clock time (a cast to a timestamp without
+/// a zone).
+pub fn with_timezone() -> Arc<ScalarUDF> {
+    Arc::new(ScalarUDF::new_from_impl(Zoned::new(
+        Kind::With,
+        "UTC".into(),
+    )))
+}
+
+/// A zone as Trino names it: a region (`America/New_York`, in any letter case, given back as the
+/// database spells it), `UTC`, or an offset `+hh:mm` (a zero offset is `UTC`).
+pub fn zone_name(text: &str) -> Result<String> {
+    let t = text.trim();
+    let unknown = || invalid(format!("Time zone not supported: {text}"));
+    if t.starts_with(['+', '-']) {
+        let sign = if t.starts_with('-') { -1 } else { 1 };
+        let digits: String = t[1..].chars().filter(|c| *c != ':').collect();
+        let (h, m) = match digits.len() {
+            1 | 2 => (digits.parse::<i32>(), Ok(0)),
+            3 | 4 => (
+                digits[..digits.len() - 2].parse::<i32>(),
+                digits[digits.len() - 2..].parse::<i32>(),
+            ),
+            _ => return unknown(),
+        };
+        let (Ok(h), Ok(m)) = (h, m) else {
+            return unknown();
+        };
+        if h > 14 || m > 59 || digits.chars().any(|c| !c.is_ascii_digit()) {
+            return unknown();
+        }
+        if h == 0 && m == 0 {
+            return Ok("UTC".into());
+        }
+        return Ok(format!("{}{h:02}:{m:02}", if sign < 0 { '-' } else { '+' }));
+    }
+    if t.eq_ignore_ascii_case("Z") || t.eq_ignore_ascii_case("UTC") {
+        return Ok("UTC".into());
+    }
+    if let Ok(zone) = Named::from_str(t) {
+        return Ok(zone.name().to_string());
+    }
+    match chrono_tz::TZ_VARIANTS
+        .iter()
+        .find(|z| z.name().eq_ignore_ascii_case(t))
+    {
+        Some(zone) => Ok(zone.name().to_string()),
+        None => unknown(),
+    }
+}
+
+/// A zone, read: a region or a fixed offset.
+#[derive(Clone, Copy)]
+pub(crate) enum Zone {
+    Named(Named),
+    Fixed(chrono::FixedOffset),
+}
+
+impl Zone {
+    pub(crate) fn parse(text: &str) -> Result<Self> {
+        let name = zone_name(text)?;
+        if name.starts_with(['+', '-']) {
+            let sign = if name.starts_with('-') { -1 } else { 1 };
+            let h: i32 = name[1..3].parse().unwrap_or(0);
+            let m: i32 = name[4..6].parse().unwrap_or(0);
+            return match chrono::FixedOffset::east_opt(sign * (h * 3600 + m * 60)) {
+                Some(f) => Ok(Zone::Fixed(f)),
+                None => invalid(format!("Time zone not supported: {text}")),
+            };
+        }
+        Named::from_str(&name)
+            .map(Zone::Named)
+            .or_else(|_| invalid(format!("Time zone not supported: {text}")))
+    }
+
+    /// The offset from UTC, in seconds, at `instant` (UTC date-time).
+    pub(crate) fn offset_at(&self, instant: NaiveDateTime) -> i64 {
+        i64::from(match self {
+            Zone::Named(z) => z.offset_from_utc_datetime(&instant).fix().local_minus_utc(),
+            Zone::Fixed(f) => f.local_minus_utc(),
+        })
+    }
+
+    /// The offset from UTC, in seconds, of the local date-time `local`: the earlier one when the
+    /// clock goes back, and for a time the clock skipped the offset before the change, so that
+    /// the time moves on by the gap (02:30 in a gap from 02:00 to 03:00 is 03:30), as in Trino.
+    pub(crate) fn offset_of_local(&self, local: NaiveDateTime) -> Result<i64> {
+        let z = match self {
+            Zone::Fixed(f) => return Ok(i64::from(f.local_minus_utc())),
+            Zone::Named(z) => z,
+        };
+        let pick = |r: LocalResult<DateTime<Named>>| match r {
+            LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => {
+                Some(i64::from(t.offset().fix().local_minus_utc()))
+            }
+            LocalResult::None => None,
+        };
+        match pick(z.from_local_datetime(&local))
+            .or_else(|| pick(z.from_local_datetime(&(local - chrono::Duration::hours(1)))))
+        {
+            Some(offset) => Ok(offset),
+            None => invalid(format!("{local} does not exist in time zone {}", z.name())),
+        }
+    }
+}
+
+fn per_second(unit: TimeUnit) -> i64 {
+    match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    }
+}
+
+/// `v` (in `unit` since the epoch) as a date-time, to the second.
+fn seconds_of(v: i64, unit: TimeUnit) -> Option<NaiveDateTime> {
+    DateTime::from_timestamp(v.div_euclid(per_second(unit)), 0).map(|t| t.naive_utc())
+}
+
+/// The instant whose wall-clock time in `zone` is `v` (a timestamp without a zone).
+fn wall_to_instant(v: i64, unit: TimeUnit, zone: &Zone) -> Result<i64> {
+    let Some(local) = seconds_of(v, unit) else {
+        return invalid(format!("timestamp out of range: {v}"));
+    };
+    let offset = zone.offset_of_local(local)?;
+    Ok(v - offset * per_second(unit))
+}
+
+/// The wall-clock time in `zone` of the instant `v`.
+fn instant_to_wall(v: i64, unit: TimeUnit, zone: &Zone) -> Result<i64> {
+    let Some(instant) = seconds_of(v, unit) else {
+        return invalid(format!("timestamp out of range: {v}"));
+    };
+    Ok(v + zone.offset_at(instant) * per_second(unit))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    With,
+    At,
+    Name,
+    Hour,
+    Minute,
+    Iso(TimeUnit),
+}
+
+/// One of this module's functions, knowing the session's zone (set from the statement's
+/// configuration, as DataFusion's `now()` is).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Zoned {
+    kind: Kind,
+    session_zone: String,
+    signature: Signature,
+}
+
+impl Zoned {
+    fn new(kind: Kind, session_zone: String) -> Self {
+        Self {
+            kind,
+            session_zone,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+
+    fn session(&self) -> Result<Zone> {
+        Zone::parse(&self.session_zone)
+    }
+}
+
+/// The zone a function was given: a constant, as each column has one zone.
+fn constant_zone(name: &str, args: &ReturnFieldArgs) -> Result<String> {
+    match args.scalar_arguments.get(1) {
+        Some(Some(
+            ScalarValue::Utf8(Some(z))
+            | ScalarValue::Utf8View(Some(z))
+            | ScalarValue::LargeUtf8(Some(z)),
+        )) => zone_name(z),
+        Some(Some(s)) if s.is_null() => plan_err!("{name}: the time zone is NULL"),
+        _ => plan_err!(
+            "{name}: the time zone must be a constant (SQE keeps one time zone for a column)"
+        ),
+    }
+}
+
+impl ScalarUDFImpl for Zoned {
+    fn name(&self) -> &str {
+        match self.kind {
+            Kind::With => "with_timezone",
+            Kind::At => "at_timezone",
+            Kind::Name => "timezone",
+            Kind::Hour => "timezone_hour",
+            Kind::Minute => "timezone_minute",
+            Kind::Iso(TimeUnit::Nanosecond) => "from_iso8601_timestamp_nanos",
+            Kind::Iso(_) => "from_iso8601_timestamp",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn with_updated_config(&self, config: &ConfigOptions) -> Option<ScalarUDF> {
+        let zone = config.execution.time_zone.clone().unwrap_or("UTC".into());
+        Some(ScalarUDF::new_from_impl(Zoned::new(self.kind, zone)))
+    }
+
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        let name = self.name();
+        match (self.kind, args) {
+            (Kind::With | Kind::At, [t @ DataType::Timestamp(..), z])
+                if is_text(z) || z.is_null() =>
+            {
+                Ok(vec![t.clone(), DataType::Utf8])
+            }
+            (Kind::With | Kind::At, _) => unexpected(name, args, &["timestamp", "varchar"]),
+            (Kind::Name | Kind::Hour | Kind::Minute, [t @ DataType::Timestamp(..)]) => {
+                Ok(vec![t.clone()])
+            }
+            (Kind::Name | Kind::Hour | Kind::Minute, _) => {
+                unexpected(name, args, &["timestamp with time zone"])
+            }
+            (Kind::Iso(_), [t]) if is_text(t) || t.is_null() => Ok(vec![DataType::Utf8]),
+            (Kind::Iso(_), _) => unexpected(name, args, &["varchar"]),
+        }
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        plan_err!("{}: return_field_from_args gives the type", self.name())
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let name = self.name();
+        let t = match self.kind {
+            Kind::With | Kind::At => {
+                let zone = constant_zone(name, &args)?;
+                let unit = match args.arg_fields[0].data_type() {
+                    DataType::Timestamp(unit, _) => *unit,
+                    other => return plan_err!("{name}: not a timestamp: {other}"),
+                };
+                DataType::Timestamp(unit, Some(zone.into()))
+            }
+            Kind::Name => DataType::Utf8,
+            Kind::Hour | Kind::Minute => DataType::Int64,
+            Kind::Iso(unit) => DataType::Timestamp(unit, Some(self.session_zone.clone().into())),
+        };
+        Ok(Arc::new(Field::new(name, t, true)))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out = self.evaluate(&arrays, args.return_field.data_type())?;
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+        }
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+impl Zoned {
+    fn evaluate(&self, args: &[ArrayRef], returns: &DataType) -> Result<ArrayRef> {
+        let input_zone = |t: &DataType| match t {
+            DataType::Timestamp(_, Some(z)) => Zone::parse(z),
+            _ => self.session(),
+        };
+        match self.kind {
+            Kind::With | Kind::At => {
+                let DataType::Timestamp(unit, Some(target)) = returns else {
+                    return exec_err!("{}: returns {returns}", self.name());
+                };
+                let target = Zone::parse(target)?;
+                let unit = *unit;
+                let from = args[0].data_type().clone();
+                let source = match &from {
+                    DataType::Timestamp(_, Some(z)) => Some(Zone::parse(z)?),
+                    _ => None,
+                };
+                let session = self.session()?;
+                let values = as_i64(&args[0], unit)?;
+                let mut out = Vec::with_capacity(values.len());
+                for v in values.iter() {
+                    out.push(match v {
+                        None => None,
+                        Some(v) => Some(match (self.kind, &source) {
+                            // The same instant, shown in another zone.
+                            (Kind::At, Some(_)) => v,
+                            // A timestamp without a zone is read in the session's.
+                            (Kind::At, None) => wall_to_instant(v, unit, &session)?,
+                            // The same wall-clock time, in another zone.
+                            (_, None) => wall_to_instant(v, unit, &target)?,
+                            (_, Some(source)) => {
+                                wall_to_instant(instant_to_wall(v, unit, source)?, unit, &target)?
+                            }
+                        }),
+                    });
+                }
+                timestamps(out, unit, returns)
+            }
+            Kind::Name => {
+                let zone = match args[0].data_type() {
+                    DataType::Timestamp(_, Some(z)) => z.to_string(),
+                    _ => self.session_zone.clone(),
+                };
+                let out: StringArray = (0..args[0].len())
+                    .map(|i| (!args[0].is_null(i)).then(|| zone.clone()))
+                    .collect();
+                Ok(Arc::new(out))
+            }
+            Kind::Hour | Kind::Minute => {
+                let zone = input_zone(args[0].data_type())?;
+                let DataType::Timestamp(unit, _) = args[0].data_type() else {
+                    return exec_err!("{}: not a timestamp", self.name());
+                };
+                let unit = *unit;
+                let values = as_i64(&args[0], unit)?;
+                let out: Int64Array = values
+                    .iter()
+                    .map(|v| {
+                        let offset = zone.offset_at(seconds_of(v?, unit)?);
+                        Some(match self.kind {
+                            Kind::Hour => offset / 3600,
+                            _ => offset % 3600 / 60,
+                        })
+                    })
+                    .collect();
+                Ok(Arc::new(out))
+            }
+            Kind::Iso(unit) => {
+                let session = self.session()?;
+                let mut out = Vec::with_capacity(args[0].len());
+                for i in 0..args[0].len() {
+                    let Some(s) = text(&args[0], i) else {
+                        out.push(None);
+                        continue;
+                    };
+                    let Some((local, offset)) = iso_parts(s) else {
+                        return invalid(format!("Invalid format: \"{s}\""));
+                    };
+                    let offset = match offset {
+                        Some(o) => o,
+                        None => session.offset_of_local(local)?,
+                    };
+                    let nanos = local
+                        .and_utc()
+                        .timestamp_nanos_opt()
+                        .and_then(|n| n.checked_sub(offset * 1_000_000_000));
+                    let Some(nanos) = nanos else {
+                        return invalid(format!("timestamp out of range: \"{s}\""));
+                    };
+                    out.push(Some(nanos / (1_000_000_000 / per_second(unit))));
+                }
+                timestamps(out, unit, returns)
+            }
+        }
+    }
+}
+
+/// A timestamp column's values, in `unit`.
+fn as_i64(array: &ArrayRef, unit: TimeUnit) -> Result<PrimitiveArray<arrow::datatypes::Int64Type>> {
+    let t = cast(array, &DataType::Timestamp(unit, None))?;
+    Ok(cast(&t, &DataType::Int64)?.as_primitive().clone())
+}
+
+/// Values in `unit` as a column of type `t` (a timestamp in that unit).
+fn timestamps(values: Vec<Option<i64>>, unit: TimeUnit, t: &DataType) -> Result<ArrayRef> {
+    let raw: ArrayRef = Arc::new(Int64Array::from(values));
+    let naive = cast(&raw, &DataType::Timestamp(unit, None))?;
+    // Only the type's zone changes: the values are instants already.
+    let data = naive
+        .to_data()
+        .into_builder()
+        .data_type(t.clone())
+        .build()?;
+    Ok(arrow::array::make_array(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones_are_named_as_trino_names_them() {
+        assert_eq!(
+            zone_name("america/new_york").ok().as_deref(),
+            Some("America/New_York")
+        );
+        assert_eq!(zone_name("+01:00").ok().as_deref(), Some("+01:00"));
+        assert_eq!(zone_name("-0530").ok().as_deref(), Some("-05:30"));
+        assert_eq!(zone_name("+00:00").ok().as_deref(), Some("UTC"));
+        assert_eq!(zone_name("z").ok().as_deref(), Some("UTC"));
+        let e = zone_name("Mars/Olympus").err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("Time zone not supported: Mars/Olympus")));
+        assert!(zone_name("+25:00").is_err());
+    }
+
+    #[test]
+    fn wall_clock_times_skipped_or_repeated_take_trino_s_instant() {
+        let ny = Zone::parse("America/New_York").unwrap_or_else(|e| panic!("{e}"));
+        let at = |s: &str| {
+            NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap_or_else(|e| panic!("{e}"))
+        };
+        // 2:30 on 2024-03-10 does not exist: read with the offset before (EST, -5 h), 3:30 EDT.
+        assert_eq!(
+            ny.offset_of_local(at("2024-03-10 02:30:00")).ok(),
+            Some(-5 * 3600)
+        );
+        // 1:30 on 2024-11-03 happens twice: the first (EDT).
+        assert_eq!(
+            ny.offset_of_local(at("2024-11-03 01:30:00")).ok(),
+            Some(-4 * 3600)
+        );
+        assert_eq!(ny.offset_at(at("2024-01-01 12:00:00")), -5 * 3600);
+    }
+}
