@@ -17,6 +17,11 @@ use crate::udf::{Delegate, Scalar, invalid, is_binary, is_text, per_row, unexpec
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![
+        // `length` of a varbinary counts its bytes (DataFusion's would read it as text).
+        Delegate::new("length", pick_length, false)
+            .alias("char_length")
+            .alias("character_length")
+            .udf(),
         to_binary("to_utf8", |s| Ok(s.as_bytes().to_vec())),
         to_binary("from_base64", |s| {
             decode(&lenient(base64::alphabet::STANDARD), s)
@@ -100,6 +105,32 @@ fn eight(b: &[u8]) -> [u8; 8] {
     let mut out = [0u8; 8];
     out.copy_from_slice(&b[..8]);
     out
+}
+
+/// The bytes of a varbinary, as a bigint.
+fn byte_length() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "length",
+        |args| match args {
+            [t] if is_binary(t) => Ok(vec![DataType::Binary]),
+            _ => unexpected("length", args, &["varbinary"]),
+        },
+        |_| Ok(DataType::Int64),
+        |args, _| {
+            let bytes = args[0].as_binary::<i32>();
+            let out: arrow::array::Int64Array =
+                bytes.iter().map(|b| b.map(|b| b.len() as i64)).collect();
+            Ok(Arc::new(out) as ArrayRef)
+        },
+    )
+    .udf()
+}
+
+fn pick_length(types: &[DataType]) -> Arc<ScalarUDF> {
+    match types.first() {
+        Some(t) if is_binary(t) => byte_length(),
+        _ => datafusion::functions::unicode::character_length(),
+    }
 }
 
 /// A hash of a VARBINARY (a VARCHAR's UTF-8 bytes too), as VARBINARY.

@@ -1,9 +1,9 @@
 //! Trino's conversion functions (`functions/conversion`) that DataFusion lacks: `typeof`,
-//! `format_number`, `parse_data_size`. (`format`, Java's Formatter, is not here yet.)
+//! `format_number`, `parse_data_size`, and `format` (Java's Formatter, in `java_format.rs`).
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, StringArray};
+use arrow::array::{Array, ArrayRef, StringArray};
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::ScalarUDF;
@@ -11,7 +11,7 @@ use datafusion::logical_expr::ScalarUDF;
 use crate::udf::{Scalar, invalid, is_text, per_row, type_name, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
-    vec![type_of(), format_number(), parse_data_size()]
+    vec![type_of(), format_number(), parse_data_size(), format()]
 }
 
 /// `typeof(x)`: the name of `x`'s type, as Trino spells it.
@@ -126,4 +126,97 @@ fn parse_data_size() -> Arc<ScalarUDF> {
         },
     )
     .udf()
+}
+
+/// `format(format, args…)`: Java's `Formatter` over the arguments (NULL ones print `null`); NULL
+/// when the format is NULL.
+fn format() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "format",
+        |args| match args {
+            [f, ..] if is_text(f) || f.is_null() => {
+                let mut out = vec![DataType::Utf8];
+                out.extend(args[1..].iter().cloned());
+                Ok(out)
+            }
+            _ => unexpected("format", args, &["varchar", "T…"]),
+        },
+        |_| Ok(DataType::Utf8),
+        |args, _| {
+            let rows = args[0].len();
+            let temporals = args[1..]
+                .iter()
+                .map(|a| match a.data_type() {
+                    DataType::Timestamp(..) => crate::datetime::Temporal::of(a).map(Some),
+                    _ => Ok(None),
+                })
+                .collect::<datafusion::common::Result<Vec<_>>>()?;
+            let mut out = Vec::with_capacity(rows);
+            for i in 0..rows {
+                let Some(f) = crate::datetime::text(&args[0], i) else {
+                    out.push(None);
+                    continue;
+                };
+                let values = args[1..]
+                    .iter()
+                    .zip(&temporals)
+                    .map(|(a, t)| java_arg(a, t.as_ref(), i))
+                    .collect::<datafusion::common::Result<Vec<_>>>()?;
+                match crate::java_format::format(f, &values) {
+                    Ok(s) => out.push(Some(s)),
+                    Err(why) => return invalid(format!("Invalid format string: {f} ({why})")),
+                }
+            }
+            Ok(Arc::new(StringArray::from(out)) as ArrayRef)
+        },
+    )
+    .udf()
+}
+
+/// Row `i` of `a` as Java would receive it.
+fn java_arg(
+    a: &ArrayRef,
+    temporal: Option<&crate::datetime::Temporal>,
+    i: usize,
+) -> datafusion::common::Result<crate::java_format::Arg> {
+    use crate::java_format::Arg;
+    if a.data_type().is_null() || a.is_null(i) {
+        return Ok(Arg::Null);
+    }
+    if let Some(t) = temporal {
+        let zone = match a.data_type() {
+            DataType::Timestamp(_, Some(z)) => Some(z.to_string()),
+            _ => None,
+        };
+        return Ok(match t.get(i) {
+            Some(v) => Arg::DateTime(v, zone),
+            None => Arg::Null,
+        });
+    }
+    Ok(match ScalarValue::try_from_array(a, i)? {
+        ScalarValue::Boolean(Some(b)) => Arg::Bool(b),
+        ScalarValue::Int8(Some(v)) => Arg::Long(v.into()),
+        ScalarValue::Int16(Some(v)) => Arg::Long(v.into()),
+        ScalarValue::Int32(Some(v)) => Arg::Long(v.into()),
+        ScalarValue::Int64(Some(v)) => Arg::Long(v.into()),
+        ScalarValue::UInt8(Some(v)) => Arg::Long(v.into()),
+        ScalarValue::UInt16(Some(v)) => Arg::Long(v.into()),
+        ScalarValue::UInt32(Some(v)) => Arg::Long(v.into()),
+        ScalarValue::UInt64(Some(v)) => Arg::Long(v.into()),
+        ScalarValue::Float32(Some(v)) => Arg::Double(v.into()),
+        ScalarValue::Float64(Some(v)) => Arg::Double(v),
+        ScalarValue::Decimal128(Some(v), p, s) => Arg::Decimal(
+            <arrow::datatypes::Decimal128Type as arrow::datatypes::DecimalType>::format_decimal(
+                v, p, s,
+            ),
+        ),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Arg::Text(s),
+        ScalarValue::Date32(Some(d)) => match chrono::NaiveDate::from_epoch_days(d) {
+            Some(d) => Arg::Date(d),
+            None => Arg::Null,
+        },
+        _ => Arg::Text(arrow::util::display::array_value_to_string(a, i)?),
+    })
 }

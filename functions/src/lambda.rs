@@ -1,6 +1,6 @@
 //! Trino's functions taking lambdas (`functions/lambda`, and the lambda forms in `functions/array`
 //! and `functions/map`) that DataFusion 54 lacks: `all_match`, `none_match`, `reduce`, `zip_with`,
-//! `map_filter`, `transform_keys`, `transform_values`. DataFusion's own `array_transform`,
+//! `map_filter`, `map_zip_with`, `transform_keys`, `transform_values`. DataFusion's own `array_transform`,
 //! `array_filter` and `array_any_match` are registered under Trino's names in `lib.rs`.
 //!
 //! Each one evaluates its lambda over whole arrays: once over the flattened elements (or map
@@ -37,6 +37,7 @@ pub fn functions() -> Vec<Arc<HigherOrderUDF>> {
         Reduce,
         ZipWith,
         MapFilter,
+        MapZipWith,
         TransformKeys,
         TransformValues,
     ]
@@ -52,6 +53,7 @@ enum Kind {
     Reduce,
     ZipWith,
     MapFilter,
+    MapZipWith,
     TransformKeys,
     TransformValues,
 }
@@ -67,7 +69,7 @@ impl Lambda {
         use ValueOrLambda::{Lambda as L, Value as V};
         let args = match kind {
             Kind::Reduce => vec![V(()), V(()), L(()), L(())],
-            Kind::ZipWith => vec![V(()), V(()), L(())],
+            Kind::ZipWith | Kind::MapZipWith => vec![V(()), V(()), L(())],
             _ => vec![V(()), L(())],
         };
         Self {
@@ -158,6 +160,7 @@ impl HigherOrderUDFImpl for Lambda {
             Kind::Reduce => "reduce",
             Kind::ZipWith => "zip_with",
             Kind::MapFilter => "map_filter",
+            Kind::MapZipWith => "map_zip_with",
             Kind::TransformKeys => "transform_keys",
             Kind::TransformValues => "transform_values",
         }
@@ -172,6 +175,17 @@ impl HigherOrderUDFImpl for Lambda {
         match (self.kind, types) {
             (Kind::Reduce, [list, initial]) => Ok(vec![as_list_type(name, list)?, initial.clone()]),
             (Kind::ZipWith, [a, b]) => Ok(vec![as_list_type(name, a)?, as_list_type(name, b)?]),
+            (Kind::MapZipWith, [a, b]) => {
+                let (ka, kb) = (entries(name, a)?.0, entries(name, b)?.0);
+                if ka.data_type() != kb.data_type() {
+                    return plan_err!(
+                        "{name}: the maps' keys differ in type ({} and {})",
+                        type_name(ka.data_type()),
+                        type_name(kb.data_type())
+                    );
+                }
+                Ok(vec![a.clone(), b.clone()])
+            }
             (_, [map]) if self.is_map() => {
                 entries(name, map)?;
                 Ok(vec![map.clone()])
@@ -205,6 +219,13 @@ impl HigherOrderUDFImpl for Lambda {
             Kind::MapFilter | Kind::TransformKeys | Kind::TransformValues => {
                 let (k, v) = entries(name, value(0)?.data_type())?;
                 LambdaParametersProgress::Complete(vec![vec![k, v]])
+            }
+            Kind::MapZipWith => {
+                let (k, v1) = entries(name, value(0)?.data_type())?;
+                let (_, v2) = entries(name, value(1)?.data_type())?;
+                // A key in one map only meets a NULL from the other.
+                let nullable = |f: FieldRef| Arc::new(f.as_ref().clone().with_nullable(true));
+                LambdaParametersProgress::Complete(vec![vec![k, nullable(v1), nullable(v2)]])
             }
             Kind::Reduce => {
                 let x = element(name, value(0)?.data_type())?;
@@ -277,6 +298,11 @@ impl HigherOrderUDFImpl for Lambda {
             }
             Kind::Reduce => lambda(3)?.data_type().clone(),
             Kind::ZipWith => DataType::new_list(lambda(2)?.data_type().clone(), true),
+            Kind::MapZipWith => {
+                let map = value(0)?;
+                let (k, _) = entries(name, &map)?;
+                map_type(&map, k.data_type(), lambda(2)?.data_type())
+            }
             Kind::MapFilter => {
                 boolean(&lambda(1)?)?;
                 value(0)?
@@ -314,6 +340,7 @@ impl HigherOrderUDFImpl for Lambda {
             }
             (Kind::ZipWith, [a, b], [f]) => zip_with(a, b, f, ret)?,
             (Kind::MapFilter, [map], [f]) => map_filter(map, f)?,
+            (Kind::MapZipWith, [a, b], [f]) => map_zip_with(a, b, f, ret)?,
             (Kind::TransformKeys, [map], [f]) => transform_map(map, f, ret, true)?,
             (Kind::TransformValues, [map], [f]) => transform_map(map, f, ret, false)?,
             _ => return exec_err!("{}: unexpected arguments", self.name()),
@@ -577,6 +604,82 @@ fn map_filter(array: &ArrayRef, f: &LambdaArgument) -> Result<ArrayRef> {
     let keys = take(e.keys.as_ref(), &kept, None)?;
     let values = take(e.values.as_ref(), &kept, None)?;
     e.build(array.data_type(), offsets, keys, values)
+}
+
+/// `map_zip_with(a, b, (k, v1, v2) -> v)`: every key of either map (`a`'s in order, then `b`'s
+/// others), with the lambda's answer for its two values, NULL for a map without the key. NULL
+/// where either map is NULL.
+fn map_zip_with(
+    a: &ArrayRef,
+    b: &ArrayRef,
+    f: &LambdaArgument,
+    ret: &DataType,
+) -> Result<ArrayRef> {
+    let (ea, eb) = (Entries::of(a), Entries::of(b));
+    let converter = RowConverter::new(vec![SortField::new(ea.keys.data_type().clone())])?;
+    let ra = converter.convert_columns(&[Arc::clone(&ea.keys)])?;
+    let rb = converter.convert_columns(&[Arc::clone(&eb.keys)])?;
+    let nulls = NullBuffer::union(ea.map.nulls(), eb.map.nulls());
+    let (mut key_at, mut ia, mut ib, mut owner) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut offsets = vec![0i32];
+    for row in 0..ea.map.len() {
+        if nulls.as_ref().is_none_or(|n| n.is_valid(row)) {
+            let mut only_b: std::collections::HashMap<_, u32> = (eb.offsets[row]
+                ..eb.offsets[row + 1])
+                .map(|j| (rb.row(j), j as u32))
+                .collect();
+            for i in ea.offsets[row]..ea.offsets[row + 1] {
+                key_at.push((0, i));
+                ia.push(Some(i as u32));
+                ib.push(only_b.remove(&ra.row(i)));
+                owner.push(row as u32);
+            }
+            for j in eb.offsets[row]..eb.offsets[row + 1] {
+                if only_b.contains_key(&rb.row(j)) {
+                    key_at.push((1, j));
+                    ia.push(None);
+                    ib.push(Some(j as u32));
+                    owner.push(row as u32);
+                }
+            }
+        }
+        offsets.push(owner.len() as i32);
+    }
+    let keys = interleave(&[ea.keys.as_ref(), eb.keys.as_ref()], &key_at)?;
+    let v1 = take(ea.values.as_ref(), &UInt32Array::from(ia), None)?;
+    let v2 = take(eb.values.as_ref(), &UInt32Array::from(ib), None)?;
+    let owner = UInt32Array::from(owner);
+    let count = owner.len();
+    let (kp, p1, p2) = (
+        || Ok(Arc::clone(&keys)),
+        || Ok(Arc::clone(&v1)),
+        || Ok(Arc::clone(&v2)),
+    );
+    let values = f
+        .evaluate(&[&kp, &p1, &p2], |captured| {
+            Ok(take_arrays(captured, &owner, None)?)
+        })?
+        .into_array(count)?;
+    let (_, v) = entries("map_zip_with", ret)?;
+    let values = if values.data_type() == v.data_type() {
+        values
+    } else {
+        arrow::compute::cast(&values, v.data_type())?
+    };
+    let DataType::Map(entry_field, ordered) = ret else {
+        return exec_err!("map_zip_with returns a map, not {ret}");
+    };
+    let DataType::Struct(fields) = entry_field.data_type() else {
+        return exec_err!("expected map entries, not {}", entry_field.data_type());
+    };
+    let entry = StructArray::try_new(fields.clone(), vec![keys, values], None)?;
+    Ok(Arc::new(MapArray::try_new(
+        Arc::clone(entry_field),
+        OffsetBuffer::new(offsets.into()),
+        entry,
+        nulls,
+        *ordered,
+    )?))
 }
 
 /// `transform_keys` (`keys`) and `transform_values`: each entry's key or value replaced by the

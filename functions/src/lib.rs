@@ -11,6 +11,7 @@ mod comparison;
 mod conditional;
 mod conversion;
 mod datetime;
+mod java_format;
 mod json;
 mod lambda;
 mod map;

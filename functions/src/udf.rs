@@ -221,6 +221,7 @@ pub(crate) fn invalid<T>(message: impl Into<String>) -> Result<T> {
 /// types; `strict` makes a row NULL when any of its arguments is, as Trino's functions do.
 pub(crate) struct Delegate {
     name: &'static str,
+    aliases: Vec<String>,
     signature: Signature,
     pick: fn(&[DataType]) -> Arc<ScalarUDF>,
     strict: bool,
@@ -234,10 +235,16 @@ impl Delegate {
     ) -> Self {
         Self {
             name,
+            aliases: Vec::new(),
             signature: Signature::user_defined(Volatility::Immutable),
             pick,
             strict,
         }
+    }
+
+    pub(crate) fn alias(mut self, name: &str) -> Self {
+        self.aliases.push(name.to_string());
+        self
     }
 
     pub(crate) fn udf(self) -> Arc<ScalarUDF> {
@@ -270,6 +277,10 @@ impl Hash for Delegate {
 impl ScalarUDFImpl for Delegate {
     fn name(&self) -> &str {
         self.name
+    }
+
+    fn aliases(&self) -> &[String] {
+        &self.aliases
     }
 
     fn signature(&self) -> &Signature {

@@ -1,5 +1,9 @@
 //! Trino's aggregate functions (`functions/aggregate`) that DataFusion lacks: `count_if`,
-//! `max_by`, `min_by`, `arbitrary`.
+//! `max_by`, `min_by`, `arbitrary` here; the moments (`geometric_mean`, `skewness`, `kurtosis`)
+//! in `moments.rs`; the ones building maps, and `checksum`, in `maps.rs`.
+
+mod maps;
+mod moments;
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -27,6 +31,32 @@ pub fn functions() -> Vec<Arc<AggregateUDF>> {
             Ordering::Less,
         ))),
         Arc::new(AggregateUDF::new_from_impl(Arbitrary::default())),
+        Arc::new(AggregateUDF::new_from_impl(moments::Moments::new(
+            moments::Kind::GeometricMean,
+        ))),
+        Arc::new(AggregateUDF::new_from_impl(moments::Moments::new(
+            moments::Kind::Skewness,
+        ))),
+        Arc::new(AggregateUDF::new_from_impl(moments::Moments::new(
+            moments::Kind::Kurtosis,
+        ))),
+        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
+            maps::Kind::Histogram,
+        ))),
+        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
+            maps::Kind::MapAgg,
+        ))),
+        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
+            maps::Kind::MultimapAgg,
+        ))),
+        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
+            maps::Kind::MapUnion,
+        ))),
+        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
+            maps::Kind::MostFrequent,
+        ))),
+        Arc::new(AggregateUDF::new_from_impl(maps::NumericHistogram::new())),
+        Arc::new(AggregateUDF::new_from_impl(maps::Checksum::new())),
         // Trino's names for DataFusion's bitwise aggregates.
         Arc::new(
             datafusion::functions_aggregate::bit_and_or_xor::bit_and_udaf()
