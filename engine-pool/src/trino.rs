@@ -372,6 +372,21 @@ fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
             op: ast::BinaryOperator::Modulo,
             right: Box::new(ast::Expr::Nested(Box::new(m.clone()))),
         }))),
+        // TRY(x): `x` as a lambda's body, which `sqe_try` evaluates, catching its errors.
+        ("try", [x]) => Some(call(
+            "sqe_try",
+            vec![
+                ast::Expr::value(Value::Number("0".into(), false)),
+                ast::Expr::Lambda(ast::LambdaFunction {
+                    params: ast::OneOrManyWithParens::One(ast::LambdaFunctionParameter {
+                        name: Ident::new("__sqe_try"),
+                        data_type: None,
+                    }),
+                    body: Box::new(x.clone()),
+                    syntax: ast::LambdaSyntax::Arrow,
+                }),
+            ],
+        )),
         ("date", [x]) => Some(ast::Expr::Cast {
             kind: ast::CastKind::Cast,
             expr: Box::new(x.clone()),
@@ -507,8 +522,16 @@ impl AnalyzerRule for TrinoCasts {
             };
             // A node's schema is computed when it is built: each is computed again, for its
             // own rewritten expressions and for its inputs' changed types.
-            node.map_expressions(|e| e.transform_up(|e| rewrite_expr(e, &schema)))?
-                .map_data(LogicalPlan::recompute_schema)
+            // An expression keeps its name, which the nodes above may refer to.
+            let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
+            node.map_expressions(|e| {
+                let name = names.save(&e);
+                e.transform_down(opaque_try_constants)?
+                    .data
+                    .transform_up(|e| rewrite_expr(e, &schema))
+                    .map(|t| t.update_data(|e| name.restore(e)))
+            })?
+            .map_data(LogicalPlan::recompute_schema)
         })
         .map(|t| t.data)
     }
@@ -516,6 +539,56 @@ impl AnalyzerRule for TrinoCasts {
     fn name(&self) -> &str {
         "trino_casts"
     }
+}
+
+/// In `TRY(x)` (`sqe_try(0, _ -> x)`), the constants that casts and arithmetic read are hidden
+/// from constant folding, which would fail the query at planning time where TRY must give NULL
+/// (`TRY(CAST('x' AS INTEGER))`, `TRY(9223372036854775807 + 1)`).
+fn opaque_try_constants(e: Expr) -> Result<Transformed<Expr>> {
+    let Expr::HigherOrderFunction(hof) = &e else {
+        return Ok(Transformed::no(e));
+    };
+    if hof.name() != "sqe_try" {
+        return Ok(Transformed::no(e));
+    }
+    let hide = |x: Box<Expr>| -> Box<Expr> {
+        match *x {
+            lit @ Expr::Literal(..) => Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
+                sqe_functions::opaque(),
+                vec![lit],
+            ))),
+            other => Box::new(other),
+        }
+    };
+    let mut hof = hof.clone();
+    for arg in &mut hof.args {
+        if let Expr::Lambda(l) = arg {
+            let body = std::mem::replace(&mut l.body, Box::new(datafusion::prelude::lit(0)));
+            *l.body = body
+                .transform_up(|x| {
+                    Ok(match x {
+                        Expr::Cast(Cast { expr, field }) => {
+                            Transformed::yes(Expr::Cast(Cast::new_from_field(hide(expr), field)))
+                        }
+                        Expr::TryCast(TryCast { expr, field }) => Transformed::yes(Expr::TryCast(
+                            TryCast::new_from_field(hide(expr), field),
+                        )),
+                        Expr::BinaryExpr(BinaryExpr { left, op, right })
+                            if op.is_numerical_operators() =>
+                        {
+                            Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                                hide(left),
+                                op,
+                                hide(right),
+                            )))
+                        }
+                        other => Transformed::no(other),
+                    })
+                })?
+                .data;
+        }
+    }
+    Ok(Transformed::yes(Expr::HigherOrderFunction(hof)))
 }
 
 /// A timestamp with a zone cast to one without keeps its wall-clock time in its zone (Arrow would

@@ -1,6 +1,7 @@
 //! Trino's functions taking lambdas (`functions/lambda`, and the lambda forms in `functions/array`
 //! and `functions/map`) that DataFusion 54 lacks: `all_match`, `none_match`, `reduce`, `zip_with`,
-//! `map_filter`, `map_zip_with`, `transform_keys`, `transform_values`. DataFusion's own `array_transform`,
+//! `map_filter`, `map_zip_with`, `transform_keys`, `transform_values`; and `sqe_try`, what
+//! Trino's `TRY(x)` becomes: `x` as the body of a lambda, so that its errors can be caught. DataFusion's own `array_transform`,
 //! `array_filter` and `array_any_match` are registered under Trino's names in `lib.rs`.
 //!
 //! Each one evaluates its lambda over whole arrays: once over the flattened elements (or map
@@ -40,6 +41,7 @@ pub fn functions() -> Vec<Arc<HigherOrderUDF>> {
         MapZipWith,
         TransformKeys,
         TransformValues,
+        Try,
     ]
     .into_iter()
     .map(|kind| Arc::new(HigherOrderUDF::new_from_impl(Lambda::new(kind))))
@@ -56,6 +58,7 @@ enum Kind {
     MapZipWith,
     TransformKeys,
     TransformValues,
+    Try,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -163,6 +166,7 @@ impl HigherOrderUDFImpl for Lambda {
             Kind::MapZipWith => "map_zip_with",
             Kind::TransformKeys => "transform_keys",
             Kind::TransformValues => "transform_values",
+            Kind::Try => "sqe_try",
         }
     }
 
@@ -186,6 +190,7 @@ impl HigherOrderUDFImpl for Lambda {
                 }
                 Ok(vec![a.clone(), b.clone()])
             }
+            (Kind::Try, [t]) => Ok(vec![t.clone()]),
             (_, [map]) if self.is_map() => {
                 entries(name, map)?;
                 Ok(vec![map.clone()])
@@ -206,6 +211,7 @@ impl HigherOrderUDFImpl for Lambda {
             _ => plan_err!("{name}: argument {} must be a value", i + 1),
         };
         Ok(match self.kind {
+            Kind::Try => LambdaParametersProgress::Complete(vec![vec![value(0)?]]),
             Kind::AllMatch | Kind::NoneMatch => {
                 LambdaParametersProgress::Complete(vec![vec![element(
                     name,
@@ -297,6 +303,7 @@ impl HigherOrderUDFImpl for Lambda {
                 DataType::Boolean
             }
             Kind::Reduce => lambda(3)?.data_type().clone(),
+            Kind::Try => lambda(1)?.data_type().clone(),
             Kind::ZipWith => DataType::new_list(lambda(2)?.data_type().clone(), true),
             Kind::MapZipWith => {
                 let map = value(0)?;
@@ -321,6 +328,12 @@ impl HigherOrderUDFImpl for Lambda {
         Ok(Arc::new(Field::new("", ty, true)))
     }
 
+    /// `TRY(x)` may evaluate `x` row by row and not at all as a whole: nothing in it may be
+    /// computed outside it (as common subexpressions would be).
+    fn short_circuits(&self) -> bool {
+        self.kind == Kind::Try
+    }
+
     fn invoke_with_args(&self, args: HigherOrderFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows;
         let mut values = Vec::new();
@@ -341,6 +354,7 @@ impl HigherOrderUDFImpl for Lambda {
             (Kind::ZipWith, [a, b], [f]) => zip_with(a, b, f, ret)?,
             (Kind::MapFilter, [map], [f]) => map_filter(map, f)?,
             (Kind::MapZipWith, [a, b], [f]) => map_zip_with(a, b, f, ret)?,
+            (Kind::Try, [rows], [f]) => try_rows(rows, f, ret)?,
             (Kind::TransformKeys, [map], [f]) => transform_map(map, f, ret, true)?,
             (Kind::TransformValues, [map], [f]) => transform_map(map, f, ret, false)?,
             _ => return exec_err!("{}: unexpected arguments", self.name()),
@@ -606,6 +620,43 @@ fn map_filter(array: &ArrayRef, f: &LambdaArgument) -> Result<ArrayRef> {
     e.build(array.data_type(), offsets, keys, values)
 }
 
+/// `TRY(x)`: `x`, with NULL for the rows where evaluating it fails. The whole batch is evaluated
+/// at once; only when that fails is each row evaluated on its own.
+fn try_rows(rows: &ArrayRef, f: &LambdaArgument, ret: &DataType) -> Result<ArrayRef> {
+    let fit = |a: ArrayRef| -> Result<ArrayRef> {
+        if a.data_type() == ret {
+            Ok(a)
+        } else {
+            Ok(arrow::compute::cast(&a, ret)?)
+        }
+    };
+    let all = || Ok(Arc::clone(rows));
+    if let Ok(out) = f
+        .evaluate(&[&all], |captured| Ok(captured.to_vec()))
+        .and_then(|v| v.into_array(rows.len()))
+    {
+        return fit(out);
+    }
+    let mut parts = Vec::with_capacity(rows.len());
+    for i in 0..rows.len() {
+        let one = || Ok(rows.slice(i, 1));
+        let row = UInt32Array::from(vec![i as u32]);
+        let value = f
+            .evaluate(&[&one], |captured| Ok(take_arrays(captured, &row, None)?))
+            .and_then(|v| v.into_array(1))
+            .and_then(fit);
+        parts.push(match value {
+            Ok(v) => v,
+            Err(_) => arrow::array::new_null_array(ret, 1),
+        });
+    }
+    if parts.is_empty() {
+        return Ok(arrow::array::new_empty_array(ret));
+    }
+    let refs: Vec<&dyn Array> = parts.iter().map(|p| p.as_ref()).collect();
+    Ok(arrow::compute::concat(&refs)?)
+}
+
 /// `map_zip_with(a, b, (k, v1, v2) -> v)`: every key of either map (`a`'s in order, then `b`'s
 /// others), with the lambda's answer for its two values, NULL for a map without the key. NULL
 /// where either map is NULL.
@@ -804,4 +855,18 @@ fn lambda_uses() -> Arc<datafusion::logical_expr::ScalarUDF> {
         |args, _| Ok(Arc::clone(&args[0])),
     )
     .udf()
+}
+
+/// `sqe_opaque(x)`: `x`, marked volatile so that nothing folds it at planning time: a constant in
+/// `TRY(…)` whose evaluation fails (`CAST('x' AS INTEGER)`) must fail at run time, where TRY
+/// catches it.
+pub fn opaque() -> Arc<datafusion::logical_expr::ScalarUDF> {
+    let mut f = crate::udf::Scalar::new(
+        "sqe_opaque",
+        |args| Ok(args.to_vec()),
+        |args| Ok(args[0].clone()),
+        |args, _| Ok(Arc::clone(&args[0])),
+    );
+    f.set_volatility(Volatility::Volatile);
+    f.udf()
 }

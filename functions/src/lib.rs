@@ -29,7 +29,7 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use datetime::{extract_function, timestamp_text};
-pub use lambda::use_every_lambda_parameter;
+pub use lambda::{opaque, use_every_lambda_parameter};
 pub use timezone::{with_timezone, zone_name};
 pub use udf::type_name;
 
