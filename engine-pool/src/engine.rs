@@ -269,9 +269,12 @@ impl Engine {
         let mut state = crate::optimizer::install(builder).build();
         // Trino's functions, over DataFusion's of the same names.
         sqe_functions::register(&mut state).map_err(from_datafusion)?;
-        // Until a session says otherwise (state_for), the time zone is UTC.
+        // Until a session says otherwise (state_for), the time zone is UTC, and no groups.
         state
             .register_udf(text_constant("current_timezone", "UTC".to_string()))
+            .map_err(from_datafusion)?;
+        state
+            .register_udf(groups_constant(&[]))
             .map_err(from_datafusion)?;
         // `version()` is the server's version, as in Trino.
         state
@@ -462,6 +465,10 @@ impl Engine {
                 "current_user",
                 session.principal.name.clone(),
             ))
+            .map_err(from_datafusion)?;
+        // `current_groups()`: the principal's groups (the roles its token carries).
+        state
+            .register_udf(groups_constant(&session.principal.roles))
             .map_err(from_datafusion)?;
         // `current_timezone()` is the session's (Trino's `X-Trino-Time-Zone`), UTC by default.
         let zone = time_zone(session)?;
@@ -956,6 +963,25 @@ impl SchemaProvider for UnreachableSchema {
 }
 
 /// A function of no arguments that returns `value`.
+/// `current_groups()`: these groups, sorted, as an array of varchar.
+fn groups_constant(groups: &[String]) -> Arc<datafusion::logical_expr::ScalarUDF> {
+    let mut groups = groups.to_vec();
+    groups.sort();
+    groups.dedup();
+    let values: Vec<ScalarValue> = groups
+        .into_iter()
+        .map(|g| ScalarValue::Utf8(Some(g)))
+        .collect();
+    let value = ScalarValue::List(ScalarValue::new_list_nullable(&values, &DataType::Utf8));
+    Arc::new(create_udf(
+        "current_groups",
+        vec![],
+        value.data_type(),
+        Volatility::Immutable,
+        Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(value.clone()))),
+    ))
+}
+
 fn text_constant(name: &str, value: String) -> Arc<datafusion::logical_expr::ScalarUDF> {
     let value = ScalarValue::Utf8(Some(value));
     Arc::new(create_udf(

@@ -113,9 +113,13 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
         ("any_value", "aggregate"),
         ("mod", "scalar"),
         ("date", "scalar"),
+        ("try", "scalar"),
+        ("exclude_columns", "table"),
     ] {
         add(name, kind, Volatility::Immutable, None);
     }
+    // SQE's own internals (what TRY and casts become) are not for calling.
+    rows.retain(|r| !r.name.starts_with("sqe_") && r.name != "lambda_uses");
     if let Some(p) = &pattern {
         rows.retain(|r| like(p, &r.name.chars().collect::<Vec<_>>()));
     }

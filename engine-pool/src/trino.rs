@@ -34,8 +34,8 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::sqlparser::ast::{
     self, DateTimeField, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
-    Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement, Value, VisitMut,
-    VisitorMut,
+    Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement, TableFactor, Value,
+    VisitMut, VisitorMut,
 };
 use sqe_sessions::{SqeError, SqeResult};
 
@@ -121,6 +121,32 @@ impl VisitorMut for Rewriter {
             }
         }
         ControlFlow::Continue(())
+    }
+
+    /// `TABLE(exclude_columns(input => TABLE(t), columns => DESCRIPTOR(a, b)))`: `t` without the
+    /// columns named, a derived table `SELECT * EXCLUDE (a, b) FROM t`.
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<SqeError> {
+        let TableFactor::TableFunction { expr, alias } = factor else {
+            return ControlFlow::Continue(());
+        };
+        let ast::Expr::Function(f) = expr else {
+            return ControlFlow::Continue(());
+        };
+        if !f.name.to_string().eq_ignore_ascii_case("exclude_columns") {
+            return ControlFlow::Continue(());
+        }
+        match exclude_columns(f) {
+            Ok(query) => {
+                *factor = TableFactor::Derived {
+                    lateral: false,
+                    subquery: Box::new(query),
+                    alias: alias.take(),
+                    sample: None,
+                };
+                ControlFlow::Continue(())
+            }
+            Err(e) => ControlFlow::Break(e),
+        }
     }
 
     /// `s.f` in a lambda whose parameter `s` is a row reads the field `f` (DataFusion would look
@@ -258,6 +284,69 @@ impl VisitorMut for Rewriter {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// The query `exclude_columns(input => TABLE(t), columns => DESCRIPTOR(a, …))` stands for.
+fn exclude_columns(f: &ast::Function) -> SqeResult<Query> {
+    let usage = || {
+        SqeError::invalid(
+            "exclude_columns takes input => TABLE(name) and columns => DESCRIPTOR(column, …)",
+        )
+    };
+    let FunctionArguments::List(list) = &f.args else {
+        return Err(usage());
+    };
+    let (mut input, mut columns) = (None, None);
+    for (i, arg) in list.args.iter().enumerate() {
+        let (name, value) = match arg {
+            FunctionArg::Named {
+                name,
+                arg: FunctionArgExpr::Expr(e),
+                ..
+            } => (name.value.to_lowercase(), e),
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => (
+                ["input", "columns"]
+                    .get(i)
+                    .copied()
+                    .unwrap_or("")
+                    .to_string(),
+                e,
+            ),
+            _ => return Err(usage()),
+        };
+        let ast::Expr::Function(inner) = value else {
+            return Err(usage());
+        };
+        let FunctionArguments::List(inner_args) = &inner.args else {
+            return Err(usage());
+        };
+        let names: Vec<String> = inner_args
+            .args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(
+                    e @ (ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)),
+                )) => Ok(e.to_string()),
+                _ => Err(usage()),
+            })
+            .collect::<SqeResult<_>>()?;
+        let kind = inner.name.to_string().to_lowercase();
+        match (name.as_str(), kind.as_str()) {
+            ("input", "table") if names.len() == 1 => input = names.into_iter().next(),
+            ("columns", "descriptor") if !names.is_empty() => columns = Some(names),
+            _ => return Err(usage()),
+        }
+    }
+    let (Some(input), Some(columns)) = (input, columns) else {
+        return Err(usage());
+    };
+    let sql = format!("SELECT * EXCLUDE ({}) FROM {input}", columns.join(", "));
+    let dialect = crate::dialect::SqeDialect::default();
+    datafusion::sql::sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_query())
+        .map(|q| *q)
+        .map_err(|e| SqeError::invalid(format!("exclude_columns: {e}")))
 }
 
 /// Gives the columns of the first SELECT of `body` these names, in order.

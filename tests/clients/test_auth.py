@@ -75,6 +75,15 @@ def test_static_token(secure_server):
     assert query(secure_server, "SELECT current_user", "robot", JWTAuthentication(ROBOT_TOKEN)) == [["robot"]]
 
 
+def test_current_groups_are_the_callers_own(secure_server, idp):
+    robot = JWTAuthentication(ROBOT_TOKEN)
+    assert query(secure_server, "SELECT current_groups()", "robot", robot) == [[["sqe_admin"]]]
+    # Another user in the same server sees their own (none), also when robot acts for them.
+    alice = JWTAuthentication(token(idp.port))
+    assert query(secure_server, "SELECT current_groups()", "alice", alice) == [[[]]]
+    assert query(secure_server, "SELECT current_groups()", "carol", robot) == [[[]]]
+
+
 def test_each_bad_credential_gets_401_saying_which(secure_server, idp):
     expired = token(idp.port, expired="true")
     assert refused(secure_server, JWTAuthentication(expired)) == "error 401: b'token expired'"
