@@ -11,14 +11,16 @@
 //! DataFusion plans `CROSS JOIN UNNEST(column)` as a lateral join it cannot run. Several arrays are
 //! zipped, the shorter padded with NULLs, and a NULL or empty array gives no rows, as in Trino.
 //! A standalone `UNNEST(ARRAY[…]) WITH ORDINALITY AS t(x, n)` becomes the same projection without
-//! a source. Other joins to UNNEST (LEFT JOIN, UNNEST beside several relations) are refused with a
-//! clear error.
+//! a source. `LEFT JOIN UNNEST(…) … ON true` keeps a row whose arrays are NULL or empty, with NULLs.
+//! One array (or map) whose alias names several columns is spread over them: a map's key and
+//! value, an array of rows' fields. Other joins to UNNEST (UNNEST beside several relations) are
+//! refused with a clear error.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, JoinOperator, ObjectNamePart, Query, Select, TableAlias, TableFactor,
-    TableWithJoins, VisitMut, VisitorMut,
+    Expr, Ident, JoinConstraint, JoinOperator, ObjectNamePart, Query, Select, TableAlias,
+    TableFactor, TableWithJoins, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::parser::Parser;
 use sqe_sessions::{SqeError, SqeResult};
@@ -29,7 +31,7 @@ fn is_unnest(factor: &TableFactor) -> bool {
 
 fn unsupported() -> SqeError {
     SqeError::unsupported(
-        "UNNEST is supported as `FROM t CROSS JOIN UNNEST(…) AS u(…)` (or `FROM t, UNNEST(…)`) over one relation, and on its own",
+        "UNNEST is supported as `FROM t CROSS JOIN UNNEST(…) AS u(…)` (or `FROM t, UNNEST(…)`, or `FROM t LEFT JOIN UNNEST(…) AS u(…) ON true`) over one relation, and on its own",
     )
 }
 
@@ -72,16 +74,24 @@ pub(crate) fn rewrite_select(select: &mut Select) -> SqeResult<Vec<(Ident, Ident
         if !from.joins.is_empty() {
             return Err(unsupported());
         }
-        let derived = projection(&from.relation, None)?;
+        let derived = projection(&from.relation, None, false)?;
         from.relation = derived;
         return Ok(renames);
     }
     let [join] = from.joins.as_slice() else {
         return Err(unsupported());
     };
-    if !matches!(join.join_operator, JoinOperator::CrossJoin(_)) {
-        return Err(unsupported());
-    }
+    // `LEFT JOIN UNNEST(…) ON true` keeps the rows whose arrays are NULL or empty.
+    let outer_join = match &join.join_operator {
+        JoinOperator::CrossJoin(_) => false,
+        JoinOperator::Left(JoinConstraint::On(on))
+        | JoinOperator::LeftOuter(JoinConstraint::On(on))
+            if on.to_string().eq_ignore_ascii_case("true") =>
+        {
+            true
+        }
+        _ => return Err(unsupported()),
+    };
     let outer = match &from.relation {
         TableFactor::Table { name, alias, .. } => match alias {
             Some(a) => a.name.clone(),
@@ -101,16 +111,19 @@ pub(crate) fn rewrite_select(select: &mut Select) -> SqeResult<Vec<(Ident, Ident
     {
         renames.push((alias.name.clone(), outer.clone()));
     }
-    let derived = projection(&join.relation, Some((&from.relation, &outer)))?;
+    let derived = projection(&join.relation, Some((&from.relation, &outer)), outer_join)?;
     from.relation = derived;
     from.joins.clear();
     Ok(renames)
 }
 
-/// The derived table an UNNEST becomes, over `source` (the relation and its name) if it has one.
+/// The derived table an UNNEST becomes, over `source` (the relation and its name) if it has one;
+/// `outer` for a LEFT JOIN. One array whose alias names several columns is an array of rows or a
+/// map: its elements' fields (a map's key and value) are the columns, read by position.
 fn projection(
     unnest: &TableFactor,
     source: Option<(&TableFactor, &Ident)>,
+    outer: bool,
 ) -> SqeResult<TableFactor> {
     let TableFactor::UNNEST {
         alias,
@@ -129,57 +142,103 @@ fn projection(
         .as_ref()
         .map(|a| a.columns.iter().map(|c| c.name.to_string()).collect())
         .unwrap_or_default();
-    let wanted = array_exprs.len() + usize::from(*with_ordinality);
-    if !names.is_empty() && names.len() != wanted {
+    let ordinality = usize::from(*with_ordinality);
+    let spread = array_exprs.len() == 1 && names.len() >= 2 + ordinality;
+    let wanted = array_exprs.len() + ordinality;
+    if !names.is_empty() && names.len() != wanted && !spread {
         return Err(SqeError::invalid(format!(
             "UNNEST gives {wanted} columns, but its alias names {}",
             names.len()
         )));
     }
     let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("_col{i}"));
+    // The columns the arrays give, and the ordinality's, in the inner projection.
+    let columns = if spread {
+        names.len() - ordinality
+    } else {
+        array_exprs.len()
+    };
+    let ordinal_name = if spread {
+        "__sqe_n".to_string()
+    } else {
+        name(array_exprs.len())
+    };
     let mut items = Vec::new();
-    if let Some((_, outer)) = source {
-        items.push(format!("{outer}.*"));
+    if let Some((_, outer_name)) = source {
+        items.push(format!("{outer_name}.*"));
     }
     for (i, e) in array_exprs.iter().enumerate() {
-        items.push(format!("unnest({e}) AS {}", name(i)));
+        let input = if spread {
+            format!("sqe_unnest_rows({e}, {outer})")
+        } else if outer {
+            format!("sqe_unnest_outer({e}, true)")
+        } else {
+            e.to_string()
+        };
+        let column = if spread {
+            "__sqe_row".to_string()
+        } else {
+            name(i)
+        };
+        items.push(format!("unnest({input}) AS {column}"));
     }
     if *with_ordinality {
         let longest = match array_exprs.as_slice() {
-            [one] => format!("cardinality({one})"),
+            [one] if !outer => format!("cardinality({one})"),
             many => format!(
                 "greatest({})",
                 many.iter()
-                    .map(|e| format!("coalesce(cardinality({e}), 0)"))
+                    .map(|e| format!("CAST(coalesce(cardinality({e}), 0) AS BIGINT)"))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
         };
-        items.push(format!(
-            "unnest(generate_series(1, {longest})) AS {}",
-            name(array_exprs.len())
-        ));
+        let series = if outer {
+            format!("CASE WHEN {longest} > 0 THEN generate_series(1, {longest}) ELSE [NULL] END")
+        } else {
+            format!("generate_series(1, {longest})")
+        };
+        items.push(format!("unnest({series}) AS {ordinal_name}"));
     }
     let present = array_exprs
         .iter()
         .map(|e| format!("({e}) IS NOT NULL"))
         .collect::<Vec<_>>()
         .join(" OR ");
-    let sql = match source {
+    let mut sql = match source {
+        Some((relation, _)) if outer => format!("SELECT {} FROM {relation}", items.join(", ")),
         Some((relation, _)) => format!(
             "SELECT {} FROM {relation} WHERE {present}",
             items.join(", ")
         ),
         None => format!("SELECT {}", items.join(", ")),
     };
+    if spread {
+        let mut picked = Vec::new();
+        if source.is_some() {
+            let hidden = if *with_ordinality {
+                "__sqe_row, __sqe_n"
+            } else {
+                "__sqe_row"
+            };
+            picked.push(format!("* EXCLUDE ({hidden})"));
+        }
+        for i in 0..columns {
+            picked.push(format!("get_field(__sqe_row, 'f{}') AS {}", i + 1, name(i)));
+        }
+        if *with_ordinality {
+            picked.push(format!("__sqe_n AS {}", name(columns)));
+        }
+        sql = format!("SELECT {} FROM ({sql}) AS __sqe_unnest", picked.join(", "));
+    }
     let subquery = Parser::new(&crate::dialect::SqeDialect::default())
         .try_with_sql(&sql)
         .and_then(|mut p| p.parse_query())
         .map_err(|e| SqeError::invalid(format!("UNNEST: {e}")))?;
     let alias = match source {
-        Some((_, outer)) => Some(TableAlias {
+        Some((_, outer_name)) => Some(TableAlias {
             explicit: true,
-            name: outer.clone(),
+            name: outer_name.clone(),
             columns: vec![],
             at: None,
         }),

@@ -17,6 +17,8 @@ use crate::udf::{Delegate, invalid, is_integer, per_row, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![
+        unnest_input("sqe_unnest_rows", true),
+        unnest_input("sqe_unnest_outer", false),
         Delegate::new(
             "array_remove",
             |_: &[DataType]| datafusion::functions_nested::remove::array_remove_all_udf(),
@@ -469,4 +471,154 @@ fn zip_fields(lists: &[DataType]) -> Fields {
             )
         })
         .collect()
+}
+
+/// The fields of an UNNEST element that spreads over several columns (a map's entry, a row), renamed
+/// `f1`, `f2`, … so that the UNNEST rewrite (engine-pool's unnest.rs) can read them by position.
+fn positional(fields: &Fields) -> Fields {
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Arc::new(f.as_ref().clone().with_name(format!("f{}", i + 1))))
+        .collect()
+}
+
+/// What UNNEST reads, for engine-pool's unnest.rs: `sqe_unnest_rows(x, outer)` gives a map's
+/// entries or an array's rows as rows of fields `f1`, `f2`, …; `sqe_unnest_outer(x, outer)` the
+/// array itself. With `outer` (a LEFT JOIN UNNEST), a NULL or empty array is one NULL element, so
+/// that its row is kept.
+fn unnest_input(name: &'static str, rows: bool) -> Arc<ScalarUDF> {
+    let element = move |t: &DataType| -> Result<DataType> {
+        match t {
+            DataType::Map(entries, _) if rows => match entries.data_type() {
+                DataType::Struct(kv) => Ok(DataType::Struct(positional(kv))),
+                other => invalid(format!("UNNEST: unexpected map entries {other}")),
+            },
+            DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+                match f.data_type() {
+                    DataType::Struct(fields) if rows => Ok(DataType::Struct(positional(fields))),
+                    _ if rows => invalid(format!(
+                        "UNNEST names several columns for one array, whose elements are not rows: {}",
+                        crate::udf::type_name(t)
+                    )),
+                    other => Ok(other.clone()),
+                }
+            }
+            DataType::Null => Ok(DataType::Null),
+            other => invalid(format!(
+                "UNNEST takes an array or a map, not {}",
+                crate::udf::type_name(other)
+            )),
+        }
+    };
+    crate::udf::Scalar::new(
+        name,
+        move |args| match args {
+            [t, DataType::Boolean] => {
+                element(t)?;
+                Ok(args.to_vec())
+            }
+            _ => unexpected(name, args, &["array", "boolean"]),
+        },
+        move |args| Ok(DataType::new_list(element(&args[0])?, true)),
+        move |args, ty| {
+            let outer = args[1]
+                .as_any()
+                .downcast_ref::<arrow::array::BooleanArray>()
+                .is_some_and(|b| !b.is_empty() && b.value(0));
+            let DataType::List(out_field) = ty else {
+                return invalid(format!("{name}: returns {ty}"));
+            };
+            let (offsets, values, nulls): (
+                Vec<usize>,
+                ArrayRef,
+                Option<arrow::buffer::NullBuffer>,
+            ) = match args[0].data_type() {
+                DataType::Map(..) => {
+                    let m = args[0].as_any().downcast_ref::<arrow::array::MapArray>();
+                    let Some(m) = m else {
+                        return invalid("expected a map");
+                    };
+                    let entries: ArrayRef = Arc::new(m.entries().clone());
+                    (
+                        m.value_offsets().iter().map(|o| *o as usize).collect(),
+                        entries,
+                        m.nulls().cloned(),
+                    )
+                }
+                DataType::Null => (
+                    vec![0; args[0].len() + 1],
+                    arrow::array::new_null_array(&DataType::Null, 0),
+                    Some(arrow::buffer::NullBuffer::new_null(args[0].len())),
+                ),
+                _ => {
+                    let list = arrow::compute::cast(
+                        &args[0],
+                        &DataType::new_list(
+                            match args[0].data_type() {
+                                DataType::List(f)
+                                | DataType::LargeList(f)
+                                | DataType::FixedSizeList(f, _) => f.data_type().clone(),
+                                other => other.clone(),
+                            },
+                            true,
+                        ),
+                    )?;
+                    let l = list.as_any().downcast_ref::<ListArray>();
+                    let Some(l) = l else {
+                        return invalid("expected an array");
+                    };
+                    (
+                        l.value_offsets().iter().map(|o| *o as usize).collect(),
+                        Arc::clone(l.values()),
+                        l.nulls().cloned(),
+                    )
+                }
+            };
+            // The element values, renamed to positional fields where they are rows.
+            let values: ArrayRef = match (values.data_type(), out_field.data_type()) {
+                (DataType::Struct(_), DataType::Struct(fields)) => {
+                    let s = values.as_any().downcast_ref::<arrow::array::StructArray>();
+                    let Some(s) = s else {
+                        return invalid("expected rows");
+                    };
+                    Arc::new(arrow::array::StructArray::try_new(
+                        fields.clone(),
+                        s.columns().to_vec(),
+                        s.nulls().cloned(),
+                    )?)
+                }
+                _ => values,
+            };
+            let mut take_at: Vec<Option<u32>> = Vec::new();
+            let mut out_offsets = vec![0i32];
+            let mut out_nulls = Vec::new();
+            for row in 0..args[0].len() {
+                let valid = nulls.as_ref().is_none_or(|n| n.is_valid(row));
+                let (start, end) = (offsets[row], offsets[row + 1]);
+                if valid && end > start {
+                    take_at.extend((start..end).map(|i| Some(i as u32)));
+                    out_nulls.push(true);
+                } else if outer {
+                    take_at.push(None);
+                    out_nulls.push(true);
+                } else {
+                    out_nulls.push(valid);
+                }
+                out_offsets.push(take_at.len() as i32);
+            }
+            let taken = if values.data_type().is_null() {
+                arrow::array::new_null_array(out_field.data_type(), take_at.len())
+            } else {
+                take(values.as_ref(), &UInt32Array::from(take_at), None)?
+            };
+            Ok(Arc::new(ListArray::try_new(
+                Arc::clone(out_field),
+                OffsetBuffer::new(out_offsets.into()),
+                taken,
+                Some(arrow::buffer::NullBuffer::from(out_nulls)),
+            )?) as ArrayRef)
+        },
+    )
+    .udf()
 }
