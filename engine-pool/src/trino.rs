@@ -96,6 +96,9 @@ impl VisitorMut for Rewriter {
                 }
             }
         }
+        if let Err(e) = fetch_with_ties(query) {
+            return ControlFlow::Break(e);
+        }
         fetch_as_limit(query);
         if let SetExpr::Select(select) = query.body.as_mut() {
             let merged = crate::using_joins::qualify_select(select);
@@ -374,8 +377,68 @@ fn name_first_select(body: &mut SetExpr, names: &[Ident]) {
     }
 }
 
-/// `FETCH FIRST n ROWS ONLY` is `LIMIT n` (`WITH TIES` and `PERCENT` are left for DataFusion
-/// to refuse).
+/// `… ORDER BY k FETCH FIRST n ROWS WITH TIES`: the first `n` rows and every row tied with the
+/// last of them, the rows whose `rank()` by the order is at most `n`:
+/// `SELECT * EXCLUDE (r) FROM (SELECT *, rank() OVER (ORDER BY k) AS r FROM (…)) WHERE r <= n
+/// ORDER BY k`. The order must name output columns.
+fn fetch_with_ties(query: &mut Query) -> SqeResult<()> {
+    let Some(fetch) = &query.fetch else {
+        return Ok(());
+    };
+    if !fetch.with_ties {
+        return Ok(());
+    }
+    let needs = |what: &str| SqeError::invalid(format!("FETCH FIRST … WITH TIES {what}"));
+    if fetch.percent || query.limit_clause.is_some() {
+        return Err(needs("takes neither PERCENT, LIMIT nor OFFSET"));
+    }
+    let count = fetch
+        .quantity
+        .clone()
+        .unwrap_or_else(|| ast::Expr::value(Value::Number("1".into(), false)));
+    let Some(ast::OrderBy {
+        kind: ast::OrderByKind::Expressions(keys),
+        ..
+    }) = &query.order_by
+    else {
+        return Err(needs("needs an ORDER BY"));
+    };
+    let mut order = Vec::new();
+    for key in keys {
+        let name = match &key.expr {
+            ast::Expr::Identifier(id) => id.clone(),
+            ast::Expr::CompoundIdentifier(parts) if !parts.is_empty() => {
+                parts[parts.len() - 1].clone()
+            }
+            _ => return Err(needs("needs an ORDER BY of output column names")),
+        };
+        let mut key = key.clone();
+        key.expr = ast::Expr::Identifier(name);
+        order.push(key.to_string());
+    }
+    let order = order.join(", ");
+    let inner = Query {
+        with: None,
+        order_by: None,
+        fetch: None,
+        ..query.clone()
+    };
+    let sql = format!(
+        "SELECT * EXCLUDE (__sqe_rank) FROM (SELECT *, rank() OVER (ORDER BY {order}) AS __sqe_rank \
+         FROM ({inner}) AS __sqe_ties) AS __sqe_ties WHERE __sqe_rank <= {count} ORDER BY {order}"
+    );
+    let dialect = crate::dialect::SqeDialect::default();
+    let mut rewritten = datafusion::sql::sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_query())
+        .map_err(|e| SqeError::invalid(format!("FETCH FIRST … WITH TIES: {e}")))?;
+    rewritten.with = query.with.take();
+    *query = *rewritten;
+    Ok(())
+}
+
+/// `FETCH FIRST n ROWS ONLY` is `LIMIT n` (`WITH TIES` is rewritten above; `PERCENT` is left
+/// for DataFusion to refuse).
 fn fetch_as_limit(query: &mut Query) {
     let Some(fetch) = &query.fetch else {
         return;
