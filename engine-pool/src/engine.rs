@@ -508,6 +508,11 @@ impl Engine {
                 .to_string();
             return crate::show_functions::show_functions(&self.state, &rest);
         }
+        if starts_with_words(&prepared.sql, &["show", "stats"]) {
+            let rest =
+                prepared.sql.trim_start()["show".len()..].trim_start()["stats".len()..].to_string();
+            return crate::show_stats::show_stats(self, session, &rest).await;
+        }
         if starts_with_words(&prepared.sql, &["show", "secrets"]) {
             return self.show_secrets(session);
         }
@@ -725,6 +730,28 @@ impl Engine {
             .await
             .map_err(from_datafusion)?;
         Ok((state, plan))
+    }
+
+    /// Plans one query given as text, as `run` would (Trino's rewrites, the relations SQE resolves
+    /// itself, the caller's rights), without running it.
+    pub(crate) async fn plan_sql(
+        &self,
+        session: &Session,
+        sql: &str,
+    ) -> SqeResult<(SessionState, LogicalPlan)> {
+        let prepared = prepare(sql)?;
+        let mut statements =
+            Parser::parse_sql(&crate::dialect::SqeDialect::default(), &prepared.sql)
+                .map_err(|e| SqeError::invalid(format!("syntax error: {e}")))?;
+        let (Some(mut statement), None) = (statements.pop(), statements.pop()) else {
+            return Err(SqeError::invalid("expected one query"));
+        };
+        check_depth(&statement)?;
+        crate::trino::rewrite_statement(&mut statement)?;
+        let tables = self
+            .resolve_relations(session, &mut statement, &prepared)
+            .await?;
+        self.plan(session, statement, tables).await
     }
 
     /// Runs `SELECT <expr>` and returns its single value.

@@ -22,6 +22,7 @@ mod secret_store;
 mod secrets;
 mod session_properties;
 mod show_functions;
+mod show_stats;
 mod trino;
 pub mod types;
 mod unnest;
