@@ -110,37 +110,212 @@ fn sequence() -> Arc<ScalarUDF> {
     per_row(
         "sequence",
         |args| {
-            if (2..=3).contains(&args.len()) && args.iter().all(is_integer) {
-                Ok(vec![DataType::Int64; args.len()])
-            } else {
-                unexpected("sequence", args, &["bigint, bigint", "bigint, bigint, bigint"])
+            let interval = DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano);
+            match args {
+                [a, b] | [a, b, _]
+                    if args.iter().all(is_integer) && is_integer(a) && is_integer(b) =>
+                {
+                    Ok(vec![DataType::Int64; args.len()])
+                }
+                [DataType::Date32, DataType::Date32] => Ok(args.to_vec()),
+                [DataType::Date32, DataType::Date32, DataType::Interval(_)] => {
+                    Ok(vec![DataType::Date32, DataType::Date32, interval])
+                }
+                [
+                    t @ DataType::Timestamp(..),
+                    u @ DataType::Timestamp(..),
+                    DataType::Interval(_),
+                ] => {
+                    let t = if t == u {
+                        t.clone()
+                    } else {
+                        DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None)
+                    };
+                    Ok(vec![t.clone(), t, interval])
+                }
+                _ => unexpected(
+                    "sequence",
+                    args,
+                    &[
+                        "bigint, bigint[, bigint]",
+                        "date, date[, interval]",
+                        "timestamp, timestamp, interval",
+                    ],
+                ),
             }
         },
-        |_| Ok(DataType::new_list(DataType::Int64, true)),
-        |row| {
-            let int = |v: &ScalarValue| match v {
-                ScalarValue::Int64(Some(v)) => *v,
-                _ => 0,
-            };
-            let (start, stop) = (int(&row[0]), int(&row[1]));
-            let step = row.get(2).map_or(if start <= stop { 1 } else { -1 }, int);
-            if step == 0 {
-                return invalid("step must not be zero");
-            }
-            if (step > 0) != (start <= stop) && start != stop {
-                return invalid(
-                    "sequence stop value should be greater than or equal to start value if step is greater than zero otherwise stop should be less than or equal to start",
-                );
-            }
-            let count = (i128::from(stop) - i128::from(start)) / i128::from(step) + 1;
-            if count > 10_000 {
-                return invalid(format!("result of sequence function must not have more than 10000 entries: {count}"));
-            }
-            let values: Int64Array = (0..count as i64).map(|i| Some(start + i * step)).collect();
-            list_of(&Arc::new(Field::new_list_field(DataType::Int64, true)), Arc::new(values))
+        |args| Ok(DataType::new_list(args[0].clone(), true)),
+        |row| match &row[0] {
+            ScalarValue::Int64(_) => integers(row),
+            _ => instants(row),
         },
     )
     .udf()
+}
+
+/// Trino's limit on a sequence's length: a longer one is refused, not built.
+const SEQUENCE_LIMIT: i128 = 10_000;
+
+fn wrong_direction<T>() -> Result<T> {
+    invalid(
+        "sequence stop value should be greater than or equal to start value if step is greater than zero otherwise stop should be less than or equal to start",
+    )
+}
+
+fn integers(row: &[ScalarValue]) -> Result<ScalarValue> {
+    let int = |v: &ScalarValue| match v {
+        ScalarValue::Int64(Some(v)) => *v,
+        _ => 0,
+    };
+    let (start, stop) = (int(&row[0]), int(&row[1]));
+    let step = row.get(2).map_or(if start <= stop { 1 } else { -1 }, int);
+    if step == 0 {
+        return invalid("step must not be zero");
+    }
+    if (step > 0) != (start <= stop) && start != stop {
+        return wrong_direction();
+    }
+    let count = (i128::from(stop) - i128::from(start)) / i128::from(step) + 1;
+    if count > SEQUENCE_LIMIT {
+        return invalid(format!(
+            "result of sequence function must not have more than 10000 entries: {count}"
+        ));
+    }
+    let values: Int64Array = (0..count as i64).map(|i| Some(start + i * step)).collect();
+    list_of(
+        &Arc::new(Field::new_list_field(DataType::Int64, true)),
+        Arc::new(values),
+    )
+}
+
+/// `sequence` of dates (a day apart by default) or timestamps, by an interval of months or of
+/// days and time: the `i`-th element is `start + i × step`, up to `stop`.
+fn instants(row: &[ScalarValue]) -> Result<ScalarValue> {
+    use chrono::{DateTime, Duration, Months, NaiveDateTime};
+    let (months, days, nanos) = match row.get(2) {
+        None => (0, 1, 0),
+        Some(ScalarValue::IntervalMonthDayNano(Some(i))) => (i.months, i.days, i.nanoseconds),
+        Some(other) => return invalid(format!("sequence: the step is not an interval: {other}")),
+    };
+    if months != 0 && (days != 0 || nanos != 0) {
+        return invalid("sequence: the step is either a year-to-month or a day-to-second interval");
+    }
+    // As a local date-time, and back into the start's type.
+    let (t, unit) = match &row[0] {
+        ScalarValue::Date32(Some(d)) => (
+            DateTime::from_timestamp(i64::from(*d) * 86_400, 0).map(|t| t.naive_utc()),
+            None,
+        ),
+        other => match timestamp_parts(other) {
+            Some((v, per_second)) => (
+                DateTime::from_timestamp(
+                    v.div_euclid(per_second),
+                    (v.rem_euclid(per_second) * (1_000_000_000 / per_second)) as u32,
+                )
+                .map(|t| t.naive_utc()),
+                Some(per_second),
+            ),
+            None => (None, None),
+        },
+    };
+    let stop = match &row[1] {
+        ScalarValue::Date32(Some(d)) => {
+            DateTime::from_timestamp(i64::from(*d) * 86_400, 0).map(|t| t.naive_utc())
+        }
+        other => timestamp_parts(other).and_then(|(v, per_second)| {
+            DateTime::from_timestamp(
+                v.div_euclid(per_second),
+                (v.rem_euclid(per_second) * (1_000_000_000 / per_second)) as u32,
+            )
+            .map(|t| t.naive_utc())
+        }),
+    };
+    let (Some(start), Some(stop)) = (t, stop) else {
+        return invalid("sequence: a date or timestamp out of range");
+    };
+    if unit.is_none() && nanos != 0 {
+        return invalid("sequence step must be a day interval if start and end values are dates");
+    }
+    let forward = months > 0 || (months == 0 && (days > 0 || (days == 0 && nanos > 0)));
+    if months == 0 && days == 0 && nanos == 0 {
+        return invalid("step must not be zero");
+    }
+    if start != stop && forward != (start < stop) {
+        return wrong_direction();
+    }
+    let at = |i: i64| -> Option<NaiveDateTime> {
+        let shifted = if months != 0 {
+            let m = i64::from(months).checked_mul(i)?;
+            if m >= 0 {
+                start.checked_add_months(Months::new(u32::try_from(m).ok()?))?
+            } else {
+                start.checked_sub_months(Months::new(u32::try_from(-m).ok()?))?
+            }
+        } else {
+            start
+        };
+        let span = Duration::days(i64::from(days).checked_mul(i)?)
+            .checked_add(&Duration::nanoseconds(nanos.checked_mul(i)?))?;
+        shifted.checked_add_signed(span)
+    };
+    let mut out = Vec::new();
+    for i in 0.. {
+        let Some(v) = at(i) else { break };
+        if (forward && v > stop) || (!forward && v < stop) {
+            break;
+        }
+        if out.len() as i128 >= SEQUENCE_LIMIT {
+            return invalid("result of sequence function must not have more than 10000 entries");
+        }
+        out.push(v);
+    }
+    let t = row[0].data_type();
+    let values = out.into_iter().map(|v| match (&t, unit) {
+        (DataType::Date32, _) => Ok(ScalarValue::Date32(Some(
+            (v.and_utc().timestamp().div_euclid(86_400)) as i32,
+        ))),
+        (_, Some(per_second)) => {
+            let nanos = v.and_utc().timestamp_nanos_opt();
+            let value = match nanos {
+                Some(n) => n / (1_000_000_000 / per_second),
+                None => v.and_utc().timestamp() * per_second,
+            };
+            Ok(match &t {
+                DataType::Timestamp(arrow::datatypes::TimeUnit::Second, tz) => {
+                    ScalarValue::TimestampSecond(Some(value), tz.clone())
+                }
+                DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, tz) => {
+                    ScalarValue::TimestampMillisecond(Some(value), tz.clone())
+                }
+                DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, tz) => {
+                    ScalarValue::TimestampMicrosecond(Some(value), tz.clone())
+                }
+                DataType::Timestamp(_, tz) => {
+                    ScalarValue::TimestampNanosecond(Some(value), tz.clone())
+                }
+                _ => return invalid("sequence: unexpected type"),
+            })
+        }
+        _ => invalid("sequence: unexpected type"),
+    });
+    let values = values.collect::<Result<Vec<_>>>()?;
+    let array = if values.is_empty() {
+        arrow::array::new_empty_array(&t)
+    } else {
+        ScalarValue::iter_to_array(values)?
+    };
+    list_of(&Arc::new(Field::new_list_field(t, true)), array)
+}
+
+/// A timestamp scalar's value and its units per second.
+fn timestamp_parts(v: &ScalarValue) -> Option<(i64, i64)> {
+    match v {
+        ScalarValue::TimestampSecond(Some(v), _) => Some((*v, 1)),
+        ScalarValue::TimestampMillisecond(Some(v), _) => Some((*v, 1_000)),
+        ScalarValue::TimestampMicrosecond(Some(v), _) => Some((*v, 1_000_000)),
+        ScalarValue::TimestampNanosecond(Some(v), _) => Some((*v, 1_000_000_000)),
+        _ => None,
+    }
 }
 
 /// A list argument as these functions read it.

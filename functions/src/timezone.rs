@@ -119,6 +119,13 @@ impl Zone {
             .or_else(|_| invalid(format!("Time zone not supported: {text}")))
     }
 
+    fn name(&self) -> String {
+        match self {
+            Zone::Named(z) => z.name().to_string(),
+            Zone::Fixed(f) => f.to_string(),
+        }
+    }
+
     /// The offset from UTC, in seconds, at `instant` (UTC date-time).
     pub(crate) fn offset_at(&self, instant: NaiveDateTime) -> i64 {
         i64::from(match self {
@@ -170,7 +177,13 @@ fn wall_to_instant(v: i64, unit: TimeUnit, zone: &Zone) -> Result<i64> {
         return invalid(format!("timestamp out of range: {v}"));
     };
     let offset = zone.offset_of_local(local)?;
-    Ok(v - offset * per_second(unit))
+    match v.checked_sub(offset * per_second(unit)) {
+        Some(instant) => Ok(instant),
+        None => invalid(format!(
+            "timestamp out of range: {local} in {}",
+            zone.name()
+        )),
+    }
 }
 
 /// The wall-clock time in `zone` of the instant `v`.
@@ -178,7 +191,13 @@ fn instant_to_wall(v: i64, unit: TimeUnit, zone: &Zone) -> Result<i64> {
     let Some(instant) = seconds_of(v, unit) else {
         return invalid(format!("timestamp out of range: {v}"));
     };
-    Ok(v + zone.offset_at(instant) * per_second(unit))
+    match v.checked_add(zone.offset_at(instant) * per_second(unit)) {
+        Some(wall) => Ok(wall),
+        None => invalid(format!(
+            "timestamp out of range: {instant} in {}",
+            zone.name()
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
