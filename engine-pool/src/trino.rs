@@ -524,6 +524,11 @@ fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
             op: ast::BinaryOperator::Modulo,
             right: Box::new(ast::Expr::Nested(Box::new(m.clone()))),
         }))),
+        // array_sort(a, comparator): the higher-order form (the one-argument form is a scalar
+        // function of the same name, which DataFusion would pick).
+        ("array_sort", [a, comparator @ ast::Expr::Lambda(_)]) => {
+            Some(call("sqe_array_sort", vec![a.clone(), comparator.clone()]))
+        }
         // TRY(x): `x` as a lambda's body, which `sqe_try` evaluates, catching its errors.
         ("try", [x]) => Some(call(
             "sqe_try",

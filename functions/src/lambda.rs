@@ -42,6 +42,7 @@ pub fn functions() -> Vec<Arc<HigherOrderUDF>> {
         TransformKeys,
         TransformValues,
         Try,
+        SortBy,
     ]
     .into_iter()
     .map(|kind| Arc::new(HigherOrderUDF::new_from_impl(Lambda::new(kind))))
@@ -59,6 +60,7 @@ enum Kind {
     TransformKeys,
     TransformValues,
     Try,
+    SortBy,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -167,6 +169,7 @@ impl HigherOrderUDFImpl for Lambda {
             Kind::TransformKeys => "transform_keys",
             Kind::TransformValues => "transform_values",
             Kind::Try => "sqe_try",
+            Kind::SortBy => "sqe_array_sort",
         }
     }
 
@@ -212,6 +215,10 @@ impl HigherOrderUDFImpl for Lambda {
         };
         Ok(match self.kind {
             Kind::Try => LambdaParametersProgress::Complete(vec![vec![value(0)?]]),
+            Kind::SortBy => {
+                let x = element(name, value(0)?.data_type())?;
+                LambdaParametersProgress::Complete(vec![vec![Arc::clone(&x), x]])
+            }
             Kind::AllMatch | Kind::NoneMatch => {
                 LambdaParametersProgress::Complete(vec![vec![element(
                     name,
@@ -304,6 +311,16 @@ impl HigherOrderUDFImpl for Lambda {
             }
             Kind::Reduce => lambda(3)?.data_type().clone(),
             Kind::Try => lambda(1)?.data_type().clone(),
+            Kind::SortBy => {
+                let out = lambda(1)?;
+                if !out.data_type().is_integer() {
+                    return plan_err!(
+                        "array_sort: the comparator must return an integer, not {}",
+                        type_name(out.data_type())
+                    );
+                }
+                value(0)?
+            }
             Kind::ZipWith => DataType::new_list(lambda(2)?.data_type().clone(), true),
             Kind::MapZipWith => {
                 let map = value(0)?;
@@ -355,6 +372,7 @@ impl HigherOrderUDFImpl for Lambda {
             (Kind::MapFilter, [map], [f]) => map_filter(map, f)?,
             (Kind::MapZipWith, [a, b], [f]) => map_zip_with(a, b, f, ret)?,
             (Kind::Try, [rows], [f]) => try_rows(rows, f, ret)?,
+            (Kind::SortBy, [list], [f]) => sort_by(list, f)?,
             (Kind::TransformKeys, [map], [f]) => transform_map(map, f, ret, true)?,
             (Kind::TransformValues, [map], [f]) => transform_map(map, f, ret, false)?,
             _ => return exec_err!("{}: unexpected arguments", self.name()),
@@ -618,6 +636,104 @@ fn map_filter(array: &ArrayRef, f: &LambdaArgument) -> Result<ArrayRef> {
     let keys = take(e.keys.as_ref(), &kept, None)?;
     let values = take(e.values.as_ref(), &kept, None)?;
     e.build(array.data_type(), offsets, keys, values)
+}
+
+/// The most element pairs `array_sort` with a comparator compares in one batch (each array's
+/// elements are compared pairwise, n² calls).
+const SORT_PAIRS: usize = 4_000_000;
+
+/// `array_sort(a, (x, y) -> c)`: `a` sorted by a comparator returning -1, 0 or 1 (anything
+/// else, NULL included, is an error, as in Trino). Every pair of an array's elements is compared
+/// in one evaluation of the lambda; a stable merge sort then reads the answers (and cannot be
+/// thrown off by a comparator that is not a total order).
+fn sort_by(list: &ArrayRef, f: &LambdaArgument) -> Result<ArrayRef> {
+    let typed = list.as_list::<i32>();
+    let offsets = typed.value_offsets();
+    let base = offsets[0] as usize;
+    let mut pairs = 0usize;
+    for row in 0..typed.len() {
+        let n = (offsets[row + 1] - offsets[row]) as usize;
+        pairs = pairs.saturating_add(n.saturating_mul(n));
+    }
+    if pairs > SORT_PAIRS {
+        return exec_err!(
+            "array_sort with a comparator: {pairs} comparisons in one batch, more than {SORT_PAIRS}"
+        );
+    }
+    let values = typed.values();
+    let (mut left, mut right, mut owner) = (Vec::new(), Vec::new(), Vec::new());
+    for row in 0..typed.len() {
+        let (s, e) = (offsets[row] as u32, offsets[row + 1] as u32);
+        for i in s..e {
+            for j in s..e {
+                left.push(i);
+                right.push(j);
+                owner.push(row as u32);
+            }
+        }
+    }
+    let x = take(values.as_ref(), &UInt32Array::from(left), None)?;
+    let y = take(values.as_ref(), &UInt32Array::from(right), None)?;
+    let owner = UInt32Array::from(owner);
+    let count = owner.len();
+    let (xp, yp) = (|| Ok(Arc::clone(&x)), || Ok(Arc::clone(&y)));
+    let answers = f
+        .evaluate(&[&xp, &yp], |captured| {
+            Ok(take_arrays(captured, &owner, None)?)
+        })?
+        .into_array(count)?;
+    let answers = cast_with_options(&answers, &DataType::Int64, &CastOptions::default())?;
+    let answers = answers.as_primitive::<arrow::datatypes::Int64Type>();
+    if answers.null_count() > 0 || answers.values().iter().any(|v| !(-1..=1).contains(v)) {
+        return exec_err!("Lambda comparator must return either -1, 0, or 1");
+    }
+    let mut order: Vec<u32> = Vec::with_capacity(values.len());
+    let mut at = 0usize;
+    for row in 0..typed.len() {
+        let (s, e) = (offsets[row] as usize, offsets[row + 1] as usize);
+        let n = e - s;
+        let first = at;
+        let compare = |a: usize, b: usize| answers.value(first + (a - s) * n + (b - s));
+        let mut idx: Vec<usize> = (s..e).collect();
+        merge_sort(&mut idx, &compare);
+        order.extend(idx.into_iter().map(|i| (i - base) as u32));
+        at += n * n;
+    }
+    let sliced = values.slice(base, offsets[typed.len()] as usize - base);
+    let sorted = take(sliced.as_ref(), &UInt32Array::from(order), None)?;
+    let new_offsets: Vec<i32> = offsets.iter().map(|o| o - offsets[0]).collect();
+    let DataType::List(field) = list.data_type() else {
+        return exec_err!("array_sort expects an array");
+    };
+    Ok(Arc::new(ListArray::try_new(
+        Arc::clone(field),
+        OffsetBuffer::new(new_offsets.into()),
+        sorted,
+        typed.nulls().cloned(),
+    )?))
+}
+
+/// A stable merge sort by `compare` (-1, 0, 1), which never fails whatever `compare` answers.
+fn merge_sort(items: &mut Vec<usize>, compare: &impl Fn(usize, usize) -> i64) {
+    if items.len() < 2 {
+        return;
+    }
+    let mut right = items.split_off(items.len() / 2);
+    merge_sort(items, compare);
+    merge_sort(&mut right, compare);
+    let left = std::mem::take(items);
+    let (mut i, mut j) = (0, 0);
+    while i < left.len() && j < right.len() {
+        if compare(right[j], left[i]) < 0 {
+            items.push(right[j]);
+            j += 1;
+        } else {
+            items.push(left[i]);
+            i += 1;
+        }
+    }
+    items.extend_from_slice(&left[i..]);
+    items.extend_from_slice(&right[j..]);
 }
 
 /// `TRY(x)`: `x`, with NULL for the rows where evaluating it fails. The whole batch is evaluated
