@@ -114,6 +114,7 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
         ("mod", "scalar"),
         ("date", "scalar"),
         ("try", "scalar"),
+        ("reduce_agg", "aggregate"),
         ("exclude_columns", "table"),
     ] {
         add(name, kind, Volatility::Immutable, None);

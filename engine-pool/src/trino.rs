@@ -262,7 +262,7 @@ impl VisitorMut for Rewriter {
                 *data_type = ast::DataType::Bytea;
             }
             ast::Expr::Function(f) => {
-                if let Some(rewritten) = function_as_expression(f) {
+                if let Some(rewritten) = reduce_agg(f).or_else(|| function_as_expression(f)) {
                     *expr = rewritten;
                 } else {
                     rename_function(f);
@@ -500,6 +500,68 @@ fn name_columns(body: &mut SetExpr) -> Vec<(ast::Expr, Ident)> {
 
 /// Trino's functions that are an expression of DataFusion's: `mod(n, m)` is `n % m` (the
 /// remainder has the dividend's sign in both), `date(x)` is `CAST(x AS DATE)`.
+/// `reduce_agg(v, initial, input, combine) [FILTER (WHERE c)]`: `reduce` over the group's
+/// non-NULL values (those passing `c`), folded in one pass: the combine function merges partial
+/// states, and a single fold has none.
+fn reduce_agg(f: &ast::Function) -> Option<ast::Expr> {
+    let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else {
+        return None;
+    };
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    if !name.value.eq_ignore_ascii_case("reduce_agg") || f.over.is_some() || list.args.len() != 4 {
+        return None;
+    }
+    let args: Vec<ast::Expr> = list
+        .args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let [
+        v,
+        initial,
+        input @ ast::Expr::Lambda(_),
+        ast::Expr::Lambda(_),
+    ] = args.as_slice()
+    else {
+        return None;
+    };
+    let ast::Expr::Function(mut values) = call("array_agg", vec![v.clone()]) else {
+        return None;
+    };
+    let present = ast::Expr::IsNotNull(Box::new(v.clone()));
+    values.filter = Some(Box::new(match &f.filter {
+        Some(c) => ast::Expr::BinaryOp {
+            left: Box::new(present),
+            op: ast::BinaryOperator::And,
+            right: Box::new(ast::Expr::Nested(c.clone())),
+        },
+        None => present,
+    }));
+    let state = Ident::new("__sqe_state");
+    let output = ast::Expr::Lambda(ast::LambdaFunction {
+        params: ast::OneOrManyWithParens::One(ast::LambdaFunctionParameter {
+            name: state.clone(),
+            data_type: None,
+        }),
+        body: Box::new(ast::Expr::Identifier(state)),
+        syntax: ast::LambdaSyntax::Arrow,
+    });
+    Some(call(
+        "reduce",
+        vec![
+            ast::Expr::Function(values),
+            initial.clone(),
+            input.clone(),
+            output,
+        ],
+    ))
+}
+
 fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
     let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else {
         return None;
