@@ -17,8 +17,10 @@ use arrow::array::{
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, TimeUnit};
 use chrono::format::{Item, Parsed, StrftimeItems};
+use std::fmt::Write as _;
+
 use chrono::{
-    DateTime, Datelike, Duration, LocalResult, Months, NaiveDate, NaiveDateTime, NaiveTime,
+    DateTime, Datelike, Duration, LocalResult, Months, NaiveDate, NaiveDateTime, NaiveTime, Offset,
     TimeZone, Timelike,
 };
 use datafusion::common::{Result, ScalarValue};
@@ -260,6 +262,17 @@ impl Temporal {
                     None => utc.naive_utc(),
                 })
             }
+        }
+    }
+
+    /// Row `i`'s offset from UTC in its zone (None for a date or a timestamp without a zone).
+    pub(crate) fn offset(&self, i: usize) -> Option<chrono::FixedOffset> {
+        match &self.kind {
+            TemporalKind::Timestamp(a, Some(tz)) if !a.is_null(i) => {
+                let utc = DateTime::from_timestamp_micros(a.value(i))?;
+                Some(tz.offset_from_utc_datetime(&utc.naive_utc()).fix())
+            }
+            _ => None,
         }
     }
 
@@ -837,7 +850,18 @@ fn format_rows(args: &[ArrayRef], to_chrono: impl Fn(&str) -> Result<String>) ->
             .as_ref()
             .map(|(_, i)| i.as_slice())
             .unwrap_or_default();
-        out.push(Some(v.format_with_items(items.iter()).to_string()));
+        // With its offset (UTC's for a timestamp without a zone), so that offset patterns print;
+        // a pattern that still cannot be printed is an error, not a panic.
+        let offset = values.offset(i).unwrap_or_else(|| chrono::Utc.fix());
+        let mut text = String::new();
+        let written = match offset.from_local_datetime(&v).earliest() {
+            Some(at) => write!(text, "{}", at.format_with_items(items.iter())),
+            None => write!(text, "{}", v.format_with_items(items.iter())),
+        };
+        if written.is_err() {
+            return invalid(format!("the pattern '{f}' cannot format {v}"));
+        }
+        out.push(Some(text));
     }
     Ok(Arc::new(StringArray::from(out)))
 }
@@ -1005,8 +1029,9 @@ fn joda_format(pattern: &str) -> Result<String> {
             ('S', n) if n <= 6 => "%6f".into(),
             ('S', _) => "%9f".into(),
             ('Z', 1) => "%z".into(),
-            ('Z', 2) => "%:z".into(),
-            ('z', _) => "%Z".into(),
+            // The zone's id (`ZZZ`) and name (`z`): its offset here.
+            ('Z', _) => "%:z".into(),
+            ('z', _) => "%:z".into(),
             (c, _) => return invalid(format!("Illegal pattern component: {c}")),
         };
         out.push_str(&spec);
