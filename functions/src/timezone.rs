@@ -278,9 +278,20 @@ impl ScalarUDFImpl for Zoned {
             {
                 Ok(vec![t.clone(), DataType::Utf8])
             }
-            (Kind::With | Kind::At, _) => unexpected(name, args, &["timestamp", "varchar"]),
+            // A NULL timestamp is a timestamp's NULL.
+            (Kind::With | Kind::At, [DataType::Null, z]) if is_text(z) || z.is_null() => Ok(vec![
+                DataType::Timestamp(TimeUnit::Nanosecond, None),
+                DataType::Utf8,
+            ]),
+            (Kind::With | Kind::At, _) => unexpected(name, args, &["timestamp, varchar"]),
             (Kind::Name | Kind::Hour | Kind::Minute, [t @ DataType::Timestamp(..)]) => {
                 Ok(vec![t.clone()])
+            }
+            (Kind::Name | Kind::Hour | Kind::Minute, [DataType::Null]) => {
+                Ok(vec![DataType::Timestamp(
+                    TimeUnit::Nanosecond,
+                    Some("UTC".into()),
+                )])
             }
             (Kind::Name | Kind::Hour | Kind::Minute, _) => {
                 unexpected(name, args, &["timestamp with time zone"])
