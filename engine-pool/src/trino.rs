@@ -205,6 +205,21 @@ impl VisitorMut for Rewriter {
                 ];
                 *expr = call("at_timezone", args);
             }
+            // JSON values are JSON text (SQE has no JSON type yet): `JSON '…'` is checked and
+            // made canonical, `CAST(x AS JSON)` writes `x` as JSON.
+            ast::Expr::TypedString(typed) if matches!(typed.data_type, ast::DataType::JSON) => {
+                let text = ast::Expr::value(typed.value.value.clone());
+                *expr = call("json_parse", vec![text]);
+            }
+            ast::Expr::Cast {
+                kind: ast::CastKind::Cast,
+                expr: inner,
+                data_type: ast::DataType::JSON,
+                ..
+            } => {
+                let arg = std::mem::replace(inner.as_mut(), ast::Expr::value(Value::Null));
+                *expr = call("sqe_to_json", vec![arg]);
+            }
             // `TIMESTAMP '2020-01-02 03:04:05 Europe/Berlin'`: that wall-clock time in that zone.
             ast::Expr::TypedString(typed)
                 if matches!(typed.data_type, ast::DataType::Timestamp(..)) =>

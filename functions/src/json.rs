@@ -4,7 +4,8 @@
 //!
 //! Not `datafusion-functions-json`: its paths are lists of keys (PostgreSQL's `->`), Trino's are
 //! JSONPath text; the parsing here is `serde_json`'s. JSON values are VARCHAR columns holding JSON
-//! text (SQE has no JSON type yet).
+//! text (SQE has no JSON type yet): `JSON '…'` is `json_parse('…')` and `CAST(x AS JSON)` is
+//! `sqe_to_json(x)` (trino.rs).
 
 use std::sync::Arc;
 
@@ -28,7 +29,92 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         is_json_scalar(),
         json_parse(),
         json_format(),
+        to_json(),
     ]
+}
+
+/// `CAST(x AS JSON)` (`sqe_to_json`, from trino.rs): `x` as JSON text, as Trino casts it: a
+/// VARCHAR becomes a JSON string, an array a JSON array, a map or a row a JSON object (a map's
+/// keys as text), numbers and booleans themselves, NULL (the SQL NULL) stays NULL.
+fn to_json() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "sqe_to_json",
+        |args| match args {
+            [_] => Ok(args.to_vec()),
+            _ => unexpected("CAST(… AS JSON)", args, &["T"]),
+        },
+        |_| Ok(DataType::Utf8),
+        |args, _| {
+            let mut out = Vec::with_capacity(args[0].len());
+            for i in 0..args[0].len() {
+                if args[0].is_null(i) || args[0].data_type().is_null() {
+                    out.push(None);
+                    continue;
+                }
+                out.push(Some(json_of(args[0].as_ref(), i)?.to_string()));
+            }
+            Ok(Arc::new(StringArray::from(out)) as ArrayRef)
+        },
+    )
+    .udf()
+}
+
+/// Row `i` of `array` as a JSON value.
+fn json_of(array: &dyn Array, i: usize) -> Result<Value> {
+    use arrow::datatypes::{Float32Type, Float64Type};
+    if array.is_null(i) {
+        return Ok(Value::Null);
+    }
+    Ok(match array.data_type() {
+        DataType::Boolean => Value::Bool(array.as_boolean().value(i)),
+        t if t.is_integer() => {
+            let text = arrow::util::display::array_value_to_string(array, i)?;
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        }
+        DataType::Float32 => {
+            serde_json::Number::from_f64(f64::from(array.as_primitive::<Float32Type>().value(i)))
+                .map_or(Value::Null, Value::Number)
+        }
+        DataType::Float64 => {
+            serde_json::Number::from_f64(array.as_primitive::<Float64Type>().value(i))
+                .map_or(Value::Null, Value::Number)
+        }
+        DataType::Decimal128(..) | DataType::Decimal256(..) => {
+            let text = arrow::util::display::array_value_to_string(array, i)?;
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        }
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => {
+            let items = match array.data_type() {
+                DataType::List(_) => array.as_list::<i32>().value(i),
+                DataType::LargeList(_) => array.as_list::<i64>().value(i),
+                _ => array.as_fixed_size_list().value(i),
+            };
+            Value::Array(
+                (0..items.len())
+                    .map(|j| json_of(items.as_ref(), j))
+                    .collect::<Result<_>>()?,
+            )
+        }
+        DataType::Map(..) => {
+            let entries = array.as_map().value(i);
+            let (keys, values) = (entries.column(0), entries.column(1));
+            let mut object = serde_json::Map::new();
+            for j in 0..entries.len() {
+                let key = arrow::util::display::array_value_to_string(keys.as_ref(), j)?;
+                object.insert(key, json_of(values.as_ref(), j)?);
+            }
+            Value::Object(object)
+        }
+        DataType::Struct(fields) => {
+            let row = array.as_struct();
+            let mut object = serde_json::Map::new();
+            for (f, column) in fields.iter().zip(row.columns()) {
+                object.insert(f.name().clone(), json_of(column.as_ref(), i)?);
+            }
+            Value::Object(object)
+        }
+        _ => Value::String(arrow::util::display::array_value_to_string(array, i)?),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq)]
