@@ -989,7 +989,6 @@ impl SchemaProvider for UnreachableSchema {
     }
 }
 
-/// A function of no arguments that returns `value`.
 /// `current_groups()`: these groups, sorted, as an array of varchar.
 fn groups_constant(groups: &[String]) -> Arc<datafusion::logical_expr::ScalarUDF> {
     let mut groups = groups.to_vec();
@@ -1009,6 +1008,7 @@ fn groups_constant(groups: &[String]) -> Arc<datafusion::logical_expr::ScalarUDF
     ))
 }
 
+/// A function of no arguments that returns `value`.
 fn text_constant(name: &str, value: String) -> Arc<datafusion::logical_expr::ScalarUDF> {
     let value = ScalarValue::Utf8(Some(value));
     Arc::new(create_udf(
