@@ -519,23 +519,10 @@ fn name_columns(body: &mut SetExpr) -> Vec<(ast::Expr, Ident)> {
 /// non-NULL values (those passing `c`), folded in one pass: the combine function merges partial
 /// states, and a single fold has none.
 fn reduce_agg(f: &ast::Function) -> Option<ast::Expr> {
-    let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else {
-        return None;
-    };
-    let FunctionArguments::List(list) = &f.args else {
-        return None;
-    };
-    if !name.value.eq_ignore_ascii_case("reduce_agg") || f.over.is_some() || list.args.len() != 4 {
+    let (name, args) = plain_call(f)?;
+    if !name.eq_ignore_ascii_case("reduce_agg") || f.over.is_some() {
         return None;
     }
-    let args: Vec<ast::Expr> = list
-        .args
-        .iter()
-        .map(|a| match a {
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
-            _ => None,
-        })
-        .collect::<Option<_>>()?;
     let [
         v,
         initial,
@@ -558,14 +545,7 @@ fn reduce_agg(f: &ast::Function) -> Option<ast::Expr> {
         None => present,
     }));
     let state = Ident::new("__sqe_state");
-    let output = ast::Expr::Lambda(ast::LambdaFunction {
-        params: ast::OneOrManyWithParens::One(ast::LambdaFunctionParameter {
-            name: state.clone(),
-            data_type: None,
-        }),
-        body: Box::new(ast::Expr::Identifier(state)),
-        syntax: ast::LambdaSyntax::Arrow,
-    });
+    let output = lambda(state.clone(), ast::Expr::Identifier(state));
     Some(call(
         "reduce",
         vec![
@@ -577,17 +557,19 @@ fn reduce_agg(f: &ast::Function) -> Option<ast::Expr> {
     ))
 }
 
-fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
+/// A call's name and its arguments, when it has a plain name, positional arguments and no
+/// clauses inside its parentheses (its FILTER and OVER are the caller's to check).
+fn plain_call(f: &ast::Function) -> Option<(&str, Vec<ast::Expr>)> {
     let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else {
         return None;
     };
     let FunctionArguments::List(list) = &f.args else {
         return None;
     };
-    if f.over.is_some() || f.filter.is_some() || !list.clauses.is_empty() {
+    if !list.clauses.is_empty() {
         return None;
     }
-    let args: Vec<ast::Expr> = list
+    let args = list
         .args
         .iter()
         .map(|a| match a {
@@ -595,7 +577,27 @@ fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
             _ => None,
         })
         .collect::<Option<_>>()?;
-    match (name.value.to_lowercase().as_str(), args.as_slice()) {
+    Some((name.value.as_str(), args))
+}
+
+/// The lambda `param -> body`.
+fn lambda(param: Ident, body: ast::Expr) -> ast::Expr {
+    ast::Expr::Lambda(ast::LambdaFunction {
+        params: ast::OneOrManyWithParens::One(ast::LambdaFunctionParameter {
+            name: param,
+            data_type: None,
+        }),
+        body: Box::new(body),
+        syntax: ast::LambdaSyntax::Arrow,
+    })
+}
+
+fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
+    let (name, args) = plain_call(f)?;
+    if f.over.is_some() || f.filter.is_some() {
+        return None;
+    }
+    match (name.to_lowercase().as_str(), args.as_slice()) {
         ("mod", [n, m]) => Some(ast::Expr::Nested(Box::new(ast::Expr::BinaryOp {
             left: Box::new(ast::Expr::Nested(Box::new(n.clone()))),
             op: ast::BinaryOperator::Modulo,
@@ -611,14 +613,7 @@ fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
             "sqe_try",
             vec![
                 ast::Expr::value(Value::Number("0".into(), false)),
-                ast::Expr::Lambda(ast::LambdaFunction {
-                    params: ast::OneOrManyWithParens::One(ast::LambdaFunctionParameter {
-                        name: Ident::new("__sqe_try"),
-                        data_type: None,
-                    }),
-                    body: Box::new(x.clone()),
-                    syntax: ast::LambdaSyntax::Arrow,
-                }),
+                lambda(Ident::new("__sqe_try"), x.clone()),
             ],
         )),
         ("date", [x]) => Some(ast::Expr::Cast {

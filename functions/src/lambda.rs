@@ -381,6 +381,39 @@ impl HigherOrderUDFImpl for Lambda {
     }
 }
 
+/// A lambda's answers as the type the function returns (cast only when they differ).
+fn fit(answers: ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    if answers.data_type() == to {
+        Ok(answers)
+    } else {
+        Ok(arrow::compute::cast(&answers, to)?)
+    }
+}
+
+/// A map column of type `ty` from its entries.
+fn map_array(
+    ty: &DataType,
+    offsets: Vec<i32>,
+    keys: ArrayRef,
+    values: ArrayRef,
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
+    let DataType::Map(entries, ordered) = ty else {
+        return exec_err!("expected a map type, not {ty}");
+    };
+    let DataType::Struct(fields) = entries.data_type() else {
+        return exec_err!("expected map entries, not {}", entries.data_type());
+    };
+    let entry = StructArray::try_new(fields.clone(), vec![keys, values], None)?;
+    Ok(Arc::new(MapArray::try_new(
+        Arc::clone(entries),
+        OffsetBuffer::new(offsets.into()),
+        entry,
+        nulls,
+        *ordered,
+    )?))
+}
+
 /// `array` with its rows also NULL where `nulls` says so.
 fn with_nulls(array: ArrayRef, nulls: Option<&NullBuffer>) -> Result<ArrayRef> {
     let Some(nulls) = nulls else {
@@ -537,15 +570,10 @@ fn zip_with(a: &ArrayRef, b: &ArrayRef, f: &LambdaArgument, ret: &DataType) -> R
     let DataType::List(field) = ret else {
         return exec_err!("zip_with returns an array, not {ret}");
     };
-    let zipped = if zipped.data_type() == field.data_type() {
-        zipped
-    } else {
-        arrow::compute::cast(&zipped, field.data_type())?
-    };
     Ok(Arc::new(ListArray::try_new(
         Arc::clone(field),
         OffsetBuffer::new(offsets.into()),
-        zipped,
+        fit(zipped, field.data_type())?,
         nulls,
     )?))
 }
@@ -597,20 +625,7 @@ impl<'a> Entries<'a> {
         keys: ArrayRef,
         values: ArrayRef,
     ) -> Result<ArrayRef> {
-        let DataType::Map(entries, ordered) = ty else {
-            return exec_err!("expected a map type, not {ty}");
-        };
-        let DataType::Struct(fields) = entries.data_type() else {
-            return exec_err!("expected map entries, not {}", entries.data_type());
-        };
-        let entry = StructArray::try_new(fields.clone(), vec![keys, values], None)?;
-        Ok(Arc::new(MapArray::try_new(
-            Arc::clone(entries),
-            OffsetBuffer::new(offsets.into()),
-            entry,
-            self.map.nulls().cloned(),
-            *ordered,
-        )?))
+        map_array(ty, offsets, keys, values, self.map.nulls().cloned())
     }
 }
 
@@ -739,19 +754,12 @@ fn merge_sort(items: &mut Vec<usize>, compare: &impl Fn(usize, usize) -> i64) {
 /// `TRY(x)`: `x`, with NULL for the rows where evaluating it fails. The whole batch is evaluated
 /// at once; only when that fails is each row evaluated on its own.
 fn try_rows(rows: &ArrayRef, f: &LambdaArgument, ret: &DataType) -> Result<ArrayRef> {
-    let fit = |a: ArrayRef| -> Result<ArrayRef> {
-        if a.data_type() == ret {
-            Ok(a)
-        } else {
-            Ok(arrow::compute::cast(&a, ret)?)
-        }
-    };
     let all = || Ok(Arc::clone(rows));
     if let Ok(out) = f
         .evaluate(&[&all], |captured| Ok(captured.to_vec()))
         .and_then(|v| v.into_array(rows.len()))
     {
-        return fit(out);
+        return fit(out, ret);
     }
     let mut parts = Vec::with_capacity(rows.len());
     for i in 0..rows.len() {
@@ -760,7 +768,7 @@ fn try_rows(rows: &ArrayRef, f: &LambdaArgument, ret: &DataType) -> Result<Array
         let value = f
             .evaluate(&[&one], |captured| Ok(take_arrays(captured, &row, None)?))
             .and_then(|v| v.into_array(1))
-            .and_then(fit);
+            .and_then(|v| fit(v, ret));
         parts.push(match value {
             Ok(v) => v,
             Err(_) => arrow::array::new_null_array(ret, 1),
@@ -828,25 +836,7 @@ fn map_zip_with(
         })?
         .into_array(count)?;
     let (_, v) = entries("map_zip_with", ret)?;
-    let values = if values.data_type() == v.data_type() {
-        values
-    } else {
-        arrow::compute::cast(&values, v.data_type())?
-    };
-    let DataType::Map(entry_field, ordered) = ret else {
-        return exec_err!("map_zip_with returns a map, not {ret}");
-    };
-    let DataType::Struct(fields) = entry_field.data_type() else {
-        return exec_err!("expected map entries, not {}", entry_field.data_type());
-    };
-    let entry = StructArray::try_new(fields.clone(), vec![keys, values], None)?;
-    Ok(Arc::new(MapArray::try_new(
-        Arc::clone(entry_field),
-        OffsetBuffer::new(offsets.into()),
-        entry,
-        nulls,
-        *ordered,
-    )?))
+    map_array(ret, offsets, keys, fit(values, v.data_type())?, nulls)
 }
 
 /// `transform_keys` (`keys`) and `transform_values`: each entry's key or value replaced by the
@@ -862,11 +852,7 @@ fn transform_map(
     let offsets: Vec<i32> = e.offsets.iter().map(|o| *o as i32).collect();
     let (k, v) = entries("transform", ret)?;
     let target = if keys { k.data_type() } else { v.data_type() };
-    let new = if new.data_type() == target {
-        new
-    } else {
-        arrow::compute::cast(&new, target)?
-    };
+    let new = fit(new, target)?;
     if !keys {
         return e.build(ret, offsets, Arc::clone(&e.keys), new);
     }

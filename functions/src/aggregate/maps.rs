@@ -22,7 +22,7 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 
 use crate::map::{map_type, one_map};
-use crate::udf::{invalid, unexpected};
+use crate::udf::{invalid, is_text, unexpected};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Kind {
@@ -147,10 +147,6 @@ impl AggregateUDFImpl for MapAggregate {
             field("bounds", list_of(&DataType::Int64)),
         ])
     }
-}
-
-fn is_text(t: &DataType) -> bool {
-    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }
 
 /// The entries so far: each key once with its count, value, or values (a multimap keeps a key

@@ -20,7 +20,19 @@ use datafusion::logical_expr::{
 use crate::udf::unexpected;
 
 pub fn functions() -> Vec<Arc<AggregateUDF>> {
-    vec![
+    use maps::{Kind as M, MapAggregate};
+    use moments::{Kind as S, Moments};
+    let moments = [S::GeometricMean, S::Skewness, S::Kurtosis]
+        .map(|k| Arc::new(AggregateUDF::new_from_impl(Moments::new(k))));
+    let maps = [
+        M::Histogram,
+        M::MapAgg,
+        M::MultimapAgg,
+        M::MapUnion,
+        M::MostFrequent,
+    ]
+    .map(|k| Arc::new(AggregateUDF::new_from_impl(MapAggregate::new(k))));
+    let mut out = vec![
         Arc::new(AggregateUDF::new_from_impl(CountIf::default())),
         Arc::new(AggregateUDF::new_from_impl(By::new(
             "max_by",
@@ -31,52 +43,23 @@ pub fn functions() -> Vec<Arc<AggregateUDF>> {
             Ordering::Less,
         ))),
         Arc::new(AggregateUDF::new_from_impl(Arbitrary::default())),
-        Arc::new(AggregateUDF::new_from_impl(moments::Moments::new(
-            moments::Kind::GeometricMean,
-        ))),
-        Arc::new(AggregateUDF::new_from_impl(moments::Moments::new(
-            moments::Kind::Skewness,
-        ))),
-        Arc::new(AggregateUDF::new_from_impl(moments::Moments::new(
-            moments::Kind::Kurtosis,
-        ))),
-        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
-            maps::Kind::Histogram,
-        ))),
-        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
-            maps::Kind::MapAgg,
-        ))),
-        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
-            maps::Kind::MultimapAgg,
-        ))),
-        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
-            maps::Kind::MapUnion,
-        ))),
-        Arc::new(AggregateUDF::new_from_impl(maps::MapAggregate::new(
-            maps::Kind::MostFrequent,
-        ))),
         Arc::new(AggregateUDF::new_from_impl(maps::NumericHistogram::new())),
         Arc::new(AggregateUDF::new_from_impl(maps::Checksum::new())),
-        // Trino's names for DataFusion's bitwise aggregates.
-        Arc::new(
-            datafusion::functions_aggregate::bit_and_or_xor::bit_and_udaf()
-                .as_ref()
-                .clone()
-                .with_aliases(["bitwise_and_agg"]),
-        ),
-        Arc::new(
-            datafusion::functions_aggregate::bit_and_or_xor::bit_or_udaf()
-                .as_ref()
-                .clone()
-                .with_aliases(["bitwise_or_agg"]),
-        ),
-        Arc::new(
-            datafusion::functions_aggregate::bit_and_or_xor::bit_xor_udaf()
-                .as_ref()
-                .clone()
-                .with_aliases(["bitwise_xor_agg"]),
-        ),
-    ]
+    ];
+    out.extend(moments);
+    out.extend(maps);
+    // Trino's names for DataFusion's bitwise aggregates.
+    use datafusion::functions_aggregate::bit_and_or_xor::{
+        bit_and_udaf, bit_or_udaf, bit_xor_udaf,
+    };
+    for (f, alias) in [
+        (bit_and_udaf(), "bitwise_and_agg"),
+        (bit_or_udaf(), "bitwise_or_agg"),
+        (bit_xor_udaf(), "bitwise_xor_agg"),
+    ] {
+        out.push(Arc::new(f.as_ref().clone().with_aliases([alias])));
+    }
+    out
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]

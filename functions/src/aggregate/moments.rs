@@ -62,10 +62,7 @@ impl AggregateUDFImpl for Moments {
     }
 
     fn accumulator(&self, _: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(State {
-            kind: Some(self.kind),
-            ..State::default()
-        }))
+        Ok(Box::new(State::new(self.kind)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -83,9 +80,9 @@ impl AggregateUDFImpl for Moments {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Copy)]
 struct State {
-    kind: Option<Kind>,
+    kind: Kind,
     n: i64,
     mean: f64,
     m2: f64,
@@ -95,6 +92,18 @@ struct State {
 }
 
 impl State {
+    fn new(kind: Kind) -> Self {
+        Self {
+            kind,
+            n: 0,
+            mean: 0.0,
+            m2: 0.0,
+            m3: 0.0,
+            m4: 0.0,
+            sum_ln: 0.0,
+        }
+    }
+
     fn add(&mut self, x: f64) {
         let n1 = self.n as f64;
         self.n += 1;
@@ -116,8 +125,10 @@ impl State {
             return;
         }
         if self.n == 0 {
-            let kind = self.kind;
-            *self = State { kind, ..*o };
+            *self = State {
+                kind: self.kind,
+                ..*o
+            };
             return;
         }
         let (na, nb) = (self.n as f64, o.n as f64);
@@ -155,9 +166,9 @@ impl Accumulator for State {
         let n = self.n as f64;
         let value = match self.kind {
             _ if self.n == 0 => None,
-            Some(Kind::GeometricMean) => Some((self.sum_ln / n).exp()),
-            Some(Kind::Skewness) if self.n >= 3 => Some(n.sqrt() * self.m3 / self.m2.powf(1.5)),
-            Some(Kind::Kurtosis) if self.n >= 4 => {
+            Kind::GeometricMean => Some((self.sum_ln / n).exp()),
+            Kind::Skewness if self.n >= 3 => Some(n.sqrt() * self.m3 / self.m2.powf(1.5)),
+            Kind::Kurtosis if self.n >= 4 => {
                 let d = (n - 2.0) * (n - 3.0);
                 Some(
                     (n - 1.0) * n * (n + 1.0) / d * self.m4 / (self.m2 * self.m2)
