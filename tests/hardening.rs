@@ -371,8 +371,21 @@ async fn attached_catalogs_belong_to_their_session() {
     // Another session of the same user, another user, and bob holding alice's session id.
     let later = session(&engine, "alice", &[]);
     let mut bob = session(&engine, "bob", &[]);
+    // Alice's statistics of her attached table; nobody else gets them.
+    assert_eq!(
+        ok(&engine, &alice, "SHOW STATS FOR side.default.extra")
+            .await
+            .last(),
+        Some(&"NULL|NULL|NULL|NULL|2.0|NULL|NULL".to_string())
+    );
     for s in [&later, &bob] {
         let e = refused(&engine, s, "SELECT * FROM side.default.extra").await;
+        assert!(
+            e.message().contains("side.default.extra"),
+            "{}",
+            e.message()
+        );
+        let e = refused(&engine, s, "SHOW STATS FOR side.default.extra").await;
         assert!(
             e.message().contains("side.default.extra"),
             "{}",
