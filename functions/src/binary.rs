@@ -1,8 +1,8 @@
 //! Trino's binary functions (`functions/binary`) between VARCHAR and VARBINARY: `to_utf8`,
 //! `from_utf8`, `to_base64`, `from_base64`, `to_base64url`, `from_base64url`, `to_hex` and
 //! `from_hex` of a VARBINARY (`to_hex` of an integer stays DataFusion's); the hashes (`md5`, `sha1`,
-//! `sha256`, `sha512` as VARBINARY, `xxhash64`, `murmur3`, `crc32`, `hmac_*`), base32, and the
-//! big-endian and IEEE 754 encodings.
+//! `sha256`, `sha512` as VARBINARY, `xxhash64`, `murmur3`, `spooky_hash_v2_32/64`, `crc32`,
+//! `hmac_*`), base32, and the big-endian and IEEE 754 encodings.
 
 use std::sync::Arc;
 
@@ -62,6 +62,12 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
             // Reading from a slice cannot fail.
             let h = murmur3::murmur3_x64_128(&mut reader, 0).unwrap_or_default();
             h.to_le_bytes().to_vec()
+        }),
+        hash("spooky_hash_v2_32", |b| {
+            (crate::spooky::hash64(b, 0) as u32).to_be_bytes().to_vec()
+        }),
+        hash("spooky_hash_v2_64", |b| {
+            crate::spooky::hash64(b, 0).to_be_bytes().to_vec()
         }),
         hmac_fn("hmac_md5", mac::<hmac::Hmac<md5::Md5>>),
         hmac_fn("hmac_sha1", mac::<hmac::Hmac<sha1::Sha1>>),

@@ -17,6 +17,7 @@ mod lambda;
 mod map;
 mod math;
 mod regexp;
+mod spooky;
 mod string;
 mod timezone;
 mod udf;

@@ -2,7 +2,8 @@
 //! `concat` (NULL if any argument is NULL; arrays too), `substr`/`substring` (a negative start
 //! counts from the end), `split`, `reverse` (of an array, the array reversed); and what DataFusion
 //! lacks: `codepoint`, `hamming_distance`, `levenshtein_distance`, `luhn_check`, `soundex`,
-//! `title_case`, `normalize`, `split_to_map`, `split_to_multimap`.
+//! `title_case`, `normalize`, `split_to_map`, `split_to_multimap`, and `word_stem` (the Snowball
+//! stemmers of the `rust-stemmers` crate, as Trino uses Lucene's Snowball ones).
 
 use std::sync::Arc;
 
@@ -51,6 +52,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
             Ok(ScalarValue::Utf8(Some(title_case(s[0]))))
         }),
         normalize(),
+        word_stem(),
         text_fn(
             "split_to_map",
             3,
@@ -67,6 +69,58 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
 }
 
 /// A function of `count` VARCHARs, row by row (NULL in, NULL out).
+/// `word_stem(word [, lang])`: the Snowball stem of `word`, in English unless `lang` (an ISO 639-1
+/// code) names another language.
+fn word_stem() -> Arc<ScalarUDF> {
+    per_row(
+        "word_stem",
+        |args| match args {
+            [w] if is_text(w) => Ok(vec![DataType::Utf8]),
+            [w, l] if is_text(w) && is_text(l) => Ok(vec![DataType::Utf8; 2]),
+            _ => unexpected("word_stem", args, &["varchar", "varchar, varchar"]),
+        },
+        |_| Ok(DataType::Utf8),
+        |row| {
+            let text = |v: &ScalarValue| match v {
+                ScalarValue::Utf8(Some(s)) => s.clone(),
+                _ => String::new(),
+            };
+            let lang = row.get(1).map_or_else(|| "en".to_string(), text);
+            let stemmer = rust_stemmers::Stemmer::create(stem_language(&lang)?);
+            Ok(ScalarValue::Utf8(Some(
+                stemmer.stem(&text(&row[0])).into_owned(),
+            )))
+        },
+    )
+    .udf()
+}
+
+/// The Snowball algorithm for one of the language codes Trino accepts (those the crate has).
+fn stem_language(code: &str) -> Result<rust_stemmers::Algorithm> {
+    use rust_stemmers::Algorithm::*;
+    Ok(match code {
+        "da" => Danish,
+        "de" => German,
+        "en" => English,
+        "es" => Spanish,
+        "fi" => Finnish,
+        "fr" => French,
+        "hu" => Hungarian,
+        "it" => Italian,
+        "nl" => Dutch,
+        "no" => Norwegian,
+        "pt" => Portuguese,
+        "ro" => Romanian,
+        "ru" => Russian,
+        "sv" => Swedish,
+        "tr" => Turkish,
+        "ca" | "eu" | "hy" | "ir" | "lt" => {
+            return invalid(format!("Stemmer language not supported by SQE: {code}"));
+        }
+        _ => return invalid(format!("Unknown stemmer language: {code}")),
+    })
+}
+
 fn text_fn(
     name: &'static str,
     count: usize,
