@@ -608,6 +608,15 @@ fn function_as_expression(f: &ast::Function) -> Option<ast::Expr> {
         ("array_sort", [a, comparator @ ast::Expr::Lambda(_)]) => {
             Some(call("sqe_array_sort", vec![a.clone(), comparator.clone()]))
         }
+        // Trino sorts an array's NULLs last (DataFusion's default puts them first).
+        ("array_sort", [a]) => Some(call(
+            "array_sort",
+            vec![
+                a.clone(),
+                ast::Expr::value(Value::SingleQuotedString("ASC".into())),
+                ast::Expr::value(Value::SingleQuotedString("NULLS LAST".into())),
+            ],
+        )),
         // TRY(x): `x` as a lambda's body, which `sqe_try` evaluates, catching its errors.
         ("try", [x]) => Some(call(
             "sqe_try",

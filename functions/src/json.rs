@@ -1,6 +1,6 @@
 //! Trino's JSON functions (`functions/json`) over JSON text: `json_extract_scalar`, `json_extract`,
 //! `json_size`, `json_array_length`, `json_array_get`, `json_array_contains`, `is_json_scalar`,
-//! `json_parse`, `json_format`. Paths are Trino's simple JSONPath: `$`, `.key`, `["key"]`, `[n]`.
+//! `json_parse`, `json_format`, `json_scalar`. Paths are Trino's simple JSONPath: `$`, `.key`, `["key"]`, `[n]`.
 //!
 //! Not `datafusion-functions-json`: its paths are lists of keys (PostgreSQL's `->`), Trino's are
 //! JSONPath text; the parsing here is `serde_json`'s. JSON values are VARCHAR columns holding JSON
@@ -30,6 +30,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         json_parse(),
         json_format(),
         to_json(),
+        json_scalar(),
     ]
 }
 
@@ -37,11 +38,30 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
 /// VARCHAR becomes a JSON string, an array a JSON array, a map or a row a JSON object (a map's
 /// keys as text), numbers and booleans themselves, NULL (the SQL NULL) stays NULL.
 fn to_json() -> Arc<ScalarUDF> {
+    json_text("sqe_to_json", "CAST(… AS JSON)", "T", |_| true)
+}
+
+/// `json_scalar(x)` (the SQL standard's JSON_SCALAR): a number, boolean, text, date or time as a
+/// JSON scalar (text and date-times as JSON strings); NULL stays NULL. Arrays, maps and rows are
+/// refused: they are not scalars.
+fn json_scalar() -> Arc<ScalarUDF> {
+    json_text("json_scalar", "json_scalar", "a scalar value", |t| {
+        !t.is_nested()
+    })
+}
+
+/// A function writing its one argument as JSON text, for the argument types `takes` accepts.
+fn json_text(
+    name: &'static str,
+    shown: &'static str,
+    expected: &'static str,
+    takes: fn(&DataType) -> bool,
+) -> Arc<ScalarUDF> {
     Scalar::new(
-        "sqe_to_json",
-        |args| match args {
-            [_] => Ok(args.to_vec()),
-            _ => unexpected("CAST(… AS JSON)", args, &["T"]),
+        name,
+        move |args| match args {
+            [t] if takes(t) => Ok(args.to_vec()),
+            _ => unexpected(shown, args, &[expected]),
         },
         |_| Ok(DataType::Utf8),
         |args, _| {

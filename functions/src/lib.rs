@@ -16,6 +16,7 @@ mod json;
 mod lambda;
 mod map;
 mod math;
+mod multiset;
 mod regexp;
 mod spooky;
 mod string;
@@ -51,6 +52,7 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     out.extend(binary::functions());
     out.extend(bitwise::functions());
     out.extend(url::functions());
+    out.extend(multiset::functions());
     out
 }
 

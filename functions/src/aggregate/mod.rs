@@ -1,7 +1,9 @@
 //! Trino's aggregate functions (`functions/aggregate`) that DataFusion lacks: `count_if`,
 //! `max_by`, `min_by`, `arbitrary` here; the moments (`geometric_mean`, `skewness`, `kurtosis`)
-//! in `moments.rs`; the ones building maps, and `checksum`, in `maps.rs`.
+//! in `moments.rs`; the ones building maps, and `checksum`, in `maps.rs`; the multiset ones in
+//! `crate::multiset`. `distinct.rs` gives each of them DISTINCT.
 
+mod distinct;
 mod maps;
 mod moments;
 
@@ -48,6 +50,16 @@ pub fn functions() -> Vec<Arc<AggregateUDF>> {
     ];
     out.extend(moments);
     out.extend(maps);
+    out.extend(crate::multiset::aggregates());
+    // Each of them takes DISTINCT through the same wrapper.
+    let mut out: Vec<Arc<AggregateUDF>> = out
+        .into_iter()
+        .map(|f| {
+            Arc::new(AggregateUDF::new_from_impl(distinct::Distinct(
+                f.as_ref().clone(),
+            )))
+        })
+        .collect();
     // Trino's names for DataFusion's bitwise aggregates.
     use datafusion::functions_aggregate::bit_and_or_xor::{
         bit_and_udaf, bit_or_udaf, bit_xor_udaf,
