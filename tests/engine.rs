@@ -822,6 +822,25 @@ async fn trino_function_coverage() {
 
     let like = run(&engine, "SHOW FUNCTIONS LIKE 'date%'").await;
     assert!(lines(&like).iter().any(|l| l.starts_with("date_add|")));
+    // One row per signature, in Trino's type names; a position taking any type is `T`.
+    for (pattern, expected) in [
+        (
+            "word_stem",
+            vec![
+                "word_stem|varchar|varchar|scalar|true|",
+                "word_stem|varchar|varchar, varchar|scalar|true|",
+            ],
+        ),
+        (
+            "spooky_hash_v2_64",
+            vec!["spooky_hash_v2_64|varbinary|varbinary|scalar|true|"],
+        ),
+        ("collect", vec!["collect|array(T)|T|aggregate|true|"]),
+        ("typeof", vec!["typeof|varchar|T|scalar|true|"]),
+    ] {
+        let shown = run(&engine, &format!("SHOW FUNCTIONS LIKE '{pattern}'")).await;
+        assert_eq!(lines(&shown), expected, "SHOW FUNCTIONS LIKE '{pattern}'");
+    }
     for probe in [
         "SELECT CAST('1' AS integer), try_cast('x' AS integer)",
         "SELECT extract(year FROM DATE '2020-01-01')",

@@ -1,12 +1,22 @@
-//! `SHOW FUNCTIONS [LIKE 'pattern']`: every function a statement can call, one row per name (an
-//! alias is a name), with Trino's columns. Argument and return types are not filled in yet.
+//! `SHOW FUNCTIONS [LIKE 'pattern']`: every function a statement can call, with Trino's columns:
+//! one row per name (an alias is a name) and signature, types in Trino's names.
+//!
+//! A signature is what the function's own coercion accepts unchanged. DataFusion lists examples
+//! for most of its signature kinds; for the others (SQE's functions coerce their arguments
+//! themselves) the argument types are probed: every combination of Trino's common types, up to
+//! three arguments. A position that takes every type probed is shown as a type variable (`T`).
+//! Probing is done once per function and process.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::arrow::array::{ArrayRef, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, TimeUnit};
+use datafusion::common::Result;
 use datafusion::execution::SessionState;
-use datafusion::logical_expr::{Documentation, Volatility};
+use datafusion::logical_expr::function::WindowUDFFieldArgs;
+use datafusion::logical_expr::type_coercion::functions::{UDFCoercionExt, fields_with_udf};
+use datafusion::logical_expr::{Documentation, ReturnFieldArgs, TypeSignature, Volatility};
 use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 use crate::engine::rows_result;
@@ -14,8 +24,181 @@ use crate::engine::rows_result;
 struct Row {
     name: String,
     kind: &'static str,
+    /// Return type and argument types, in Trino's names (empty when not known).
+    signature: Signature,
     deterministic: bool,
     description: String,
+}
+
+type Signature = (String, String);
+
+/// The types probed, as Trino names them: boolean, integer, bigint, double, decimal(38,2),
+/// varchar, varbinary, date, timestamp(6), array(bigint), map(varchar, bigint).
+fn probed_types() -> Vec<DataType> {
+    let entries = Fields::from(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("value", DataType::Int64, true),
+    ]);
+    vec![
+        DataType::Boolean,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::Float64,
+        DataType::Decimal128(38, 2),
+        DataType::Utf8,
+        DataType::Binary,
+        DataType::Date32,
+        DataType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::new_list(DataType::Int64, true),
+        DataType::Map(
+            Arc::new(Field::new("entries", DataType::Struct(entries), false)),
+            false,
+        ),
+    ]
+}
+
+/// Fewer types for three arguments, to keep the combinations few.
+fn probed_types_of_three() -> Vec<DataType> {
+    vec![
+        DataType::Boolean,
+        DataType::Int64,
+        DataType::Float64,
+        DataType::Utf8,
+        DataType::Date32,
+        DataType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::new_list(DataType::Int64, true),
+    ]
+}
+
+fn fields(types: &[DataType]) -> Vec<FieldRef> {
+    types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Arc::new(Field::new(format!("a{i}"), t.clone(), true)))
+        .collect()
+}
+
+/// Whether `f` takes `types` as they are.
+fn accepts<F: UDFCoercionExt>(f: &F, types: &[DataType]) -> bool {
+    let probe = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        fields_with_udf(&fields(types), f)
+    }));
+    matches!(probe, Ok(Ok(out)) if out.iter().map(|f| f.data_type()).eq(types.iter()))
+}
+
+/// Every combination of `n` of `types`.
+fn combinations(types: &[DataType], n: usize) -> Vec<Vec<DataType>> {
+    (0..n).fold(vec![Vec::new()], |acc, _| {
+        acc.into_iter()
+            .flat_map(|prefix| {
+                types.iter().map(move |t| {
+                    let mut next = prefix.clone();
+                    next.push(t.clone());
+                    next
+                })
+            })
+            .collect()
+    })
+}
+
+/// The signatures of a function: argument type lists its coercion accepts, each with the return
+/// type `returns` gives for it.
+fn signatures<F: UDFCoercionExt>(
+    f: &F,
+    returns: impl Fn(&[DataType]) -> Result<DataType>,
+) -> Vec<Signature> {
+    let name_of = |t: &DataType| sqe_functions::type_name(t);
+    let type_signature = &f.signature().type_signature;
+    let examples = type_signature.get_example_types();
+    let mut out = BTreeSet::new();
+    let mut add = |args: &[DataType]| {
+        let ret = returns(args).map(|t| name_of(&t)).unwrap_or_default();
+        let args: Vec<String> = args.iter().map(name_of).collect();
+        out.insert((ret, args.join(", ")));
+    };
+    if !examples.is_empty() {
+        examples.iter().for_each(|args| add(args));
+        return out.into_iter().collect();
+    }
+    if matches!(type_signature, TypeSignature::Nullary) {
+        add(&[]);
+        return out.into_iter().collect();
+    }
+    let mut generic = Vec::new();
+    for n in 0..=3 {
+        let candidates = if n == 3 {
+            probed_types_of_three()
+        } else {
+            probed_types()
+        };
+        let tuples = combinations(&candidates, n);
+        let taken: Vec<&Vec<DataType>> = tuples.iter().filter(|t| accepts(f, t)).collect();
+        if n > 0 && taken.len() == tuples.len() {
+            // Any type at every position: one row of type variables.
+            let ret = generic_return(&taken, &returns, n);
+            let vars: Vec<String> = (1..=n)
+                .map(|i| if n == 1 { "T".into() } else { format!("T{i}") })
+                .collect();
+            generic.push((ret, vars.join(", ")));
+            continue;
+        }
+        taken.into_iter().for_each(|args| add(args));
+    }
+    out.extend(generic);
+    out.into_iter().collect()
+}
+
+/// The return type of a signature of type variables: `T` (or `T1`) when it is always the first
+/// argument's type, `array(T)` when always an array of it, the one type when it never changes,
+/// empty otherwise.
+fn generic_return(
+    taken: &[&Vec<DataType>],
+    returns: &impl Fn(&[DataType]) -> Result<DataType>,
+    n: usize,
+) -> String {
+    let results: Vec<Option<DataType>> = taken.iter().map(|t| returns(t).ok()).collect();
+    if taken
+        .iter()
+        .zip(&results)
+        .all(|(t, r)| r.as_ref() == t.first())
+    {
+        return if n == 1 { "T".into() } else { "T1".into() };
+    }
+    let array_of_first = taken.iter().zip(&results).all(|(t, r)| match r {
+        Some(DataType::List(f)) => Some(f.data_type()) == t.first(),
+        _ => false,
+    });
+    if array_of_first {
+        return if n == 1 {
+            "array(T)".into()
+        } else {
+            "array(T1)".into()
+        };
+    }
+    match results.first() {
+        Some(Some(first)) if results.iter().all(|r| r.as_ref() == Some(first)) => {
+            sqe_functions::type_name(first)
+        }
+        _ => String::new(),
+    }
+}
+
+/// Signatures found once per function (by kind and name) in this process: the functions behind
+/// a name are the same in every session.
+fn cached(kind: &'static str, name: &str, find: impl FnOnce() -> Vec<Signature>) -> Vec<Signature> {
+    type Found = HashMap<(&'static str, String), Vec<Signature>>;
+    static CACHE: OnceLock<Mutex<Found>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (kind, name.to_string());
+    if let Some(found) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return found.clone();
+    }
+    let found = find();
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, found.clone());
+    found
 }
 
 fn describe(doc: Option<&Documentation>) -> String {
@@ -78,31 +261,102 @@ fn like(pattern: &[char], text: &[char]) -> bool {
 
 pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<QueryResult> {
     let pattern: Option<Vec<char>> = pattern(rest)?.map(|p| p.chars().collect());
+    let wanted = |name: &str| {
+        pattern
+            .as_ref()
+            .is_none_or(|p| like(p, &name.chars().collect::<Vec<_>>()))
+    };
     let mut rows: Vec<Row> = Vec::new();
-    let mut add = |name: &str, kind, volatility: Volatility, doc: Option<&Documentation>| {
-        rows.push(Row {
-            name: name.to_string(),
-            kind,
-            deterministic: volatility != Volatility::Volatile,
-            description: describe(doc),
-        })
+    let mut add = |name: &str,
+                   kind,
+                   signatures: Vec<Signature>,
+                   volatility: Volatility,
+                   doc: Option<&Documentation>| {
+        let signatures = if signatures.is_empty() {
+            vec![Signature::default()]
+        } else {
+            signatures
+        };
+        for signature in signatures {
+            rows.push(Row {
+                name: name.to_string(),
+                kind,
+                signature,
+                deterministic: volatility != Volatility::Volatile,
+                description: describe(doc),
+            })
+        }
     };
     for (name, f) in state.scalar_functions() {
-        add(name, "scalar", f.signature().volatility, f.documentation());
+        if !wanted(name) {
+            continue;
+        }
+        let found = cached("scalar", name, || {
+            signatures(f.as_ref(), |args| {
+                // Functions typing their result from argument fields answer only this way.
+                f.return_type(args).or_else(|_| {
+                    let arg_fields = fields(args);
+                    let scalar_arguments = vec![None; args.len()];
+                    Ok(f.return_field_from_args(ReturnFieldArgs {
+                        arg_fields: &arg_fields,
+                        scalar_arguments: &scalar_arguments,
+                    })?
+                    .data_type()
+                    .clone())
+                })
+            })
+        });
+        add(
+            name,
+            "scalar",
+            found,
+            f.signature().volatility,
+            f.documentation(),
+        );
     }
     for (name, f) in state.aggregate_functions() {
+        if !wanted(name) {
+            continue;
+        }
+        let found = cached("aggregate", name, || {
+            signatures(f.as_ref(), |args| f.return_type(args))
+        });
         add(
             name,
             "aggregate",
+            found,
             f.signature().volatility,
             f.documentation(),
         );
     }
     for (name, f) in state.window_functions() {
-        add(name, "window", f.signature().volatility, f.documentation());
+        if !wanted(name) {
+            continue;
+        }
+        let found = cached("window", name, || {
+            signatures(f.as_ref(), |args| {
+                let fields = fields(args);
+                Ok(f.field(WindowUDFFieldArgs::new(&fields, name))?
+                    .data_type()
+                    .clone())
+            })
+        });
+        add(
+            name,
+            "window",
+            found,
+            f.signature().volatility,
+            f.documentation(),
+        );
     }
     for (name, f) in state.higher_order_functions() {
-        add(name, "scalar", f.signature().volatility, f.documentation());
+        add(
+            name,
+            "scalar",
+            Vec::new(),
+            f.signature().volatility,
+            f.documentation(),
+        );
     }
     // Functions SQE plans as DataFusion's under other names or as expressions (trino.rs).
     for (name, kind) in [
@@ -117,15 +371,13 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
         ("reduce_agg", "aggregate"),
         ("exclude_columns", "table"),
     ] {
-        add(name, kind, Volatility::Immutable, None);
+        add(name, kind, Vec::new(), Volatility::Immutable, None);
     }
     // SQE's own internals (what TRY and casts become) are not for calling.
     rows.retain(|r| !r.name.starts_with("sqe_") && r.name != "lambda_uses");
-    if let Some(p) = &pattern {
-        rows.retain(|r| like(p, &r.name.chars().collect::<Vec<_>>()));
-    }
-    rows.sort_by(|a, b| (&a.name, a.kind).cmp(&(&b.name, b.kind)));
-    rows.dedup_by(|a, b| a.name == b.name && a.kind == b.kind);
+    rows.retain(|r| wanted(&r.name));
+    rows.sort_by(|a, b| (&a.name, a.kind, &a.signature).cmp(&(&b.name, b.kind, &b.signature)));
+    rows.dedup_by(|a, b| a.name == b.name && a.kind == b.kind && a.signature == b.signature);
     let text = |f: &dyn Fn(&Row) -> String| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
     };
@@ -146,8 +398,8 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
         schema,
         vec![
             text(&|r| r.name.clone()),
-            text(&|_| String::new()),
-            text(&|_| String::new()),
+            text(&|r| r.signature.0.clone()),
+            text(&|r| r.signature.1.clone()),
             text(&|r| r.kind.to_string()),
             text(&|r| r.deterministic.to_string()),
             text(&|r| r.description.clone()),
