@@ -937,8 +937,43 @@ fn row_cast(
     .otherwise(built)
 }
 
+/// Whether `e` is of Trino's JSON type (its field carries the JSON extension type).
+fn is_json(e: &Expr, schema: &DFSchema) -> bool {
+    e.to_field(schema)
+        .is_ok_and(|(_, f)| sqe_functions::is_json(&f))
+}
+
+/// `CAST(j AS T)` / `TRY_CAST(j AS T)` of a JSON value `j`: JSON read into `T`
+/// (`sqe_from_json`, which takes `T` from a NULL of that type).
+fn from_json(j: Expr, to: &DataType, lenient: bool) -> Result<Expr> {
+    let carrier = Expr::Literal(datafusion::common::ScalarValue::try_from(to)?, None);
+    Ok(Expr::ScalarFunction(ScalarFunction::new_udf(
+        sqe_functions::from_json(),
+        vec![j, carrier, datafusion::prelude::lit(lenient)],
+    )))
+}
+
 fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     match e {
+        Expr::Cast(Cast { expr, field }) if is_json(&expr, schema) => {
+            from_json(*expr, field.data_type(), false).map(Transformed::yes)
+        }
+        Expr::TryCast(TryCast { expr, field }) if is_json(&expr, schema) => {
+            from_json(*expr, field.data_type(), true).map(Transformed::yes)
+        }
+        // JSON is JSON already: CAST(j AS JSON) is `j`; its type is `json`.
+        Expr::ScalarFunction(f)
+            if f.name() == "sqe_to_json" && f.args.len() == 1 && is_json(&f.args[0], schema) =>
+        {
+            Ok(Transformed::yes(f.args.into_iter().next().unwrap_or_else(
+                || datafusion::prelude::lit(datafusion::common::ScalarValue::Null),
+            )))
+        }
+        Expr::ScalarFunction(f)
+            if f.name() == "typeof" && f.args.len() == 1 && is_json(&f.args[0], schema) =>
+        {
+            Ok(Transformed::yes(datafusion::prelude::lit("json")))
+        }
         Expr::Cast(Cast { expr, field }) => {
             let data_type = field.data_type().clone();
             let Ok(from) = expr.get_type(schema) else {

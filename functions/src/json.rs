@@ -3,15 +3,16 @@
 //! `json_parse`, `json_format`, `json_scalar`. Paths are Trino's simple JSONPath: `$`, `.key`, `["key"]`, `[n]`.
 //!
 //! Not `datafusion-functions-json`: its paths are lists of keys (PostgreSQL's `->`), Trino's are
-//! JSONPath text; the parsing here is `serde_json`'s. JSON values are VARCHAR columns holding JSON
-//! text (SQE has no JSON type yet): `JSON '…'` is `json_parse('…')` and `CAST(x AS JSON)` is
-//! `sqe_to_json(x)` (trino.rs).
+//! JSONPath text; the parsing here is `serde_json`'s. A JSON value is VARCHAR holding JSON text,
+//! its field marked with Arrow's JSON extension type ([`crate::JSON_EXTENSION`]): `JSON '…'` is
+//! `json_parse('…')`, `CAST(x AS JSON)` is `sqe_to_json(x)`, and a cast from JSON is
+//! `sqe_from_json` (all three from trino.rs).
 
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, StringArray};
 use arrow::datatypes::DataType;
-use datafusion::common::Result;
+use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::ScalarUDF;
 use serde_json::Value;
 
@@ -31,6 +32,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         json_format(),
         to_json(),
         json_scalar(),
+        from_json(),
     ]
 }
 
@@ -76,7 +78,185 @@ fn json_text(
             Ok(Arc::new(StringArray::from(out)) as ArrayRef)
         },
     )
+    .json()
     .udf()
+}
+
+/// `CAST(j AS T)` of a JSON value `j` (`sqe_from_json(j, <a value of type T>, lenient)`, from
+/// trino.rs): a JSON array becomes an ARRAY, an object a MAP (keys read from their text) or a ROW
+/// (fields by name, any case; an array gives a ROW's fields by position), a scalar a number,
+/// boolean, VARCHAR (a JSON string without its quotes), date or timestamp; JSON null is NULL.
+/// `lenient` (TRY_CAST) gives NULL where the value does not fit.
+pub fn from_json() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "sqe_from_json",
+        |args| match args {
+            [j, t, DataType::Boolean] if is_text(j) => {
+                Ok(vec![DataType::Utf8, t.clone(), DataType::Boolean])
+            }
+            _ => unexpected("CAST(json AS …)", args, &["json, T, boolean"]),
+        },
+        |args| Ok(args[1].clone()),
+        |args, ty| {
+            let lenient = args[2].as_boolean();
+            let mut out = Vec::with_capacity(args[0].len());
+            for i in 0..args[0].len() {
+                let value = match text(&args[0], i) {
+                    None => ScalarValue::try_from(ty),
+                    Some(s) => parse_strict(s).and_then(|v| typed(&v, ty)),
+                };
+                out.push(match value {
+                    Err(_) if lenient.is_valid(i) && lenient.value(i) => ScalarValue::try_from(ty)?,
+                    other => other?,
+                });
+            }
+            if out.is_empty() {
+                return Ok(arrow::array::new_empty_array(ty));
+            }
+            ScalarValue::iter_to_array(out)
+        },
+    )
+    .udf()
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A JSON value as a value of type `t`.
+fn typed(v: &Value, t: &DataType) -> Result<ScalarValue> {
+    use arrow::array::{MapArray, StructArray};
+    use arrow::buffer::OffsetBuffer;
+    use datafusion::common::DataFusionError;
+    let refuse = || -> Result<ScalarValue> {
+        invalid(format!(
+            "Cannot cast JSON {} to {}",
+            json_kind(v),
+            crate::udf::type_name(t)
+        ))
+    };
+    let cast = |value: ScalarValue| {
+        value.cast_to(t).map_err(|_| {
+            DataFusionError::Execution(format!(
+                "Cannot cast JSON {v} to {}",
+                crate::udf::type_name(t)
+            ))
+        })
+    };
+    if v.is_null() {
+        return ScalarValue::try_from(t);
+    }
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => match v {
+            Value::String(s) => cast(ScalarValue::Utf8(Some(s.clone()))),
+            // Text of an array or object: the JSON itself (a VARCHAR it may be compared with).
+            other => cast(ScalarValue::Utf8(Some(other.to_string()))),
+        },
+        DataType::Boolean => match v {
+            Value::Bool(b) => Ok(ScalarValue::Boolean(Some(*b))),
+            Value::Number(n) => Ok(ScalarValue::Boolean(Some(n.as_f64() != Some(0.0)))),
+            Value::String(s) => cast(ScalarValue::Utf8(Some(s.clone()))),
+            _ => refuse(),
+        },
+        t if t.is_numeric() => match v {
+            Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => cast(ScalarValue::Int64(Some(i))),
+                // A fraction rounds (half away from zero) into an integer type, as Trino's does.
+                (None, Some(f)) if t.is_integer() => cast(ScalarValue::Float64(Some(f.round()))),
+                (None, Some(_)) if matches!(t, DataType::Decimal128(..)) => {
+                    cast(ScalarValue::Utf8(Some(n.to_string())))
+                }
+                (None, Some(f)) => cast(ScalarValue::Float64(Some(f))),
+                (None, None) => refuse(),
+            },
+            Value::Bool(b) => cast(ScalarValue::Int64(Some(i64::from(*b)))),
+            Value::String(s) => cast(ScalarValue::Utf8(Some(s.clone()))),
+            _ => refuse(),
+        },
+        DataType::Date32 | DataType::Timestamp(..) => match v {
+            Value::String(s) => cast(ScalarValue::Utf8(Some(s.clone()))),
+            _ => refuse(),
+        },
+        DataType::List(f) => {
+            let Value::Array(items) = v else {
+                return refuse();
+            };
+            let values = items
+                .iter()
+                .map(|item| typed(item, f.data_type()))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+                &values,
+                f.data_type(),
+            )))
+        }
+        DataType::Struct(fields) => {
+            let values: Vec<&Value> = match v {
+                Value::Object(object) => fields
+                    .iter()
+                    .map(|f| {
+                        object
+                            .iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case(f.name()))
+                            .map_or(&Value::Null, |(_, v)| v)
+                    })
+                    .collect(),
+                Value::Array(items) if items.len() == fields.len() => items.iter().collect(),
+                _ => return refuse(),
+            };
+            let columns = fields
+                .iter()
+                .zip(values)
+                .map(|(f, v)| typed(v, f.data_type())?.to_array())
+                .collect::<Result<Vec<_>>>()?;
+            Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(
+                fields.clone(),
+                columns,
+                None,
+            )?)))
+        }
+        DataType::Map(entries, sorted) => {
+            let (Value::Object(object), DataType::Struct(kv)) = (v, entries.data_type()) else {
+                return refuse();
+            };
+            let mut keys = Vec::with_capacity(object.len());
+            let mut values = Vec::with_capacity(object.len());
+            for (k, item) in object {
+                keys.push(typed(&Value::String(k.clone()), kv[0].data_type())?);
+                values.push(typed(item, kv[1].data_type())?);
+            }
+            let column = |items: Vec<ScalarValue>, t: &DataType| {
+                if items.is_empty() {
+                    Ok(arrow::array::new_empty_array(t))
+                } else {
+                    ScalarValue::iter_to_array(items)
+                }
+            };
+            let entries_array = StructArray::try_new(
+                kv.clone(),
+                vec![
+                    column(keys, kv[0].data_type())?,
+                    column(values, kv[1].data_type())?,
+                ],
+                None,
+            )?;
+            Ok(ScalarValue::Map(Arc::new(MapArray::try_new(
+                Arc::clone(entries),
+                OffsetBuffer::from_lengths([object.len()]),
+                entries_array,
+                None,
+                *sorted,
+            )?)))
+        }
+        _ => refuse(),
+    }
 }
 
 /// Row `i` of `array` as a JSON value.
@@ -289,6 +469,7 @@ fn json_extract() -> Arc<ScalarUDF> {
             Ok(Arc::new(StringArray::from(out)))
         },
     )
+    .json()
     .udf()
 }
 
@@ -333,6 +514,7 @@ fn json_array_length() -> Arc<ScalarUDF> {
             Ok(Arc::new(out))
         },
     )
+    .json()
     .udf()
 }
 
@@ -460,8 +642,9 @@ fn is_json_scalar() -> Arc<ScalarUDF> {
     .udf()
 }
 
-fn canonical(name: &'static str) -> Arc<ScalarUDF> {
-    Scalar::new(
+/// JSON text written again in its canonical form; `json`: the answer is of the JSON type.
+fn canonical(name: &'static str, json: bool) -> Arc<ScalarUDF> {
+    let f = Scalar::new(
         name,
         one_text(name),
         |_| Ok(DataType::Utf8),
@@ -475,16 +658,16 @@ fn canonical(name: &'static str) -> Arc<ScalarUDF> {
             }
             Ok(Arc::new(StringArray::from(out)))
         },
-    )
-    .udf()
+    );
+    if json { f.json() } else { f }.udf()
 }
 
 fn json_parse() -> Arc<ScalarUDF> {
-    canonical("json_parse")
+    canonical("json_parse", true)
 }
 
 fn json_format() -> Arc<ScalarUDF> {
-    canonical("json_format")
+    canonical("json_format", false)
 }
 
 #[cfg(test)]

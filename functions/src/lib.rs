@@ -31,9 +31,10 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use datetime::{extract_function, timestamp_text};
+pub use json::from_json;
 pub use lambda::{opaque, use_every_lambda_parameter};
 pub use timezone::{with_timezone, zone_name};
-pub use udf::type_name;
+pub use udf::{JSON_EXTENSION, is_json, type_name};
 
 /// Every scalar function of this crate.
 pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {

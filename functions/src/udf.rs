@@ -1,15 +1,17 @@
 //! The one shape most of SQE's scalar functions take: a name, how the arguments are coerced, the
 //! result type, and a body over whole arrays. Scalars in, scalar out.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
-use arrow::datatypes::{DataType, TimeUnit};
+use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 
 pub(crate) type Coerce = Arc<dyn Fn(&[DataType]) -> Result<Vec<DataType>> + Send + Sync>;
@@ -18,6 +20,8 @@ pub(crate) type Body = Arc<dyn Fn(&[ArrayRef], &DataType) -> Result<ArrayRef> + 
 
 pub(crate) struct Scalar {
     name: &'static str,
+    /// Its answer is JSON text: the result field says so (see [`JSON_EXTENSION`]).
+    json: bool,
     aliases: Vec<String>,
     signature: Signature,
     coerce: Coerce,
@@ -36,6 +40,7 @@ impl Scalar {
     ) -> Self {
         Self {
             name,
+            json: false,
             aliases: Vec::new(),
             signature: Signature::user_defined(Volatility::Immutable),
             coerce: Arc::new(coerce),
@@ -53,9 +58,28 @@ impl Scalar {
         self
     }
 
+    /// Marks the answer as Trino's JSON type.
+    pub(crate) fn json(mut self) -> Self {
+        self.json = true;
+        self
+    }
+
     pub(crate) fn udf(self) -> Arc<ScalarUDF> {
         Arc::new(ScalarUDF::new_from_impl(self))
     }
+}
+
+/// The Arrow extension type (canonical, on VARCHAR storage) that marks a column as Trino's JSON
+/// type: set on the answers of `json_parse`, `json_extract`, `json_array_get`, `JSON '…'` and
+/// `CAST(… AS JSON)`, read by the casts from JSON, `typeof` and Trino HTTP's column types.
+pub const JSON_EXTENSION: &str = "arrow.json";
+
+/// Where a field names its Arrow extension type.
+const EXTENSION_TYPE_NAME_KEY: &str = "ARROW:extension:name";
+
+/// Whether a field holds Trino's JSON type.
+pub fn is_json(field: &Field) -> bool {
+    field.extension_type_name() == Some(JSON_EXTENSION)
 }
 
 impl fmt::Debug for Scalar {
@@ -97,6 +121,23 @@ impl ScalarUDFImpl for Scalar {
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         (self.returns)(arg_types)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let field = Field::new(self.name, (self.returns)(&types)?, true);
+        Ok(Arc::new(if self.json {
+            field.with_metadata(HashMap::from([(
+                EXTENSION_TYPE_NAME_KEY.to_string(),
+                JSON_EXTENSION.to_string(),
+            )]))
+        } else {
+            field
+        }))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {

@@ -40,6 +40,14 @@ def test_select_literals_and_column_types(server):
     ]
 
 
+def test_json_columns_are_of_trinos_json_type(server):
+    # The client learns the column is JSON and gets its text; a cast reads the JSON.
+    cur = connect(server).cursor()
+    cur.execute("""SELECT json_parse('{"a": [1, 2]}') AS j, CAST(json_extract('{"a": [1, 2]}', '$.a') AS ARRAY(INTEGER)) AS a, json_format(JSON '[]') AS t""")
+    assert cur.fetchall() == [['{"a":[1,2]}', [1, 2], "[]"]]
+    assert [(d[0], d[1]) for d in cur.description] == [("j", "json"), ("a", "array(integer)"), ("t", "varchar")]
+
+
 def test_create_insert_select_with_trino_types(server):
     cur = connect(server).cursor()
     cur.execute("CREATE SCHEMA shop")

@@ -255,7 +255,15 @@ pub fn columns(schema: &arrow::datatypes::Schema) -> Value {
             .fields()
             .iter()
             .map(|f| {
-                let (name, sig) = trino_type(f.data_type());
+                // Trino's JSON type travels as VARCHAR marked with Arrow's JSON extension type.
+                let (name, sig) = if f.extension_type_name() == Some("arrow.json") {
+                    (
+                        "json".to_string(),
+                        json!({"rawType": "json", "arguments": []}),
+                    )
+                } else {
+                    trino_type(f.data_type())
+                };
                 json!({"name": f.name(), "type": name, "typeSignature": sig})
             })
             .collect(),
