@@ -276,6 +276,36 @@ impl VisitorMut for Rewriter {
             {
                 *data_type = ast::DataType::Bytea;
             }
+            // A cast to MAP(K, V), which DataFusion's parser does not know: `sqe_cast_as(x, an
+            // empty map of that type, try)`, a cast again once the analyzer knows `x`'s type.
+            ast::Expr::Cast {
+                kind,
+                expr: inner,
+                data_type: ast::DataType::Map(k, v),
+                ..
+            } => {
+                let empty = |t: &ast::DataType| ast::Expr::Cast {
+                    kind: ast::CastKind::Cast,
+                    expr: Box::new(ast::Expr::Array(ast::Array {
+                        elem: Vec::new(),
+                        named: true,
+                    })),
+                    data_type: ast::DataType::Array(ast::ArrayElemTypeDef::AngleBracket(Box::new(
+                        t.clone(),
+                    ))),
+                    array: false,
+                    format: None,
+                };
+                let lenient = matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast);
+                *expr = call(
+                    "sqe_cast_as",
+                    vec![
+                        std::mem::replace(inner.as_mut(), ast::Expr::value(Value::Null)),
+                        call("map", vec![empty(k), empty(v)]),
+                        ast::Expr::value(Value::Boolean(lenient)),
+                    ],
+                );
+            }
             ast::Expr::Function(f) => {
                 if let Some(rewritten) = reduce_agg(f).or_else(|| function_as_expression(f)) {
                     *expr = rewritten;
@@ -953,6 +983,26 @@ fn from_json(j: Expr, to: &DataType, lenient: bool) -> Result<Expr> {
     )))
 }
 
+/// `t` with every string view a plain string.
+fn plain_strings(t: &DataType) -> DataType {
+    use datafusion::arrow::datatypes::{Field, Fields};
+    let field = |f: &Field| {
+        Arc::new(
+            Field::new(f.name(), plain_strings(f.data_type()), f.is_nullable())
+                .with_metadata(f.metadata().clone()),
+        )
+    };
+    match t {
+        DataType::Utf8View => DataType::Utf8,
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::Struct(fields) => {
+            DataType::Struct(fields.iter().map(|f| field(f)).collect::<Fields>())
+        }
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
+        other => other.clone(),
+    }
+}
+
 fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     match e {
         Expr::Cast(Cast { expr, field }) if is_json(&expr, schema) => {
@@ -968,6 +1018,28 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             Ok(Transformed::yes(f.args.into_iter().next().unwrap_or_else(
                 || datafusion::prelude::lit(datafusion::common::ScalarValue::Null),
             )))
+        }
+        // CAST(x AS MAP(K, V)) (see the AST's rewrite): the cast, or the read of JSON.
+        Expr::ScalarFunction(f) if f.name() == "sqe_cast_as" && f.args.len() == 3 => {
+            // VARCHAR as SQE's functions give it (the parser's VARCHAR is a string view, which
+            // a map's key lookup would then compare with plain strings).
+            let to = plain_strings(&f.args[1].get_type(schema)?);
+            let lenient = matches!(
+                &f.args[2],
+                Expr::Literal(datafusion::common::ScalarValue::Boolean(Some(true)), _)
+            );
+            let x =
+                f.args.into_iter().next().unwrap_or_else(|| {
+                    datafusion::prelude::lit(datafusion::common::ScalarValue::Null)
+                });
+            if is_json(&x, schema) {
+                return from_json(x, &to, lenient).map(Transformed::yes);
+            }
+            Ok(Transformed::yes(if lenient {
+                Expr::TryCast(TryCast::new(Box::new(x), to))
+            } else {
+                Expr::Cast(Cast::new(Box::new(x), to))
+            }))
         }
         Expr::ScalarFunction(f)
             if f.name() == "typeof" && f.args.len() == 1 && is_json(&f.args[0], schema) =>

@@ -11,7 +11,29 @@ use datafusion::logical_expr::ScalarUDF;
 use crate::udf::{Scalar, invalid, is_text, per_row, type_name, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
-    vec![type_of(), format_number(), parse_data_size(), format()]
+    vec![
+        type_of(),
+        format_number(),
+        parse_data_size(),
+        format(),
+        cast_as(),
+    ]
+}
+
+/// `sqe_cast_as(x, like, try)`: `x` cast to the type of `like` (from trino.rs, for the casts to
+/// types DataFusion's SQL parser does not know, as MAP(K, V)). The analyzer turns it into a cast
+/// (or a read of JSON) once the types are known; evaluating it casts.
+fn cast_as() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "sqe_cast_as",
+        |args| match args {
+            [x, like, DataType::Boolean] => Ok(vec![x.clone(), like.clone(), DataType::Boolean]),
+            _ => unexpected("CAST", args, &["T, U, boolean"]),
+        },
+        |args| Ok(args[1].clone()),
+        |args, ty| Ok(arrow::compute::cast(&args[0], ty)?),
+    )
+    .udf()
 }
 
 /// `typeof(x)`: the name of `x`'s type, as Trino spells it.
