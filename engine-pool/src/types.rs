@@ -248,9 +248,45 @@ pub fn storable_arrow_type(ty: &DataType) -> SqeResult<DataType> {
     })
 }
 
+/// A type as Trino writes it (`bigint`, `decimal(10,2)`, `array(varchar)`, …), as an Iceberg type;
+/// `None` when it is not a type SQE reads.
+pub fn trino_text_to_iceberg(text: &str, ids: &mut FieldIds) -> Option<Type> {
+    use datafusion::sql::sqlparser::ast::Statement;
+    use datafusion::sql::sqlparser::parser::Parser;
+    let prepared = crate::prepass::prepare(&format!("CREATE TABLE t (c {text})")).ok()?;
+    let statements =
+        Parser::parse_sql(&crate::dialect::SqeDialect::default(), &prepared.sql).ok()?;
+    let Some(Statement::CreateTable(table)) = statements.first() else {
+        return None;
+    };
+    let column = table.columns.first()?;
+    sql_to_iceberg(&column.data_type, ids).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trino_type_texts_read_as_iceberg_types() {
+        let ids = &mut FieldIds::default();
+        assert_eq!(
+            trino_text_to_iceberg("bigint", ids),
+            Some(Type::Primitive(PrimitiveType::Long))
+        );
+        assert_eq!(
+            trino_text_to_iceberg("decimal(10,2)", ids),
+            Some(Type::Primitive(PrimitiveType::Decimal {
+                precision: 10,
+                scale: 2
+            }))
+        );
+        assert!(matches!(
+            trino_text_to_iceberg("array(varchar)", ids),
+            Some(Type::List(_))
+        ));
+        assert_eq!(trino_text_to_iceberg("no such type (", ids), None);
+    }
 
     #[test]
     fn narrow_sql_integers_widen_to_iceberg_int() {

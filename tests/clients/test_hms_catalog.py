@@ -6,7 +6,9 @@ writes `sales.orders` into it: a namespace (an HMS database, location <warehouse
 (an EXTERNAL_TABLE whose parameters say table_type=ICEBERG and point at the current metadata JSON),
 and two appends, each a snapshot committed under an HMS table lock.
 
-Beside it, `sales.plain` is a Hive table (no table_type=ICEBERG), made through HMS's own Thrift API.
+Beside it, `sales.plain` is a Hive table (no table_type=ICEBERG), made through HMS's own Thrift API,
+and two views made the same way: `sales.recent` as Trino keeps a view (VIRTUAL_VIEW, its definition as
+base64 JSON in the view text) and `sales.legacy` as Hive keeps one (HiveQL text).
 
 SQE reads them through HMS embedded (`ATTACH 'thrift://…' AS hive (TYPE hms)` in sqe-cli) and as a
 server mount (`[catalogs.hive] type = "hms"`): listings show the Iceberg table only, the rows and both
@@ -18,9 +20,11 @@ Note for readers of the HMS entries: HMS 2.3 writes locations in Hadoop's form, 
 slash), not `file:///tmp/...`.
 """
 
+import base64
 import csv
 import datetime
 import io
+import json
 import os
 import socket
 import subprocess
@@ -109,6 +113,40 @@ def create_hive_table(hms: HiveMetastore, db: str, name: str):
     hms_client(hms, lambda c: c.create_table(table))
 
 
+def create_view(hms: HiveMetastore, db: str, name: str, original_text: str, parameters: dict):
+    """A VIRTUAL_VIEW entry, as Trino (or Hive) registers a view: no location, one dummy column."""
+    view = Table(
+        tableName=name,
+        dbName=db,
+        owner="alice",
+        tableType="VIRTUAL_VIEW",
+        parameters=parameters,
+        partitionKeys=[],
+        viewOriginalText=original_text,
+        viewExpandedText="/* Presto View */",
+        sd=StorageDescriptor(
+            cols=[FieldSchema("dummy", "string", None)],
+            location="",
+            serdeInfo=SerDeInfo(parameters={}),
+            parameters={},
+        ),
+    )
+    hms_client(hms, lambda c: c.create_table(view))
+
+
+def create_trino_view(hms: HiveMetastore, db: str, name: str, sql: str, columns: list):
+    definition = {
+        "originalSql": sql,
+        "catalog": "hive",
+        "schema": db,
+        "columns": [{"name": n, "type": t} for n, t in columns],
+        "owner": "alice",
+        "runAsInvoker": False,
+    }
+    encoded = base64.b64encode(json.dumps(definition).encode()).decode()
+    create_view(hms, db, name, f"/* Presto View: {encoded} */", {"presto_view": "true", "comment": "Presto View"})
+
+
 @pytest.fixture(scope="module")
 def hive():
     """HMS with `sales.orders` written by pyiceberg: FIRST, then SECOND (two snapshots)."""
@@ -119,6 +157,11 @@ def hive():
         orders.append(pa.Table.from_pylist(FIRST, schema=SCHEMA))
         orders.append(pa.Table.from_pylist(SECOND, schema=SCHEMA))
         create_hive_table(hms, "sales", "plain")
+        create_trino_view(
+            hms, "sales", "recent", "SELECT id, item, price FROM orders WHERE id > 3",
+            [("id", "bigint"), ("item", "varchar"), ("price", "double")],
+        )
+        create_view(hms, "sales", "legacy", "SELECT id FROM sales.plain", {})
         yield hms
 
 
@@ -180,7 +223,7 @@ def test_the_shell_reads_pyicebergs_table_through_hms(hive, tmp_path):
     assert code == 0, err
     assert rows == (
         [["Schema"], ["default"], ["information_schema"], ["sales"]]
-        + [["Table"], ["orders"]]
+        + [["Table"], ["orders"], ["recent"]]
         + [["id", "item", "price", "day", "sold_at"]]
         + csv_rows(FIRST + SECOND)
         + [["n"], ["3"]]
@@ -215,6 +258,35 @@ def test_the_shell_is_refused_writes_and_hive_tables(hive, tmp_path):
     table = catalog(hive).load_table("sales.orders")
     assert len(table.snapshots()) == 2
     assert table.scan().to_arrow().sort_by("id").to_pylist() == FIRST + SECOND
+
+
+def test_views_trino_keeps_in_hms_are_read(hive, tmp_path):
+    attach = f"ATTACH '{hive.uri}' AS hive (TYPE hms); "
+    code, rows, err = shell(
+        tmp_path,
+        attach
+        + "SELECT * FROM hive.sales.recent ORDER BY id; "
+        + "SELECT r.item, o.day FROM hive.sales.recent r JOIN hive.sales.orders o ON r.id = o.id ORDER BY r.id; "
+        + "SHOW CREATE VIEW hive.sales.recent",
+    )
+    assert code == 0, err
+    assert rows[:6] == [
+        ["id", "item", "price"], ["4", "kiwi", "2.0"], ["5", "fig", "3.5"],
+        ["item", "day"], ["kiwi", "2024-03-03"], ["fig", "2024-03-04"],
+    ]
+    assert "SELECT id, item, price FROM orders WHERE id > 3" in "\n".join(",".join(r) for r in rows[6:]), rows
+    for statement, expected in [
+        (
+            "SELECT * FROM hive.sales.legacy",
+            "'hive.sales.legacy' is a Hive view (HiveQL): SQE reads the views Trino and Iceberg keep in a Hive Metastore, not Hive's own",
+        ),
+        (
+            "CREATE VIEW hive.sales.mine AS SELECT 1 AS x",
+            "catalog 'hive' is a Hive Metastore, which SQE reads but does not change",
+        ),
+    ]:
+        code, _, err = shell(tmp_path, attach + statement)
+        assert code != 0 and expected in err, (statement, err)
 
 
 def free_port() -> int:
@@ -262,7 +334,7 @@ def test_a_server_mount_reads_and_joins_hms_tables(sqe_hive):
         "SELECT o.id, s.units FROM hive.sales.orders o JOIN iceberg.default.stock s ON o.item = s.item ORDER BY o.id",
     )
     assert joined == [[1, 10], [5, 3]]
-    assert trino_sql(sqe_hive, "SHOW TABLES FROM hive.sales") == [["orders"]]
+    assert trino_sql(sqe_hive, "SHOW TABLES FROM hive.sales") == [["orders"], ["recent"]]
     name, message = trino_error(sqe_hive, "SHOW TABLES FROM hive.nowhere")
     assert name == "NOT_FOUND" and "nowhere" in message, (name, message)
     name, message = trino_error(sqe_hive, "INSERT INTO hive.sales.orders SELECT * FROM hive.sales.orders")

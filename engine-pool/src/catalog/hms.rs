@@ -7,6 +7,11 @@
 //! through HMS needs its table locks, which iceberg-rust 0.10.1 does not take, so every change is
 //! refused with a message that says so.
 //!
+//! Views are entries of type `VIRTUAL_VIEW`. SQE reads the two kinds other engines write: Trino's
+//! (its definition as base64 JSON in the view text, `/* Presto View: … */`) and Iceberg's
+//! (`table_type = iceberg-view`, a view metadata file). A view of Hive's own (HiveQL) is refused
+//! by name.
+//!
 //! HMS has no notion of the caller's token here (no Kerberos, no SASL): the catalog is reached the
 //! same way for every session. Calls go over one connection at a time; a connection that broke
 //! while idle is opened again once.
@@ -32,6 +37,7 @@ use sqe_sessions::ErrorCode;
 use super::backend::{CatalogRefusal, SqeCatalog};
 use super::storage::CatalogStorageFactory;
 use super::thrift::{Call, ThriftError, Value, read_reply};
+use super::view::{self, ViewDefinition};
 use crate::file_access::Confinement;
 
 /// A Hive Metastore as the configuration mounts it.
@@ -267,6 +273,41 @@ impl HmsCatalog {
         )
     }
 
+    /// Every entry of a database: its tables and views, as `get_table_objects_by_name` gives them.
+    async fn entries(&self, namespace: &NamespaceIdent) -> Result<Vec<Value>> {
+        let db = Self::database(namespace)?;
+        let name = db.clone();
+        let names = match self.call("get_all_tables", |c| c.string(1, &name)).await? {
+            Answer::Value(names) => names.strings(),
+            Answer::Refused(_, message) => return Err(self.answered("get_all_tables", &message)),
+        };
+        // HMS lists no table for a database that does not exist, rather than refusing.
+        if names.is_empty() && !self.namespace_exists(namespace).await? {
+            return Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("namespace '{db}' does not exist"),
+            ));
+        }
+        let mut all = Vec::new();
+        for chunk in names.chunks(TABLES_PER_CALL) {
+            let (name, chunk) = (db.clone(), chunk.to_vec());
+            match self
+                .call("get_table_objects_by_name", |c| {
+                    c.string(1, &name).strings(2, &chunk)
+                })
+                .await?
+            {
+                Answer::Value(entries) => {
+                    all.extend(entries.as_list().unwrap_or_default().to_vec())
+                }
+                Answer::Refused(_, message) => {
+                    return Err(self.answered("get_table_objects_by_name", &message));
+                }
+            }
+        }
+        Ok(all)
+    }
+
     fn database(namespace: &NamespaceIdent) -> Result<String> {
         match namespace.as_ref().as_slice() {
             [db] => Ok(db.clone()),
@@ -331,6 +372,97 @@ fn is_iceberg(entry: &Value) -> bool {
     params
         .iter()
         .any(|(k, v)| k.eq_ignore_ascii_case("table_type") && v.eq_ignore_ascii_case("iceberg"))
+}
+
+/// What an HMS entry that is a view holds.
+enum HmsView {
+    /// An Iceberg view: its metadata file.
+    Iceberg(String),
+    /// A view Trino created: its definition, base64 JSON.
+    Trino(String),
+    /// A view of Hive's own (HiveQL), or one SQE cannot place.
+    Hive,
+}
+
+/// The view an HMS entry is, if it is one (Table's field 12 is its type, 10 its view text).
+fn view_of(entry: &Value) -> Option<HmsView> {
+    let table_type = entry.field(12).and_then(Value::as_str)?;
+    if !table_type.eq_ignore_ascii_case("VIRTUAL_VIEW") {
+        return None;
+    }
+    let params = entry.field(9).map(Value::string_pairs).unwrap_or_default();
+    let param = |key: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| *v)
+    };
+    if param("table_type").is_some_and(|t| t.eq_ignore_ascii_case("iceberg-view")) {
+        return Some(match param("metadata_location") {
+            Some(location) => HmsView::Iceberg(location.to_string()),
+            None => HmsView::Hive,
+        });
+    }
+    let text = entry.field(10).and_then(Value::as_str).unwrap_or("").trim();
+    Some(
+        match text
+            .strip_prefix("/* Presto View: ")
+            .and_then(|t| t.strip_suffix("*/"))
+        {
+            Some(encoded) => HmsView::Trino(encoded.trim().to_string()),
+            None => HmsView::Hive,
+        },
+    )
+}
+
+/// A view as Trino keeps it in HMS: `{"originalSql", "catalog", "schema", "columns": [{"name",
+/// "type"}], "owner", "comment", …}`. Its names resolve in the view's own catalog (Trino's name
+/// for that catalog may not be SQE's) and in the schema it names.
+fn trino_view(encoded: &str, full: &str, db: &str) -> Result<ViewDefinition> {
+    use base64::Engine as _;
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+    let bad = |why: &str| {
+        Error::new(
+            ErrorKind::DataInvalid,
+            format!(
+                "view '{full}', as Trino keeps it in the Hive Metastore, cannot be read: {why}"
+            ),
+        )
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|e| bad(&e.to_string()))?;
+    let definition: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| bad(&e.to_string()))?;
+    let sql = definition["originalSql"]
+        .as_str()
+        .ok_or_else(|| bad("it has no SQL"))?;
+    let columns = definition["columns"]
+        .as_array()
+        .ok_or_else(|| bad("it has no columns"))?;
+    let mut ids = crate::types::FieldIds::default();
+    let mut fields = Vec::with_capacity(columns.len());
+    for column in columns {
+        let name = column["name"]
+            .as_str()
+            .ok_or_else(|| bad("a column has no name"))?;
+        let id = ids.fresh();
+        // A type SQE does not read is shown as varchar; the view's query gives the real one.
+        let ty = column["type"]
+            .as_str()
+            .and_then(|t| crate::types::trino_text_to_iceberg(t, &mut ids))
+            .unwrap_or(Type::Primitive(PrimitiveType::String));
+        fields.push(NestedField::optional(id, name, ty).into());
+    }
+    let text = |key: &str| definition[key].as_str().map(str::to_string);
+    Ok(ViewDefinition {
+        sql: sql.to_string(),
+        default_catalog: None,
+        default_schema: text("schema").unwrap_or_else(|| db.to_string()),
+        schema: Schema::builder().with_fields(fields).build()?,
+        comment: text("comment"),
+        owner: text("owner"),
+    })
 }
 
 #[async_trait]
@@ -411,42 +543,14 @@ impl Catalog for HmsCatalog {
 
     /// The Iceberg tables of a database (HMS lists its Hive tables too; they are left out).
     async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
-        let db = Self::database(namespace)?;
-        let name = db.clone();
-        let names = match self.call("get_all_tables", |c| c.string(1, &name)).await? {
-            Answer::Value(names) => names.strings(),
-            Answer::Refused(_, message) => return Err(self.answered("get_all_tables", &message)),
-        };
-        // HMS lists no table for a database that does not exist, rather than refusing.
-        if names.is_empty() && !self.namespace_exists(namespace).await? {
-            return Err(Error::new(
-                ErrorKind::NamespaceNotFound,
-                format!("namespace '{db}' does not exist"),
-            ));
-        }
-        let mut tables = Vec::new();
-        for chunk in names.chunks(TABLES_PER_CALL) {
-            let (name, chunk) = (db.clone(), chunk.to_vec());
-            let entries = match self
-                .call("get_table_objects_by_name", |c| {
-                    c.string(1, &name).strings(2, &chunk)
-                })
-                .await?
-            {
-                Answer::Value(entries) => entries,
-                Answer::Refused(_, message) => {
-                    return Err(self.answered("get_table_objects_by_name", &message));
-                }
-            };
-            for entry in entries.as_list().unwrap_or_default() {
-                if let Some(table) = entry.field(1).and_then(Value::as_str)
-                    && is_iceberg(entry)
-                {
-                    tables.push(TableIdent::new(namespace.clone(), table.to_string()));
-                }
-            }
-        }
-        Ok(tables)
+        Ok(self
+            .entries(namespace)
+            .await?
+            .iter()
+            .filter(|entry| is_iceberg(entry))
+            .filter_map(|entry| entry.field(1).and_then(Value::as_str))
+            .map(|table| TableIdent::new(namespace.clone(), table.to_string()))
+            .collect())
     }
 
     async fn create_table(
@@ -517,8 +621,77 @@ impl Catalog for HmsCatalog {
     }
 }
 
+#[async_trait]
 impl SqeCatalog for HmsCatalog {
     fn read_only(&self) -> Option<String> {
         Some(self.why_read_only("writing to a table"))
+    }
+
+    fn supports_views(&self) -> bool {
+        true
+    }
+
+    async fn load_view(&self, ident: &TableIdent) -> Result<Option<ViewDefinition>> {
+        let Ok(db) = Self::database(&ident.namespace) else {
+            return Ok(None);
+        };
+        let table = ident.name.clone();
+        let name = db.clone();
+        let entry = match self
+            .call("get_table", |c| c.string(1, &name).string(2, &table))
+            .await?
+        {
+            Answer::Value(entry) => entry,
+            // get_table's exceptions: 1 MetaException, 2 NoSuchObjectException.
+            Answer::Refused(2, _) => return Ok(None),
+            Answer::Refused(_, message) => return Err(self.answered("get_table", &message)),
+        };
+        let full = format!("{}.{db}.{}", self.name, ident.name);
+        match view_of(&entry) {
+            None => Ok(None),
+            Some(HmsView::Iceberg(location)) => {
+                let metadata = view::read(&self.file_io, &location).await?;
+                view::definition(&metadata).map(Some)
+            }
+            Some(HmsView::Trino(encoded)) => trino_view(&encoded, &full, &db).map(Some),
+            Some(HmsView::Hive) => Err(Error::new(
+                ErrorKind::FeatureUnsupported,
+                format!(
+                    "'{full}' is a Hive view (HiveQL): SQE reads the views Trino and Iceberg keep in a Hive Metastore, not Hive's own"
+                ),
+            )),
+        }
+    }
+
+    /// The views SQE can read (Trino's and Iceberg's), sorted.
+    async fn view_names(&self, namespace: &str) -> Result<Vec<String>> {
+        let namespace = NamespaceIdent::new(namespace.to_string());
+        let mut names: Vec<String> = self
+            .entries(&namespace)
+            .await?
+            .iter()
+            .filter(|entry| {
+                matches!(
+                    view_of(entry),
+                    Some(HmsView::Trino(_) | HmsView::Iceberg(_))
+                )
+            })
+            .filter_map(|entry| entry.field(1).and_then(Value::as_str).map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn create_view(
+        &self,
+        _ident: &TableIdent,
+        _view: view::ViewChange,
+        _replace: bool,
+    ) -> Result<()> {
+        Err(self.refused("creating a view"))
+    }
+
+    async fn drop_view(&self, _ident: &TableIdent) -> Result<()> {
+        Err(self.refused("dropping a view"))
     }
 }
