@@ -1,8 +1,10 @@
 //! Trino's aggregate functions (`functions/aggregate`) that DataFusion lacks: `count_if`,
 //! `max_by`, `min_by`, `arbitrary` here; the moments (`geometric_mean`, `skewness`, `kurtosis`)
 //! in `moments.rs`; the ones building maps, and `checksum`, in `maps.rs`; the multiset ones in
-//! `crate::multiset`. `distinct.rs` gives each of them DISTINCT.
+//! `crate::multiset`. `distinct.rs` gives each of them DISTINCT; `decimal.rs` types `sum` and `avg`
+//! of decimals as Trino does.
 
+mod decimal;
 mod distinct;
 mod maps;
 mod moments;
@@ -60,6 +62,13 @@ pub fn functions() -> Vec<Arc<AggregateUDF>> {
             )))
         })
         .collect();
+    // DataFusion's sum and avg, with Trino's types for decimals (they take DISTINCT themselves).
+    out.push(Arc::new(AggregateUDF::new_from_impl(
+        decimal::TrinoDecimal::sum(),
+    )));
+    out.push(Arc::new(AggregateUDF::new_from_impl(
+        decimal::TrinoDecimal::avg(),
+    )));
     // Trino's names for DataFusion's bitwise aggregates.
     use datafusion::functions_aggregate::bit_and_or_xor::{
         bit_and_udaf, bit_or_udaf, bit_xor_udaf,
