@@ -111,6 +111,15 @@ fn signatures<F: UDFCoercionExt>(
     let type_signature = &f.signature().type_signature;
     let examples = type_signature.get_example_types();
     let mut out = BTreeSet::new();
+    let returns = |args: &[DataType]| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| returns(args))).unwrap_or_else(
+            |_| {
+                Err(datafusion::common::DataFusionError::Internal(
+                    "return type".into(),
+                ))
+            },
+        )
+    };
     let mut add = |args: &[DataType]| {
         let ret = returns(args).map(|t| name_of(&t)).unwrap_or_default();
         let args: Vec<String> = args.iter().map(name_of).collect();

@@ -253,6 +253,12 @@ pub fn storable_arrow_type(ty: &DataType) -> SqeResult<DataType> {
 pub fn trino_text_to_iceberg(text: &str, ids: &mut FieldIds) -> Option<Type> {
     use datafusion::sql::sqlparser::ast::Statement;
     use datafusion::sql::sqlparser::parser::Parser;
+    // Text from another system (a metastore): the parser recurses on nesting, so a type longer or
+    // deeper than any real one is not parsed at all.
+    let depth = text.chars().filter(|c| *c == '(' || *c == '<').count();
+    if text.len() > 4096 || depth > 32 {
+        return None;
+    }
     let prepared = crate::prepass::prepare(&format!("CREATE TABLE t (c {text})")).ok()?;
     let statements =
         Parser::parse_sql(&crate::dialect::SqeDialect::default(), &prepared.sql).ok()?;
@@ -286,6 +292,8 @@ mod tests {
             Some(Type::List(_))
         ));
         assert_eq!(trino_text_to_iceberg("no such type (", ids), None);
+        let deep = format!("{}bigint{}", "array(".repeat(100_000), ")".repeat(100_000));
+        assert_eq!(trino_text_to_iceberg(&deep, ids), None);
     }
 
     #[test]

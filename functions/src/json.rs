@@ -1,6 +1,7 @@
 //! Trino's JSON functions (`functions/json`) over JSON text: `json_extract_scalar`, `json_extract`,
 //! `json_size`, `json_array_length`, `json_array_get`, `json_array_contains`, `is_json_scalar`,
-//! `json_parse`, `json_format`, `json_scalar`. Paths are Trino's simple JSONPath: `$`, `.key`, `["key"]`, `[n]`.
+//! `json_parse`, `json_format`, `json_scalar`. Paths are Trino's simple JSONPath: `$`, `.key`,
+//! `["key"]`, `[n]`.
 //!
 //! Not `datafusion-functions-json`: its paths are lists of keys (PostgreSQL's `->`), Trino's are
 //! JSONPath text; the parsing here is `serde_json`'s. A JSON value is VARCHAR holding JSON text,
@@ -228,8 +229,16 @@ fn typed(v: &Value, t: &DataType) -> Result<ScalarValue> {
             };
             let mut keys = Vec::with_capacity(object.len());
             let mut values = Vec::with_capacity(object.len());
+            let mut seen = std::collections::HashSet::new();
             for (k, item) in object {
-                keys.push(typed(&Value::String(k.clone()), kv[0].data_type())?);
+                let key = typed(&Value::String(k.clone()), kv[0].data_type())?;
+                if key.is_null() || !seen.insert(key.clone()) {
+                    return invalid(format!(
+                        "Cannot cast JSON to {}: duplicate or NULL map key '{k}'",
+                        crate::udf::type_name(t)
+                    ));
+                }
+                keys.push(key);
                 values.push(typed(item, kv[1].data_type())?);
             }
             let column = |items: Vec<ScalarValue>, t: &DataType| {
@@ -514,7 +523,6 @@ fn json_array_length() -> Arc<ScalarUDF> {
             Ok(Arc::new(out))
         },
     )
-    .json()
     .udf()
 }
 
@@ -549,6 +557,7 @@ fn json_array_get() -> Arc<ScalarUDF> {
             Ok(Arc::new(out))
         },
     )
+    .json()
     .udf()
 }
 

@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, UInt32Array};
 use arrow::buffer::OffsetBuffer;
-use arrow::compute::{concat, filter, is_not_null};
+use arrow::compute::{concat, filter, is_not_null, take};
 use arrow::datatypes::{DataType, Field, FieldRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::{Result, ScalarValue};
@@ -149,6 +149,7 @@ impl AggregateUDFImpl for Multiset {
             field,
             parts: Vec::new(),
             common: None,
+            bytes: 0,
         }))
     }
 
@@ -171,17 +172,27 @@ struct MultisetAccumulator {
     parts: Vec<ArrayRef>,
     /// `intersection`: the elements common to every multiset met so far (None before the first).
     common: Option<ArrayRef>,
+    /// The memory `parts` or `common` hold, counted as they change.
+    bytes: usize,
 }
 
 impl MultisetAccumulator {
     /// Takes in one multiset (a group's value for `fusion` and `intersection`, or a partial
     /// answer of any of the three).
     fn add(&mut self, elements: ArrayRef) -> Result<()> {
+        // A copy: the elements may be a slice of a whole batch, which would stay alive with it.
+        let elements = take(
+            elements.as_ref(),
+            &UInt32Array::from_iter_values(0..elements.len() as u32),
+            None,
+        )?;
         if self.kind != Kind::Intersection {
+            self.bytes += elements.get_array_memory_size();
             self.parts.push(elements);
             return Ok(());
         }
         let Some(common) = &self.common else {
+            self.bytes = elements.get_array_memory_size();
             self.common = Some(elements);
             return Ok(());
         };
@@ -199,7 +210,9 @@ impl MultisetAccumulator {
                 Some(left.map(|n| *n -= 1).is_some())
             })
             .collect();
-        self.common = Some(filter(common, &keep)?);
+        let kept = filter(common, &keep)?;
+        self.bytes = kept.get_array_memory_size();
+        self.common = Some(kept);
         Ok(())
     }
 
@@ -263,16 +276,6 @@ impl Accumulator for MultisetAccumulator {
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>()
-            + self
-                .parts
-                .iter()
-                .map(|a| a.get_array_memory_size())
-                .sum::<usize>()
-            + self
-                .common
-                .as_ref()
-                .map_or(0, |a| a.get_array_memory_size())
-            + self.converter.size()
+        size_of::<Self>() + self.bytes + self.converter.size()
     }
 }

@@ -68,7 +68,6 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
     ]
 }
 
-/// A function of `count` VARCHARs, row by row (NULL in, NULL out).
 /// `word_stem(word [, lang])`: the Snowball stem of `word`, in English unless `lang` (an ISO 639-1
 /// code) names another language.
 fn word_stem() -> Arc<ScalarUDF> {
@@ -121,6 +120,7 @@ fn stem_language(code: &str) -> Result<rust_stemmers::Algorithm> {
     })
 }
 
+/// A function of `count` VARCHARs, row by row (NULL in, NULL out).
 fn text_fn(
     name: &'static str,
     count: usize,

@@ -77,9 +77,9 @@ pub const JSON_EXTENSION: &str = "arrow.json";
 /// Where a field names its Arrow extension type.
 const EXTENSION_TYPE_NAME_KEY: &str = "ARROW:extension:name";
 
-/// Whether a field holds Trino's JSON type.
+/// Whether a field holds Trino's JSON type (JSON text, marked as such).
 pub fn is_json(field: &Field) -> bool {
-    field.extension_type_name() == Some(JSON_EXTENSION)
+    field.extension_type_name() == Some(JSON_EXTENSION) && is_text(field.data_type())
 }
 
 impl fmt::Debug for Scalar {
@@ -130,7 +130,7 @@ impl ScalarUDFImpl for Scalar {
             .map(|f| f.data_type().clone())
             .collect();
         let field = Field::new(self.name, (self.returns)(&types)?, true);
-        Ok(Arc::new(if self.json {
+        Ok(Arc::new(if self.json && is_text(field.data_type()) {
             field.with_metadata(HashMap::from([(
                 EXTENSION_TYPE_NAME_KEY.to_string(),
                 JSON_EXTENSION.to_string(),

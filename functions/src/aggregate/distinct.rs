@@ -7,9 +7,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray};
+use arrow::array::{Array, ArrayRef, AsArray, ListArray, UInt32Array};
 use arrow::buffer::OffsetBuffer;
-use arrow::compute::{concat, filter};
+use arrow::compute::{concat, take};
 use arrow::datatypes::{DataType, Field, FieldRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::{Result, ScalarValue};
@@ -17,6 +17,9 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, Signature,
 };
+
+/// What a kept key costs beyond its bytes (the set's slot and the vector's header).
+const KEY_OVERHEAD: usize = 48;
 
 /// One of SQE's aggregates, with DISTINCT handled here.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -71,6 +74,7 @@ impl AggregateUDFImpl for Distinct {
             types,
             seen: HashSet::new(),
             kept: Vec::new(),
+            bytes: 0,
             inner,
         }))
     }
@@ -102,6 +106,8 @@ struct DistinctAccumulator {
     seen: HashSet<Vec<u8>>,
     /// Those rows, one set of argument arrays per batch that brought new ones.
     kept: Vec<Vec<ArrayRef>>,
+    /// The memory `seen` and `kept` hold, counted as they grow.
+    bytes: usize,
     inner: Box<dyn Accumulator>,
 }
 
@@ -109,17 +115,25 @@ impl DistinctAccumulator {
     /// Passes on the rows of `columns` not met before.
     fn add(&mut self, columns: &[ArrayRef]) -> Result<()> {
         let rows = self.converter.convert_columns(columns)?;
-        let keep: BooleanArray = rows
-            .iter()
-            .map(|row| Some(self.seen.insert(row.as_ref().to_vec())))
-            .collect();
-        if keep.true_count() == 0 {
+        let mut new_rows = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let key = row.as_ref();
+            if !self.seen.contains(key) {
+                self.bytes += key.len() + KEY_OVERHEAD;
+                self.seen.insert(key.to_vec());
+                new_rows.push(i as u32);
+            }
+        }
+        if new_rows.is_empty() {
             return Ok(());
         }
+        // Copies of the new rows (a filter may give a slice that holds the whole batch).
+        let indices = UInt32Array::from(new_rows);
         let new = columns
             .iter()
-            .map(|c| filter(c, &keep))
+            .map(|c| take(c.as_ref(), &indices, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        self.bytes += new.iter().map(|a| a.get_array_memory_size()).sum::<usize>();
         self.inner.update_batch(&new)?;
         self.kept.push(new);
         Ok(())
@@ -171,15 +185,6 @@ impl Accumulator for DistinctAccumulator {
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>()
-            + self.inner.size()
-            + self.converter.size()
-            + self.seen.iter().map(|k| k.capacity() + 32).sum::<usize>()
-            + self
-                .kept
-                .iter()
-                .flatten()
-                .map(|a| a.get_array_memory_size())
-                .sum::<usize>()
+        size_of::<Self>() + self.inner.size() + self.converter.size() + self.bytes
     }
 }

@@ -30,6 +30,9 @@ fn timestamp_precision(unit: &TimeUnit) -> i64 {
     }
 }
 
+/// The Arrow extension type SQE marks Trino's JSON type with (VARCHAR storage).
+const JSON_EXTENSION: &str = "arrow.json";
+
 /// (type name, typeSignature) for an Arrow type.
 pub fn trino_type(t: &DataType) -> (String, Value) {
     let simple = |name: &str| (name.to_string(), json!({"rawType": name, "arguments": []}));
@@ -256,7 +259,11 @@ pub fn columns(schema: &arrow::datatypes::Schema) -> Value {
             .iter()
             .map(|f| {
                 // Trino's JSON type travels as VARCHAR marked with Arrow's JSON extension type.
-                let (name, sig) = if f.extension_type_name() == Some("arrow.json") {
+                let (name, sig) = if f.extension_type_name() == Some(JSON_EXTENSION)
+                    && matches!(
+                        f.data_type(),
+                        DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+                    ) {
                     (
                         "json".to_string(),
                         json!({"rawType": "json", "arguments": []}),
