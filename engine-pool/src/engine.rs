@@ -265,7 +265,7 @@ impl Engine {
             .with_runtime_env(runtime.build_arc().map_err(from_datafusion)?)
             .with_catalog_list(list)
             .with_default_features()
-            .with_analyzer_rule(Arc::new(crate::trino::TrinoCasts));
+            .with_analyzer_rules(crate::trino::analyzer_rules());
         let mut state = crate::optimizer::install(builder).build();
         // Trino's functions, over DataFusion's of the same names.
         sqe_functions::register(&mut state).map_err(from_datafusion)?;

@@ -777,6 +777,84 @@ pub(crate) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
     })
 }
 
+/// DataFusion's analyzer rules with Trino's around its type coercion: decimal quotients typed
+/// before it (so that a CASE, COALESCE or UNION around one takes Trino's type, not DataFusion's),
+/// and Trino's casts after it ([`TrinoCasts`]).
+pub(crate) fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Analyzer::new().rules;
+    let coercion = rules
+        .iter()
+        .position(|r| r.name() == "type_coercion")
+        .unwrap_or(rules.len());
+    rules.insert(coercion, Arc::new(TrinoQuotients));
+    rules.push(Arc::new(TrinoCasts));
+    rules
+}
+
+/// `a / b` of two decimals as `CAST(a / b AS <Trino's type>)`, before type coercion.
+#[derive(Debug)]
+pub(crate) struct TrinoQuotients;
+
+impl AnalyzerRule for TrinoQuotients {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(|node| {
+            let schema = match &node {
+                LogicalPlan::TableScan(scan) => scan.projected_schema.as_ref().clone(),
+                _ => merge_schema(&node.inputs()),
+            };
+            let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
+            node.map_expressions(|e| {
+                let name = names.save(&e);
+                e.transform_up(|e| match e {
+                    Expr::BinaryExpr(BinaryExpr {
+                        left,
+                        op: Operator::Divide,
+                        right,
+                    }) => trino_quotient(left, right, &schema),
+                    other => Ok(Transformed::no(other)),
+                })
+                .map(|t| t.update_data(|e| name.restore(e)))
+            })?
+            .map_data(|node| match node {
+                // A union keeps the types its planner gave it: taken again from its inputs.
+                LogicalPlan::Union(union) => Ok(LogicalPlan::Union(
+                    datafusion::logical_expr::Union::try_new_with_loose_types(union.inputs)?,
+                )),
+                other => other.recompute_schema(),
+            })
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "trino_quotients"
+    }
+}
+
+/// `left / right`, cast to Trino's type when both are decimals: scale max(s1, s2), precision
+/// p1 - s1 + s2 + scale, at most 38.
+fn trino_quotient(
+    left: Box<Expr>,
+    right: Box<Expr>,
+    schema: &DFSchema,
+) -> Result<Transformed<Expr>> {
+    let types = (left.get_type(schema), right.get_type(schema));
+    let quotient = Expr::BinaryExpr(BinaryExpr::new(left, Operator::Divide, right));
+    if let (Ok(DataType::Decimal128(p1, s1)), Ok(DataType::Decimal128(_, s2))) = types {
+        let scale = s1.max(s2);
+        let precision =
+            (i16::from(p1) - i16::from(s1) + i16::from(s2) + i16::from(scale)).clamp(1, 38) as u8;
+        let to = DataType::Decimal128(precision, scale);
+        if quotient.get_type(schema).is_ok_and(|t| t != to) {
+            return Ok(Transformed::yes(Expr::Cast(Cast::new(
+                Box::new(quotient),
+                to,
+            ))));
+        }
+    }
+    Ok(Transformed::no(quotient))
+}
+
 /// Trino's casts and decimal quotients, on a plan whose types are settled.
 #[derive(Debug, Default)]
 pub(crate) struct TrinoCasts;
@@ -1133,24 +1211,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             left,
             op: Operator::Divide,
             right,
-        }) => {
-            let types = (left.get_type(schema), right.get_type(schema));
-            let quotient = Expr::BinaryExpr(BinaryExpr::new(left, Operator::Divide, right));
-            if let (Ok(DataType::Decimal128(p1, s1)), Ok(DataType::Decimal128(_, s2))) = types {
-                // Trino: scale max(s1, s2), precision p1 - s1 + s2 + scale, at most 38.
-                let scale = s1.max(s2);
-                let precision = (i16::from(p1) - i16::from(s1) + i16::from(s2) + i16::from(scale))
-                    .clamp(1, 38) as u8;
-                let to = DataType::Decimal128(precision, scale);
-                if quotient.get_type(schema).is_ok_and(|t| t != to) {
-                    return Ok(Transformed::yes(Expr::Cast(Cast::new(
-                        Box::new(quotient),
-                        to,
-                    ))));
-                }
-            }
-            Ok(Transformed::no(quotient))
-        }
+        }) => trino_quotient(left, right, schema),
         Expr::HigherOrderFunction(_) => sqe_functions::use_every_lambda_parameter(e, schema),
         other => Ok(Transformed::no(other)),
     }
