@@ -797,38 +797,52 @@ pub(crate) struct TrinoQuotients;
 
 impl AnalyzerRule for TrinoQuotients {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(|node| {
-            let schema = match &node {
-                LogicalPlan::TableScan(scan) => scan.projected_schema.as_ref().clone(),
-                _ => merge_schema(&node.inputs()),
-            };
-            let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
-            node.map_expressions(|e| {
-                let name = names.save(&e);
-                e.transform_up(|e| match e {
-                    Expr::BinaryExpr(BinaryExpr {
-                        left,
-                        op: Operator::Divide,
-                        right,
-                    }) => trino_quotient(left, right, &schema),
-                    other => Ok(Transformed::no(other)),
-                })
-                .map(|t| t.update_data(|e| name.restore(e)))
-            })?
-            .map_data(|node| match node {
-                // A union keeps the types its planner gave it: taken again from its inputs.
-                LogicalPlan::Union(union) => Ok(LogicalPlan::Union(
-                    datafusion::logical_expr::Union::try_new_with_loose_types(union.inputs)?,
-                )),
-                other => other.recompute_schema(),
+        let quotients = |e: Expr, schema: &DFSchema| {
+            e.transform_up(|e| match e {
+                Expr::BinaryExpr(BinaryExpr {
+                    left,
+                    op: Operator::Divide,
+                    right,
+                }) => trino_quotient(left, right, schema),
+                other => Ok(Transformed::no(other)),
             })
+        };
+        // A union keeps the types its planner gave it: taken again from its inputs.
+        rewrite_plan(plan, quotients, |node| match node {
+            LogicalPlan::Union(union) => Ok(LogicalPlan::Union(
+                datafusion::logical_expr::Union::try_new_with_loose_types(union.inputs)?,
+            )),
+            other => other.recompute_schema(),
         })
-        .map(|t| t.data)
     }
 
     fn name(&self) -> &str {
         "trino_quotients"
     }
+}
+
+/// Rewrites every expression of every node (subqueries too) with `rewrite`, given the schema
+/// the expression reads, keeping each expression's name (the nodes above may refer to it); each
+/// node's schema is then computed again by `reschema`, for its rewritten expressions and its
+/// inputs' changed types.
+fn rewrite_plan(
+    plan: LogicalPlan,
+    rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+    reschema: impl Fn(LogicalPlan) -> Result<LogicalPlan>,
+) -> Result<LogicalPlan> {
+    plan.transform_up_with_subqueries(|node| {
+        let schema = match &node {
+            LogicalPlan::TableScan(scan) => scan.projected_schema.as_ref().clone(),
+            _ => merge_schema(&node.inputs()),
+        };
+        let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
+        node.map_expressions(|e| {
+            let name = names.save(&e);
+            rewrite(e, &schema).map(|t| t.update_data(|e| name.restore(e)))
+        })?
+        .map_data(&reschema)
+    })
+    .map(|t| t.data)
 }
 
 /// `left / right`, cast to Trino's type when both are decimals: scale max(s1, s2), precision
@@ -861,25 +875,12 @@ pub(crate) struct TrinoCasts;
 
 impl AnalyzerRule for TrinoCasts {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(|node| {
-            let schema = match &node {
-                LogicalPlan::TableScan(scan) => scan.projected_schema.as_ref().clone(),
-                _ => merge_schema(&node.inputs()),
-            };
-            // A node's schema is computed when it is built: each is computed again, for its
-            // own rewritten expressions and for its inputs' changed types.
-            // An expression keeps its name, which the nodes above may refer to.
-            let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
-            node.map_expressions(|e| {
-                let name = names.save(&e);
-                e.transform_down(opaque_try_constants)?
-                    .data
-                    .transform_up(|e| rewrite_expr(e, &schema))
-                    .map(|t| t.update_data(|e| name.restore(e)))
-            })?
-            .map_data(LogicalPlan::recompute_schema)
-        })
-        .map(|t| t.data)
+        let casts = |e: Expr, schema: &DFSchema| {
+            e.transform_down(opaque_try_constants)?
+                .data
+                .transform_up(|e| rewrite_expr(e, schema))
+        };
+        rewrite_plan(plan, casts, LogicalPlan::recompute_schema)
     }
 
     fn name(&self) -> &str {

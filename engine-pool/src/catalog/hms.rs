@@ -321,6 +321,19 @@ impl HmsCatalog {
         }
     }
 
+    /// The HMS entry of a table or view (`get_table`), if there is one.
+    async fn entry(&self, db: &str, table: &str) -> Result<Option<Value>> {
+        match self
+            .call("get_table", |c| c.string(1, db).string(2, table))
+            .await?
+        {
+            Answer::Value(entry) => Ok(Some(entry)),
+            // get_table's exceptions: 1 MetaException, 2 NoSuchObjectException.
+            Answer::Refused(2, _) => Ok(None),
+            Answer::Refused(_, message) => Err(self.answered("get_table", &message)),
+        }
+    }
+
     /// The metadata location of `ident`, if it is an Iceberg table.
     async fn metadata_location(&self, ident: &TableIdent) -> Result<String> {
         let db = Self::database(&ident.namespace)?;
@@ -331,23 +344,9 @@ impl HmsCatalog {
                 format!("table '{db}.{table}' does not exist"),
             )
         };
-        let entry = match self
-            .call("get_table", |c| c.string(1, &db).string(2, &table))
-            .await?
-        {
-            Answer::Value(entry) => entry,
-            // get_table's exceptions: 1 MetaException, 2 NoSuchObjectException.
-            Answer::Refused(2, _) => return Err(not_found()),
-            Answer::Refused(_, message) => return Err(self.answered("get_table", &message)),
-        };
-        let params = entry.field(9).map(Value::string_pairs).unwrap_or_default();
-        let param = |key: &str| {
-            params
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                .map(|(_, v)| *v)
-        };
-        if !param("table_type").is_some_and(|t| t.eq_ignore_ascii_case("iceberg")) {
+        let entry = self.entry(&db, &table).await?.ok_or_else(not_found)?;
+        let param = |key: &str| param(&entry, key);
+        if !is_iceberg(&entry) {
             return Err(Error::new(
                 ErrorKind::FeatureUnsupported,
                 format!(
@@ -367,11 +366,19 @@ impl HmsCatalog {
     }
 }
 
+/// A parameter of an HMS entry (Table's field 9), its key in any case.
+fn param<'a>(entry: &'a Value, key: &str) -> Option<&'a str> {
+    entry
+        .field(9)
+        .map(Value::string_pairs)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v)
+}
+
 fn is_iceberg(entry: &Value) -> bool {
-    let params = entry.field(9).map(Value::string_pairs).unwrap_or_default();
-    params
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("table_type") && v.eq_ignore_ascii_case("iceberg"))
+    param(entry, "table_type").is_some_and(|t| t.eq_ignore_ascii_case("iceberg"))
 }
 
 /// What an HMS entry that is a view holds.
@@ -390,15 +397,8 @@ fn view_of(entry: &Value) -> Option<HmsView> {
     if !table_type.eq_ignore_ascii_case("VIRTUAL_VIEW") {
         return None;
     }
-    let params = entry.field(9).map(Value::string_pairs).unwrap_or_default();
-    let param = |key: &str| {
-        params
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| *v)
-    };
-    if param("table_type").is_some_and(|t| t.eq_ignore_ascii_case("iceberg-view")) {
-        return Some(match param("metadata_location") {
+    if param(entry, "table_type").is_some_and(|t| t.eq_ignore_ascii_case("iceberg-view")) {
+        return Some(match param(entry, "metadata_location") {
             Some(location) => HmsView::Iceberg(location.to_string()),
             None => HmsView::Hive,
         });
@@ -635,16 +635,8 @@ impl SqeCatalog for HmsCatalog {
         let Ok(db) = Self::database(&ident.namespace) else {
             return Ok(None);
         };
-        let table = ident.name.clone();
-        let name = db.clone();
-        let entry = match self
-            .call("get_table", |c| c.string(1, &name).string(2, &table))
-            .await?
-        {
-            Answer::Value(entry) => entry,
-            // get_table's exceptions: 1 MetaException, 2 NoSuchObjectException.
-            Answer::Refused(2, _) => return Ok(None),
-            Answer::Refused(_, message) => return Err(self.answered("get_table", &message)),
+        let Some(entry) = self.entry(&db, &ident.name).await? else {
+            return Ok(None);
         };
         let full = format!("{}.{db}.{}", self.name, ident.name);
         match view_of(&entry) {

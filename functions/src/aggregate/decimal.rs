@@ -66,6 +66,29 @@ impl TrinoDecimal {
     }
 }
 
+impl TrinoDecimal {
+    /// DataFusion's accumulator (`make`), rounded to Trino's type for an average of decimals.
+    fn rounded(
+        &self,
+        args: AccumulatorArgs,
+        make: fn(&AggregateUDF, AccumulatorArgs) -> Result<Box<dyn Accumulator>>,
+    ) -> Result<Box<dyn Accumulator>> {
+        match self.rounding(args.expr_fields)? {
+            Some((theirs, to)) => Ok(Box::new(Rounded {
+                inner: make(
+                    &self.inner,
+                    AccumulatorArgs {
+                        return_field: theirs,
+                        ..args
+                    },
+                )?,
+                to,
+            })),
+            None => make(&self.inner, args),
+        }
+    }
+}
+
 impl AggregateUDFImpl for TrinoDecimal {
     fn name(&self) -> &str {
         self.inner.name()
@@ -103,29 +126,11 @@ impl AggregateUDFImpl for TrinoDecimal {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        match self.rounding(args.expr_fields)? {
-            Some((theirs, to)) => Ok(Box::new(Rounded {
-                inner: self.inner.accumulator(AccumulatorArgs {
-                    return_field: theirs,
-                    ..args
-                })?,
-                to,
-            })),
-            None => self.inner.accumulator(args),
-        }
+        self.rounded(args, AggregateUDF::accumulator)
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        match self.rounding(args.expr_fields)? {
-            Some((theirs, to)) => Ok(Box::new(Rounded {
-                inner: self.inner.create_sliding_accumulator(AccumulatorArgs {
-                    return_field: theirs,
-                    ..args
-                })?,
-                to,
-            })),
-            None => self.inner.create_sliding_accumulator(args),
-        }
+        self.rounded(args, AggregateUDF::create_sliding_accumulator)
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
