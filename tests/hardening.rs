@@ -1198,3 +1198,298 @@ async fn views_run_with_their_readers_rights_and_broken_views_fail_cleanly() {
     ok(&engine, &bob, "CREATE VIEW v0 AS SELECT 7 AS n").await;
     assert_eq!(ok(&engine, &bob, "SELECT n FROM v1").await, vec!["8"]);
 }
+
+/// Who may read, write, drop and grant on a server that denies what it does not grant: the owner
+/// of a table decides who reads it, a table nobody granted a user is absent for them (the same
+/// error as a table that does not exist, and not listed), a DENY wins over a role's grant, and a
+/// dropped table's privileges do not pass to a new table of its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn privileges_decide_who_reads_writes_and_drops() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            access_default: sqe_engine::AccessDefault::Deny,
+            ..EngineConfig::default()
+        },
+    );
+    let ada = session(&engine, "ada", &["sqe_admin"]);
+    let alice = session(&engine, "alice", &[]);
+    let bob = session(&engine, "bob", &[]);
+    let carol = session(&engine, "carol", &[]);
+    let code = |e: &SqeError| (e.code(), e.message().to_string());
+
+    // Making tables in a schema is granted, like everything else.
+    let e = refused(
+        &engine,
+        &alice,
+        "CREATE TABLE t AS SELECT 1 AS id, 'a' AS name",
+    )
+    .await;
+    assert_eq!(
+        code(&e),
+        (
+            ErrorCode::PermissionDenied,
+            "Access Denied: Cannot create tables in schema iceberg.default".into()
+        )
+    );
+    ok(
+        &engine,
+        &ada,
+        "GRANT CREATE ON SCHEMA default TO USER alice",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE TABLE t AS SELECT 1 AS id, 'a' AS name",
+    )
+    .await;
+    ok(&engine, &alice, "INSERT INTO t VALUES (2, 'b')").await;
+    assert_eq!(
+        ok(&engine, &alice, "SELECT id, name FROM t ORDER BY id").await,
+        ["1|a", "2|b"]
+    );
+
+    // To bob, alice's table does not exist: not in a query, a listing, a write, a drop or a grant.
+    let absent = |sql: &'static str, message: &'static str| {
+        let (engine, bob) = (&engine, &bob);
+        async move {
+            let e = refused(engine, bob, sql).await;
+            assert_eq!(
+                code(&e),
+                (ErrorCode::NotFound, message.to_string()),
+                "{sql}"
+            );
+        }
+    };
+    absent("SELECT * FROM t", "table 'iceberg.default.t' not found").await;
+    absent(
+        "SELECT * FROM nope",
+        "table 'iceberg.default.nope' not found",
+    )
+    .await;
+    absent(
+        "SELECT count(*) FROM (SELECT id FROM t) x",
+        "table 'iceberg.default.t' not found",
+    )
+    .await;
+    absent(
+        "SELECT 1 WHERE EXISTS (SELECT 1 FROM t)",
+        "table 'iceberg.default.t' not found",
+    )
+    .await;
+    absent(
+        "SELECT * FROM \"t$snapshots\"",
+        "table 'iceberg.default.t$snapshots' not found",
+    )
+    .await;
+    absent(
+        "SELECT * FROM t FOR VERSION AS OF 1",
+        "table 'iceberg.default.t' does not exist",
+    )
+    .await;
+    absent(
+        "INSERT INTO t VALUES (3, 'c')",
+        "table 'iceberg.default.t' does not exist",
+    )
+    .await;
+    absent("DROP TABLE t", "table 'iceberg.default.t' does not exist").await;
+    absent(
+        "ALTER TABLE t ADD COLUMN x int",
+        "table 'iceberg.default.t' does not exist",
+    )
+    .await;
+    absent(
+        "GRANT SELECT ON TABLE t TO USER bob",
+        "table 'iceberg.default.t' does not exist",
+    )
+    .await;
+    assert!(ok(&engine, &bob, "SHOW TABLES").await.is_empty());
+    assert_eq!(ok(&engine, &alice, "SHOW TABLES").await, ["t"]);
+    ok(&engine, &bob, "DROP TABLE IF EXISTS t").await;
+
+    // Granted SELECT, bob reads and nothing more; granting on is the owner's.
+    ok(&engine, &alice, "GRANT SELECT ON TABLE t TO USER bob").await;
+    assert_eq!(
+        ok(&engine, &bob, "SELECT id FROM t ORDER BY id").await,
+        ["1", "2"]
+    );
+    assert_eq!(ok(&engine, &bob, "SHOW TABLES").await, ["t"]);
+    let denied = |sql: &'static str, message: &'static str| {
+        let (engine, bob) = (&engine, &bob);
+        async move {
+            let e = refused(engine, bob, sql).await;
+            assert_eq!(
+                code(&e),
+                (ErrorCode::PermissionDenied, message.to_string()),
+                "{sql}"
+            );
+        }
+    };
+    denied(
+        "INSERT INTO t VALUES (3, 'c')",
+        "Access Denied: Cannot insert into table iceberg.default.t",
+    )
+    .await;
+    denied(
+        "DROP TABLE t",
+        "Access Denied: Cannot drop table iceberg.default.t",
+    )
+    .await;
+    denied(
+        "GRANT SELECT ON TABLE t TO USER carol",
+        "Access Denied: Cannot grant privileges on iceberg.default.t",
+    )
+    .await;
+    denied(
+        "CREATE TABLE u AS SELECT * FROM t",
+        "Access Denied: Cannot create tables in schema iceberg.default",
+    )
+    .await;
+    denied(
+        "CREATE ROLE r",
+        "Access Denied: only an admin manages roles",
+    )
+    .await;
+
+    // A role granted the schema reads every table in it; a DENY to one user wins over it.
+    ok(&engine, &ada, "CREATE ROLE analyst").await;
+    ok(&engine, &ada, "GRANT ROLE analyst TO USER carol").await;
+    ok(
+        &engine,
+        &ada,
+        "GRANT SELECT ON SCHEMA default TO ROLE analyst",
+    )
+    .await;
+    assert_eq!(ok(&engine, &carol, "SELECT count(*) FROM t").await, ["2"]);
+    assert_eq!(
+        ok(
+            &engine,
+            &carol,
+            "SELECT is_role_in_session('analyst'), is_role_in_session('sqe_admin'), cardinality(current_roles())"
+        )
+        .await,
+        ["true|false|1"]
+    );
+    ok(&engine, &alice, "DENY SELECT ON TABLE t TO USER carol").await;
+    let e = refused(&engine, &carol, "SELECT count(*) FROM t").await;
+    assert_eq!(
+        code(&e),
+        (
+            ErrorCode::PermissionDenied,
+            "Access Denied: Cannot select from table iceberg.default.t".into()
+        )
+    );
+    assert_eq!(
+        ok(&engine, &ada, "SHOW GRANTS ON TABLE t").await,
+        [
+            "bob|USER|iceberg|default|t|GRANT SELECT|NO",
+            "carol|USER|iceberg|default|t|DENY SELECT|NO",
+        ]
+    );
+
+    // REVOKE takes it back; a table dropped and made again starts with no grants.
+    ok(&engine, &alice, "REVOKE SELECT ON TABLE t FROM USER bob").await;
+    absent("SELECT * FROM t", "table 'iceberg.default.t' not found").await;
+    ok(&engine, &alice, "GRANT SELECT ON TABLE t TO USER bob").await;
+    ok(&engine, &alice, "DROP TABLE t").await;
+    ok(&engine, &alice, "CREATE TABLE t AS SELECT 7 AS id").await;
+    absent("SELECT * FROM t", "table 'iceberg.default.t' not found").await;
+    assert_eq!(ok(&engine, &carol, "SELECT id FROM t").await, ["7"]);
+    ok(&engine, &ada, "REVOKE ROLE analyst FROM USER carol").await;
+    let e = refused(&engine, &carol, "SELECT id FROM t").await;
+    assert_eq!(code(&e).0, ErrorCode::NotFound);
+}
+
+/// Bad GRANTs are refused with the reason, and change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_grants_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            access_default: sqe_engine::AccessDefault::Deny,
+            ..EngineConfig::default()
+        },
+    );
+    let ada = session(&engine, "ada", &["sqe_admin"]);
+    ok(&engine, &ada, "CREATE TABLE t AS SELECT 1 AS id").await;
+    let long = "x".repeat(300);
+    let cases = [
+        (
+            "GRANT SELECT ON TABLE nope TO USER bob".to_string(),
+            ErrorCode::NotFound,
+            "table 'iceberg.default.nope' does not exist".to_string(),
+        ),
+        (
+            "GRANT SELECT ON SCHEMA nope TO USER bob".to_string(),
+            ErrorCode::NotFound,
+            "schema 'iceberg.nope' does not exist".to_string(),
+        ),
+        (
+            format!("GRANT SELECT ON TABLE t TO USER {long}"),
+            ErrorCode::InvalidInput,
+            format!("'{long}' is not a valid user name"),
+        ),
+        (
+            "GRANT SELECT (id) ON TABLE t TO USER bob".to_string(),
+            ErrorCode::Unsupported,
+            "privileges on columns are not supported yet".to_string(),
+        ),
+        (
+            "GRANT ROLE nope TO USER bob".to_string(),
+            ErrorCode::NotFound,
+            "role 'nope' does not exist".to_string(),
+        ),
+        (
+            "DROP ROLE nope".to_string(),
+            ErrorCode::NotFound,
+            "role 'nope' does not exist".to_string(),
+        ),
+        (
+            "SHOW GRANTS ON t".to_string(),
+            ErrorCode::InvalidInput,
+            "expected SHOW GRANTS [ON TABLE t | ON SCHEMA s]".to_string(),
+        ),
+    ];
+    for (sql, expected_code, message) in cases {
+        let e = refused(&engine, &ada, &sql).await;
+        assert_eq!(
+            (e.code(), e.message()),
+            (expected_code, message.as_str()),
+            "{sql}"
+        );
+    }
+    assert!(ok(&engine, &ada, "SHOW GRANTS").await.is_empty());
+    ok(&engine, &ada, "CREATE ROLE r").await;
+    let e = refused(&engine, &ada, "CREATE ROLE r").await;
+    assert_eq!(e.message(), "role 'r' already exists");
+    ok(&engine, &ada, "CREATE ROLE IF NOT EXISTS r").await;
+    ok(&engine, &ada, "DROP ROLE r").await;
+    ok(&engine, &ada, "DROP ROLE IF EXISTS r").await;
+}
+
+/// The embedded default: no admin roles and allow by default make everyone an admin, as before;
+/// the session functions answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_engine_allows_everything() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(dir.path(), EngineConfig::default());
+    let alice = session(&engine, "alice", &["dev"]);
+    let bob = session(&engine, "bob", &[]);
+    ok(&engine, &alice, "CREATE TABLE t AS SELECT 1 AS id").await;
+    assert_eq!(ok(&engine, &bob, "SELECT id FROM t").await, ["1"]);
+    assert_eq!(
+        ok(
+            &engine,
+            &alice,
+            "SELECT current_catalog, current_schema(), current_roles(), is_role_in_session('dev')"
+        )
+        .await,
+        ["iceberg|default|[dev]|true"]
+    );
+    ok(&engine, &bob, "DROP TABLE t").await;
+}

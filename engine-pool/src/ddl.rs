@@ -1,6 +1,7 @@
 //! Statements SQE answers itself rather than through DataFusion: CREATE/DROP SCHEMA and TABLE,
 //! ALTER TABLE, USE, and SHOW/DESCRIBE in Trino's shape (column names and type spellings).
 
+use crate::access::{Object, Privilege};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -341,7 +342,11 @@ impl Engine {
     }
 
     /// (catalog, schema) for a schema name, qualified by the session's current catalog.
-    fn schema_name(&self, session: &Session, name: &ObjectName) -> SqeResult<(String, String)> {
+    pub(crate) fn schema_name(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+    ) -> SqeResult<(String, String)> {
         match object_parts(name)?.as_slice() {
             [s] => Ok((session.catalog.clone(), s.clone())),
             [c, s] => Ok((c.clone(), s.clone())),
@@ -370,6 +375,10 @@ impl Engine {
             ));
         }
         let (catalog_name, ident) = self.table_ident(session, &ct.name)?;
+        let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
+        self.authorize(session, Privilege::Create, &schema_object, || {
+            SqeError::internal("a schema is never hidden")
+        })?;
         let catalog = self.catalog(session, &catalog_name)?;
         if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
             if ct.if_not_exists {
@@ -401,6 +410,8 @@ impl Engine {
             .create_table(&ident.namespace, creation)
             .await
             .map_err(from_iceberg)?;
+        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+        self.record_owner(session, &object)?;
         Ok(Some((catalog_name, ident, table)))
     }
 
@@ -428,6 +439,10 @@ impl Engine {
                     ));
                 };
                 let (catalog_name, schema) = self.schema_name(session, &name)?;
+                let object = Object::schema(&catalog_name, &schema);
+                self.authorize(session, Privilege::Create, &object, || {
+                    SqeError::internal("a schema is never hidden")
+                })?;
                 let catalog = self.catalog(session, &catalog_name)?;
                 let ns = NamespaceIdent::new(schema.clone());
                 if catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
@@ -442,6 +457,7 @@ impl Engine {
                     .create_namespace(&ns, HashMap::new())
                     .await
                     .map_err(from_iceberg)?;
+                self.record_owner(session, &object)?;
                 Ok(empty_result())
             }
             Statement::Drop {
@@ -458,6 +474,7 @@ impl Engine {
                         ObjectType::Schema | ObjectType::Database => {
                             self.drop_schema(session, name, if_exists, cascade).await?
                         }
+                        ObjectType::Role => self.drop_role(session, name, if_exists)?,
                         other => {
                             return Err(SqeError::unsupported(format!(
                                 "DROP {other} is not supported"
@@ -544,6 +561,7 @@ impl Engine {
                 let pattern = like_filter(&show_options)?;
                 let mut names = catalog.table_names(&schema).await.map_err(from_iceberg)?;
                 names.extend(catalog.view_names(&schema).await.map_err(from_iceberg)?);
+                let mut names = self.visible_tables(session, &catalog_name, &schema, names)?;
                 names.sort();
                 names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
                 one_column("Table", names)
@@ -577,6 +595,13 @@ impl Engine {
         if_exists: bool,
     ) -> SqeResult<()> {
         let (catalog_name, ident) = self.table_ident(session, name)?;
+        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+        match self.authorize(session, Privilege::Drop, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        }) {
+            Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
+            other => other?,
+        }
         let catalog = self.catalog(session, &catalog_name)?;
         if !catalog.table_exists(&ident).await.map_err(from_iceberg)? {
             if catalog.supports_views()
@@ -599,7 +624,8 @@ impl Engine {
         }
         // Purging removes the table's files, and its folder when that is the warehouse's (the
         // catalog knows where the table is; a path made from its name would not).
-        catalog.purge_table(&ident).await.map_err(from_iceberg)
+        catalog.purge_table(&ident).await.map_err(from_iceberg)?;
+        self.forget_object(session, &object)
     }
 
     async fn drop_schema(
@@ -610,6 +636,10 @@ impl Engine {
         cascade: bool,
     ) -> SqeResult<()> {
         let (catalog_name, schema) = self.schema_name(session, name)?;
+        let object = Object::schema(&catalog_name, &schema);
+        self.authorize(session, Privilege::Drop, &object, || {
+            SqeError::internal("a schema is never hidden")
+        })?;
         let catalog = self.catalog(session, &catalog_name)?;
         let ns = NamespaceIdent::new(schema.clone());
         if !catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
@@ -641,12 +671,14 @@ impl Engine {
             }
             for t in tables {
                 catalog
-                    .purge_table(&TableIdent::new(ns.clone(), t))
+                    .purge_table(&TableIdent::new(ns.clone(), t.clone()))
                     .await
                     .map_err(from_iceberg)?;
+                self.forget_object(session, &Object::table(&catalog_name, &schema, &t))?;
             }
         }
-        catalog.drop_namespace(&ns).await.map_err(from_iceberg)
+        catalog.drop_namespace(&ns).await.map_err(from_iceberg)?;
+        self.forget_object(session, &object)
     }
 
     async fn alter_table(
@@ -657,6 +689,13 @@ impl Engine {
         op: AlterTableOperation,
     ) -> SqeResult<()> {
         let (catalog_name, ident) = self.table_ident(session, name)?;
+        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+        match self.authorize(session, Privilege::Alter, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        }) {
+            Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
+            other => other?,
+        }
         let catalog = self.catalog(session, &catalog_name)?;
         let Some(table) = load_table_opt(catalog.as_ref(), &ident)
             .await

@@ -86,6 +86,8 @@ pub struct EngineConfig {
     /// Principals holding one of these roles read every user's queries in
     /// `system.runtime.queries`.
     pub admin_roles: Vec<String>,
+    /// What no privilege decides (access.rs): allow (the embedded shell) or deny.
+    pub access_default: crate::access::AccessDefault,
     /// Which files the file functions, COPY and table locations may reach (all, embedded).
     pub files: FileAccess,
     /// Where persistent secrets are kept, and the passphrase their key is derived from; without
@@ -148,7 +150,9 @@ pub struct Engine {
     pub(crate) session_secrets: SessionScoped<Secret>,
     pub(crate) persistent_secrets: Option<SecretStore>,
     default_catalog: String,
-    admin_roles: Vec<String>,
+    pub(crate) admin_roles: Vec<String>,
+    /// `[access] default = "allow"`: what no privilege row decides is allowed.
+    pub(crate) access_default_allow: bool,
     files: FileAccess,
     state: SessionState,
     admission: Admission,
@@ -291,6 +295,7 @@ impl Engine {
             persistent_secrets: persistent_secrets(&config)?,
             default_catalog: default_catalog.to_lowercase(),
             admin_roles: config.admin_roles.clone(),
+            access_default_allow: config.access_default == crate::access::AccessDefault::Allow,
             files: config.files.clone(),
             state,
             admission: Admission::new(config.admission.clone()),
@@ -470,6 +475,18 @@ impl Engine {
         state
             .register_udf(groups_constant(&session.principal.roles))
             .map_err(from_datafusion)?;
+        // The session's catalog and schema, and its roles (access.rs).
+        for (name, value) in [
+            ("current_catalog", &session.catalog),
+            ("current_schema", &session.schema),
+        ] {
+            state
+                .register_udf(text_constant(name, value.clone()))
+                .map_err(from_datafusion)?;
+        }
+        for udf in self.role_functions(session) {
+            state.register_udf(udf).map_err(from_datafusion)?;
+        }
         // `current_timezone()` is the session's (Trino's `X-Trino-Time-Zone`), UTC by default.
         let zone = time_zone(session)?;
         state
@@ -515,6 +532,9 @@ impl Engine {
         }
         if starts_with_words(&prepared.sql, &["show", "secrets"]) {
             return self.show_secrets(session);
+        }
+        if starts_with_words(&prepared.sql, &["show", "grants"]) {
+            return self.show_grants(session, &prepared.sql);
         }
         if starts_with_word(&prepared.sql, "copy") {
             return self.copy_to(session, &prepared).await;
@@ -562,6 +582,9 @@ impl Engine {
         // A view keeps its SQL as written, before Trino's rewrites.
         if let Statement::CreateView(cv) = &statement {
             return self.create_view(session, cv, &prepared).await;
+        }
+        if let Some(result) = self.run_access_statement(session, &statement).await {
+            return result;
         }
         let mut statement = statement;
         crate::trino::rewrite_statement(&mut statement)?;
@@ -660,6 +683,7 @@ impl Engine {
             .statement_to_plan(DFStatement::CopyTo(copy))
             .await
             .map_err(from_datafusion)?;
+        self.authorize_plan(session, &plan)?;
         self.stream_plan(state, plan).await
     }
 
@@ -729,6 +753,7 @@ impl Engine {
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
+        self.authorize_plan(session, &plan)?;
         Ok((state, plan))
     }
 
@@ -854,6 +879,12 @@ impl Engine {
         travel: &TimeTravel,
     ) -> SqeResult<Arc<dyn TableProvider>> {
         let (catalog_name, namespace, name) = self.resolve_name(session, &travel.table)?;
+        let object = crate::access::Object::table(&catalog_name, &namespace, &name);
+        self.authorize(session, crate::access::Privilege::Select, &object, || {
+            SqeError::not_found(format!(
+                "table '{catalog_name}.{namespace}.{name}' does not exist"
+            ))
+        })?;
         let catalog = self.catalog(session, &catalog_name)?;
         let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), name.clone());
         let table = load_table_opt(catalog.as_ref(), &ident)

@@ -3,6 +3,7 @@
 //! tables and the file table functions. It knows nothing of wire protocols: front ends call it through
 //! [`sqe_sessions::QueryService`].
 
+mod access;
 mod admission;
 mod attach;
 pub mod catalog;
@@ -30,6 +31,7 @@ mod using_joins;
 mod views;
 mod write;
 
+pub use access::AccessDefault;
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};
 pub use catalog::hms::HmsConfig;
 pub use catalog::rest::{RestAuth, RestCatalogConfig};

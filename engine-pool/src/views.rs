@@ -10,6 +10,7 @@
 //! own resolution, which knows CTE names from tables) are looked up, each view is planned, and the
 //! statement is planned against catalogs in which those names are the planned views.
 
+use crate::access::{Object, Privilege};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -73,6 +74,18 @@ impl Engine {
         if let Some(why) = catalog.read_only() {
             return Err(SqeError::unsupported(why));
         }
+        let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
+        self.authorize(session, Privilege::Create, &schema_object, || {
+            SqeError::internal("a schema is never hidden")
+        })?;
+        let view_object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+        if cv.or_replace && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
+            self.authorize(session, Privilege::Drop, &view_object, || {
+                SqeError::invalid(format!(
+                    "cannot create view '{full}': a view of that name exists"
+                ))
+            })?;
+        }
         if cv.if_not_exists && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
             return Ok(empty_result());
         }
@@ -131,6 +144,7 @@ impl Engine {
             .create_view(&ident, change, cv.or_replace)
             .await
             .map_err(from_iceberg)?;
+        self.record_owner(session, &view_object)?;
         Ok(empty_result())
     }
 
@@ -143,10 +157,17 @@ impl Engine {
         let (catalog_name, ident) = self.table_ident(session, name)?;
         let catalog = self.catalog(session, &catalog_name)?;
         let full = qualified(&catalog_name, &ident);
+        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+        match self.authorize(session, Privilege::Drop, &object, || {
+            SqeError::not_found(format!("view '{full}' does not exist"))
+        }) {
+            Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
+            other => other?,
+        }
         if catalog.supports_views() {
             // Dropped without reading its metadata, which may be what is broken.
             match catalog.drop_view(&ident).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => return self.forget_object(session, &object),
                 Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => {}
                 Err(e) => return Err(from_iceberg(e)),
             }

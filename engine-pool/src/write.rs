@@ -121,6 +121,13 @@ impl Engine {
         let Some(source) = insert.source.clone() else {
             return Err(SqeError::invalid("INSERT needs VALUES or a query"));
         };
+        let (catalog_name, schema, table_name) = self.resolve_name(session, name)?;
+        let object = crate::access::Object::table(&catalog_name, &schema, &table_name);
+        self.authorize(session, crate::access::Privilege::Insert, &object, || {
+            SqeError::not_found(format!(
+                "table '{catalog_name}.{schema}.{table_name}' does not exist"
+            ))
+        })?;
         let (catalog_name, ident, table) = self.load(session, name).await?;
         let (state, plan) = self.plan(session, Statement::Query(source), tables).await?;
         let columns: Option<Vec<String>> =

@@ -17,7 +17,34 @@ pub struct Config {
     pub engine: EngineSection,
     pub files: FilesSection,
     pub secrets: SecretsSection,
+    pub access: AccessSection,
     pub log: LogSection,
+}
+
+/// `[access]`: what no GRANT, REVOKE or DENY decides (see the README's "Privileges").
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessSection {
+    /// `"allow"` (the default: every signed-in user may do what nothing denies) or `"deny"`
+    /// (nothing not granted); `production_mode` requires `"deny"`.
+    pub default: AccessDefaultSetting,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessDefaultSetting {
+    #[default]
+    Allow,
+    Deny,
+}
+
+impl AccessSection {
+    pub fn engine_default(&self) -> sqe_engine::AccessDefault {
+        match self.default {
+            AccessDefaultSetting::Allow => sqe_engine::AccessDefault::Allow,
+            AccessDefaultSetting::Deny => sqe_engine::AccessDefault::Deny,
+        }
+    }
 }
 
 /// Persistent secrets (`CREATE PERSISTENT SECRET`): each user's own, sealed in one file with a key
@@ -490,6 +517,12 @@ impl Config {
         if self.server.production_mode && self.auth.allow_anonymous {
             return Err("production_mode = true forbids auth.allow_anonymous = true".into());
         }
+        if self.server.production_mode && self.access.default != AccessDefaultSetting::Deny {
+            return Err(
+                "production_mode = true requires [access] default = \"deny\" (grant what users may do)"
+                    .into(),
+            );
+        }
         if self.server.production_mode && !loopback && self.server.tls.is_none() {
             return Err(format!(
                 "production_mode = true forbids serving credentials in plain text on {}: configure [server.tls]",
@@ -607,6 +640,20 @@ mod tests {
         assert_eq!(
             Config::load(None, prod).err().as_deref(),
             Some("production_mode = true forbids auth.allow_anonymous = true")
+        );
+        let open_prod = vec![
+            (
+                "SQE_SERVER__PRODUCTION_MODE".to_string(),
+                "true".to_string(),
+            ),
+            ("SQE_AUTH__ALLOW_ANONYMOUS".to_string(), "false".to_string()),
+        ];
+        let refused = Config::load(None, open_prod).err();
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("[access] default")),
+            "{refused:?}"
         );
         let typo = vec![("SQE_SERVER__HTTP_PROT".to_string(), "1".to_string())];
         assert!(

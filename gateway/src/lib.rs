@@ -162,6 +162,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
             hms_catalogs,
             admission: config.engine.admission(),
             admin_roles: config.auth.admin_roles.clone(),
+            access_default: config.access.engine_default(),
             files: config.files.access(),
             ..EngineConfig::default()
         })

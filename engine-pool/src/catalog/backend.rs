@@ -35,6 +35,12 @@ pub trait SqeCatalog: Catalog {
         None
     }
 
+    /// The database SQE keeps this catalog's privileges, owners and roles in (access.rs), if it
+    /// keeps them here.
+    fn policy_db(&self) -> Option<&dyn crate::access::PolicyDb> {
+        None
+    }
+
     /// Namespace names, sorted, when they can be had without waiting on the network (DataFusion
     /// asks for listings synchronously); `None` for a remote catalog.
     fn namespace_names_now(&self) -> Option<Vec<String>> {

@@ -57,6 +57,8 @@ pub struct SqlCatalog {
 struct Db {
     name: String,
     conn: Mutex<Conn>,
+    /// SQE's policy tables exist (access.rs).
+    policies_ready: std::sync::atomic::AtomicBool,
 }
 
 enum Conn {
@@ -287,6 +289,7 @@ impl SqlCatalog {
             db: Arc::new(Db {
                 name: name.to_string(),
                 conn: Mutex::new(conn),
+                policies_ready: std::sync::atomic::AtomicBool::new(false),
             }),
             file_io: FileIOBuilder::new(Arc::new(CatalogStorageFactory::new(
                 name,
@@ -483,6 +486,47 @@ fn lost(e: &postgres::Error) -> bool {
 /// A row of text columns; a column of another type is an error, not a panic.
 fn text_row(row: &postgres::Row) -> std::result::Result<Vec<Option<String>>, postgres::Error> {
     (0..row.len()).map(|i| row.try_get(i)).collect()
+}
+
+/// SQE's policy tables live in the catalog's database, made on first use.
+impl crate::access::PolicyDb for Db {
+    /// A database the tables cannot be made in (read-only) holds no policies.
+    fn query(&self, sql: &str, args: &[&str]) -> sqe_sessions::SqeResult<Vec<Vec<Option<String>>>> {
+        if self.policy_tables().is_err() {
+            return Ok(Vec::new());
+        }
+        Db::query(self, sql, args).map_err(crate::error::from_iceberg)
+    }
+
+    fn execute(&self, sql: &str, args: &[&str]) -> sqe_sessions::SqeResult<u64> {
+        self.policy_tables()?;
+        self.change(sql, args).map_err(crate::error::from_iceberg)
+    }
+}
+
+impl Db {
+    /// Creates SQE's policy tables once per process.
+    fn policy_tables(&self) -> sqe_sessions::SqeResult<()> {
+        if self
+            .policies_ready
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return Ok(());
+        }
+        let mut conn = self.conn().map_err(crate::error::from_iceberg)?;
+        let made = match &mut *conn {
+            Conn::Sqlite(c) => c
+                .execute_batch(crate::access::POLICY_TABLES)
+                .map_err(sqlite_err),
+            Conn::Postgres { .. } => {
+                self.on_postgres(&mut conn, |c| c.batch_execute(crate::access::POLICY_TABLES))
+            }
+        };
+        made.map_err(crate::error::from_iceberg)?;
+        self.policies_ready
+            .store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
 }
 
 /// The value of a statement parameter, which in the catalog's tables is always text.
@@ -1121,6 +1165,10 @@ impl Catalog for SqlCatalog {
 impl SqeCatalog for SqlCatalog {
     fn local_warehouse(&self) -> Option<&Path> {
         Some(&self.warehouse)
+    }
+
+    fn policy_db(&self) -> Option<&dyn crate::access::PolicyDb> {
+        Some(self.db.as_ref())
     }
 
     /// SQLite answers at once; PostgreSQL is a network call, never made on a runtime thread.

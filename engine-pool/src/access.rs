@@ -1,0 +1,1104 @@
+//! Who may do what to which table: privileges granted, revoked and denied with SQL, kept in the
+//! catalog's own database beside its tables, and checked on every statement's path.
+//!
+//! - **Privileges** `SELECT`, `INSERT`, `UPDATE`, `DELETE`, `DROP`, `CREATE` (on a schema: making
+//!   tables and views in it) and `ALL PRIVILEGES`, on a schema (every table in it) or a table, to a
+//!   user or a role: `GRANT SELECT ON TABLE s.t TO USER bob`, `GRANT ALL PRIVILEGES ON SCHEMA s TO
+//!   ROLE analyst WITH GRANT OPTION`, `REVOKE …`, `DENY …`. A DENY wins over every GRANT.
+//! - **Roles** come from the token (its roles/groups claim) or from the catalog:
+//!   `CREATE ROLE analyst`, `GRANT ROLE analyst TO USER bob`, `REVOKE ROLE …`, `DROP ROLE …`.
+//! - **Owners**: whoever creates a schema, table or view owns it and may do anything to it,
+//!   including granting on it. The engine's admin roles (`[auth] admin_roles`) may do anything
+//!   anywhere; without admin roles and with `[access] default = "allow"` (the embedded shell, a
+//!   loopback server) everyone is an admin, as before.
+//! - **Nothing granted, nothing seen**: a table on which a user holds no privilege at all is
+//!   absent for them (`table '…' not found`, and missing from `SHOW TABLES`); a table they can
+//!   see but not read gets `Access Denied: Cannot select from table …`.
+//! - **The default** for what no row decides is `[access] default`: `allow` (the embedded shell)
+//!   or `deny`.
+//!
+//! Reads are checked on the logical plan of each statement (every scan of a catalog table, in
+//! subqueries and in the views it reads, whose bodies are planned with the reader's rights), and
+//! on time travel and COPY, which SQE plans itself.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::sqlparser::ast::{
+    Action, GrantObjects, Grantee, GranteeName, GranteesType, ObjectName, Privileges, Statement,
+};
+use futures::stream;
+use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
+
+use crate::engine::Engine;
+
+/// What no privilege row decides: `[access] default`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AccessDefault {
+    /// Everything not denied is allowed (the embedded shell; a server without `[access]`).
+    #[default]
+    Allow,
+    /// Nothing not granted is allowed.
+    Deny,
+}
+
+/// What a privilege allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Privilege {
+    Select,
+    Insert,
+    Update,
+    Delete,
+    Drop,
+    Create,
+    /// Changing a table's definition: its owner's (and an admin's) alone, never granted.
+    Alter,
+}
+
+/// The privileges `ALL PRIVILEGES` stands for.
+const GRANTABLE: [Privilege; 6] = [
+    Privilege::Select,
+    Privilege::Insert,
+    Privilege::Update,
+    Privilege::Delete,
+    Privilege::Drop,
+    Privilege::Create,
+];
+
+impl Privilege {
+    fn name(self) -> &'static str {
+        match self {
+            Privilege::Select => "SELECT",
+            Privilege::Insert => "INSERT",
+            Privilege::Update => "UPDATE",
+            Privilege::Delete => "DELETE",
+            Privilege::Drop => "DROP",
+            Privilege::Create => "CREATE",
+            Privilege::Alter => "ALTER",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        GRANTABLE.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Trino's words for a refusal: "Cannot select from table c.s.t".
+    fn refusal(self, object: &Object) -> String {
+        let target = object.to_string();
+        let kind = if object.table.is_some() {
+            "table"
+        } else {
+            "schema"
+        };
+        let what = match self {
+            Privilege::Select => format!("select from {kind} {target}"),
+            Privilege::Insert => format!("insert into {kind} {target}"),
+            Privilege::Update => format!("update {kind} {target}"),
+            Privilege::Delete => format!("delete from {kind} {target}"),
+            Privilege::Drop => format!("drop {kind} {target}"),
+            Privilege::Create => format!("create tables in schema {target}"),
+            Privilege::Alter => format!("alter {kind} {target}"),
+        };
+        format!("Access Denied: Cannot {what}")
+    }
+}
+
+/// A schema (no table) or a table of a catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Object {
+    pub catalog: String,
+    pub schema: String,
+    pub table: Option<String>,
+}
+
+impl Object {
+    pub(crate) fn table(catalog: &str, schema: &str, table: &str) -> Self {
+        Self {
+            catalog: catalog.to_string(),
+            schema: schema.to_string(),
+            table: Some(table.to_string()),
+        }
+    }
+
+    pub(crate) fn schema(catalog: &str, schema: &str) -> Self {
+        Self {
+            catalog: catalog.to_string(),
+            schema: schema.to_string(),
+            table: None,
+        }
+    }
+
+    /// The row key in the policy tables: `schema` or `schema.table`, with its kind.
+    fn key(&self) -> (&'static str, String) {
+        match &self.table {
+            Some(t) => ("table", format!("{}.{t}", self.schema)),
+            None => ("schema", self.schema.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.table {
+            Some(t) => write!(f, "{}.{}.{t}", self.catalog, self.schema),
+            None => write!(f, "{}.{}", self.catalog, self.schema),
+        }
+    }
+}
+
+/// A catalog's database, as the policy tables need it: text in, text out (`$1`, `$2`, …).
+pub trait PolicyDb: Send + Sync {
+    fn query(&self, sql: &str, args: &[&str]) -> SqeResult<Vec<Vec<Option<String>>>>;
+    fn execute(&self, sql: &str, args: &[&str]) -> SqeResult<u64>;
+}
+
+/// SQE's tables in a catalog's database (pyiceberg ignores them).
+pub const POLICY_TABLES: &str = "CREATE TABLE IF NOT EXISTS sqe_privileges (
+        catalog_name VARCHAR(255) NOT NULL,
+        object_kind VARCHAR(16) NOT NULL,
+        object_name VARCHAR(1000) NOT NULL,
+        grantee_kind VARCHAR(8) NOT NULL,
+        grantee VARCHAR(255) NOT NULL,
+        privilege VARCHAR(16) NOT NULL,
+        effect VARCHAR(8) NOT NULL,
+        grant_option VARCHAR(5) NOT NULL,
+        granted_by VARCHAR(255) NOT NULL,
+        PRIMARY KEY (catalog_name, object_kind, object_name, grantee_kind, grantee, privilege, effect));
+    CREATE TABLE IF NOT EXISTS sqe_owners (
+        catalog_name VARCHAR(255) NOT NULL,
+        object_kind VARCHAR(16) NOT NULL,
+        object_name VARCHAR(1000) NOT NULL,
+        owner VARCHAR(255) NOT NULL,
+        PRIMARY KEY (catalog_name, object_kind, object_name));
+    CREATE TABLE IF NOT EXISTS sqe_roles (
+        catalog_name VARCHAR(255) NOT NULL,
+        role_name VARCHAR(255) NOT NULL,
+        PRIMARY KEY (catalog_name, role_name));
+    CREATE TABLE IF NOT EXISTS sqe_role_members (
+        catalog_name VARCHAR(255) NOT NULL,
+        role_name VARCHAR(255) NOT NULL,
+        member VARCHAR(255) NOT NULL,
+        PRIMARY KEY (catalog_name, role_name, member));";
+
+/// One privilege row.
+#[derive(Debug, Clone)]
+struct Grant {
+    object: (String, String),
+    grantee: (String, String),
+    privilege: Privilege,
+    deny: bool,
+    grant_option: bool,
+}
+
+/// The caller, as the policies see them.
+#[derive(Debug, Clone)]
+pub(crate) struct Who {
+    pub name: String,
+    /// The token's roles and those granted in the catalog.
+    pub roles: BTreeSet<String>,
+    pub admin: bool,
+}
+
+/// A catalog's policies, read once for a statement.
+struct Policies {
+    grants: Vec<Grant>,
+    owners: HashMap<(String, String), String>,
+    default_allow: bool,
+}
+
+impl Policies {
+    fn read(db: &dyn PolicyDb, catalog: &str, default_allow: bool) -> SqeResult<Self> {
+        let rows = db.query(
+            "SELECT object_kind, object_name, grantee_kind, grantee, privilege, effect, grant_option
+             FROM sqe_privileges WHERE catalog_name = $1",
+            &[catalog],
+        )?;
+        let text = |v: &Option<String>| v.clone().unwrap_or_default();
+        let grants = rows
+            .iter()
+            .filter(|r| r.len() == 7)
+            .filter_map(|r| {
+                Some(Grant {
+                    object: (text(&r[0]), text(&r[1])),
+                    grantee: (text(&r[2]), text(&r[3])),
+                    privilege: Privilege::parse(&text(&r[4]))?,
+                    deny: text(&r[5]) == "deny",
+                    grant_option: text(&r[6]) == "true",
+                })
+            })
+            .collect();
+        let owners = db
+            .query(
+                "SELECT object_kind, object_name, owner FROM sqe_owners WHERE catalog_name = $1",
+                &[catalog],
+            )?
+            .iter()
+            .filter(|r| r.len() == 3)
+            .map(|r| ((text(&r[0]), text(&r[1])), text(&r[2])))
+            .collect();
+        Ok(Self {
+            grants,
+            owners,
+            default_allow,
+        })
+    }
+
+    fn owns(&self, who: &Who, object: &Object) -> bool {
+        let owner_of = |kind: &str, name: String| {
+            self.owners
+                .get(&(kind.to_string(), name))
+                .is_some_and(|o| *o == who.name)
+        };
+        owner_of("schema", object.schema.clone())
+            || object
+                .table
+                .as_ref()
+                .is_some_and(|t| owner_of("table", format!("{}.{t}", object.schema)))
+    }
+
+    /// The rows about `object` (or its schema) that name the caller or one of their roles.
+    fn about<'a>(&'a self, who: &'a Who, object: &Object) -> impl Iterator<Item = &'a Grant> {
+        let schema = ("schema".to_string(), object.schema.clone());
+        let table = object
+            .table
+            .as_ref()
+            .map(|t| ("table".to_string(), format!("{}.{t}", object.schema)));
+        self.grants.iter().filter(move |g| {
+            let on = g.object == schema || Some(&g.object) == table.as_ref();
+            let to = match g.grantee.0.as_str() {
+                "user" => g.grantee.1 == who.name,
+                _ => who.roles.contains(&g.grantee.1),
+            };
+            on && to
+        })
+    }
+
+    fn allows(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
+        if who.admin || self.owns(who, object) {
+            return true;
+        }
+        if privilege == Privilege::Alter {
+            return self.default_allow;
+        }
+        let mut granted = false;
+        for g in self.about(who, object).filter(|g| g.privilege == privilege) {
+            if g.deny {
+                return false;
+            }
+            granted = true;
+        }
+        granted || self.default_allow
+    }
+
+    /// Whether the caller may grant `privilege` on `object` to others.
+    fn may_grant(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
+        who.admin
+            || self.owns(who, object)
+            || self
+                .about(who, object)
+                .any(|g| g.privilege == privilege && g.grant_option && !g.deny)
+    }
+
+    /// Whether the object exists for the caller at all: they hold some privilege on it.
+    fn visible(&self, who: &Who, object: &Object) -> bool {
+        who.admin
+            || self.owns(who, object)
+            || self.about(who, object).any(|g| !g.deny)
+            || (self.default_allow && GRANTABLE.iter().any(|p| self.allows(who, *p, object)))
+    }
+}
+
+impl Engine {
+    /// The caller, with the roles the catalog grants them.
+    fn who(&self, session: &Session, db: Option<&dyn PolicyDb>, catalog: &str) -> SqeResult<Who> {
+        let mut roles: BTreeSet<String> = session.principal.roles.iter().cloned().collect();
+        if let Some(db) = db {
+            roles.extend(granted_roles(db, catalog, &session.principal.name)?);
+        }
+        Ok(Who {
+            name: session.principal.name.clone(),
+            roles,
+            admin: self.is_admin(session),
+        })
+    }
+
+    /// An admin may do anything; without admin roles, an engine that allows by default makes
+    /// everyone one (the embedded shell).
+    pub(crate) fn is_admin(&self, session: &Session) -> bool {
+        session.principal.has_any_role(&self.admin_roles)
+            || (self.admin_roles.is_empty() && self.access_default_allow)
+    }
+
+    /// The policies of `catalog` and the caller as they see them; None for an admin (nothing to
+    /// check).
+    fn policies_for(&self, session: &Session, catalog: &str) -> SqeResult<Option<(Policies, Who)>> {
+        if self.is_admin(session) {
+            return Ok(None);
+        }
+        let handle = self.catalog(session, catalog)?;
+        let db = handle.policy_db();
+        let who = self.who(session, db, catalog)?;
+        let policies = match db {
+            Some(db) => Policies::read(db, catalog, self.access_default_allow)?,
+            None => Policies {
+                grants: Vec::new(),
+                owners: HashMap::new(),
+                default_allow: self.access_default_allow,
+            },
+        };
+        Ok(Some((policies, who)))
+    }
+
+    /// Refuses `privilege` on `object` unless the caller holds it. `absent` is the error for an
+    /// object the caller may not see at all (the one they would get if it did not exist).
+    pub(crate) fn authorize(
+        &self,
+        session: &Session,
+        privilege: Privilege,
+        object: &Object,
+        absent: impl FnOnce() -> SqeError,
+    ) -> SqeResult<()> {
+        let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
+            return Ok(());
+        };
+        if policies.allows(&who, privilege, object) {
+            return Ok(());
+        }
+        if object.table.is_some() && !policies.visible(&who, object) {
+            return Err(absent());
+        }
+        Err(SqeError::new(
+            ErrorCode::PermissionDenied,
+            privilege.refusal(object),
+        ))
+    }
+
+    /// The names among `tables` (of one schema) the caller may see.
+    pub(crate) fn visible_tables(
+        &self,
+        session: &Session,
+        catalog: &str,
+        schema: &str,
+        tables: Vec<String>,
+    ) -> SqeResult<Vec<String>> {
+        let Some((policies, who)) = self.policies_for(session, catalog)? else {
+            return Ok(tables);
+        };
+        Ok(tables
+            .into_iter()
+            .filter(|t| policies.visible(&who, &Object::table(catalog, schema, t)))
+            .collect())
+    }
+
+    /// Records the caller as the owner of an object they created (where the catalog keeps
+    /// policies), replacing any earlier owner of that name.
+    pub(crate) fn record_owner(&self, session: &Session, object: &Object) -> SqeResult<()> {
+        let handle = self.catalog(session, &object.catalog)?;
+        let Some(db) = handle.policy_db() else {
+            return Ok(());
+        };
+        let (kind, name) = object.key();
+        db.execute(
+            "DELETE FROM sqe_owners WHERE catalog_name = $1 AND object_kind = $2 AND object_name = $3",
+            &[&object.catalog, kind, &name],
+        )?;
+        db.execute(
+            "INSERT INTO sqe_owners (catalog_name, object_kind, object_name, owner) VALUES ($1, $2, $3, $4)",
+            &[&object.catalog, kind, &name, &session.principal.name],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets the owner and privileges of a dropped object: a table made again under its name
+    /// starts with none.
+    pub(crate) fn forget_object(&self, session: &Session, object: &Object) -> SqeResult<()> {
+        let handle = self.catalog(session, &object.catalog)?;
+        let Some(db) = handle.policy_db() else {
+            return Ok(());
+        };
+        let (kind, name) = object.key();
+        for table in ["sqe_owners", "sqe_privileges"] {
+            db.execute(
+                &format!(
+                    "DELETE FROM {table} WHERE catalog_name = $1 AND object_kind = $2 AND object_name = $3"
+                ),
+                &[&object.catalog, kind, &name],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Checks the caller may read every catalog table `plan` scans (in subqueries too). Tables SQE
+    /// resolved itself, `information_schema` and `system` are not catalog tables.
+    pub(crate) fn authorize_plan(&self, session: &Session, plan: &LogicalPlan) -> SqeResult<()> {
+        if self.is_admin(session) {
+            return Ok(());
+        }
+        let mut scanned = Vec::new();
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                scanned.push(scan.table_name.clone());
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .map_err(crate::error::from_datafusion)?;
+        for name in scanned {
+            let full = name.resolve(&session.catalog, &session.schema);
+            let (catalog, schema, table) = (&*full.catalog, &*full.schema, &*full.table);
+            if catalog == crate::engine::QUERY_CATALOG
+                || !self.catalogs.contains_key(catalog) && self.mount(session, catalog).is_err()
+                || schema == "information_schema"
+                || catalog == "system"
+            {
+                continue;
+            }
+            // A metadata table (`t$files`) is its table's.
+            let base = table.split('$').next().unwrap_or(table);
+            let object = Object::table(catalog, schema, base);
+            self.authorize(session, Privilege::Select, &object, || {
+                SqeError::not_found(format!("table '{catalog}.{schema}.{table}' not found"))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// GRANT, REVOKE, DENY, CREATE ROLE, DROP ROLE; None for any other statement.
+    pub(crate) async fn run_access_statement(
+        &self,
+        session: &Session,
+        statement: &Statement,
+    ) -> Option<SqeResult<QueryResult>> {
+        let result = match statement {
+            Statement::Grant(g) => match &g.privileges {
+                Privileges::Actions(actions)
+                    if actions.iter().all(|a| matches!(a, Action::Role { .. })) =>
+                {
+                    self.role_members(session, actions, &g.grantees, true)
+                }
+                _ => {
+                    self.change_privileges(
+                        session,
+                        Change::Grant {
+                            grant_option: g.with_grant_option,
+                        },
+                        &g.privileges,
+                        g.objects.as_ref(),
+                        &g.grantees,
+                    )
+                    .await
+                }
+            },
+            Statement::Deny(d) => {
+                self.change_privileges(
+                    session,
+                    Change::Deny,
+                    &d.privileges,
+                    Some(&d.objects),
+                    &d.grantees,
+                )
+                .await
+            }
+            Statement::Revoke(r) => match &r.privileges {
+                Privileges::Actions(actions)
+                    if actions.iter().all(|a| matches!(a, Action::Role { .. })) =>
+                {
+                    self.role_members(session, actions, &r.grantees, false)
+                }
+                _ => {
+                    self.change_privileges(
+                        session,
+                        Change::Revoke,
+                        &r.privileges,
+                        r.objects.as_ref(),
+                        &r.grantees,
+                    )
+                    .await
+                }
+            },
+            Statement::CreateRole(c) => c
+                .names
+                .iter()
+                .try_for_each(|n| self.create_role(session, n, c.if_not_exists))
+                .map(|_| empty()),
+            _ => return None,
+        };
+        Some(result)
+    }
+
+    /// The database of the session's catalog, for roles; refused where the catalog keeps none.
+    fn role_db(&self, session: &Session) -> SqeResult<crate::catalog::backend::CatalogRef> {
+        if !self.is_admin(session) {
+            return Err(SqeError::new(
+                ErrorCode::PermissionDenied,
+                "Access Denied: only an admin manages roles",
+            ));
+        }
+        let handle = self.catalog(session, &session.catalog)?;
+        if handle.policy_db().is_none() {
+            return Err(no_policies(&session.catalog));
+        }
+        Ok(handle)
+    }
+
+    fn create_role(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+        if_not_exists: bool,
+    ) -> SqeResult<()> {
+        let role = single_name(name, "role")?;
+        let handle = self.role_db(session)?;
+        let db = handle
+            .policy_db()
+            .ok_or_else(|| no_policies(&session.catalog))?;
+        if role_exists(db, &session.catalog, &role)? {
+            if if_not_exists {
+                return Ok(());
+            }
+            return Err(SqeError::already_exists(format!(
+                "role '{role}' already exists"
+            )));
+        }
+        db.execute(
+            "INSERT INTO sqe_roles (catalog_name, role_name) VALUES ($1, $2)",
+            &[&session.catalog, &role],
+        )?;
+        Ok(())
+    }
+
+    /// `DROP ROLE r`: the role, its members and its privileges.
+    pub(crate) fn drop_role(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+        if_exists: bool,
+    ) -> SqeResult<()> {
+        let role = single_name(name, "role")?;
+        let handle = self.role_db(session)?;
+        let db = handle
+            .policy_db()
+            .ok_or_else(|| no_policies(&session.catalog))?;
+        if !role_exists(db, &session.catalog, &role)? {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(SqeError::not_found(format!("role '{role}' does not exist")));
+        }
+        let catalog = session.catalog.as_str();
+        db.execute(
+            "DELETE FROM sqe_roles WHERE catalog_name = $1 AND role_name = $2",
+            &[catalog, &role],
+        )?;
+        db.execute(
+            "DELETE FROM sqe_role_members WHERE catalog_name = $1 AND role_name = $2",
+            &[catalog, &role],
+        )?;
+        db.execute(
+            "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND grantee_kind = 'role' AND grantee = $2",
+            &[catalog, &role],
+        )?;
+        Ok(())
+    }
+
+    /// `GRANT ROLE r TO USER u` and `REVOKE ROLE r FROM USER u`.
+    fn role_members(
+        &self,
+        session: &Session,
+        actions: &[Action],
+        grantees: &[Grantee],
+        add: bool,
+    ) -> SqeResult<QueryResult> {
+        let handle = self.role_db(session)?;
+        let db = handle
+            .policy_db()
+            .ok_or_else(|| no_policies(&session.catalog))?;
+        let catalog = session.catalog.as_str();
+        for action in actions {
+            let Action::Role { role } = action else {
+                continue;
+            };
+            let role = single_name(role, "role")?;
+            if !role_exists(db, catalog, &role)? {
+                return Err(SqeError::not_found(format!("role '{role}' does not exist")));
+            }
+            for grantee in grantees {
+                let (kind, member) = grantee_of(grantee)?;
+                if kind != "user" {
+                    return Err(SqeError::unsupported("roles are granted to users only"));
+                }
+                db.execute(
+                    "DELETE FROM sqe_role_members WHERE catalog_name = $1 AND role_name = $2 AND member = $3",
+                    &[catalog, &role, &member],
+                )?;
+                if add {
+                    db.execute(
+                        "INSERT INTO sqe_role_members (catalog_name, role_name, member) VALUES ($1, $2, $3)",
+                        &[catalog, &role, &member],
+                    )?;
+                }
+            }
+        }
+        Ok(empty())
+    }
+
+    async fn change_privileges(
+        &self,
+        session: &Session,
+        change: Change,
+        privileges: &Privileges,
+        objects: Option<&GrantObjects>,
+        grantees: &[Grantee],
+    ) -> SqeResult<QueryResult> {
+        let privileges = privileges_of(privileges)?;
+        let objects = self.objects_of(session, objects)?;
+        let grantees = grantees
+            .iter()
+            .map(grantee_of)
+            .collect::<SqeResult<Vec<_>>>()?;
+        for object in &objects {
+            let handle = self.catalog(session, &object.catalog)?;
+            let db = handle
+                .policy_db()
+                .ok_or_else(|| no_policies(&object.catalog))?;
+            self.check_exists(session, object).await?;
+            // Who may: an admin, the owner, or (to grant) one holding the privilege WITH GRANT
+            // OPTION; DENY and REVOKE are the owner's and the admins'.
+            if let Some((policies, who)) = self.policies_for(session, &object.catalog)? {
+                let allowed = privileges.iter().all(|p| match change {
+                    Change::Grant { .. } => policies.may_grant(&who, *p, object),
+                    _ => policies.owns(&who, object),
+                });
+                if !allowed {
+                    if object.table.is_some() && !policies.visible(&who, object) {
+                        return Err(SqeError::not_found(format!(
+                            "table '{object}' does not exist"
+                        )));
+                    }
+                    return Err(SqeError::new(
+                        ErrorCode::PermissionDenied,
+                        format!(
+                            "Access Denied: Cannot {} privileges on {object}",
+                            change.verb()
+                        ),
+                    ));
+                }
+            }
+            let (kind, name) = object.key();
+            for (grantee_kind, grantee) in &grantees {
+                for privilege in &privileges {
+                    let base: [&str; 6] = [
+                        &object.catalog,
+                        kind,
+                        &name,
+                        grantee_kind,
+                        grantee,
+                        privilege.name(),
+                    ];
+                    match change {
+                        Change::Revoke => {
+                            db.execute(
+                                "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND object_kind = $2
+                                 AND object_name = $3 AND grantee_kind = $4 AND grantee = $5 AND privilege = $6",
+                                &base,
+                            )?;
+                        }
+                        Change::Grant { grant_option } => put_privilege(
+                            db,
+                            &base,
+                            "grant",
+                            grant_option,
+                            &session.principal.name,
+                        )?,
+                        Change::Deny => {
+                            put_privilege(db, &base, "deny", false, &session.principal.name)?
+                        }
+                    }
+                }
+            }
+        }
+        Ok(empty())
+    }
+
+    /// The schemas and tables a GRANT names, qualified by the session's catalog and schema.
+    fn objects_of(
+        &self,
+        session: &Session,
+        objects: Option<&GrantObjects>,
+    ) -> SqeResult<Vec<Object>> {
+        match objects {
+            Some(GrantObjects::Tables(names)) => names
+                .iter()
+                .map(|n| {
+                    let (c, s, t) = self.resolve_name(session, n)?;
+                    Ok(Object::table(&c, &s, &t))
+                })
+                .collect(),
+            Some(GrantObjects::Schemas(names)) => names
+                .iter()
+                .map(|n| {
+                    let (c, s) = self.schema_name(session, n)?;
+                    Ok(Object::schema(&c, &s))
+                })
+                .collect(),
+            _ => Err(SqeError::unsupported(
+                "privileges are granted ON TABLE name or ON SCHEMA name",
+            )),
+        }
+    }
+
+    /// Refuses a grant on a schema or table that does not exist.
+    async fn check_exists(&self, session: &Session, object: &Object) -> SqeResult<()> {
+        let handle = self.catalog(session, &object.catalog)?;
+        let ns = iceberg::NamespaceIdent::new(object.schema.clone());
+        let exists = match &object.table {
+            None => handle.namespace_exists(&ns).await,
+            Some(t) => {
+                let ident = iceberg::TableIdent::new(ns, t.clone());
+                match handle.table_exists(&ident).await {
+                    Ok(true) => Ok(true),
+                    Ok(false) if handle.supports_views() => handle.view_exists(&ident).await,
+                    other => other,
+                }
+            }
+        }
+        .map_err(crate::error::from_iceberg)?;
+        if exists {
+            return Ok(());
+        }
+        let kind = if object.table.is_some() {
+            "table"
+        } else {
+            "schema"
+        };
+        Err(SqeError::not_found(format!(
+            "{kind} '{object}' does not exist"
+        )))
+    }
+
+    /// `SHOW GRANTS [ON TABLE t | ON SCHEMA s]`: the privileges of the session's catalog (an
+    /// admin's view: all of them; anyone else's: their own and their roles').
+    pub(crate) fn show_grants(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
+        let rest = sql.trim().trim_end_matches(';');
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let on = match words.as_slice() {
+            [_, _] => None,
+            [_, _, on, kind, name] if on.eq_ignore_ascii_case("on") => {
+                let parts: Vec<String> = name
+                    .split('.')
+                    .map(|p| p.trim_matches('"').to_string())
+                    .collect();
+                let object_name = ObjectName::from(
+                    parts
+                        .iter()
+                        .map(|p| datafusion::sql::sqlparser::ast::Ident::new(p.clone()))
+                        .collect::<Vec<_>>(),
+                );
+                let objects = if kind.eq_ignore_ascii_case("table") {
+                    GrantObjects::Tables(vec![object_name])
+                } else if kind.eq_ignore_ascii_case("schema") {
+                    GrantObjects::Schemas(vec![object_name])
+                } else {
+                    return Err(SqeError::invalid(
+                        "expected SHOW GRANTS [ON TABLE t | ON SCHEMA s]",
+                    ));
+                };
+                self.objects_of(session, Some(&objects))?.pop()
+            }
+            _ => {
+                return Err(SqeError::invalid(
+                    "expected SHOW GRANTS [ON TABLE t | ON SCHEMA s]",
+                ));
+            }
+        };
+        let catalog = on
+            .as_ref()
+            .map_or(session.catalog.clone(), |o| o.catalog.clone());
+        let handle = self.catalog(session, &catalog)?;
+        let db = handle.policy_db().ok_or_else(|| no_policies(&catalog))?;
+        let who = self.who(session, Some(db), &catalog)?;
+        let policies = Policies::read(db, &catalog, self.access_default_allow)?;
+        let mut rows: Vec<[String; 7]> = policies
+            .grants
+            .iter()
+            .filter(|g| {
+                who.admin
+                    || match g.grantee.0.as_str() {
+                        "user" => g.grantee.1 == who.name,
+                        _ => who.roles.contains(&g.grantee.1),
+                    }
+            })
+            .filter(|g| {
+                on.as_ref().is_none_or(|o| {
+                    let (kind, name) = o.key();
+                    g.object.0 == kind && g.object.1 == name
+                })
+            })
+            .map(|g| {
+                let (schema, table) = match g.object.1.split_once('.') {
+                    Some((s, t)) if g.object.0 == "table" => (s.to_string(), t.to_string()),
+                    _ => (g.object.1.clone(), String::new()),
+                };
+                [
+                    g.grantee.1.clone(),
+                    g.grantee.0.to_uppercase(),
+                    catalog.clone(),
+                    schema,
+                    table,
+                    if g.deny { "DENY" } else { "GRANT" }.to_string() + " " + g.privilege.name(),
+                    if g.grant_option { "YES" } else { "NO" }.to_string(),
+                ]
+            })
+            .collect();
+        rows.sort();
+        let names = [
+            "Grantee",
+            "Grantee Type",
+            "Catalog",
+            "Schema",
+            "Table",
+            "Privilege",
+            "Grantable",
+        ];
+        let schema = Arc::new(Schema::new(
+            names
+                .iter()
+                .map(|n| Field::new(*n, DataType::Utf8, false))
+                .collect::<Vec<_>>(),
+        ));
+        let columns: Vec<ArrayRef> = (0..names.len())
+            .map(|i| {
+                Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|r| r[i].as_str()),
+                )) as ArrayRef
+            })
+            .collect();
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
+            .map_err(|e| SqeError::internal(e.to_string()))?;
+        Ok(QueryResult {
+            schema,
+            batches: Box::pin(stream::iter(vec![Ok(batch)])),
+            update_count: None,
+            session_update: None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Grant { grant_option: bool },
+    Revoke,
+    Deny,
+}
+
+impl Change {
+    fn verb(self) -> &'static str {
+        match self {
+            Change::Grant { .. } => "grant",
+            Change::Revoke => "revoke",
+            Change::Deny => "deny",
+        }
+    }
+}
+
+fn put_privilege(
+    db: &dyn PolicyDb,
+    base: &[&str; 6],
+    effect: &str,
+    grant_option: bool,
+    by: &str,
+) -> SqeResult<()> {
+    db.execute(
+        "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND object_kind = $2 AND object_name = $3
+         AND grantee_kind = $4 AND grantee = $5 AND privilege = $6 AND effect = $7",
+        &[base[0], base[1], base[2], base[3], base[4], base[5], effect],
+    )?;
+    let option = if grant_option { "true" } else { "false" };
+    db.execute(
+        "INSERT INTO sqe_privileges (catalog_name, object_kind, object_name, grantee_kind, grantee,
+         privilege, effect, grant_option, granted_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            base[0], base[1], base[2], base[3], base[4], base[5], effect, option, by,
+        ],
+    )?;
+    Ok(())
+}
+
+/// The roles the catalog grants `member`.
+fn granted_roles(db: &dyn PolicyDb, catalog: &str, member: &str) -> SqeResult<Vec<String>> {
+    let rows = db.query(
+        "SELECT role_name FROM sqe_role_members WHERE catalog_name = $1 AND member = $2",
+        &[catalog, member],
+    )?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect())
+}
+
+fn role_exists(db: &dyn PolicyDb, catalog: &str, role: &str) -> SqeResult<bool> {
+    Ok(!db
+        .query(
+            "SELECT role_name FROM sqe_roles WHERE catalog_name = $1 AND role_name = $2",
+            &[catalog, role],
+        )?
+        .is_empty())
+}
+
+fn no_policies(catalog: &str) -> SqeError {
+    SqeError::unsupported(format!(
+        "catalog '{catalog}' keeps no privileges (only SQLite and PostgreSQL catalogs do)"
+    ))
+}
+
+fn empty() -> QueryResult {
+    QueryResult {
+        schema: Arc::new(Schema::empty()),
+        batches: Box::pin(stream::empty()),
+        update_count: None,
+        session_update: None,
+    }
+}
+
+/// A one-part name (a role, a user), at most 255 characters.
+fn single_name(name: &ObjectName, what: &str) -> SqeResult<String> {
+    let parts = crate::engine::object_parts(name)?;
+    match parts.as_slice() {
+        [one] if !one.is_empty() && one.len() <= 255 => Ok(one.clone()),
+        _ => Err(SqeError::invalid(format!(
+            "'{name}' is not a valid {what} name"
+        ))),
+    }
+}
+
+/// ("user" | "role", name) of a grantee; a bare name is a user, as in Trino.
+fn grantee_of(grantee: &Grantee) -> SqeResult<(String, String)> {
+    let kind = match grantee.grantee_type {
+        GranteesType::User | GranteesType::None => "user",
+        GranteesType::Role => "role",
+        _ => {
+            return Err(SqeError::unsupported(format!(
+                "privileges go to a USER or a ROLE, not to {grantee}"
+            )));
+        }
+    };
+    let Some(GranteeName::ObjectName(name)) = &grantee.name else {
+        return Err(SqeError::invalid(format!(
+            "'{grantee}' is not a user or role name"
+        )));
+    };
+    Ok((kind.to_string(), single_name(name, kind)?))
+}
+
+fn privileges_of(privileges: &Privileges) -> SqeResult<Vec<Privilege>> {
+    match privileges {
+        Privileges::All { .. } => Ok(GRANTABLE.to_vec()),
+        Privileges::Actions(actions) => actions
+            .iter()
+            .map(|a| match a {
+                Action::Select { columns: None } => Ok(Privilege::Select),
+                Action::Insert { columns: None } => Ok(Privilege::Insert),
+                Action::Update { columns: None } => Ok(Privilege::Update),
+                Action::Delete => Ok(Privilege::Delete),
+                Action::Drop => Ok(Privilege::Drop),
+                Action::Create { obj_type: None } => Ok(Privilege::Create),
+                Action::Select { .. } | Action::Insert { .. } | Action::Update { .. } => Err(
+                    SqeError::unsupported("privileges on columns are not supported yet"),
+                ),
+                other => Err(SqeError::unsupported(format!(
+                    "privilege {other} is not supported (SELECT, INSERT, UPDATE, DELETE, DROP, CREATE, ALL PRIVILEGES)"
+                ))),
+            })
+            .collect(),
+    }
+}
+
+impl Engine {
+    /// `current_roles()` (sorted) and `is_role_in_session('r')`: the token's roles and those the
+    /// session's catalog grants the caller, read only when a statement calls one of them (both
+    /// fold to constants when the statement is planned).
+    pub(crate) fn role_functions(
+        &self,
+        session: &Session,
+    ) -> Vec<Arc<datafusion::logical_expr::ScalarUDF>> {
+        use datafusion::common::ScalarValue;
+        use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+        let token: BTreeSet<String> = session.principal.roles.iter().cloned().collect();
+        let handle = self.catalog(session, &session.catalog).ok();
+        let catalog = session.catalog.clone();
+        let name = session.principal.name.clone();
+        let roles = Arc::new(std::sync::OnceLock::<BTreeSet<String>>::new());
+        let read = {
+            let roles = Arc::clone(&roles);
+            move || -> BTreeSet<String> {
+                roles
+                    .get_or_init(|| {
+                        let mut all = token.clone();
+                        if let Some(db) = handle.as_ref().and_then(|h| h.policy_db()) {
+                            all.extend(granted_roles(db, &catalog, &name).unwrap_or_default());
+                        }
+                        all
+                    })
+                    .clone()
+            }
+        };
+        let list_type = DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)));
+        let current = {
+            let read = read.clone();
+            create_udf(
+                "current_roles",
+                vec![],
+                list_type,
+                Volatility::Immutable,
+                Arc::new(move |_: &[ColumnarValue]| {
+                    let values: Vec<ScalarValue> = read()
+                        .into_iter()
+                        .map(|r| ScalarValue::Utf8(Some(r)))
+                        .collect();
+                    Ok(ColumnarValue::Scalar(ScalarValue::List(
+                        ScalarValue::new_list_nullable(&values, &DataType::Utf8),
+                    )))
+                }),
+            )
+        };
+        let member = create_udf(
+            "is_role_in_session",
+            vec![DataType::Utf8],
+            DataType::Boolean,
+            Volatility::Immutable,
+            Arc::new(move |args: &[ColumnarValue]| {
+                let roles = read();
+                match args.first() {
+                    Some(ColumnarValue::Scalar(s)) => {
+                        let role = match s {
+                            ScalarValue::Utf8(r)
+                            | ScalarValue::LargeUtf8(r)
+                            | ScalarValue::Utf8View(r) => r.clone(),
+                            _ => None,
+                        };
+                        Ok(ColumnarValue::Scalar(ScalarValue::Boolean(
+                            role.map(|r| roles.contains(&r)),
+                        )))
+                    }
+                    Some(ColumnarValue::Array(a)) => {
+                        let text = datafusion::arrow::compute::cast(a, &DataType::Utf8)?;
+                        let text =
+                            text.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
+                                datafusion::error::DataFusionError::Internal("text".into())
+                            })?;
+                        let out: datafusion::arrow::array::BooleanArray =
+                            text.iter().map(|r| r.map(|r| roles.contains(r))).collect();
+                        Ok(ColumnarValue::Array(Arc::new(out)))
+                    }
+                    None => Err(datafusion::error::DataFusionError::Plan(
+                        "is_role_in_session takes a role name".into(),
+                    )),
+                }
+            }),
+        );
+        vec![Arc::new(current), Arc::new(member)]
+    }
+}
