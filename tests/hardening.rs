@@ -1306,6 +1306,28 @@ async fn privileges_decide_who_reads_writes_and_drops() {
         "table 'iceberg.default.t' does not exist",
     )
     .await;
+    absent("SELECT zzzz FROM t", "table 'iceberg.default.t' not found").await;
+    absent(
+        "EXPLAIN INSERT INTO t SELECT 1, 'x'",
+        "table 'iceberg.default.t' not found",
+    )
+    .await;
+    absent("DESCRIBE t", "table 'iceberg.default.t' does not exist").await;
+    absent(
+        "SHOW COLUMNS FROM t",
+        "table 'iceberg.default.t' does not exist",
+    )
+    .await;
+    absent(
+        "SHOW CREATE TABLE t",
+        "table 'iceberg.default.t' does not exist",
+    )
+    .await;
+    absent(
+        "COPY (SELECT * FROM t) TO '/tmp/sqe-never-written.csv'",
+        "table 'iceberg.default.t' not found",
+    )
+    .await;
     assert!(ok(&engine, &bob, "SHOW TABLES").await.is_empty());
     assert_eq!(ok(&engine, &alice, "SHOW TABLES").await, ["t"]);
     ok(&engine, &bob, "DROP TABLE IF EXISTS t").await;
@@ -1354,6 +1376,30 @@ async fn privileges_decide_who_reads_writes_and_drops() {
     )
     .await;
 
+    // A grant WITH GRANT OPTION does not outlive a DENY.
+    ok(
+        &engine,
+        &alice,
+        "GRANT SELECT ON TABLE t TO USER bob WITH GRANT OPTION",
+    )
+    .await;
+    ok(&engine, &bob, "GRANT SELECT ON TABLE t TO USER carol").await;
+    assert_eq!(ok(&engine, &carol, "SELECT count(*) FROM t").await, ["2"]);
+    ok(&engine, &alice, "REVOKE SELECT ON TABLE t FROM USER carol").await;
+    ok(&engine, &alice, "DENY SELECT ON TABLE t TO USER bob").await;
+    denied(
+        "GRANT SELECT ON TABLE t TO USER carol",
+        "Access Denied: Cannot grant privileges on iceberg.default.t",
+    )
+    .await;
+    denied(
+        "SELECT * FROM t",
+        "Access Denied: Cannot select from table iceberg.default.t",
+    )
+    .await;
+    ok(&engine, &alice, "REVOKE SELECT ON TABLE t FROM USER bob").await;
+    ok(&engine, &alice, "GRANT SELECT ON TABLE t TO USER bob").await;
+
     // A role granted the schema reads every table in it; a DENY to one user wins over it.
     ok(&engine, &ada, "CREATE ROLE analyst").await;
     ok(&engine, &ada, "GRANT ROLE analyst TO USER carol").await;
@@ -1389,6 +1435,22 @@ async fn privileges_decide_who_reads_writes_and_drops() {
             "carol|USER|iceberg|default|t|DENY SELECT|NO",
         ]
     );
+
+    // A renamed table keeps its owner and privileges under its new name only.
+    ok(&engine, &alice, "ALTER TABLE t RENAME TO t2").await;
+    absent("SELECT * FROM t", "table 'iceberg.default.t' not found").await;
+    assert_eq!(ok(&engine, &bob, "SELECT count(*) FROM t2").await, ["2"]);
+    ok(&engine, &alice, "ALTER TABLE t2 RENAME TO t").await;
+
+    // Dropping a schema drops only what the caller may drop.
+    ok(&engine, &ada, "GRANT DROP ON SCHEMA default TO USER bob").await;
+    ok(&engine, &alice, "DENY DROP ON TABLE t TO USER bob").await;
+    denied(
+        "DROP SCHEMA default CASCADE",
+        "Access Denied: Cannot drop schema iceberg.default: it holds tables or views you may not drop",
+    )
+    .await;
+    ok(&engine, &ada, "REVOKE DROP ON SCHEMA default FROM USER bob").await;
 
     // REVOKE takes it back; a table dropped and made again starts with no grants.
     ok(&engine, &alice, "REVOKE SELECT ON TABLE t FROM USER bob").await;

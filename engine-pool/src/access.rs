@@ -26,8 +26,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{
     Action, GrantObjects, Grantee, GranteeName, GranteesType, ObjectName, Privileges, Statement,
 };
@@ -132,12 +130,10 @@ impl Object {
         }
     }
 
-    /// The row key in the policy tables: `schema` or `schema.table`, with its kind.
-    fn key(&self) -> (&'static str, String) {
-        match &self.table {
-            Some(t) => ("table", format!("{}.{t}", self.schema)),
-            None => ("schema", self.schema.clone()),
-        }
+    /// The row key in the policy tables: the schema, and the table or `''` for the schema itself
+    /// (kept apart: a schema or table name may hold a dot).
+    fn key(&self) -> (String, String) {
+        (self.schema.clone(), self.table.clone().unwrap_or_default())
     }
 }
 
@@ -159,21 +155,21 @@ pub trait PolicyDb: Send + Sync {
 /// SQE's tables in a catalog's database (pyiceberg ignores them).
 pub const POLICY_TABLES: &str = "CREATE TABLE IF NOT EXISTS sqe_privileges (
         catalog_name VARCHAR(255) NOT NULL,
-        object_kind VARCHAR(16) NOT NULL,
-        object_name VARCHAR(1000) NOT NULL,
+        schema_name VARCHAR(255) NOT NULL,
+        table_name VARCHAR(255) NOT NULL,
         grantee_kind VARCHAR(8) NOT NULL,
         grantee VARCHAR(255) NOT NULL,
         privilege VARCHAR(16) NOT NULL,
         effect VARCHAR(8) NOT NULL,
         grant_option VARCHAR(5) NOT NULL,
         granted_by VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, object_kind, object_name, grantee_kind, grantee, privilege, effect));
+        PRIMARY KEY (catalog_name, schema_name, table_name, grantee_kind, grantee, privilege, effect));
     CREATE TABLE IF NOT EXISTS sqe_owners (
         catalog_name VARCHAR(255) NOT NULL,
-        object_kind VARCHAR(16) NOT NULL,
-        object_name VARCHAR(1000) NOT NULL,
+        schema_name VARCHAR(255) NOT NULL,
+        table_name VARCHAR(255) NOT NULL,
         owner VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, object_kind, object_name));
+        PRIMARY KEY (catalog_name, schema_name, table_name));
     CREATE TABLE IF NOT EXISTS sqe_roles (
         catalog_name VARCHAR(255) NOT NULL,
         role_name VARCHAR(255) NOT NULL,
@@ -213,7 +209,7 @@ struct Policies {
 impl Policies {
     fn read(db: &dyn PolicyDb, catalog: &str, default_allow: bool) -> SqeResult<Self> {
         let rows = db.query(
-            "SELECT object_kind, object_name, grantee_kind, grantee, privilege, effect, grant_option
+            "SELECT schema_name, table_name, grantee_kind, grantee, privilege, effect, grant_option
              FROM sqe_privileges WHERE catalog_name = $1",
             &[catalog],
         )?;
@@ -233,7 +229,7 @@ impl Policies {
             .collect();
         let owners = db
             .query(
-                "SELECT object_kind, object_name, owner FROM sqe_owners WHERE catalog_name = $1",
+                "SELECT schema_name, table_name, owner FROM sqe_owners WHERE catalog_name = $1",
                 &[catalog],
             )?
             .iter()
@@ -248,27 +244,20 @@ impl Policies {
     }
 
     fn owns(&self, who: &Who, object: &Object) -> bool {
-        let owner_of = |kind: &str, name: String| {
+        let owner_of = |table: &str| {
             self.owners
-                .get(&(kind.to_string(), name))
+                .get(&(object.schema.clone(), table.to_string()))
                 .is_some_and(|o| *o == who.name)
         };
-        owner_of("schema", object.schema.clone())
-            || object
-                .table
-                .as_ref()
-                .is_some_and(|t| owner_of("table", format!("{}.{t}", object.schema)))
+        owner_of("") || object.table.as_deref().is_some_and(owner_of)
     }
 
     /// The rows about `object` (or its schema) that name the caller or one of their roles.
     fn about<'a>(&'a self, who: &'a Who, object: &Object) -> impl Iterator<Item = &'a Grant> {
-        let schema = ("schema".to_string(), object.schema.clone());
-        let table = object
-            .table
-            .as_ref()
-            .map(|t| ("table".to_string(), format!("{}.{t}", object.schema)));
+        let schema = (object.schema.clone(), String::new());
+        let table = object.key();
         self.grants.iter().filter(move |g| {
-            let on = g.object == schema || Some(&g.object) == table.as_ref();
+            let on = g.object == schema || g.object == table;
             let to = match g.grantee.0.as_str() {
                 "user" => g.grantee.1 == who.name,
                 _ => who.roles.contains(&g.grantee.1),
@@ -296,11 +285,11 @@ impl Policies {
 
     /// Whether the caller may grant `privilege` on `object` to others.
     fn may_grant(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
-        who.admin
-            || self.owns(who, object)
-            || self
-                .about(who, object)
-                .any(|g| g.privilege == privilege && g.grant_option && !g.deny)
+        if who.admin || self.owns(who, object) {
+            return true;
+        }
+        let rows = || self.about(who, object).filter(|g| g.privilege == privilege);
+        !rows().any(|g| g.deny) && rows().any(|g| g.grant_option)
     }
 
     /// Whether the object exists for the caller at all: they hold some privilege on it.
@@ -401,15 +390,40 @@ impl Engine {
         let Some(db) = handle.policy_db() else {
             return Ok(());
         };
-        let (kind, name) = object.key();
+        let (schema, table) = object.key();
         db.execute(
-            "DELETE FROM sqe_owners WHERE catalog_name = $1 AND object_kind = $2 AND object_name = $3",
-            &[&object.catalog, kind, &name],
+            "DELETE FROM sqe_owners WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3",
+            &[&object.catalog, &schema, &table],
         )?;
         db.execute(
-            "INSERT INTO sqe_owners (catalog_name, object_kind, object_name, owner) VALUES ($1, $2, $3, $4)",
-            &[&object.catalog, kind, &name, &session.principal.name],
+            "INSERT INTO sqe_owners (catalog_name, schema_name, table_name, owner) VALUES ($1, $2, $3, $4)",
+            &[&object.catalog, &schema, &table, &session.principal.name],
         )?;
+        Ok(())
+    }
+
+    /// Moves the owner and privileges of a renamed table to its new name, replacing any left there.
+    pub(crate) fn move_object(
+        &self,
+        session: &Session,
+        from: &Object,
+        to: &Object,
+    ) -> SqeResult<()> {
+        self.forget_object(session, to)?;
+        let handle = self.catalog(session, &from.catalog)?;
+        let Some(db) = handle.policy_db() else {
+            return Ok(());
+        };
+        let ((schema, table), (new_schema, new_table)) = (from.key(), to.key());
+        for rows in ["sqe_owners", "sqe_privileges"] {
+            db.execute(
+                &format!(
+                    "UPDATE {rows} SET schema_name = $4, table_name = $5
+                     WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3"
+                ),
+                &[&from.catalog, &schema, &table, &new_schema, &new_table],
+            )?;
+        }
         Ok(())
     }
 
@@ -420,39 +434,42 @@ impl Engine {
         let Some(db) = handle.policy_db() else {
             return Ok(());
         };
-        let (kind, name) = object.key();
-        for table in ["sqe_owners", "sqe_privileges"] {
+        let (schema, table) = object.key();
+        for rows in ["sqe_owners", "sqe_privileges"] {
             db.execute(
                 &format!(
-                    "DELETE FROM {table} WHERE catalog_name = $1 AND object_kind = $2 AND object_name = $3"
+                    "DELETE FROM {rows} WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3"
                 ),
-                &[&object.catalog, kind, &name],
+                &[&object.catalog, &schema, &table],
             )?;
         }
         Ok(())
     }
 
-    /// Checks the caller may read every catalog table `plan` scans (in subqueries too). Tables SQE
-    /// resolved itself, `information_schema` and `system` are not catalog tables.
-    pub(crate) fn authorize_plan(&self, session: &Session, plan: &LogicalPlan) -> SqeResult<()> {
+    /// Checks, before a statement is planned, that the caller may read every table and view it
+    /// names (in subqueries and CTEs too; a view's own body is checked when it is planned, in its
+    /// schema), so that planning never describes a table the caller may not see. Tables SQE
+    /// resolved itself, `information_schema` and `system` are not catalog tables. `EXPLAIN INSERT`
+    /// needs INSERT on its target as well.
+    pub(crate) fn authorize_statement(
+        &self,
+        session: &Session,
+        state: &datafusion::execution::SessionState,
+        statement: &datafusion::sql::parser::Statement,
+    ) -> SqeResult<()> {
         if self.is_admin(session) {
             return Ok(());
         }
-        let mut scanned = Vec::new();
-        plan.apply_with_subqueries(|node| {
-            if let LogicalPlan::TableScan(scan) = node {
-                scanned.push(scan.table_name.clone());
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })
-        .map_err(crate::error::from_datafusion)?;
-        for name in scanned {
+        let names = state
+            .resolve_table_references(statement)
+            .map_err(crate::error::from_datafusion)?;
+        for name in names {
             let full = name.resolve(&session.catalog, &session.schema);
             let (catalog, schema, table) = (&*full.catalog, &*full.schema, &*full.table);
             if catalog == crate::engine::QUERY_CATALOG
-                || !self.catalogs.contains_key(catalog) && self.mount(session, catalog).is_err()
-                || schema == "information_schema"
                 || catalog == "system"
+                || schema == "information_schema"
+                || self.mount(session, catalog).is_err()
             {
                 continue;
             }
@@ -463,7 +480,32 @@ impl Engine {
                 SqeError::not_found(format!("table '{catalog}.{schema}.{table}' not found"))
             })?;
         }
+        if let datafusion::sql::parser::Statement::Statement(inner) = statement
+            && let Statement::Explain { statement, .. } = inner.as_ref()
+            && let Statement::Insert(insert) = statement.as_ref()
+            && let datafusion::sql::sqlparser::ast::TableObject::TableName(name) = &insert.table
+        {
+            let (catalog, schema, table) = self.resolve_name(session, name)?;
+            let object = Object::table(&catalog, &schema, &table);
+            self.authorize(session, Privilege::Insert, &object, || {
+                SqeError::not_found(format!("table '{object}' not found"))
+            })?;
+        }
         Ok(())
+    }
+
+    /// Refuses to describe a table or view the caller holds no privilege on, as if it did not
+    /// exist (`absent`).
+    pub(crate) fn authorize_visible(
+        &self,
+        session: &Session,
+        object: &Object,
+        absent: impl FnOnce() -> SqeError,
+    ) -> SqeResult<()> {
+        match self.policies_for(session, &object.catalog)? {
+            Some((policies, who)) if !policies.visible(&who, object) => Err(absent()),
+            _ => Ok(()),
+        }
     }
 
     /// GRANT, REVOKE, DENY, CREATE ROLE, DROP ROLE; None for any other statement.
@@ -687,13 +729,13 @@ impl Engine {
                     ));
                 }
             }
-            let (kind, name) = object.key();
+            let (schema, table) = object.key();
             for (grantee_kind, grantee) in &grantees {
                 for privilege in &privileges {
                     let base: [&str; 6] = [
                         &object.catalog,
-                        kind,
-                        &name,
+                        &schema,
+                        &table,
                         grantee_kind,
                         grantee,
                         privilege.name(),
@@ -701,8 +743,8 @@ impl Engine {
                     match change {
                         Change::Revoke => {
                             db.execute(
-                                "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND object_kind = $2
-                                 AND object_name = $3 AND grantee_kind = $4 AND grantee = $5 AND privilege = $6",
+                                "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND schema_name = $2
+                                 AND table_name = $3 AND grantee_kind = $4 AND grantee = $5 AND privilege = $6",
                                 &base,
                             )?;
                         }
@@ -831,17 +873,9 @@ impl Engine {
                         _ => who.roles.contains(&g.grantee.1),
                     }
             })
-            .filter(|g| {
-                on.as_ref().is_none_or(|o| {
-                    let (kind, name) = o.key();
-                    g.object.0 == kind && g.object.1 == name
-                })
-            })
+            .filter(|g| on.as_ref().is_none_or(|o| g.object == o.key()))
             .map(|g| {
-                let (schema, table) = match g.object.1.split_once('.') {
-                    Some((s, t)) if g.object.0 == "table" => (s.to_string(), t.to_string()),
-                    _ => (g.object.1.clone(), String::new()),
-                };
+                let (schema, table) = g.object.clone();
                 [
                     g.grantee.1.clone(),
                     g.grantee.0.to_uppercase(),
@@ -912,13 +946,13 @@ fn put_privilege(
     by: &str,
 ) -> SqeResult<()> {
     db.execute(
-        "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND object_kind = $2 AND object_name = $3
+        "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3
          AND grantee_kind = $4 AND grantee = $5 AND privilege = $6 AND effect = $7",
         &[base[0], base[1], base[2], base[3], base[4], base[5], effect],
     )?;
     let option = if grant_option { "true" } else { "false" };
     db.execute(
-        "INSERT INTO sqe_privileges (catalog_name, object_kind, object_name, grantee_kind, grantee,
+        "INSERT INTO sqe_privileges (catalog_name, schema_name, table_name, grantee_kind, grantee,
          privilege, effect, grant_option, granted_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         &[
             base[0], base[1], base[2], base[3], base[4], base[5], effect, option, by,

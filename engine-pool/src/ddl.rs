@@ -341,6 +341,19 @@ impl Engine {
         Ok(catalog)
     }
 
+    /// A table or view the caller holds no privilege on is described as absent.
+    pub(crate) fn hidden_is_absent(
+        &self,
+        session: &Session,
+        catalog: &str,
+        ident: &TableIdent,
+    ) -> SqeResult<()> {
+        let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
+        self.authorize_visible(session, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        })
+    }
+
     /// (catalog, schema) for a schema name, qualified by the session's current catalog.
     pub(crate) fn schema_name(
         &self,
@@ -663,11 +676,29 @@ impl Engine {
                     "schema '{catalog_name}.{schema}' is not empty ({what}); drop them first or use CASCADE"
                 )));
             }
+            // All or nothing: every table and view in it must be the caller's to drop.
+            for name in tables.iter().chain(&views) {
+                let inside = Object::table(&catalog_name, &schema, name);
+                if self
+                    .authorize(session, Privilege::Drop, &inside, || {
+                        SqeError::internal("hidden")
+                    })
+                    .is_err()
+                {
+                    return Err(SqeError::new(
+                        sqe_sessions::ErrorCode::PermissionDenied,
+                        format!(
+                            "Access Denied: Cannot drop schema {object}: it holds tables or views you may not drop"
+                        ),
+                    ));
+                }
+            }
             for v in views {
                 catalog
-                    .drop_view(&TableIdent::new(ns.clone(), v))
+                    .drop_view(&TableIdent::new(ns.clone(), v.clone()))
                     .await
                     .map_err(from_iceberg)?;
+                self.forget_object(session, &Object::table(&catalog_name, &schema, &v))?;
             }
             for t in tables {
                 catalog
@@ -828,10 +859,21 @@ impl Engine {
                         "a table cannot be renamed into another catalog",
                     ));
                 }
+                let to = Object::table(
+                    &catalog_name,
+                    &target_ident.namespace.join("."),
+                    &target_ident.name,
+                );
+                let target_schema = Object::schema(&catalog_name, &to.schema);
+                self.authorize(session, Privilege::Create, &target_schema, || {
+                    SqeError::internal("a schema is never hidden")
+                })?;
                 catalog
                     .rename_table(&ident, &target_ident)
                     .await
                     .map_err(from_iceberg)?;
+                // Its owner and privileges go with it.
+                self.move_object(session, &object, &to)?;
             }
             other => {
                 return Err(SqeError::unsupported(format!(
@@ -876,6 +918,7 @@ impl Engine {
 
     async fn describe(&self, session: &Session, name: &ObjectName) -> SqeResult<QueryResult> {
         let (catalog_name, ident) = self.table_ident(session, name)?;
+        self.hidden_is_absent(session, &catalog_name, &ident)?;
         let catalog = self.catalog(session, &catalog_name)?;
         if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
             && let Some((_, _, view)) = self.find_view(session, name).await?
@@ -907,6 +950,8 @@ impl Engine {
         session: &Session,
         name: &ObjectName,
     ) -> SqeResult<QueryResult> {
+        let (catalog_name, ident) = self.table_ident(session, name)?;
+        self.hidden_is_absent(session, &catalog_name, &ident)?;
         let (catalog, ident, table) = self.load(session, name).await?;
         let schema = table.metadata().current_schema();
         let columns: Vec<String> = schema

@@ -679,11 +679,12 @@ impl Engine {
             CopyToSource::Relation(_) => Vec::new(),
         };
         let state = self.state_for(session, tables)?;
+        let statement = DFStatement::CopyTo(copy);
+        self.authorize_statement(session, &state, &statement)?;
         let plan = state
-            .statement_to_plan(DFStatement::CopyTo(copy))
+            .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
-        self.authorize_plan(session, &plan)?;
         self.stream_plan(state, plan).await
     }
 
@@ -745,6 +746,7 @@ impl Engine {
     ) -> SqeResult<(SessionState, LogicalPlan)> {
         let statement = DFStatement::Statement(Box::new(statement));
         let mut state = self.state_for(session, tables.clone())?;
+        self.authorize_statement(session, &state, &statement)?;
         let views = self.plan_views(session, &state, &statement, chain).await?;
         if !views.is_empty() {
             state = self.state_with(session, tables, views)?;
@@ -753,7 +755,6 @@ impl Engine {
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
-        self.authorize_plan(session, &plan)?;
         Ok((state, plan))
     }
 

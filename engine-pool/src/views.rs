@@ -79,7 +79,8 @@ impl Engine {
             SqeError::internal("a schema is never hidden")
         })?;
         let view_object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        if cv.or_replace && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
+        let replaces = cv.or_replace && catalog.view_exists(&ident).await.map_err(from_iceberg)?;
+        if replaces {
             self.authorize(session, Privilege::Drop, &view_object, || {
                 SqeError::invalid(format!(
                     "cannot create view '{full}': a view of that name exists"
@@ -144,7 +145,10 @@ impl Engine {
             .create_view(&ident, change, cv.or_replace)
             .await
             .map_err(from_iceberg)?;
-        self.record_owner(session, &view_object)?;
+        // A replaced view keeps its owner and privileges.
+        if !replaces {
+            self.record_owner(session, &view_object)?;
+        }
         Ok(empty_result())
     }
 
@@ -204,6 +208,11 @@ impl Engine {
         session: &Session,
         name: &ObjectName,
     ) -> SqeResult<QueryResult> {
+        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+        self.authorize_visible(session, &object, || {
+            SqeError::not_found(format!("view '{object}' does not exist"))
+        })?;
         let Some((catalog, ident, view)) = self.find_view(session, name).await? else {
             let (catalog_name, ident) = self.table_ident(session, name)?;
             return Err(SqeError::not_found(format!(

@@ -490,21 +490,54 @@ fn text_row(row: &postgres::Row) -> std::result::Result<Vec<Option<String>>, pos
 
 /// SQE's policy tables live in the catalog's database, made on first use.
 impl crate::access::PolicyDb for Db {
-    /// A database the tables cannot be made in (read-only) holds no policies.
+    /// A database without the tables that cannot make them (read-only) holds no policies; any
+    /// other failure is an error (a statement is never allowed for want of its policies).
     fn query(&self, sql: &str, args: &[&str]) -> sqe_sessions::SqeResult<Vec<Vec<Option<String>>>> {
-        if self.policy_tables().is_err() {
-            return Ok(Vec::new());
-        }
-        Db::query(self, sql, args).map_err(crate::error::from_iceberg)
+        self.off_runtime(|| {
+            let made = self.policy_tables();
+            match Db::query(self, sql, args) {
+                Err(_) if made.is_err() && !self.has_policy_tables() => Ok(Vec::new()),
+                Err(e) => Err(crate::error::from_iceberg(e)),
+                Ok(rows) => Ok(rows),
+            }
+        })
     }
 
     fn execute(&self, sql: &str, args: &[&str]) -> sqe_sessions::SqeResult<u64> {
-        self.policy_tables()?;
-        self.change(sql, args).map_err(crate::error::from_iceberg)
+        self.off_runtime(|| {
+            self.policy_tables()?;
+            self.change(sql, args).map_err(crate::error::from_iceberg)
+        })
     }
 }
 
 impl Db {
+    /// Runs `f` where the PostgreSQL client may block (it drives a runtime of its own, which may
+    /// not start on a runtime thread): on a thread of its own for PostgreSQL, here for SQLite.
+    fn off_runtime<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let sqlite = matches!(
+            &*self.conn.lock().unwrap_or_else(|p| p.into_inner()),
+            Conn::Sqlite(_)
+        );
+        if sqlite {
+            return f();
+        }
+        std::thread::scope(|s| match s.spawn(f).join() {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        })
+    }
+
+    /// Whether the policy tables exist (in a database that could not make them).
+    fn has_policy_tables(&self) -> bool {
+        Db::query(
+            self,
+            "SELECT grantee FROM sqe_privileges WHERE catalog_name = $1 AND grantee = $1",
+            &[""],
+        )
+        .is_ok()
+    }
+
     /// Creates SQE's policy tables once per process.
     fn policy_tables(&self) -> sqe_sessions::SqeResult<()> {
         if self
