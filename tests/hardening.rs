@@ -1330,6 +1330,16 @@ async fn privileges_decide_who_reads_writes_and_drops() {
     .await;
     assert!(ok(&engine, &bob, "SHOW TABLES").await.is_empty());
     assert_eq!(ok(&engine, &alice, "SHOW TABLES").await, ["t"]);
+    let listings = [
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'default'",
+        "SELECT DISTINCT table_name FROM information_schema.columns WHERE table_schema = 'default'",
+        "SELECT table_name FROM system.jdbc.tables WHERE table_schem = 'default'",
+        "SELECT DISTINCT table_name FROM system.jdbc.columns WHERE table_schem = 'default'",
+    ];
+    for sql in listings {
+        assert!(ok(&engine, &bob, sql).await.is_empty(), "{sql}");
+        assert_eq!(ok(&engine, &alice, sql).await, ["t"], "{sql}");
+    }
     ok(&engine, &bob, "DROP TABLE IF EXISTS t").await;
 
     // Granted SELECT, bob reads and nothing more; granting on is the owner's.
@@ -1339,6 +1349,9 @@ async fn privileges_decide_who_reads_writes_and_drops() {
         ["1", "2"]
     );
     assert_eq!(ok(&engine, &bob, "SHOW TABLES").await, ["t"]);
+    for sql in listings {
+        assert_eq!(ok(&engine, &bob, sql).await, ["t"], "{sql}");
+    }
     let denied = |sql: &'static str, message: &'static str| {
         let (engine, bob) = (&engine, &bob);
         async move {

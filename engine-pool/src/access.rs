@@ -199,6 +199,53 @@ pub(crate) struct Who {
     pub admin: bool,
 }
 
+/// Which tables a non-admin caller may see, for the listings (`information_schema`,
+/// `system.jdbc`, Flight's GetTables): carried in the statement's config, each catalog's policies
+/// read on the first row that needs them. A catalog whose policies cannot be read shows nothing.
+pub(crate) struct Visibility {
+    who: Who,
+    default_allow: bool,
+    catalogs: HashMap<String, crate::catalog::backend::CatalogRef>,
+    read: std::sync::Mutex<HashMap<String, Option<(Policies, Who)>>>,
+}
+
+impl std::fmt::Debug for Visibility {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Visibility")
+            .field("who", &self.who.name)
+            .finish()
+    }
+}
+
+impl Visibility {
+    pub(crate) fn sees(&self, catalog: &str, schema: &str, table: &str) -> bool {
+        let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
+        let known = read
+            .entry(catalog.to_string())
+            .or_insert_with(|| self.policies(catalog));
+        match known {
+            Some((policies, who)) => policies.visible(who, &Object::table(catalog, schema, table)),
+            None => false,
+        }
+    }
+
+    /// A catalog's policies and the caller with the roles it grants them; None if unreadable.
+    fn policies(&self, catalog: &str) -> Option<(Policies, Who)> {
+        let mut who = self.who.clone();
+        let Some(db) = self.catalogs.get(catalog).and_then(|c| c.policy_db()) else {
+            let none = Policies {
+                grants: Vec::new(),
+                owners: HashMap::new(),
+                default_allow: self.default_allow,
+            };
+            return Some((none, who));
+        };
+        who.roles
+            .extend(granted_roles(db, catalog, &who.name).ok()?);
+        Some((Policies::read(db, catalog, self.default_allow).ok()?, who))
+    }
+}
+
 /// A catalog's policies, read once for a statement.
 struct Policies {
     grants: Vec<Grant>,
@@ -315,6 +362,28 @@ impl Engine {
         })
     }
 
+    /// What the listings may show this caller; None for an admin (everything).
+    pub(crate) fn visibility(&self, session: &Session) -> Option<Visibility> {
+        if self.is_admin(session) {
+            return None;
+        }
+        let catalogs = self
+            .catalogs
+            .keys()
+            .filter_map(|name| Some((name.clone(), self.catalog(session, name).ok()?)))
+            .collect();
+        Some(Visibility {
+            who: Who {
+                name: session.principal.name.clone(),
+                roles: session.principal.roles.iter().cloned().collect(),
+                admin: false,
+            },
+            default_allow: self.access_default_allow,
+            catalogs,
+            read: std::sync::Mutex::new(HashMap::new()),
+        })
+    }
+
     /// An admin may do anything; without admin roles, an engine that allows by default makes
     /// everyone one (the embedded shell).
     pub(crate) fn is_admin(&self, session: &Session) -> bool {
@@ -357,6 +426,12 @@ impl Engine {
         if policies.allows(&who, privilege, object) {
             return Ok(());
         }
+        // Refusals are logged in the statement's span (its query id, principal and protocol).
+        tracing::info!(
+            privilege = privilege.name(),
+            object = %object,
+            "access denied"
+        );
         if object.table.is_some() && !policies.visible(&who, object) {
             return Err(absent());
         }

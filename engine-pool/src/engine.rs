@@ -398,6 +398,9 @@ impl Engine {
             name: session.principal.name.clone(),
             admin: session.principal.has_any_role(&self.admin_roles),
         }));
+        if let Some(visibility) = self.visibility(session) {
+            config = config.with_extension(Arc::new(visibility));
+        }
         config.options_mut().catalog.default_catalog = session.catalog.clone();
         config.options_mut().catalog.default_schema = session.schema.clone();
         // The session's zone: `now()` is in it, and `TIMESTAMP WITH TIME ZONE` is a timestamp in it.

@@ -75,6 +75,15 @@ def flight_refusal(server, secret, sql):
     return text
 
 
+def flight_tables(server, secret):
+    """The tables Flight SQL's GetTables lists in iceberg.default."""
+    kwargs = {"adbc.flight.sql.authorization_header": f"Bearer {secret}"}
+    with flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=kwargs) as conn:
+        objects = conn.adbc_get_objects(depth="tables", catalog_filter="iceberg", db_schema_filter="default")
+        rows = objects.read_all().to_pylist()
+    return sorted(t["table_name"] for c in rows for s in c["catalog_db_schemas"] or [] for t in s["db_schema_tables"] or [])
+
+
 def test_a_table_is_its_owners_until_granted(sqe, jwt):
     alice, bob, ada = jwt["alice"], jwt["bob"], jwt["ada"]
     assert trino_refusal(sqe, "alice", alice, "CREATE TABLE sales AS SELECT 1 AS id, 10 AS amount") == (
@@ -92,6 +101,11 @@ def test_a_table_is_its_owners_until_granted(sqe, jwt):
         "table 'iceberg.default.sales' not found",
     )
     assert trino_run(sqe, "bob", bob, "SHOW TABLES") == []
+    listing = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'default'"
+    assert trino_run(sqe, "bob", bob, listing) == []
+    assert trino_run(sqe, "alice", alice, listing) == [["sales"]]
+    assert flight_tables(sqe, bob) == []
+    assert flight_tables(sqe, alice) == ["sales"]
     message = flight_refusal(sqe, bob, "SELECT * FROM sales")
     assert "table 'iceberg.default.sales' not found" in message, message
 

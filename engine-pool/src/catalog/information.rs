@@ -352,7 +352,70 @@ fn rows_table(columns: Columns, rows: Vec<Vec<Cell>>) -> DFResult<Arc<dyn TableP
         arrays.push(array);
     }
     let batch = RecordBatch::try_new(schema.clone(), arrays)?;
+    // Rows that name a table are shown only for the tables the caller may see.
+    let position = |names: &[&str]| columns.iter().position(|(n, _)| names.contains(n));
+    if let (Some(c), Some(s), Some(t)) = (
+        position(&["table_catalog", "table_cat"]),
+        position(&["table_schema", "table_schem"]),
+        position(&["table_name"]),
+    ) {
+        return Ok(Arc::new(Listed {
+            batch,
+            keys: [c, s, t],
+        }));
+    }
     Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+}
+
+/// Metadata rows naming tables (by catalog, schema and table), of which each caller sees those of
+/// the tables they may see ([`crate::access::Visibility`] in the statement's config).
+#[derive(Debug)]
+struct Listed {
+    batch: RecordBatch,
+    keys: [usize; 3],
+}
+
+#[async_trait]
+impl TableProvider for Listed {
+    fn schema(&self) -> SchemaRef {
+        self.batch.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[datafusion::logical_expr::Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        let batch = match state.config().get_extension::<crate::access::Visibility>() {
+            None => self.batch.clone(),
+            Some(visibility) => {
+                let text = |i: usize| {
+                    self.batch
+                        .column(self.keys[i])
+                        .as_any()
+                        .downcast_ref::<StringArray>()
+                        .cloned()
+                };
+                let (Some(c), Some(s), Some(t)) = (text(0), text(1), text(2)) else {
+                    return Err(datafusion::error::DataFusionError::Internal(
+                        "a listing's names are text".into(),
+                    ));
+                };
+                let keep: BooleanArray = (0..self.batch.num_rows())
+                    .map(|r| Some(visibility.sees(c.value(r), s.value(r), t.value(r))))
+                    .collect();
+                datafusion::arrow::compute::filter_record_batch(&self.batch, &keep)?
+            }
+        };
+        let table = MemTable::try_new(self.batch.schema(), vec![vec![batch]])?;
+        table.scan(state, projection, filters, limit).await
+    }
 }
 
 const T: DataType = DataType::Utf8;
