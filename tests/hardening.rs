@@ -1568,3 +1568,260 @@ async fn an_open_engine_allows_everything() {
     );
     ok(&engine, &bob, "DROP TABLE t").await;
 }
+
+/// A row filter holds wherever its table is read: queries, filters on the hidden rows' values,
+/// subqueries, CTEs and self-joins, UNION, GROUP BY, views, CTAS (the copy holds the filtered rows);
+/// metadata tables and time travel are refused to the callers it names; a caller's own WHERE can
+/// never pass for it; only the owner sees and changes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_filters_hold_wherever_the_table_is_read() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            access_default: sqe_engine::AccessDefault::Deny,
+            ..EngineConfig::default()
+        },
+    );
+    let ada = session(&engine, "ada", &["sqe_admin"]);
+    let alice = session(&engine, "alice", &[]);
+    let bob = session(&engine, "bob", &[]);
+    let carol = session(&engine, "carol", &[]);
+    ok(
+        &engine,
+        &ada,
+        "GRANT CREATE ON SCHEMA default TO USER alice",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE TABLE sales AS SELECT * FROM (VALUES (1, 'eu', 'bob'), (2, 'us', 'bob'), \
+         (3, 'eu', 'carol'), (4, 'us', 'carol')) AS v(id, region, seller)",
+    )
+    .await;
+    ok(&engine, &ada, "CREATE ROLE analyst").await;
+    ok(&engine, &ada, "GRANT ROLE analyst TO USER carol").await;
+    ok(&engine, &alice, "GRANT SELECT ON TABLE sales TO USER bob").await;
+    ok(
+        &engine,
+        &alice,
+        "GRANT SELECT ON TABLE sales TO ROLE analyst",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE ROW FILTER eu ON sales USING (region = 'eu') FOR USER bob",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE ROW FILTER own ON sales USING (seller = current_user) FOR ROLE analyst",
+    )
+    .await;
+
+    let cases = [
+        ("SELECT id FROM sales ORDER BY id", vec!["1", "3"]),
+        ("SELECT count(*) FROM sales WHERE region = 'us'", vec!["0"]),
+        ("SELECT (SELECT count(*) FROM sales)", vec!["2"]),
+        (
+            "SELECT count(*) FROM (VALUES (2), (4)) v(x) WHERE EXISTS (SELECT 1 FROM sales WHERE id = x)",
+            vec!["0"],
+        ),
+        (
+            "WITH s AS (SELECT * FROM sales) SELECT count(*) FROM s a JOIN s b ON a.id = b.id",
+            vec!["2"],
+        ),
+        (
+            "SELECT id FROM sales UNION ALL SELECT id FROM iceberg.default.sales ORDER BY id",
+            vec!["1", "1", "3", "3"],
+        ),
+        (
+            "SELECT region, count(*) FROM sales GROUP BY region",
+            vec!["eu|2"],
+        ),
+    ];
+    for (sql, expected) in &cases {
+        assert_eq!(&ok(&engine, &bob, sql).await, expected, "{sql}");
+    }
+    assert_eq!(
+        ok(&engine, &carol, "SELECT id FROM sales ORDER BY id").await,
+        ["3", "4"]
+    );
+    for who in [&ada, &alice] {
+        assert_eq!(ok(&engine, who, "SELECT count(*) FROM sales").await, ["4"]);
+    }
+
+    // A view reads the table through the filter of whoever reads the view.
+    ok(
+        &engine,
+        &alice,
+        "CREATE VIEW sales_view AS SELECT id, region FROM sales",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "GRANT SELECT ON TABLE sales_view TO USER bob",
+    )
+    .await;
+    assert_eq!(
+        ok(&engine, &bob, "SELECT id FROM sales_view ORDER BY id").await,
+        ["1", "3"]
+    );
+
+    // A copy holds only what its maker could read.
+    ok(&engine, &ada, "GRANT CREATE ON SCHEMA default TO USER bob").await;
+    ok(&engine, &bob, "CREATE TABLE mine AS SELECT * FROM sales").await;
+    assert_eq!(ok(&engine, &bob, "SELECT count(*) FROM mine").await, ["2"]);
+
+    // What cannot be filtered yet is refused to the callers a filter names.
+    let e = refused(&engine, &bob, "SELECT * FROM \"sales$files\"").await;
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            ErrorCode::PermissionDenied,
+            "Access Denied: Cannot select from table iceberg.default.sales$files: a row filter on iceberg.default.sales applies to you"
+        )
+    );
+    let snapshot = ok(
+        &engine,
+        &alice,
+        "SELECT snapshot_id FROM \"sales$snapshots\" LIMIT 1",
+    )
+    .await;
+    let e = refused(
+        &engine,
+        &bob,
+        &format!(
+            "SELECT count(*) FROM sales FOR VERSION AS OF {}",
+            snapshot[0]
+        ),
+    )
+    .await;
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            ErrorCode::PermissionDenied,
+            "Access Denied: Cannot read an older version of table iceberg.default.sales: a row filter on it applies to you"
+        )
+    );
+
+    // The marker SQE puts on its filters is no function a statement can name.
+    let e = refused(
+        &engine,
+        &bob,
+        "SELECT id FROM sales WHERE sqe_row_filter_applied()",
+    )
+    .await;
+    assert_eq!(e.code(), ErrorCode::InvalidInput, "{}", e.message());
+
+    // Statistics and plans describe the rows before the filter.
+    for (sql, what) in [
+        ("SHOW STATS FOR sales", "SHOW STATS"),
+        ("EXPLAIN SELECT * FROM sales", "EXPLAIN"),
+        ("EXPLAIN ANALYZE SELECT * FROM sales", "EXPLAIN"),
+    ] {
+        let e = refused(&engine, &bob, sql).await;
+        assert_eq!(
+            (e.code(), e.message().to_string()),
+            (
+                ErrorCode::PermissionDenied,
+                format!(
+                    "Access Denied: {what} is not available on a table with a row filter that applies to you"
+                )
+            ),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        ok(&engine, &alice, "EXPLAIN SELECT * FROM sales")
+            .await
+            .len(),
+        2
+    );
+
+    // Only the owner (or an admin) sees and changes the filters.
+    for sql in ["SHOW ROW FILTERS ON sales", "DROP ROW FILTER eu ON sales"] {
+        let e = refused(&engine, &bob, sql).await;
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                ErrorCode::PermissionDenied,
+                "Access Denied: only the owner of iceberg.default.sales or an admin may do this"
+            ),
+            "{sql}"
+        );
+    }
+    let filters = ok(&engine, &alice, "SHOW ROW FILTERS ON sales").await;
+    assert_eq!(
+        filters
+            .iter()
+            .map(|r| r.split('|').take(3).collect::<Vec<_>>().join("|"))
+            .collect::<Vec<_>>(),
+        ["eu|USER|bob", "own|ROLE|analyst"]
+    );
+    let e = refused(
+        &engine,
+        &alice,
+        "CREATE ROW FILTER bad ON sales USING (nope = 1) FOR USER bob",
+    )
+    .await;
+    assert_eq!(e.code(), ErrorCode::InvalidInput);
+    assert!(
+        e.message()
+            .starts_with("row filter (nope = 1) on iceberg.default.sales: "),
+        "{}",
+        e.message()
+    );
+    let e = refused(
+        &engine,
+        &alice,
+        "CREATE ROW FILTER eu ON sales USING region = 'eu' FOR USER bob",
+    )
+    .await;
+    assert!(e.message().starts_with("syntax error: "), "{}", e.message());
+    let e = refused(
+        &engine,
+        &alice,
+        "CREATE ROW FILTER eu ON sales USING (region = 'eu') FOR USER bob",
+    )
+    .await;
+    assert_eq!(
+        e.message(),
+        "row filter 'eu' on iceberg.default.sales already exists"
+    );
+    ok(&engine, &alice, "DROP ROW FILTER eu ON sales").await;
+    assert_eq!(ok(&engine, &bob, "SELECT count(*) FROM sales").await, ["4"]);
+    ok(&engine, &alice, "DROP ROW FILTER IF EXISTS eu ON sales").await;
+
+    // A filter named in upper case is for the user as GRANT names them; it follows a rename,
+    // and a table made again under a dropped one's name does not inherit it.
+    ok(
+        &engine,
+        &alice,
+        "CREATE ROW FILTER Eu ON sales USING (region = 'eu') FOR USER Bob",
+    )
+    .await;
+    assert_eq!(ok(&engine, &bob, "SELECT count(*) FROM sales").await, ["2"]);
+    ok(&engine, &alice, "ALTER TABLE sales RENAME TO sales2").await;
+    assert_eq!(
+        ok(&engine, &bob, "SELECT count(*) FROM sales2").await,
+        ["2"]
+    );
+    ok(&engine, &alice, "DROP TABLE sales2").await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE TABLE sales2 AS SELECT 1 AS id, 'us' AS region",
+    )
+    .await;
+    ok(&engine, &alice, "GRANT SELECT ON TABLE sales2 TO USER bob").await;
+    assert_eq!(
+        ok(&engine, &bob, "SELECT count(*) FROM sales2").await,
+        ["1"]
+    );
+}

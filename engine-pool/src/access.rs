@@ -178,7 +178,16 @@ pub const POLICY_TABLES: &str = "CREATE TABLE IF NOT EXISTS sqe_privileges (
         catalog_name VARCHAR(255) NOT NULL,
         role_name VARCHAR(255) NOT NULL,
         member VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, role_name, member));";
+        PRIMARY KEY (catalog_name, role_name, member));
+    CREATE TABLE IF NOT EXISTS sqe_row_filters (
+        catalog_name VARCHAR(255) NOT NULL,
+        schema_name VARCHAR(255) NOT NULL,
+        table_name VARCHAR(255) NOT NULL,
+        filter_name VARCHAR(255) NOT NULL,
+        grantee_kind VARCHAR(8) NOT NULL,
+        grantee VARCHAR(255) NOT NULL,
+        expression VARCHAR(4000) NOT NULL,
+        PRIMARY KEY (catalog_name, schema_name, table_name, filter_name));";
 
 /// One privilege row.
 #[derive(Debug, Clone)]
@@ -441,6 +450,28 @@ impl Engine {
         ))
     }
 
+    /// Refuses anyone but the object's owner and the admins (`absent` when they cannot see it).
+    pub(crate) fn authorize_owner(
+        &self,
+        session: &Session,
+        object: &Object,
+        absent: impl FnOnce() -> SqeError,
+    ) -> SqeResult<()> {
+        let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
+            return Ok(());
+        };
+        if policies.owns(&who, object) {
+            return Ok(());
+        }
+        if object.table.is_some() && !policies.visible(&who, object) {
+            return Err(absent());
+        }
+        Err(SqeError::new(
+            ErrorCode::PermissionDenied,
+            format!("Access Denied: only the owner of {object} or an admin may do this"),
+        ))
+    }
+
     /// The names among `tables` (of one schema) the caller may see.
     pub(crate) fn visible_tables(
         &self,
@@ -477,7 +508,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Moves the owner and privileges of a renamed table to its new name, replacing any left there.
+    /// Moves the owner, privileges and row filters of a renamed table to its new name, replacing
+    /// any left there.
     pub(crate) fn move_object(
         &self,
         session: &Session,
@@ -490,7 +522,7 @@ impl Engine {
             return Ok(());
         };
         let ((schema, table), (new_schema, new_table)) = (from.key(), to.key());
-        for rows in ["sqe_owners", "sqe_privileges"] {
+        for rows in ["sqe_owners", "sqe_privileges", "sqe_row_filters"] {
             db.execute(
                 &format!(
                     "UPDATE {rows} SET schema_name = $4, table_name = $5
@@ -502,15 +534,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Forgets the owner and privileges of a dropped object: a table made again under its name
-    /// starts with none.
+    /// Forgets the owner, privileges and row filters of a dropped object: a table made again under
+    /// its name starts with none.
     pub(crate) fn forget_object(&self, session: &Session, object: &Object) -> SqeResult<()> {
         let handle = self.catalog(session, &object.catalog)?;
         let Some(db) = handle.policy_db() else {
             return Ok(());
         };
         let (schema, table) = object.key();
-        for rows in ["sqe_owners", "sqe_privileges"] {
+        for rows in ["sqe_owners", "sqe_privileges", "sqe_row_filters"] {
             db.execute(
                 &format!(
                     "DELETE FROM {rows} WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3"
@@ -1127,8 +1159,8 @@ fn privileges_of(privileges: &Privileges) -> SqeResult<Vec<Privilege>> {
 
 impl Engine {
     /// `current_roles()` (sorted) and `is_role_in_session('r')`: the token's roles and those the
-    /// session's catalog grants the caller, read only when a statement calls one of them (both
-    /// fold to constants when the statement is planned).
+    /// server's catalogs grant the caller, read only when a statement calls one of them (both fold
+    /// to constants when the statement is planned).
     pub(crate) fn role_functions(
         &self,
         session: &Session,
@@ -1136,8 +1168,13 @@ impl Engine {
         use datafusion::common::ScalarValue;
         use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
         let token: BTreeSet<String> = session.principal.roles.iter().cloned().collect();
-        let handle = self.catalog(session, &session.catalog).ok();
-        let catalog = session.catalog.clone();
+        // Roles the server's own catalogs grant (never one a session attached, whose database its
+        // user may write), whichever catalog the session is in.
+        let handles: Vec<(String, crate::catalog::backend::CatalogRef)> = self
+            .catalogs
+            .keys()
+            .filter_map(|c| Some((c.clone(), self.catalog(session, c).ok()?)))
+            .collect();
         let name = session.principal.name.clone();
         let roles = Arc::new(std::sync::OnceLock::<BTreeSet<String>>::new());
         let read = {
@@ -1146,8 +1183,10 @@ impl Engine {
                 roles
                     .get_or_init(|| {
                         let mut all = token.clone();
-                        if let Some(db) = handle.as_ref().and_then(|h| h.policy_db()) {
-                            all.extend(granted_roles(db, &catalog, &name).unwrap_or_default());
+                        for (catalog, handle) in &handles {
+                            if let Some(db) = handle.policy_db() {
+                                all.extend(granted_roles(db, catalog, &name).unwrap_or_default());
+                            }
                         }
                         all
                     })

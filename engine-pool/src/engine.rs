@@ -539,6 +539,12 @@ impl Engine {
         if starts_with_words(&prepared.sql, &["show", "grants"]) {
             return self.show_grants(session, &prepared.sql);
         }
+        if starts_with_words(&prepared.sql, &["create", "row", "filter"])
+            || starts_with_words(&prepared.sql, &["drop", "row", "filter"])
+            || starts_with_words(&prepared.sql, &["show", "row", "filters"])
+        {
+            return self.run_row_filter_statement(session, &prepared.sql).await;
+        }
         if starts_with_word(&prepared.sql, "copy") {
             return self.copy_to(session, &prepared).await;
         }
@@ -688,6 +694,7 @@ impl Engine {
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
+        let plan = self.apply_row_filters(session, &state, plan)?;
         self.stream_plan(state, plan).await
     }
 
@@ -722,6 +729,8 @@ impl Engine {
     ) -> SqeResult<(SessionState, LogicalPlan)> {
         let (state, plan) = self.plan_statement(session, statement, tables, &[]).await?;
         if matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
+            // A plan shows a filter's condition and (analyzed) the rows before it.
+            crate::row_filters::refuse_describing_filtered(&plan, "EXPLAIN")?;
             return Ok((state, plan));
         }
         if plan_has_side_effects(&plan) {
@@ -758,6 +767,7 @@ impl Engine {
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
+        let plan = self.apply_row_filters(session, &state, plan)?;
         Ok((state, plan))
     }
 
@@ -889,6 +899,7 @@ impl Engine {
                 "table '{catalog_name}.{namespace}.{name}' does not exist"
             ))
         })?;
+        self.no_row_filter_for(session, &object)?;
         let catalog = self.catalog(session, &catalog_name)?;
         let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), name.clone());
         let table = load_table_opt(catalog.as_ref(), &ident)

@@ -19,6 +19,7 @@ mod object_stores;
 mod optimizer;
 mod overflow;
 mod prepass;
+mod row_filters;
 mod secret_store;
 mod secrets;
 mod session_properties;

@@ -163,3 +163,24 @@ def test_malformed_grants_fail_cleanly(sqe, jwt):
         "SYNTAX_ERROR",
     )
     assert trino_run(sqe, "ada", ada, "SELECT 1") == [[1]]
+
+
+def test_a_row_filter_holds_on_both_protocols(sqe, jwt):
+    alice, bob = jwt["alice"], jwt["bob"]
+    trino_run(sqe, "ada", jwt["ada"], "GRANT CREATE ON SCHEMA default TO USER alice")
+    trino_run(
+        sqe,
+        "alice",
+        alice,
+        "CREATE TABLE orders AS SELECT * FROM (VALUES (1, 'eu'), (2, 'us'), (3, 'eu')) AS v(id, region)",
+    )
+    trino_run(sqe, "alice", alice, "GRANT SELECT ON TABLE orders TO USER bob")
+    trino_run(sqe, "alice", alice, "CREATE ROW FILTER eu ON orders USING (region = 'eu') FOR USER bob")
+    assert trino_run(sqe, "bob", bob, "SELECT id FROM orders ORDER BY id") == [[1], [3]]
+    assert flight_run(sqe, bob, "SELECT id FROM orders ORDER BY id") == [{"id": 1}, {"id": 3}]
+    assert trino_run(sqe, "bob", bob, "SELECT count(*) FROM orders WHERE region = 'us'") == [[0]]
+    assert trino_run(sqe, "alice", alice, "SELECT count(*) FROM orders") == [[3]]
+    assert trino_refusal(sqe, "bob", bob, "DROP ROW FILTER eu ON orders") == (
+        "PERMISSION_DENIED",
+        "Access Denied: only the owner of iceberg.default.orders or an admin may do this",
+    )

@@ -1,0 +1,490 @@
+//! Row filters: a boolean SQL expression per table for a user or a role, which the rows of that
+//! table pass before anything else in a statement sees them.
+//!
+//! ```sql
+//! CREATE ROW FILTER eu_only ON sales USING (region = 'eu') FOR ROLE analyst
+//! DROP ROW FILTER [IF EXISTS] eu_only ON sales
+//! SHOW ROW FILTERS ON sales
+//! ```
+//!
+//! The table's owner (or an admin) makes and drops them; they are kept beside the privileges
+//! (access.rs) and apply to every caller they name, by user or by role (admins included: the
+//! filter is the data's, not the caller's rights). Several filters for one caller all apply.
+//!
+//! Each statement's plan gets a `Filter` right above every scan of a filtered table, before any
+//! optimizer rule runs, so no projection, join, aggregate or pushdown sees the other rows: queries,
+//! subqueries, CTEs, views (whose bodies are planned, and filtered, in their own schema), CTAS,
+//! INSERT … SELECT and COPY alike. A filter's expression reads only the table's own columns and
+//! may use `current_user`, `current_roles()` and `is_role_in_session(…)`. What cannot be filtered
+//! yet is refused to the callers a filter names: the table's metadata tables (`t$files` shows
+//! column bounds) and time travel.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, Filter, LogicalPlan, ScalarUDF, Volatility, create_udf,
+};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::Token;
+use futures::stream;
+use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
+
+use crate::access::{Object, PolicyDb};
+use crate::engine::Engine;
+
+/// Marks a `Filter` SQE placed (always true). It is in no function registry, so no statement can
+/// name it: a user's own `WHERE` can never pass for a row filter.
+static APPLIED: LazyLock<Arc<ScalarUDF>> = LazyLock::new(|| {
+    Arc::new(create_udf(
+        "sqe_row_filter_applied",
+        vec![],
+        DataType::Boolean,
+        Volatility::Immutable,
+        Arc::new(|_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Boolean(Some(true))))),
+    ))
+});
+
+fn applied_marker() -> Expr {
+    Expr::ScalarFunction(ScalarFunction::new_udf(Arc::clone(&APPLIED), vec![]))
+}
+
+/// Whether SQE placed a row filter anywhere in `plan` (before optimization folds the marker).
+pub(crate) fn has_row_filter(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::Filter(f) = node
+            && is_marked(&f.predicate)
+        {
+            found = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    found
+}
+
+/// Statistics and plans describe a table's rows before its row filter: refused to the callers
+/// a filter names.
+pub(crate) fn refuse_describing_filtered(plan: &LogicalPlan, what: &str) -> SqeResult<()> {
+    if has_row_filter(plan) {
+        return Err(SqeError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "Access Denied: {what} is not available on a table with a row filter that applies to you"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn is_marked(predicate: &Expr) -> bool {
+    let mut found = false;
+    let _ = predicate.apply(|e| {
+        if let Expr::ScalarFunction(f) = e
+            && Arc::ptr_eq(&f.func, &APPLIED)
+        {
+            found = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    found
+}
+
+/// One filter: (grantee kind, grantee, expression).
+type Rule = (String, String, String);
+
+/// A statement's view of the row filters of the catalogs it reads, read once per catalog.
+struct Filters<'a> {
+    engine: &'a Engine,
+    session: &'a Session,
+    by_catalog: HashMap<String, HashMap<(String, String), Vec<Rule>>>,
+    roles: HashMap<String, BTreeSet<String>>,
+}
+
+impl Filters<'_> {
+    /// The expressions that apply to the caller on `object`.
+    fn for_caller(&mut self, object: &Object) -> SqeResult<Vec<String>> {
+        let catalog = object.catalog.clone();
+        if !self.by_catalog.contains_key(&catalog) {
+            let handle = self.engine.catalog(self.session, &catalog)?;
+            let (rules, roles) = match handle.policy_db() {
+                Some(db) => (
+                    read_rules(db, &catalog)?,
+                    caller_roles(db, &catalog, self.session)?,
+                ),
+                None => (HashMap::new(), BTreeSet::new()),
+            };
+            self.by_catalog.insert(catalog.clone(), rules);
+            self.roles.insert(catalog.clone(), roles);
+        }
+        let key = (
+            object.schema.clone(),
+            object.table.clone().unwrap_or_default(),
+        );
+        let roles = &self.roles[&catalog];
+        Ok(self.by_catalog[&catalog]
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter(|(kind, grantee, _)| match kind.as_str() {
+                "user" => *grantee == self.session.principal.name,
+                _ => roles.contains(grantee),
+            })
+            .map(|(_, _, expr)| expr.clone())
+            .collect())
+    }
+}
+
+fn read_rules(db: &dyn PolicyDb, catalog: &str) -> SqeResult<HashMap<(String, String), Vec<Rule>>> {
+    let rows = db.query(
+        "SELECT schema_name, table_name, grantee_kind, grantee, expression
+         FROM sqe_row_filters WHERE catalog_name = $1 ORDER BY filter_name",
+        &[catalog],
+    )?;
+    let mut rules: HashMap<(String, String), Vec<Rule>> = HashMap::new();
+    for r in rows.into_iter().filter(|r| r.len() == 5) {
+        let t: Vec<String> = r.into_iter().map(Option::unwrap_or_default).collect();
+        rules
+            .entry((t[0].clone(), t[1].clone()))
+            .or_default()
+            .push((t[2].clone(), t[3].clone(), t[4].clone()));
+    }
+    Ok(rules)
+}
+
+/// The token's roles and those the catalog grants the caller.
+fn caller_roles(
+    db: &dyn PolicyDb,
+    catalog: &str,
+    session: &Session,
+) -> SqeResult<BTreeSet<String>> {
+    let mut roles: BTreeSet<String> = session.principal.roles.iter().cloned().collect();
+    let rows = db.query(
+        "SELECT role_name FROM sqe_role_members WHERE catalog_name = $1 AND member = $2",
+        &[catalog, &session.principal.name],
+    )?;
+    roles.extend(
+        rows.into_iter()
+            .filter_map(|r| r.into_iter().next().flatten()),
+    );
+    Ok(roles)
+}
+
+fn external(e: SqeError) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+impl Engine {
+    /// `plan` with each scan of a filtered table behind its filters (see the module doc). Scans
+    /// already behind SQE's filters (a view's body, planned before) are left as they are.
+    pub(crate) fn apply_row_filters(
+        &self,
+        session: &Session,
+        state: &SessionState,
+        plan: LogicalPlan,
+    ) -> SqeResult<LogicalPlan> {
+        let mut filters = Filters {
+            engine: self,
+            session,
+            by_catalog: HashMap::new(),
+            roles: HashMap::new(),
+        };
+        plan.transform_down_with_subqueries(|node| {
+            if let LogicalPlan::Filter(f) = &node
+                && is_marked(&f.predicate)
+            {
+                return Ok(Transformed::new(node, false, TreeNodeRecursion::Jump));
+            }
+            let LogicalPlan::TableScan(scan) = &node else {
+                return Ok(Transformed::no(node));
+            };
+            let full = scan
+                .table_name
+                .clone()
+                .resolve(&session.catalog, &session.schema);
+            let (catalog, schema, table) = (&*full.catalog, &*full.schema, &*full.table);
+            if catalog == crate::engine::QUERY_CATALOG
+                || catalog == "system"
+                || schema == "information_schema"
+                || self.mount(session, catalog).is_err()
+            {
+                return Ok(Transformed::no(node));
+            }
+            let base = table.split('$').next().unwrap_or(table);
+            let object = Object::table(catalog, schema, base);
+            let expressions = filters.for_caller(&object).map_err(external)?;
+            if expressions.is_empty() {
+                return Ok(Transformed::no(node));
+            }
+            if base != table {
+                return Err(external(SqeError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "Access Denied: Cannot select from table {catalog}.{schema}.{table}: a row filter on {object} applies to you"
+                    ),
+                )));
+            }
+            let mut predicate = applied_marker();
+            for sql in expressions {
+                let expr = state
+                    .create_logical_expr(&sql, scan.projected_schema.as_ref())
+                    .map_err(|e| {
+                        external(SqeError::invalid(format!(
+                            "the row filter ({sql}) on {object} cannot be applied: {e}"
+                        )))
+                    })?;
+                predicate = expr.and(predicate);
+            }
+            let filter = Filter::try_new(predicate, Arc::new(node))?;
+            Ok(Transformed::new(
+                LogicalPlan::Filter(filter),
+                true,
+                TreeNodeRecursion::Jump,
+            ))
+        })
+        .map(|t| t.data)
+        .map_err(crate::error::from_datafusion)
+    }
+
+    /// Refuses time travel to the callers a row filter on the table names (not filtered yet).
+    pub(crate) fn no_row_filter_for(&self, session: &Session, object: &Object) -> SqeResult<()> {
+        let mut filters = Filters {
+            engine: self,
+            session,
+            by_catalog: HashMap::new(),
+            roles: HashMap::new(),
+        };
+        if filters.for_caller(object)?.is_empty() {
+            return Ok(());
+        }
+        Err(SqeError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "Access Denied: Cannot read an older version of table {object}: a row filter on it applies to you"
+            ),
+        ))
+    }
+
+    /// `CREATE ROW FILTER`, `DROP ROW FILTER`, `SHOW ROW FILTERS`: see the module doc.
+    pub(crate) async fn run_row_filter_statement(
+        &self,
+        session: &Session,
+        sql: &str,
+    ) -> SqeResult<QueryResult> {
+        let Parsed {
+            kind,
+            name,
+            table_name,
+            rule,
+        } = parse(sql)?;
+        let (catalog, schema, table) = self.resolve_name(session, &table_name)?;
+        let object = Object::table(&catalog, &schema, &table);
+        // Only a table's owner or an admin sees and changes its filters; to anyone else it is
+        // as absent as a table they cannot see, or refused.
+        self.authorize_owner(session, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        })?;
+        let (_, _, _) = self.load(session, &table_name).await?;
+        let handle = self.catalog(session, &catalog)?;
+        let db = handle.policy_db().ok_or_else(|| {
+            SqeError::unsupported(format!(
+                "catalog '{catalog}' keeps no row filters (only SQLite and PostgreSQL catalogs do)"
+            ))
+        })?;
+        match (kind, name, rule) {
+            (Kind::Create, Some(name), Some((condition, grantee_kind, grantee))) => {
+                if name.len() > 255 || grantee.len() > 255 || condition.len() > 4000 {
+                    return Err(SqeError::invalid(
+                        "a row filter's name and grantee are at most 255 characters, its condition 4000",
+                    ));
+                }
+                // The condition must be a boolean over the table's own columns.
+                let check = format!(
+                    "SELECT count(*) FROM {catalog_q}.{schema_q}.{table_q} WHERE ({condition})",
+                    catalog_q = quoted(&catalog),
+                    schema_q = quoted(&schema),
+                    table_q = quoted(&table),
+                );
+                Box::pin(self.plan_sql(session, &check))
+                    .await
+                    .map_err(|e| {
+                        SqeError::invalid(format!(
+                            "row filter ({condition}) on {object}: {}",
+                            e.message()
+                        ))
+                    })?;
+                let exists = !db
+                    .query(
+                        "SELECT filter_name FROM sqe_row_filters WHERE catalog_name = $1
+                         AND schema_name = $2 AND table_name = $3 AND filter_name = $4",
+                        &[&catalog, &schema, &table, &name],
+                    )?
+                    .is_empty();
+                if exists {
+                    return Err(SqeError::already_exists(format!(
+                        "row filter '{name}' on {object} already exists"
+                    )));
+                }
+                db.execute(
+                    "INSERT INTO sqe_row_filters (catalog_name, schema_name, table_name, filter_name,
+                     grantee_kind, grantee, expression) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    &[&catalog, &schema, &table, &name, grantee_kind, &grantee, &condition],
+                )?;
+                Ok(empty())
+            }
+            (Kind::Drop { if_exists }, Some(name), _) => {
+                let removed = db.execute(
+                    "DELETE FROM sqe_row_filters WHERE catalog_name = $1 AND schema_name = $2
+                     AND table_name = $3 AND filter_name = $4",
+                    &[&catalog, &schema, &table, &name],
+                )?;
+                if removed == 0 && !if_exists {
+                    return Err(SqeError::not_found(format!(
+                        "row filter '{name}' on {object} does not exist"
+                    )));
+                }
+                Ok(empty())
+            }
+            _ => {
+                let rows = db.query(
+                    "SELECT filter_name, grantee_kind, grantee, expression FROM sqe_row_filters
+                     WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3
+                     ORDER BY filter_name",
+                    &[&catalog, &schema, &table],
+                )?;
+                let names = ["Filter", "Grantee Type", "Grantee", "Condition"];
+                let schema = Arc::new(Schema::new(
+                    names
+                        .iter()
+                        .map(|n| Field::new(*n, DataType::Utf8, false))
+                        .collect::<Vec<_>>(),
+                ));
+                let columns: Vec<ArrayRef> = (0..names.len())
+                    .map(|i| {
+                        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| {
+                            let v = r.get(i).cloned().flatten().unwrap_or_default();
+                            if i == 1 { v.to_uppercase() } else { v }
+                        }))) as ArrayRef
+                    })
+                    .collect();
+                let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
+                    .map_err(|e| SqeError::internal(e.to_string()))?;
+                Ok(QueryResult {
+                    schema,
+                    batches: Box::pin(stream::iter(vec![Ok(batch)])),
+                    update_count: None,
+                    session_update: None,
+                })
+            }
+        }
+    }
+}
+
+enum Kind {
+    Create,
+    Drop { if_exists: bool },
+    Show,
+}
+
+/// A row-filter statement, parsed: its kind, the filter's name, the table, and for CREATE the
+/// condition and whom it is for.
+struct Parsed {
+    kind: Kind,
+    name: Option<String>,
+    table_name: datafusion::sql::sqlparser::ast::ObjectName,
+    rule: Option<(String, &'static str, String)>,
+}
+
+fn parse(sql: &str) -> SqeResult<Parsed> {
+    let syntax = |e: datafusion::sql::sqlparser::parser::ParserError| {
+        SqeError::invalid(format!(
+            "syntax error: {e}; expected CREATE ROW FILTER name ON table USING (condition) FOR {{USER | ROLE}} name, DROP ROW FILTER [IF EXISTS] name ON table or SHOW ROW FILTERS ON table"
+        ))
+    };
+    let dialect = crate::dialect::SqeDialect::default();
+    let mut p = Parser::new(&dialect).try_with_sql(sql).map_err(syntax)?;
+    let kind = if p.parse_keywords(&[Keyword::CREATE, Keyword::ROW, Keyword::FILTER]) {
+        Kind::Create
+    } else if p.parse_keywords(&[Keyword::DROP, Keyword::ROW, Keyword::FILTER]) {
+        Kind::Drop {
+            if_exists: p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]),
+        }
+    } else {
+        // `FILTERS` is no keyword: the identifier after ROW.
+        p.expect_keyword(Keyword::SHOW).map_err(syntax)?;
+        p.expect_keyword(Keyword::ROW).map_err(syntax)?;
+        Kind::Show
+    };
+    let name = match kind {
+        Kind::Show => {
+            let word = p.parse_identifier().map_err(syntax)?;
+            if !word.value.eq_ignore_ascii_case("filters") {
+                return Err(SqeError::invalid("expected SHOW ROW FILTERS ON table"));
+            }
+            None
+        }
+        _ => Some(normalized(p.parse_identifier().map_err(syntax)?)),
+    };
+    p.expect_keyword(Keyword::ON).map_err(syntax)?;
+    let table_name = p.parse_object_name(false).map_err(syntax)?;
+    let rule = if matches!(kind, Kind::Create) {
+        p.expect_keyword(Keyword::USING).map_err(syntax)?;
+        p.expect_token(&Token::LParen).map_err(syntax)?;
+        let condition = p.parse_expr().map_err(syntax)?;
+        p.expect_token(&Token::RParen).map_err(syntax)?;
+        p.expect_keyword(Keyword::FOR).map_err(syntax)?;
+        let grantee_kind = if p.parse_keyword(Keyword::USER) {
+            "user"
+        } else {
+            p.expect_keyword(Keyword::ROLE).map_err(syntax)?;
+            "role"
+        };
+        let grantee = normalized(p.parse_identifier().map_err(syntax)?);
+        Some((condition.to_string(), grantee_kind, grantee))
+    } else {
+        None
+    };
+    let _ = p.consume_token(&Token::SemiColon);
+    if p.peek_token().token != Token::EOF {
+        return Err(SqeError::invalid(format!(
+            "unexpected '{}' after the statement",
+            p.peek_token().token
+        )));
+    }
+    Ok(Parsed {
+        kind,
+        name,
+        table_name,
+        rule,
+    })
+}
+
+/// A name as SQL compares it: an unquoted one in lower case, as GRANT keeps user and role names.
+fn normalized(ident: datafusion::sql::sqlparser::ast::Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value,
+        None => ident.value.to_lowercase(),
+    }
+}
+
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn empty() -> QueryResult {
+    QueryResult {
+        schema: Arc::new(Schema::empty()),
+        batches: Box::pin(stream::empty()),
+        update_count: None,
+        session_update: None,
+    }
+}
