@@ -12,14 +12,16 @@
 //!   anywhere; without admin roles and with `[access] default = "allow"` (the embedded shell, a
 //!   loopback server) everyone is an admin, as before.
 //! - **Nothing granted, nothing seen**: a table on which a user holds no privilege at all is
-//!   absent for them (`table '…' not found`, and missing from `SHOW TABLES`); a table they can
-//!   see but not read gets `Access Denied: Cannot select from table …`.
+//!   absent for them (`table '…' not found`; missing from `SHOW TABLES`, `information_schema`,
+//!   `system.jdbc` and Flight's GetTables; not described by `DESCRIBE` or `SHOW CREATE`); a table
+//!   they can see but not read gets `Access Denied: Cannot select from table …`.
 //! - **The default** for what no row decides is `[access] default`: `allow` (the embedded shell)
 //!   or `deny`.
 //!
-//! Reads are checked on the logical plan of each statement (every scan of a catalog table, in
-//! subqueries and in the views it reads, whose bodies are planned with the reader's rights), and
-//! on time travel and COPY, which SQE plans itself.
+//! Reads are checked on the table names of each statement before it is planned (in subqueries,
+//! CTEs and the views it reads, whose bodies are checked when they are planned, with the reader's
+//! rights in the view's schema), so that no planner error describes a hidden table; time travel
+//! and COPY, which SQE plans itself, are checked on their own. Row filters: row_filters.rs.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
