@@ -1647,6 +1647,16 @@ async fn row_filters_hold_wherever_the_table_is_read() {
     for (sql, expected) in &cases {
         assert_eq!(&ok(&engine, &bob, sql).await, expected, "{sql}");
     }
+    // The statement's own conditions never run on a hidden row: this cast fails on every 'us'
+    // row, which bob's filter hides, and on none he may see.
+    let oracle = "SELECT id FROM sales WHERE CAST(CASE WHEN region = 'us' THEN 'x' ELSE '1' END AS INTEGER) = 1 ORDER BY id";
+    assert_eq!(ok(&engine, &bob, oracle).await, ["1", "3"]);
+    assert!(
+        refused(&engine, &alice, oracle)
+            .await
+            .message()
+            .contains("'x'")
+    );
     assert_eq!(
         ok(&engine, &carol, "SELECT id FROM sales ORDER BY id").await,
         ["3", "4"]

@@ -40,20 +40,79 @@ use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 use crate::access::{Object, PolicyDb};
 use crate::engine::Engine;
 
-/// Marks a `Filter` SQE placed (always true). It is in no function registry, so no statement can
-/// name it: a user's own `WHERE` can never pass for a row filter.
+/// Wraps the condition of a `Filter` SQE placed (and returns it). It is in no function registry,
+/// so no statement can name it: a user's own `WHERE` can never pass for a row filter. Volatile, so
+/// that no optimizer rule folds it away or moves it: the physical plan still knows the row filter
+/// ([`RowFiltersFirst`]).
 static APPLIED: LazyLock<Arc<ScalarUDF>> = LazyLock::new(|| {
     Arc::new(create_udf(
-        "sqe_row_filter_applied",
-        vec![],
+        "sqe_row_filter",
+        vec![DataType::Boolean],
         DataType::Boolean,
-        Volatility::Immutable,
-        Arc::new(|_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Boolean(Some(true))))),
+        Volatility::Volatile,
+        Arc::new(|args: &[ColumnarValue]| match args.first() {
+            Some(v) => Ok(v.clone()),
+            None => Ok(ColumnarValue::Scalar(ScalarValue::Boolean(None))),
+        }),
     ))
 });
 
-fn applied_marker() -> Expr {
-    Expr::ScalarFunction(ScalarFunction::new_udf(Arc::clone(&APPLIED), vec![]))
+fn marked(predicate: Expr) -> Expr {
+    Expr::ScalarFunction(ScalarFunction::new_udf(
+        Arc::clone(&APPLIED),
+        vec![predicate],
+    ))
+}
+
+/// Runs each row filter in a `FilterExec` of its own, below the statement's own conditions that
+/// DataFusion merged into it, so those conditions never see a row the filter hides (a failing
+/// cast would print its value).
+#[derive(Debug)]
+pub(crate) struct RowFiltersFirst;
+
+impl datafusion::physical_optimizer::PhysicalOptimizerRule for RowFiltersFirst {
+    fn optimize(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        _config: &datafusion::common::config::ConfigOptions,
+    ) -> datafusion::common::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        use datafusion::common::tree_node::TransformedResult;
+        use datafusion::physical_expr::utils::{conjunction, split_conjunction};
+        use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+        plan.transform_up(|node| {
+            let Some(f) = node.downcast_ref::<FilterExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let (row, rest): (Vec<_>, Vec<_>) = split_conjunction(f.predicate())
+                .into_iter()
+                .cloned()
+                .partition(|c| {
+                    c.downcast_ref::<datafusion::physical_expr::ScalarFunctionExpr>()
+                        .is_some_and(|s| std::ptr::eq(s.fun(), APPLIED.as_ref()))
+                });
+            if row.is_empty() || rest.is_empty() {
+                return Ok(Transformed::no(node));
+            }
+            let below = Arc::new(FilterExec::try_new(
+                conjunction(row),
+                Arc::clone(f.input()),
+            )?);
+            let above = FilterExecBuilder::from(f)
+                .with_input(below)
+                .with_predicate(conjunction(rest))
+                .build()?;
+            Ok(Transformed::yes(Arc::new(above) as _))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "row_filters_first"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
 }
 
 /// Whether SQE placed a row filter anywhere in `plan` (before optimization folds the marker).
@@ -233,7 +292,7 @@ impl Engine {
                     ),
                 )));
             }
-            let mut predicate = applied_marker();
+            let mut predicate: Option<Expr> = None;
             for sql in expressions {
                 let expr = state
                     .create_logical_expr(&sql, scan.projected_schema.as_ref())
@@ -242,9 +301,15 @@ impl Engine {
                             "the row filter ({sql}) on {object} cannot be applied: {e}"
                         )))
                     })?;
-                predicate = expr.and(predicate);
+                predicate = Some(match predicate {
+                    Some(p) => p.and(expr),
+                    None => expr,
+                });
             }
-            let filter = Filter::try_new(predicate, Arc::new(node))?;
+            let Some(predicate) = predicate else {
+                return Ok(Transformed::no(node));
+            };
+            let filter = Filter::try_new(marked(predicate), Arc::new(node))?;
             Ok(Transformed::new(
                 LogicalPlan::Filter(filter),
                 true,
