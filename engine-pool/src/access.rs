@@ -26,12 +26,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::array::StringArray;
+use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::sql::sqlparser::ast::{
     Action, GrantObjects, Grantee, GranteeName, GranteesType, ObjectName, Privileges, Statement,
 };
-use futures::stream;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::engine::Engine;
@@ -674,7 +673,7 @@ impl Engine {
                 .names
                 .iter()
                 .try_for_each(|n| self.create_role(session, n, c.if_not_exists))
-                .map(|_| empty()),
+                .map(|_| crate::engine::empty_result()),
             _ => return None,
         };
         Some(result)
@@ -793,7 +792,7 @@ impl Engine {
                 }
             }
         }
-        Ok(empty())
+        Ok(crate::engine::empty_result())
     }
 
     async fn change_privileges(
@@ -871,7 +870,7 @@ impl Engine {
                 }
             }
         }
-        Ok(empty())
+        Ok(crate::engine::empty_result())
     }
 
     /// The schemas and tables a GRANT names, qualified by the session's catalog and schema.
@@ -972,7 +971,7 @@ impl Engine {
         let db = handle.policy_db().ok_or_else(|| no_policies(&catalog))?;
         let who = self.who(session, Some(db), &catalog)?;
         let policies = Policies::read(db, &catalog, self.access_default_allow)?;
-        let mut rows: Vec<[String; 7]> = policies
+        let mut rows: Vec<Vec<String>> = policies
             .grants
             .iter()
             .filter(|g| {
@@ -985,7 +984,7 @@ impl Engine {
             .filter(|g| on.as_ref().is_none_or(|o| g.object == o.key()))
             .map(|g| {
                 let (schema, table) = g.object.clone();
-                [
+                vec![
                     g.grantee.1.clone(),
                     g.grantee.0.to_uppercase(),
                     catalog.clone(),
@@ -997,36 +996,18 @@ impl Engine {
             })
             .collect();
         rows.sort();
-        let names = [
-            "Grantee",
-            "Grantee Type",
-            "Catalog",
-            "Schema",
-            "Table",
-            "Privilege",
-            "Grantable",
-        ];
-        let schema = Arc::new(Schema::new(
-            names
-                .iter()
-                .map(|n| Field::new(*n, DataType::Utf8, false))
-                .collect::<Vec<_>>(),
-        ));
-        let columns: Vec<ArrayRef> = (0..names.len())
-            .map(|i| {
-                Arc::new(StringArray::from_iter_values(
-                    rows.iter().map(|r| r[i].as_str()),
-                )) as ArrayRef
-            })
-            .collect();
-        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
-            .map_err(|e| SqeError::internal(e.to_string()))?;
-        Ok(QueryResult {
-            schema,
-            batches: Box::pin(stream::iter(vec![Ok(batch)])),
-            update_count: None,
-            session_update: None,
-        })
+        crate::ddl::text_rows(
+            &[
+                "Grantee",
+                "Grantee Type",
+                "Catalog",
+                "Schema",
+                "Table",
+                "Privilege",
+                "Grantable",
+            ],
+            &rows,
+        )
     }
 }
 
@@ -1071,7 +1052,11 @@ fn put_privilege(
 }
 
 /// The roles the catalog grants `member`.
-fn granted_roles(db: &dyn PolicyDb, catalog: &str, member: &str) -> SqeResult<Vec<String>> {
+pub(crate) fn granted_roles(
+    db: &dyn PolicyDb,
+    catalog: &str,
+    member: &str,
+) -> SqeResult<Vec<String>> {
     let rows = db.query(
         "SELECT role_name FROM sqe_role_members WHERE catalog_name = $1 AND member = $2",
         &[catalog, member],
@@ -1095,15 +1080,6 @@ fn no_policies(catalog: &str) -> SqeError {
     SqeError::unsupported(format!(
         "catalog '{catalog}' keeps no privileges (only SQLite and PostgreSQL catalogs do)"
     ))
-}
-
-fn empty() -> QueryResult {
-    QueryResult {
-        schema: Arc::new(Schema::empty()),
-        batches: Box::pin(stream::empty()),
-        update_count: None,
-        session_update: None,
-    }
 }
 
 /// A one-part name (a role, a user), at most 255 characters.

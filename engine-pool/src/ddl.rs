@@ -69,6 +69,21 @@ fn show_in(options: &ShowStatementOptions) -> Option<&ObjectName> {
         .and_then(|ShowStatementIn { parent_name, .. }| parent_name.as_ref())
 }
 
+/// A result of text columns named `names`, a row for each of `rows`.
+pub(crate) fn text_rows(names: &[&str], rows: &[Vec<String>]) -> SqeResult<QueryResult> {
+    let fields: Vec<Field> = names
+        .iter()
+        .map(|n| Field::new(*n, DataType::Utf8, false))
+        .collect();
+    let columns = (0..names.len())
+        .map(|i| {
+            let values = rows.iter().map(|r| r.get(i).map_or("", String::as_str));
+            Arc::new(StringArray::from_iter_values(values)) as ArrayRef
+        })
+        .collect();
+    rows_result(ArrowSchema::new(fields), columns)
+}
+
 pub(crate) fn one_column(name: &str, values: Vec<String>) -> SqeResult<QueryResult> {
     rows_result(
         ArrowSchema::new(vec![Field::new(name, DataType::Utf8, false)]),

@@ -22,8 +22,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::execution::SessionState;
@@ -34,7 +33,6 @@ use datafusion::logical_expr::{
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
-use futures::stream;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::access::{Object, PolicyDb};
@@ -227,14 +225,11 @@ fn caller_roles(
     session: &Session,
 ) -> SqeResult<BTreeSet<String>> {
     let mut roles: BTreeSet<String> = session.principal.roles.iter().cloned().collect();
-    let rows = db.query(
-        "SELECT role_name FROM sqe_role_members WHERE catalog_name = $1 AND member = $2",
-        &[catalog, &session.principal.name],
-    )?;
-    roles.extend(
-        rows.into_iter()
-            .filter_map(|r| r.into_iter().next().flatten()),
-    );
+    roles.extend(crate::access::granted_roles(
+        db,
+        catalog,
+        &session.principal.name,
+    )?);
     Ok(roles)
 }
 
@@ -404,7 +399,7 @@ impl Engine {
                      grantee_kind, grantee, expression) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                     &[&catalog, &schema, &table, &name, grantee_kind, &grantee, &condition],
                 )?;
-                Ok(empty())
+                Ok(crate::engine::empty_result())
             }
             (Kind::Drop { if_exists }, Some(name), _) => {
                 let removed = db.execute(
@@ -417,38 +412,27 @@ impl Engine {
                         "row filter '{name}' on {object} does not exist"
                     )));
                 }
-                Ok(empty())
+                Ok(crate::engine::empty_result())
             }
             _ => {
-                let rows = db.query(
-                    "SELECT filter_name, grantee_kind, grantee, expression FROM sqe_row_filters
-                     WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3
-                     ORDER BY filter_name",
-                    &[&catalog, &schema, &table],
-                )?;
-                let names = ["Filter", "Grantee Type", "Grantee", "Condition"];
-                let schema = Arc::new(Schema::new(
-                    names
-                        .iter()
-                        .map(|n| Field::new(*n, DataType::Utf8, false))
-                        .collect::<Vec<_>>(),
-                ));
-                let columns: Vec<ArrayRef> = (0..names.len())
-                    .map(|i| {
-                        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| {
-                            let v = r.get(i).cloned().flatten().unwrap_or_default();
-                            if i == 1 { v.to_uppercase() } else { v }
-                        }))) as ArrayRef
+                let rows: Vec<Vec<String>> = db
+                    .query(
+                        "SELECT filter_name, grantee_kind, grantee, expression FROM sqe_row_filters
+                         WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3
+                         ORDER BY filter_name",
+                        &[&catalog, &schema, &table],
+                    )?
+                    .into_iter()
+                    .map(|r| {
+                        let mut r: Vec<String> =
+                            r.into_iter().map(Option::unwrap_or_default).collect();
+                        if let Some(kind) = r.get_mut(1) {
+                            *kind = kind.to_uppercase();
+                        }
+                        r
                     })
                     .collect();
-                let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
-                    .map_err(|e| SqeError::internal(e.to_string()))?;
-                Ok(QueryResult {
-                    schema,
-                    batches: Box::pin(stream::iter(vec![Ok(batch)])),
-                    update_count: None,
-                    session_update: None,
-                })
+                crate::ddl::text_rows(&["Filter", "Grantee Type", "Grantee", "Condition"], &rows)
             }
         }
     }
@@ -543,13 +527,4 @@ fn normalized(ident: datafusion::sql::sqlparser::ast::Ident) -> String {
 
 fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-fn empty() -> QueryResult {
-    QueryResult {
-        schema: Arc::new(Schema::empty()),
-        batches: Box::pin(stream::empty()),
-        update_count: None,
-        session_update: None,
-    }
 }
