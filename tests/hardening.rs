@@ -1570,8 +1570,8 @@ async fn an_open_engine_allows_everything() {
 }
 
 /// A row filter holds wherever its table is read: queries, filters on the hidden rows' values,
-/// subqueries, CTEs and self-joins, UNION, GROUP BY, views, CTAS (the copy holds the filtered rows);
-/// metadata tables and time travel are refused to the callers it names; a caller's own WHERE can
+/// subqueries, CTEs and self-joins, UNION, GROUP BY, views, CTAS (the copy holds the filtered rows),
+/// time travel; metadata tables are refused to the callers it names; a caller's own WHERE can
 /// never pass for it; only the owner sees and changes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_filters_hold_wherever_the_table_is_read() {
@@ -1694,30 +1694,27 @@ async fn row_filters_hold_wherever_the_table_is_read() {
         (e.code(), e.message()),
         (
             ErrorCode::PermissionDenied,
-            "Access Denied: Cannot select from table iceberg.default.sales$files: a row filter on iceberg.default.sales applies to you"
+            "Access Denied: Cannot select from table iceberg.default.sales$files: a row filter or column mask on iceberg.default.sales applies to you"
         )
     );
+    // An older snapshot is filtered as the current one is.
     let snapshot = ok(
         &engine,
         &alice,
         "SELECT snapshot_id FROM \"sales$snapshots\" LIMIT 1",
     )
     .await;
-    let e = refused(
-        &engine,
-        &bob,
-        &format!(
-            "SELECT count(*) FROM sales FOR VERSION AS OF {}",
-            snapshot[0]
-        ),
-    )
-    .await;
     assert_eq!(
-        (e.code(), e.message()),
-        (
-            ErrorCode::PermissionDenied,
-            "Access Denied: Cannot read an older version of table iceberg.default.sales: a row filter on it applies to you"
+        ok(
+            &engine,
+            &bob,
+            &format!(
+                "SELECT id FROM sales FOR VERSION AS OF {} ORDER BY id",
+                snapshot[0]
+            ),
         )
+        .await,
+        ["1", "3"]
     );
 
     // The marker SQE puts on its filters is no function a statement can name.
@@ -1741,7 +1738,7 @@ async fn row_filters_hold_wherever_the_table_is_read() {
             (
                 ErrorCode::PermissionDenied,
                 format!(
-                    "Access Denied: {what} is not available on a table with a row filter that applies to you"
+                    "Access Denied: {what} is not available on a table with a row filter or column mask that applies to you"
                 )
             ),
             "{sql}"
@@ -1834,4 +1831,371 @@ async fn row_filters_hold_wherever_the_table_is_read() {
         ok(&engine, &bob, "SELECT count(*) FROM sales2").await,
         ["1"]
     );
+}
+
+/// A column mask holds wherever its table is read: the caller sees, filters, groups, joins and
+/// copies only the masked values (a condition on the raw value matches nothing), older snapshots
+/// included; each mask of the vocabulary keeps its column's type; a renamed column stays masked and
+/// a column dropped and added again does not; only the owner sets them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_masks_hide_values_wherever_the_table_is_read() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            access_default: sqe_engine::AccessDefault::Deny,
+            ..EngineConfig::default()
+        },
+    );
+    let ada = session(&engine, "ada", &["sqe_admin"]);
+    let alice = session(&engine, "alice", &[]);
+    let bob = session(&engine, "bob", &[]);
+    let carol = session(&engine, "carol", &[]);
+    ok(
+        &engine,
+        &ada,
+        "GRANT CREATE ON SCHEMA default TO USER alice",
+    )
+    .await;
+    ok(&engine, &ada, "GRANT CREATE ON SCHEMA default TO USER bob").await;
+    ok(
+        &engine,
+        &alice,
+        "CREATE TABLE people AS SELECT * FROM (VALUES \
+         (1, 'Ada', '4111-1111-1111-1234', DATE '1990-05-17', 123456), \
+         (2, 'Bob', '5500-0000-0000-0004', DATE '1985-11-02', 98765)) AS v(id, name, card, born, salary)",
+    )
+    .await;
+    ok(&engine, &ada, "CREATE ROLE support").await;
+    ok(&engine, &ada, "GRANT ROLE support TO USER carol").await;
+    ok(&engine, &alice, "GRANT SELECT ON TABLE people TO USER bob").await;
+    ok(
+        &engine,
+        &alice,
+        "GRANT SELECT ON TABLE people TO ROLE support",
+    )
+    .await;
+    for sql in [
+        "ALTER TABLE people ALTER COLUMN name SET MASK REDACT 'hidden' FOR USER bob",
+        "ALTER TABLE people ALTER COLUMN salary SET MASK USING (salary - salary % 1000) FOR USER bob",
+        "ALTER TABLE people ALTER COLUMN card SET MASK SHOW LAST 4 FOR ROLE support",
+        "ALTER TABLE people ALTER COLUMN born SET MASK TRUNCATE TO YEAR FOR ROLE support",
+        "ALTER TABLE people ALTER COLUMN name SET MASK HASH FOR ROLE support",
+        "ALTER TABLE people ALTER COLUMN id SET MASK NULL FOR ROLE support",
+        // The user's own mask wins over their role's.
+        "ALTER TABLE people ALTER COLUMN card SET MASK NULL FOR USER carol",
+        "ALTER TABLE people ALTER COLUMN card DROP MASK FOR USER carol",
+    ] {
+        ok(&engine, &alice, sql).await;
+    }
+
+    let cases = [
+        (
+            "SELECT id, name, salary FROM people ORDER BY id",
+            vec!["1|hidden|123000", "2|hidden|98000"],
+        ),
+        ("SELECT count(*) FROM people WHERE name = 'Ada'", vec!["0"]),
+        (
+            "SELECT count(*) FROM people WHERE name = 'hidden'",
+            vec!["2"],
+        ),
+        (
+            "SELECT count(*) FROM people WHERE salary = 123456",
+            vec!["0"],
+        ),
+        (
+            "SELECT name, count(*) FROM people GROUP BY name",
+            vec!["hidden|2"],
+        ),
+        (
+            "SELECT count(*) FROM people a JOIN people b ON a.name = b.name",
+            vec!["4"],
+        ),
+        (
+            "WITH p AS (SELECT name FROM people) SELECT DISTINCT name FROM p",
+            vec!["hidden"],
+        ),
+        ("SELECT (SELECT max(name) FROM people)", vec!["hidden"]),
+        (
+            "SELECT count(*) FROM (VALUES ('Ada')) v(x) WHERE EXISTS (SELECT 1 FROM people WHERE name = x)",
+            vec!["0"],
+        ),
+        (
+            "SELECT name FROM people WHERE id = 1 UNION ALL SELECT name FROM iceberg.default.people WHERE id = 2",
+            vec!["hidden", "hidden"],
+        ),
+        ("SELECT max(length(name)) FROM people", vec!["6"]),
+    ];
+    for (sql, expected) in &cases {
+        assert_eq!(&ok(&engine, &bob, sql).await, expected, "{sql}");
+    }
+    let carol_sees = ok(
+        &engine,
+        &carol,
+        "SELECT id, card, born, length(name), name = (SELECT name FROM people WHERE born < DATE '1986-01-01') FROM people ORDER BY card",
+    )
+    .await;
+    assert_eq!(
+        carol_sees,
+        [
+            "NULL|xxxx-xxxx-xxxx-0004|1985-01-01|64|true",
+            "NULL|xxxx-xxxx-xxxx-1234|1990-01-01|64|false"
+        ]
+    );
+    // Hashes are stable: equal values hash alike, and count apart.
+    assert_eq!(
+        ok(&engine, &carol, "SELECT count(DISTINCT name) FROM people").await,
+        ["2"]
+    );
+    assert_eq!(
+        ok(
+            &engine,
+            &alice,
+            "SELECT name, salary FROM people ORDER BY id"
+        )
+        .await,
+        ["Ada|123456", "Bob|98765"]
+    );
+
+    // A copy holds what its maker could see; so does an older snapshot.
+    ok(&engine, &bob, "CREATE TABLE bobs AS SELECT * FROM people").await;
+    assert_eq!(
+        ok(&engine, &bob, "SELECT DISTINCT name FROM bobs").await,
+        ["hidden"]
+    );
+    let snapshot = ok(
+        &engine,
+        &alice,
+        "SELECT snapshot_id FROM \"people$snapshots\" LIMIT 1",
+    )
+    .await;
+    assert_eq!(
+        ok(
+            &engine,
+            &bob,
+            &format!(
+                "SELECT DISTINCT name FROM people FOR VERSION AS OF {}",
+                snapshot[0]
+            ),
+        )
+        .await,
+        ["hidden"]
+    );
+    for sql in ["SELECT * FROM \"people$files\"", "SHOW STATS FOR people"] {
+        let e = refused(&engine, &bob, sql).await;
+        assert_eq!(
+            e.code(),
+            ErrorCode::PermissionDenied,
+            "{sql}: {}",
+            e.message()
+        );
+    }
+    let e = refused(&engine, &bob, "SELECT sqe_column_mask(name) FROM people").await;
+    assert_eq!(e.code(), ErrorCode::InvalidInput, "{}", e.message());
+
+    // Masks follow the column's field id.
+    ok(
+        &engine,
+        &alice,
+        "ALTER TABLE people RENAME COLUMN name TO full_name",
+    )
+    .await;
+    assert_eq!(
+        ok(&engine, &bob, "SELECT DISTINCT full_name FROM people").await,
+        ["hidden"]
+    );
+    ok(&engine, &alice, "ALTER TABLE people DROP COLUMN salary").await;
+    ok(
+        &engine,
+        &alice,
+        "ALTER TABLE people ADD COLUMN salary bigint",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "INSERT INTO people VALUES (3, 'Cy', '1', DATE '2000-01-01', 5555)",
+    )
+    .await;
+    assert_eq!(
+        ok(&engine, &bob, "SELECT salary FROM people WHERE id = 3").await,
+        ["5555"]
+    );
+    assert_eq!(
+        ok(&engine, &alice, "SHOW MASKS ON people").await,
+        [
+            "born|TRUNCATE TO YEAR|ROLE|support",
+            "card|SHOW LAST 4|ROLE|support",
+            "full_name|HASH|ROLE|support",
+            "full_name|REDACT 'hidden'|USER|bob",
+            "id|NULL|ROLE|support",
+        ]
+    );
+
+    // A NULL mask on a required column: what reads it knows it may be NULL now.
+    ok(
+        &engine,
+        &alice,
+        "CREATE TABLE required (id bigint NOT NULL, v varchar)",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "INSERT INTO required VALUES (1, 'a'), (2, 'b')",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "GRANT SELECT ON TABLE required TO USER bob",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "ALTER TABLE required ALTER COLUMN id SET MASK NULL FOR USER bob",
+    )
+    .await;
+    assert_eq!(
+        ok(
+            &engine,
+            &bob,
+            "SELECT count(*) FROM required WHERE id IS NULL"
+        )
+        .await,
+        ["2"]
+    );
+
+    // Only the owner (or an admin) sets and shows masks; a mask must keep the column's type.
+    for sql in [
+        "SHOW MASKS ON people",
+        "ALTER TABLE people ALTER COLUMN card DROP MASK",
+    ] {
+        let e = refused(&engine, &bob, sql).await;
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                ErrorCode::PermissionDenied,
+                "Access Denied: only the owner of iceberg.default.people or an admin may do this"
+            ),
+            "{sql}"
+        );
+    }
+    for (sql, code, message) in [
+        (
+            "ALTER TABLE people ALTER COLUMN born SET MASK REDACT FOR USER bob",
+            ErrorCode::InvalidInput,
+            "mask REDACT 'xxxx' does not fit column 'born' of type Date32",
+        ),
+        (
+            "ALTER TABLE people ALTER COLUMN nope SET MASK NULL FOR USER bob",
+            ErrorCode::NotFound,
+            "column 'nope' does not exist in table iceberg.default.people",
+        ),
+        (
+            "ALTER TABLE people ALTER COLUMN card SET MASK USING (nope) FOR USER bob",
+            ErrorCode::InvalidInput,
+            "mask USING (nope) on iceberg.default.people: ",
+        ),
+        (
+            "ALTER TABLE people ALTER COLUMN card SET MASK SHOW MIDDLE 4 FOR USER bob",
+            ErrorCode::InvalidInput,
+            "syntax error: ",
+        ),
+        (
+            "ALTER TABLE people ALTER COLUMN card DROP MASK FOR USER nobody",
+            ErrorCode::NotFound,
+            "column 'card' of iceberg.default.people has no such mask",
+        ),
+    ] {
+        let e = refused(&engine, &alice, sql).await;
+        assert_eq!(e.code(), code, "{sql}: {}", e.message());
+        assert!(e.message().starts_with(message), "{sql}: {}", e.message());
+    }
+}
+
+/// The governance matrix (tests/fixtures/governance.json), embedded, each persona as themselves:
+/// the same exact rows the client tests get over Trino HTTP and Flight SQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_governance_matrix_holds_embedded() {
+    let matrix: serde_json::Value = serde_json::from_str(include_str!("fixtures/governance.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            access_default: sqe_engine::AccessDefault::Deny,
+            ..EngineConfig::default()
+        },
+    );
+    let personas: Vec<(String, Session)> = matrix["personas"]
+        .as_object()
+        .unwrap_or_else(|| panic!("personas"))
+        .iter()
+        .map(|(name, roles)| {
+            let roles: Vec<&str> = roles
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.as_str())
+                .collect();
+            (name.clone(), session(&engine, name, &roles))
+        })
+        .collect();
+    let admin = &personas[0].1;
+    for sql in matrix["setup"].as_array().into_iter().flatten() {
+        ok(&engine, admin, sql.as_str().unwrap_or_default()).await;
+    }
+    let first_snapshot = ok(
+        &engine,
+        admin,
+        "SELECT snapshot_id FROM gov.\"customers$snapshots\" ORDER BY committed_at LIMIT 1",
+    )
+    .await;
+    let files = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for case in matrix["cases"].as_array().into_iter().flatten() {
+        let name = case["name"].as_str().unwrap_or_default();
+        for (persona, session) in &personas {
+            let statements: Vec<String> = case["sql"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    s.as_str()
+                        .unwrap_or_default()
+                        .replace("{tag}", &format!("embedded_{persona}"))
+                        .replace("{dir}", &files.path().display().to_string())
+                        .replace("{first_snapshot}", &first_snapshot[0])
+                })
+                .collect();
+            let mut got = Ok(Vec::new());
+            for sql in &statements {
+                got = rows(&engine, session, sql).await;
+                if got.is_err() {
+                    break;
+                }
+            }
+            let expected = &case[persona.as_str()];
+            match (expected.get("error").and_then(|e| e.as_str()), got) {
+                (Some(text), Err(e)) => assert!(
+                    e.message().contains(text),
+                    "{name} as {persona}: {} does not hold {text}",
+                    e.message()
+                ),
+                (None, Ok(rows)) => {
+                    let want: Vec<&str> = expected
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r.as_str())
+                        .collect();
+                    assert_eq!(rows, want, "{name} as {persona}");
+                }
+                (_, got) => panic!("{name} as {persona}: expected {expected}, got {got:?}"),
+            }
+        }
+    }
 }

@@ -188,7 +188,20 @@ pub const POLICY_TABLES: &str = "CREATE TABLE IF NOT EXISTS sqe_privileges (
         grantee_kind VARCHAR(8) NOT NULL,
         grantee VARCHAR(255) NOT NULL,
         expression VARCHAR(4000) NOT NULL,
-        PRIMARY KEY (catalog_name, schema_name, table_name, filter_name));";
+        PRIMARY KEY (catalog_name, schema_name, table_name, filter_name));
+    CREATE TABLE IF NOT EXISTS sqe_column_masks (
+        catalog_name VARCHAR(255) NOT NULL,
+        schema_name VARCHAR(255) NOT NULL,
+        table_name VARCHAR(255) NOT NULL,
+        field_id VARCHAR(16) NOT NULL,
+        grantee_kind VARCHAR(8) NOT NULL,
+        grantee VARCHAR(255) NOT NULL,
+        mask_kind VARCHAR(16) NOT NULL,
+        argument VARCHAR(4000) NOT NULL,
+        PRIMARY KEY (catalog_name, schema_name, table_name, field_id, grantee_kind, grantee));
+    CREATE TABLE IF NOT EXISTS sqe_mask_keys (
+        catalog_name VARCHAR(255) NOT NULL PRIMARY KEY,
+        key_hex VARCHAR(128) NOT NULL);";
 
 /// One privilege row.
 #[derive(Debug, Clone)]
@@ -509,7 +522,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Moves the owner, privileges and row filters of a renamed table to its new name, replacing
+    /// Moves the owner, privileges, row filters and column masks of a renamed table to its new name, replacing
     /// any left there.
     pub(crate) fn move_object(
         &self,
@@ -523,7 +536,12 @@ impl Engine {
             return Ok(());
         };
         let ((schema, table), (new_schema, new_table)) = (from.key(), to.key());
-        for rows in ["sqe_owners", "sqe_privileges", "sqe_row_filters"] {
+        for rows in [
+            "sqe_owners",
+            "sqe_privileges",
+            "sqe_row_filters",
+            "sqe_column_masks",
+        ] {
             db.execute(
                 &format!(
                     "UPDATE {rows} SET schema_name = $4, table_name = $5
@@ -535,7 +553,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Forgets the owner, privileges and row filters of a dropped object: a table made again under
+    /// Forgets the owner, privileges, row filters and column masks of a dropped object: a table made again under
     /// its name starts with none.
     pub(crate) fn forget_object(&self, session: &Session, object: &Object) -> SqeResult<()> {
         let handle = self.catalog(session, &object.catalog)?;
@@ -543,7 +561,12 @@ impl Engine {
             return Ok(());
         };
         let (schema, table) = object.key();
-        for rows in ["sqe_owners", "sqe_privileges", "sqe_row_filters"] {
+        for rows in [
+            "sqe_owners",
+            "sqe_privileges",
+            "sqe_row_filters",
+            "sqe_column_masks",
+        ] {
             db.execute(
                 &format!(
                     "DELETE FROM {rows} WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3"

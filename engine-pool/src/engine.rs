@@ -39,7 +39,7 @@ use crate::attach::{SessionMounts, SessionScoped};
 use crate::catalog::backend::{CatalogMount, CatalogRef, SharedMount};
 use crate::catalog::hms::{HmsCatalog, HmsConfig};
 use crate::catalog::information::{Catalogs, WithInformationSchema};
-use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt, scan_provider};
+use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt};
 use crate::catalog::rest::{RestCatalogConfig, RestMount};
 use crate::catalog::sql::{PostgresConfig, SqlCatalog};
 use crate::ddl::starts_with_words;
@@ -88,6 +88,8 @@ pub struct EngineConfig {
     pub admin_roles: Vec<String>,
     /// What no privilege decides (access.rs): allow (the embedded shell) or deny.
     pub access_default: crate::access::AccessDefault,
+    /// The key of HASH column masks (column_masks.rs); each catalog makes its own when unset.
+    pub mask_key: Option<Vec<u8>>,
     /// Which files the file functions, COPY and table locations may reach (all, embedded).
     pub files: FileAccess,
     /// Where persistent secrets are kept, and the passphrase their key is derived from; without
@@ -153,6 +155,7 @@ pub struct Engine {
     pub(crate) admin_roles: Vec<String>,
     /// `[access] default = "allow"`: what no privilege row decides is allowed.
     pub(crate) access_default_allow: bool,
+    pub(crate) mask_key: Option<Vec<u8>>,
     files: FileAccess,
     state: SessionState,
     admission: Admission,
@@ -295,6 +298,7 @@ impl Engine {
             persistent_secrets: persistent_secrets(&config)?,
             default_catalog: default_catalog.to_lowercase(),
             admin_roles: config.admin_roles.clone(),
+            mask_key: config.mask_key.clone(),
             access_default_allow: config.access_default == crate::access::AccessDefault::Allow,
             files: config.files.clone(),
             state,
@@ -545,6 +549,12 @@ impl Engine {
         {
             return self.run_row_filter_statement(session, &prepared.sql).await;
         }
+        if (starts_with_words(&prepared.sql, &["alter", "table"])
+            || starts_with_words(&prepared.sql, &["show", "masks"]))
+            && let Some(done) = self.run_mask_statement(session, &prepared.sql).await
+        {
+            return done;
+        }
         if starts_with_word(&prepared.sql, "copy") {
             return self.copy_to(session, &prepared).await;
         }
@@ -694,7 +704,7 @@ impl Engine {
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
-        let plan = self.apply_row_filters(session, &state, plan)?;
+        let plan = self.apply_policies(session, &state, plan)?;
         self.stream_plan(state, plan).await
     }
 
@@ -767,7 +777,7 @@ impl Engine {
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
-        let plan = self.apply_row_filters(session, &state, plan)?;
+        let plan = self.apply_policies(session, &state, plan)?;
         Ok((state, plan))
     }
 
@@ -899,7 +909,6 @@ impl Engine {
                 "table '{catalog_name}.{namespace}.{name}' does not exist"
             ))
         })?;
-        self.no_row_filter_for(session, &object)?;
         let catalog = self.catalog(session, &catalog_name)?;
         let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), name.clone());
         let table = load_table_opt(catalog.as_ref(), &ident)
@@ -958,9 +967,11 @@ impl Engine {
                     })?
             }
         };
-        scan_provider(table, Some(snapshot_id))
-            .await
-            .map_err(from_datafusion)
+        // Known as its table, so that its row filters and column masks apply (row_filters.rs).
+        let provider = crate::catalog::scan::IcebergScanProvider::try_new(table, Some(snapshot_id))
+            .map_err(from_iceberg)?
+            .in_catalog(&catalog_name);
+        Ok(Arc::new(provider))
     }
 
     /// (catalog, schema, table) for a name, qualified by the session's current catalog and schema.

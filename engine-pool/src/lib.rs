@@ -7,6 +7,7 @@ mod access;
 mod admission;
 mod attach;
 pub mod catalog;
+mod column_masks;
 mod ddl;
 mod dialect;
 mod engine;

@@ -15,20 +15,21 @@
 //! optimizer rule runs, so no projection, join, aggregate or pushdown sees the other rows: queries,
 //! subqueries, CTEs, views (whose bodies are planned, and filtered, in their own schema), CTAS,
 //! INSERT … SELECT and COPY alike. A filter's expression reads only the table's own columns and
-//! may use `current_user`, `current_roles()` and `is_role_in_session(…)`. What cannot be filtered
-//! yet is refused to the callers a filter names: the table's metadata tables (`t$files` shows
-//! column bounds) and time travel.
+//! may use `current_user`, `current_roles()` and `is_role_in_session(…)`. Time travel is filtered
+//! too. What cannot be filtered is refused to the callers a filter names: the table's metadata
+//! tables (`t$files` shows column bounds), `SHOW STATS` and `EXPLAIN`. Column masks
+//! (column_masks.rs) are placed by the same pass, above the row filters.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::common::{Column, DataFusionError, ScalarValue};
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, Filter, LogicalPlan, ScalarUDF, Volatility, create_udf,
+    ColumnarValue, Expr, Filter, LogicalPlan, Projection, ScalarUDF, Volatility, create_udf,
 };
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -36,6 +37,7 @@ use datafusion::sql::sqlparser::tokenizer::Token;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::access::{Object, PolicyDb};
+use crate::column_masks::Mask;
 use crate::engine::Engine;
 
 /// Wraps the condition of a `Filter` SQE placed (and returns it). It is in no function registry,
@@ -113,13 +115,11 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for RowFiltersFirst {
     }
 }
 
-/// Whether SQE placed a row filter anywhere in `plan` (before optimization folds the marker).
-pub(crate) fn has_row_filter(plan: &LogicalPlan) -> bool {
+/// Whether SQE placed a row filter or a column mask anywhere in `plan` (before optimization).
+pub(crate) fn is_governed_plan(plan: &LogicalPlan) -> bool {
     let mut found = false;
     let _ = plan.apply_with_subqueries(|node| {
-        if let LogicalPlan::Filter(f) = node
-            && is_marked(&f.predicate)
-        {
+        if is_governed(node) {
             found = true;
             return Ok(TreeNodeRecursion::Stop);
         }
@@ -128,14 +128,14 @@ pub(crate) fn has_row_filter(plan: &LogicalPlan) -> bool {
     found
 }
 
-/// Statistics and plans describe a table's rows before its row filter: refused to the callers
-/// a filter names.
+/// Statistics and plans describe a table's rows before its row filters and masks: refused to
+/// the callers they name.
 pub(crate) fn refuse_describing_filtered(plan: &LogicalPlan, what: &str) -> SqeResult<()> {
-    if has_row_filter(plan) {
+    if is_governed_plan(plan) {
         return Err(SqeError::new(
             ErrorCode::PermissionDenied,
             format!(
-                "Access Denied: {what} is not available on a table with a row filter that applies to you"
+                "Access Denied: {what} is not available on a table with a row filter or column mask that applies to you"
             ),
         ));
     }
@@ -159,45 +159,95 @@ fn is_marked(predicate: &Expr) -> bool {
 /// One filter: (grantee kind, grantee, expression).
 type Rule = (String, String, String);
 
-/// A statement's view of the row filters of the catalogs it reads, read once per catalog.
-struct Filters<'a> {
-    engine: &'a Engine,
-    session: &'a Session,
-    by_catalog: HashMap<String, HashMap<(String, String), Vec<Rule>>>,
-    roles: HashMap<String, BTreeSet<String>>,
+/// One catalog's row filters and column masks, by (schema, table), and the caller's roles there.
+struct CatalogPolicies {
+    filters: HashMap<(String, String), Vec<Rule>>,
+    masks: HashMap<(String, String), Vec<crate::column_masks::Rule>>,
+    roles: BTreeSet<String>,
 }
 
-impl Filters<'_> {
-    /// The expressions that apply to the caller on `object`.
-    fn for_caller(&mut self, object: &Object) -> SqeResult<Vec<String>> {
-        let catalog = object.catalog.clone();
-        if !self.by_catalog.contains_key(&catalog) {
-            let handle = self.engine.catalog(self.session, &catalog)?;
-            let (rules, roles) = match handle.policy_db() {
-                Some(db) => (
-                    read_rules(db, &catalog)?,
-                    caller_roles(db, &catalog, self.session)?,
-                ),
-                None => (HashMap::new(), BTreeSet::new()),
-            };
-            self.by_catalog.insert(catalog.clone(), rules);
-            self.roles.insert(catalog.clone(), roles);
+/// A statement's view of the row filters and column masks of the catalogs it reads, read once
+/// per catalog.
+struct Governance<'a> {
+    engine: &'a Engine,
+    session: &'a Session,
+    catalogs: HashMap<String, CatalogPolicies>,
+}
+
+impl<'a> Governance<'a> {
+    fn new(engine: &'a Engine, session: &'a Session) -> Self {
+        Self {
+            engine,
+            session,
+            catalogs: HashMap::new(),
         }
+    }
+
+    fn catalog(&mut self, catalog: &str) -> SqeResult<&CatalogPolicies> {
+        if !self.catalogs.contains_key(catalog) {
+            let handle = self.engine.catalog(self.session, catalog)?;
+            let read = match handle.policy_db() {
+                Some(db) => CatalogPolicies {
+                    filters: read_rules(db, catalog)?,
+                    masks: crate::column_masks::read_masks(db, catalog)?,
+                    roles: caller_roles(db, catalog, self.session)?,
+                },
+                None => CatalogPolicies {
+                    filters: HashMap::new(),
+                    masks: HashMap::new(),
+                    roles: BTreeSet::new(),
+                },
+            };
+            self.catalogs.insert(catalog.to_string(), read);
+        }
+        Ok(&self.catalogs[catalog])
+    }
+
+    fn applies(&self, catalog: &str, kind: &str, grantee: &str) -> bool {
+        match kind {
+            "user" => grantee == self.session.principal.name,
+            _ => self.catalogs[catalog].roles.contains(grantee),
+        }
+    }
+
+    /// The row filters that apply to the caller on `object`.
+    fn filters_for(&mut self, object: &Object) -> SqeResult<Vec<String>> {
         let key = (
             object.schema.clone(),
             object.table.clone().unwrap_or_default(),
         );
-        let roles = &self.roles[&catalog];
-        Ok(self.by_catalog[&catalog]
-            .get(&key)
+        let rules = self.catalog(&object.catalog)?.filters.get(&key).cloned();
+        Ok(rules
             .into_iter()
             .flatten()
-            .filter(|(kind, grantee, _)| match kind.as_str() {
-                "user" => *grantee == self.session.principal.name,
-                _ => roles.contains(grantee),
-            })
-            .map(|(_, _, expr)| expr.clone())
+            .filter(|(kind, grantee, _)| self.applies(&object.catalog, kind, grantee))
+            .map(|(_, _, expr)| expr)
             .collect())
+    }
+
+    /// The mask that applies to the caller on each masked column of `object`, by field id: the
+    /// user's own, else the first of their roles' by name.
+    fn masks_for(&mut self, object: &Object) -> SqeResult<HashMap<i32, Mask>> {
+        let key = (
+            object.schema.clone(),
+            object.table.clone().unwrap_or_default(),
+        );
+        let rules = self.catalog(&object.catalog)?.masks.get(&key).cloned();
+        let mut masks = HashMap::new();
+        for (field_id, kind, grantee, mask) in rules.into_iter().flatten() {
+            if self.applies(&object.catalog, &kind, &grantee) {
+                masks.entry(field_id).or_insert(mask);
+            }
+        }
+        Ok(masks)
+    }
+
+    fn hash_key(&self, catalog: &str) -> SqeResult<Option<Vec<u8>>> {
+        let handle = self.engine.catalog(self.session, catalog)?;
+        match handle.policy_db() {
+            Some(db) => crate::column_masks::statement_hash_key(self.engine, db, catalog),
+            None => Ok(None),
+        }
     }
 }
 
@@ -237,101 +287,155 @@ fn external(e: SqeError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
+/// Whether `node` is a row filter or the column masks SQE placed (see [`Engine::apply_policies`]).
+fn is_governed(node: &LogicalPlan) -> bool {
+    match node {
+        LogicalPlan::Filter(f) => is_marked(&f.predicate),
+        LogicalPlan::Projection(p) => p.expr.iter().any(crate::column_masks::is_mask),
+        _ => false,
+    }
+}
+
 impl Engine {
-    /// `plan` with each scan of a filtered table behind its filters (see the module doc). Scans
-    /// already behind SQE's filters (a view's body, planned before) are left as they are.
-    pub(crate) fn apply_row_filters(
+    /// `plan` with each scan of a governed table behind its row filters and then its column
+    /// masks (see the module docs here and in column_masks.rs). Scans already governed (a view's
+    /// body, planned before) are left as they are.
+    pub(crate) fn apply_policies(
         &self,
         session: &Session,
         state: &SessionState,
         plan: LogicalPlan,
     ) -> SqeResult<LogicalPlan> {
-        let mut filters = Filters {
-            engine: self,
-            session,
-            by_catalog: HashMap::new(),
-            roles: HashMap::new(),
-        };
-        plan.transform_down_with_subqueries(|node| {
-            if let LogicalPlan::Filter(f) = &node
-                && is_marked(&f.predicate)
-            {
-                return Ok(Transformed::new(node, false, TreeNodeRecursion::Jump));
-            }
-            let LogicalPlan::TableScan(scan) = &node else {
-                return Ok(Transformed::no(node));
-            };
-            let full = scan
-                .table_name
-                .clone()
-                .resolve(&session.catalog, &session.schema);
-            let (catalog, schema, table) = (&*full.catalog, &*full.schema, &*full.table);
-            if catalog == crate::engine::QUERY_CATALOG
-                || catalog == "system"
-                || schema == "information_schema"
-                || self.mount(session, catalog).is_err()
-            {
-                return Ok(Transformed::no(node));
-            }
-            let base = table.split('$').next().unwrap_or(table);
-            let object = Object::table(catalog, schema, base);
-            let expressions = filters.for_caller(&object).map_err(external)?;
-            if expressions.is_empty() {
-                return Ok(Transformed::no(node));
-            }
-            if base != table {
-                return Err(external(SqeError::new(
-                    ErrorCode::PermissionDenied,
-                    format!(
-                        "Access Denied: Cannot select from table {catalog}.{schema}.{table}: a row filter on {object} applies to you"
-                    ),
-                )));
-            }
-            let mut predicate: Option<Expr> = None;
-            for sql in expressions {
-                let expr = state
-                    .create_logical_expr(&sql, scan.projected_schema.as_ref())
-                    .map_err(|e| {
-                        external(SqeError::invalid(format!(
-                            "the row filter ({sql}) on {object} cannot be applied: {e}"
-                        )))
-                    })?;
-                predicate = Some(match predicate {
-                    Some(p) => p.and(expr),
-                    None => expr,
+        let mut governance = Governance::new(self, session);
+        // Set when a mask made a required column nullable: the plan's schemas are then redone.
+        let mut nullable = false;
+        let plan = plan
+            .transform_down_with_subqueries(|node| {
+                if is_governed(&node) {
+                    return Ok(Transformed::new(node, false, TreeNodeRecursion::Jump));
+                }
+                let LogicalPlan::TableScan(scan) = &node else {
+                    return Ok(Transformed::no(node));
+                };
+                let provider = datafusion::datasource::source_as_provider(&scan.source).ok();
+                let iceberg = provider.as_ref().and_then(|p| {
+                    p.as_ref()
+                        .downcast_ref::<crate::catalog::scan::IcebergScanProvider>()
                 });
-            }
-            let Some(predicate) = predicate else {
-                return Ok(Transformed::no(node));
-            };
-            let filter = Filter::try_new(marked(predicate), Arc::new(node))?;
-            Ok(Transformed::new(
-                LogicalPlan::Filter(filter),
-                true,
-                TreeNodeRecursion::Jump,
-            ))
+                let full = scan
+                    .table_name
+                    .clone()
+                    .resolve(&session.catalog, &session.schema);
+                let (catalog, schema, table) = match iceberg.and_then(|p| p.origin()) {
+                    Some(origin) => origin,
+                    None => (
+                        full.catalog.to_string(),
+                        full.schema.to_string(),
+                        full.table.to_string(),
+                    ),
+                };
+                if catalog == crate::engine::QUERY_CATALOG
+                    || catalog == "system"
+                    || schema == "information_schema"
+                    || self.mount(session, &catalog).is_err()
+                {
+                    return Ok(Transformed::no(node));
+                }
+                let base = table.split('$').next().unwrap_or(&table);
+                let object = Object::table(&catalog, &schema, base);
+                let expressions = governance.filters_for(&object).map_err(external)?;
+                let masks = governance.masks_for(&object).map_err(external)?;
+                if expressions.is_empty() && masks.is_empty() {
+                    return Ok(Transformed::no(node));
+                }
+                if base != table {
+                    return Err(external(SqeError::new(
+                        ErrorCode::PermissionDenied,
+                        format!(
+                            "Access Denied: Cannot select from table {catalog}.{schema}.{table}: a row filter or column mask on {object} applies to you"
+                        ),
+                    )));
+                }
+                let columns = Arc::clone(&scan.projected_schema);
+                let mut governed = node;
+                let mut predicate: Option<Expr> = None;
+                for sql in expressions {
+                    let expr = state
+                        .create_logical_expr(&sql, columns.as_ref())
+                        .map_err(|e| {
+                            external(SqeError::invalid(format!(
+                                "the row filter ({sql}) on {object} cannot be applied: {e}"
+                            )))
+                        })?;
+                    predicate = Some(match predicate {
+                        Some(p) => p.and(expr),
+                        None => expr,
+                    });
+                }
+                if let Some(predicate) = predicate {
+                    governed =
+                        LogicalPlan::Filter(Filter::try_new(marked(predicate), Arc::new(governed))?);
+                }
+                if !masks.is_empty() {
+                    let Some(ids) = iceberg.map(|p| p.field_ids()) else {
+                        return Err(external(SqeError::new(
+                            ErrorCode::PermissionDenied,
+                            format!("Access Denied: the column masks on {object} cannot be applied to this scan"),
+                        )));
+                    };
+                    let key = match masks.values().any(|m| *m == Mask::Hash) {
+                        true => governance.hash_key(&catalog).map_err(external)?,
+                        false => None,
+                    };
+                    let mut exprs = Vec::with_capacity(columns.fields().len());
+                    for (qualifier, field) in columns.iter() {
+                        let column = Expr::Column(Column::new(qualifier.cloned(), field.name()));
+                        let mask = ids.get(field.name()).and_then(|id| masks.get(id));
+                        exprs.push(match mask {
+                            None => column,
+                            Some(mask) => {
+                                nullable |= !field.is_nullable();
+                                crate::column_masks::masked(
+                                    mask,
+                                    column,
+                                    field.data_type(),
+                                    state,
+                                    &columns,
+                                    key.as_deref(),
+                                )
+                                .map_err(|e| {
+                                    external(SqeError::invalid(format!(
+                                        "the mask {mask} on column '{}' of {object} cannot be applied: {e}",
+                                        field.name()
+                                    )))
+                                })?
+                                .alias_qualified(qualifier.cloned(), field.name())
+                            }
+                        });
+                    }
+                    governed = LogicalPlan::Projection(Projection::try_new(
+                        exprs,
+                        Arc::new(governed),
+                    )?);
+                }
+                Ok(Transformed::new(governed, true, TreeNodeRecursion::Jump))
+            })
+            .map(|t| t.data)
+            .map_err(crate::error::from_datafusion)?;
+        if !nullable {
+            return Ok(plan);
+        }
+        // The nodes above a masked required column still call it NOT NULL: recompute them, or a
+        // `c IS NULL` could be folded to false.
+        plan.transform_up_with_subqueries(|node| match node {
+            LogicalPlan::TableScan(_) => Ok(Transformed::no(node)),
+            LogicalPlan::Union(u) => Ok(Transformed::yes(LogicalPlan::Union(
+                datafusion::logical_expr::Union::try_new(u.inputs)?,
+            ))),
+            other => other.recompute_schema().map(Transformed::yes),
         })
         .map(|t| t.data)
         .map_err(crate::error::from_datafusion)
-    }
-
-    /// Refuses time travel to the callers a row filter on the table names (not filtered yet).
-    pub(crate) fn no_row_filter_for(&self, session: &Session, object: &Object) -> SqeResult<()> {
-        let mut filters = Filters {
-            engine: self,
-            session,
-            by_catalog: HashMap::new(),
-            roles: HashMap::new(),
-        };
-        if filters.for_caller(object)?.is_empty() {
-            return Ok(());
-        }
-        Err(SqeError::new(
-            ErrorCode::PermissionDenied,
-            format!(
-                "Access Denied: Cannot read an older version of table {object}: a row filter on it applies to you"
-            ),
-        ))
     }
 
     /// `CREATE ROW FILTER`, `DROP ROW FILTER`, `SHOW ROW FILTERS`: see the module doc.
@@ -518,13 +622,13 @@ fn parse(sql: &str) -> SqeResult<Parsed> {
 }
 
 /// A name as SQL compares it: an unquoted one in lower case, as GRANT keeps user and role names.
-fn normalized(ident: datafusion::sql::sqlparser::ast::Ident) -> String {
+pub(crate) fn normalized(ident: datafusion::sql::sqlparser::ast::Ident) -> String {
     match ident.quote_style {
         Some(_) => ident.value,
         None => ident.value.to_lowercase(),
     }
 }
 
-fn quoted(name: &str) -> String {
+pub(crate) fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }

@@ -28,6 +28,9 @@ pub struct AccessSection {
     /// `"allow"` (the default: every signed-in user may do what nothing denies) or `"deny"`
     /// (nothing not granted); `production_mode` requires `"deny"`.
     pub default: AccessDefaultSetting,
+    /// The environment variable holding the key of HASH column masks (16 characters or more);
+    /// without it each catalog makes and keeps a random key of its own.
+    pub mask_key_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
@@ -44,6 +47,22 @@ impl AccessSection {
             AccessDefaultSetting::Allow => sqe_engine::AccessDefault::Allow,
             AccessDefaultSetting::Deny => sqe_engine::AccessDefault::Deny,
         }
+    }
+
+    /// The HASH masks' key from `mask_key_env`, if set.
+    pub fn mask_key(&self) -> Result<Option<Vec<u8>>, String> {
+        let Some(var) = &self.mask_key_env else {
+            return Ok(None);
+        };
+        let key = std::env::var(var).map_err(|_| {
+            format!("[access] mask_key_env: the environment variable {var} is not set")
+        })?;
+        if key.len() < 16 {
+            return Err(format!(
+                "[access] mask_key_env: the key in {var} is shorter than 16 characters"
+            ));
+        }
+        Ok(Some(key.into_bytes()))
     }
 }
 

@@ -163,6 +163,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
             admission: config.engine.admission(),
             admin_roles: config.auth.admin_roles.clone(),
             access_default: config.access.engine_default(),
+            mask_key: config.access.mask_key()?,
             files: config.files.access(),
             ..EngineConfig::default()
         })

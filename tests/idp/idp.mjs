@@ -6,9 +6,15 @@
 // tests can obtain each kind of bad token from the real issuer.
 import { OAuth2Server } from 'oauth2-mock-server';
 
-const users = { alice: 'alice-secret', bob: 'bob-secret', ada: 'ada-secret' };
+const users = {
+  alice: 'alice-secret',
+  bob: 'bob-secret',
+  ada: 'ada-secret',
+  carol: 'carol-secret',
+  dave: 'dave-secret',
+};
 // Roles a user's tokens carry in their `roles` claim.
-const roles = { ada: ['sqe_admin'] };
+const roles = { ada: ['sqe_admin'], carol: ['support'] };
 const clients = { 'etl-service': 'etl-secret' };
 
 const server = new OAuth2Server();

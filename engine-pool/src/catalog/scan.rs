@@ -62,6 +62,9 @@ pub struct IcebergScanProvider {
     iceberg_schema: iceberg::spec::SchemaRef,
     /// Each top-level column's field id, by name.
     field_ids: HashMap<String, i32>,
+    /// The SQE catalog the table is in, for a scan SQE registered under a name of its own (time
+    /// travel), so that the table's policies still find it.
+    catalog_name: Option<String>,
 }
 
 /// Without the table's file IO, whose properties may hold the caller's token and storage keys.
@@ -124,7 +127,29 @@ impl IcebergScanProvider {
             snapshot_id,
             iceberg_schema: schema,
             field_ids,
+            catalog_name: None,
         })
+    }
+
+    /// This scan, known as a table of the SQE catalog `name`.
+    pub fn in_catalog(mut self, name: &str) -> Self {
+        self.catalog_name = Some(name.to_string());
+        self
+    }
+
+    /// (SQE catalog, schema, table) of a scan made with [`Self::in_catalog`].
+    pub fn origin(&self) -> Option<(String, String, String)> {
+        let ident = self.table.identifier();
+        Some((
+            self.catalog_name.clone()?,
+            ident.namespace().to_url_string(),
+            ident.name().to_string(),
+        ))
+    }
+
+    /// The field id of each top-level column read, by name.
+    pub fn field_ids(&self) -> &HashMap<String, i32> {
+        &self.field_ids
     }
 }
 

@@ -1,0 +1,786 @@
+//! Column masks: what a user or a role sees in place of a column's values.
+//!
+//! ```sql
+//! ALTER TABLE t ALTER COLUMN c SET MASK <mask> FOR {USER | ROLE} name
+//! ALTER TABLE t ALTER COLUMN c DROP MASK [FOR {USER | ROLE} name]
+//! SHOW MASKS ON t
+//! ```
+//!
+//! A mask keeps the column's type. The vocabulary:
+//!
+//! | mask | shows | columns |
+//! |---|---|---|
+//! | `NULL` | NULL | any |
+//! | `REDACT ['text']` | the text (`xxxx` if none) for each non-NULL value | text |
+//! | `HASH` | a keyed hash (HMAC-SHA256, as hex text or folded into the integer) | text, int, bigint |
+//! | `SHOW FIRST n`, `SHOW LAST n` | the first or last n characters, letters and digits of the rest as `x` | text |
+//! | `TRUNCATE TO {YEAR \| MONTH \| DAY}` | the date or timestamp cut to the unit | date, timestamp |
+//! | `USING (expression)` | the expression over the row's columns, cast to the column's type | any |
+//!
+//! The hash key is `[access] mask_key_env`'s, or one the catalog makes (random, kept in its
+//! database) when the first HASH mask is set: equal values hash alike within a catalog, so joins on
+//! a hashed column still match.
+//!
+//! Masks are kept by the column's Iceberg field id: a renamed column stays masked, and a column
+//! dropped and added again under its old name starts unmasked. The table's owner (or an admin) sets
+//! them. When masks for the caller's user and for their roles name one column, the user's wins,
+//! then the first role by name. Row filters (row_filters.rs) see the raw values (as Trino's do);
+//! everything else in a statement sees only the masked ones: each scan of the table is followed by
+//! a projection that masks the columns, and since the masks are volatile no condition on a masked
+//! column is moved below them, so neither a predicate nor the files' statistics ever meet a raw
+//! value.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, Int32Array, Int64Array, StringArray};
+use datafusion::arrow::compute::{can_cast_types, cast};
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::common::{DFSchemaRef, Result as DFResult, ScalarValue, plan_err};
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility, lit,
+    when,
+};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::Token;
+use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
+
+use crate::access::{Object, PolicyDb};
+use crate::engine::Engine;
+use crate::row_filters::{normalized, quoted};
+
+/// What a mask shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mask {
+    Null,
+    Redact(String),
+    Hash,
+    ShowFirst(u32),
+    ShowLast(u32),
+    Truncate(&'static str),
+    Custom(String),
+}
+
+impl Mask {
+    /// (kind, argument) as the policy table keeps them.
+    fn stored(&self) -> (&'static str, String) {
+        match self {
+            Mask::Null => ("null", String::new()),
+            Mask::Redact(text) => ("redact", text.clone()),
+            Mask::Hash => ("hash", String::new()),
+            Mask::ShowFirst(n) => ("show_first", n.to_string()),
+            Mask::ShowLast(n) => ("show_last", n.to_string()),
+            Mask::Truncate(unit) => ("truncate", unit.to_string()),
+            Mask::Custom(sql) => ("custom", sql.clone()),
+        }
+    }
+
+    fn from_stored(kind: &str, argument: &str) -> Option<Mask> {
+        Some(match kind {
+            "null" => Mask::Null,
+            "redact" => Mask::Redact(argument.to_string()),
+            "hash" => Mask::Hash,
+            "show_first" => Mask::ShowFirst(argument.parse().ok()?),
+            "show_last" => Mask::ShowLast(argument.parse().ok()?),
+            "truncate" => Mask::Truncate(unit(argument)?),
+            "custom" => Mask::Custom(argument.to_string()),
+            _ => return None,
+        })
+    }
+
+    /// Whether the mask fits a column of type `t` (a custom one is checked by planning it).
+    fn fits(&self, t: &DataType) -> bool {
+        let text = matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8);
+        match self {
+            Mask::Null | Mask::Custom(_) => true,
+            Mask::Redact(_) | Mask::ShowFirst(_) | Mask::ShowLast(_) => text,
+            Mask::Hash => text || matches!(t, DataType::Int32 | DataType::Int64),
+            Mask::Truncate(_) => matches!(t, DataType::Date32 | DataType::Timestamp(..)),
+        }
+    }
+}
+
+impl std::fmt::Display for Mask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mask::Null => write!(f, "NULL"),
+            Mask::Redact(text) => write!(f, "REDACT '{}'", text.replace('\'', "''")),
+            Mask::Hash => write!(f, "HASH"),
+            Mask::ShowFirst(n) => write!(f, "SHOW FIRST {n}"),
+            Mask::ShowLast(n) => write!(f, "SHOW LAST {n}"),
+            Mask::Truncate(unit) => write!(f, "TRUNCATE TO {}", unit.to_uppercase()),
+            Mask::Custom(sql) => write!(f, "USING ({sql})"),
+        }
+    }
+}
+
+fn unit(word: &str) -> Option<&'static str> {
+    ["year", "month", "day"]
+        .into_iter()
+        .find(|u| u.eq_ignore_ascii_case(word))
+}
+
+/// One stored mask: (field id, grantee kind, grantee, mask).
+pub(crate) type Rule = (i32, String, String, Mask);
+
+/// Every mask of `catalog`, by (schema, table).
+pub(crate) fn read_masks(
+    db: &dyn PolicyDb,
+    catalog: &str,
+) -> SqeResult<HashMap<(String, String), Vec<Rule>>> {
+    let rows = db.query(
+        "SELECT schema_name, table_name, field_id, grantee_kind, grantee, mask_kind, argument
+         FROM sqe_column_masks WHERE catalog_name = $1 ORDER BY grantee_kind DESC, grantee",
+        &[catalog],
+    )?;
+    let mut masks: HashMap<(String, String), Vec<Rule>> = HashMap::new();
+    for r in rows.into_iter().filter(|r| r.len() == 7) {
+        let t: Vec<String> = r.into_iter().map(Option::unwrap_or_default).collect();
+        // A row this build cannot read masks the column entirely (never shows it raw).
+        let mask = Mask::from_stored(&t[5], &t[6]).unwrap_or(Mask::Null);
+        let Ok(field_id) = t[2].parse() else {
+            continue;
+        };
+        masks
+            .entry((t[0].clone(), t[1].clone()))
+            .or_default()
+            .push((field_id, t[3].clone(), t[4].clone(), mask));
+    }
+    Ok(masks)
+}
+
+/// The hash key of `catalog`: the configured one, else the catalog's own (made on first need when
+/// `make` is set).
+fn hash_key(
+    engine: &Engine,
+    db: &dyn PolicyDb,
+    catalog: &str,
+    make: bool,
+) -> SqeResult<Option<Vec<u8>>> {
+    if let Some(key) = engine.mask_key() {
+        return Ok(Some(key.to_vec()));
+    }
+    let read = || -> SqeResult<Option<Vec<u8>>> {
+        let rows = db.query(
+            "SELECT key_hex FROM sqe_mask_keys WHERE catalog_name = $1",
+            &[catalog],
+        )?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next().flatten())
+            .and_then(|hex| from_hex(&hex)))
+    };
+    if let Some(key) = read()? {
+        return Ok(Some(key));
+    }
+    if !make {
+        return Ok(None);
+    }
+    let mut key = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+        .map_err(|_| SqeError::internal("no randomness for a mask key"))?;
+    db.execute(
+        "INSERT INTO sqe_mask_keys (catalog_name, key_hex) VALUES ($1, $2)",
+        &[catalog, &to_hex(&key)],
+    )?;
+    // Read back: a concurrent first HASH mask may have made the key first.
+    read()
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The masking functions. They are in no function registry (no statement can name one), and
+/// volatile, so that no optimizer rule moves a condition on a masked column below the mask.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct MaskFn {
+    op: Op,
+    signature: Signature,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Op {
+    /// Marks a mask SQE built from other expressions.
+    Applied,
+    ShowFirst(usize),
+    ShowLast(usize),
+    Hash(Vec<u8>),
+}
+
+impl MaskFn {
+    fn call(op: Op, arg: Expr) -> Expr {
+        let udf = ScalarUDF::new_from_impl(MaskFn {
+            op,
+            signature: Signature::any(1, Volatility::Volatile),
+        });
+        Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(udf), vec![arg]))
+    }
+}
+
+impl ScalarUDFImpl for MaskFn {
+    fn name(&self) -> &str {
+        "sqe_column_mask"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> DFResult<DataType> {
+        match args {
+            [t] => Ok(t.clone()),
+            _ => plan_err!("sqe_column_mask takes one argument"),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DFResult<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return plan_err!("sqe_column_mask takes one argument");
+        };
+        if self.op == Op::Applied {
+            return Ok(value.clone());
+        }
+        let array = value.to_array(args.number_rows)?;
+        let t = array.data_type().clone();
+        let masked: ArrayRef = match (&self.op, &t) {
+            (Op::Hash(key), DataType::Int64) => {
+                let Some(a) = array.as_any().downcast_ref::<Int64Array>() else {
+                    return plan_err!("sqe_column_mask: not a bigint");
+                };
+                let hashed: Int64Array = a
+                    .iter()
+                    .map(|v| v.map(|v| fold::<8>(&hmac(key, &v.to_be_bytes())) as i64))
+                    .collect();
+                Arc::new(hashed)
+            }
+            (Op::Hash(key), DataType::Int32) => {
+                let Some(a) = array.as_any().downcast_ref::<Int32Array>() else {
+                    return plan_err!("sqe_column_mask: not an int");
+                };
+                let hashed: Int32Array = a
+                    .iter()
+                    .map(|v| v.map(|v| fold::<4>(&hmac(key, &v.to_be_bytes())) as i32))
+                    .collect();
+                Arc::new(hashed)
+            }
+            (op, _) => {
+                let text = cast(&array, &DataType::Utf8)?;
+                let Some(text) = text.as_any().downcast_ref::<StringArray>() else {
+                    return plan_err!("sqe_column_mask: not text");
+                };
+                let masked: StringArray =
+                    text.iter().map(|v| v.map(|s| mask_text(op, s))).collect();
+                cast(&masked, &t)?
+            }
+        };
+        Ok(ColumnarValue::Array(masked))
+    }
+}
+
+/// The first `N` bytes of a hash as an unsigned integer.
+fn fold<const N: usize>(tag: &[u8]) -> u64 {
+    tag.iter()
+        .take(N)
+        .fold(0u64, |v, b| (v << 8) | u64::from(*b))
+}
+
+fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    ring::hmac::sign(&key, data).as_ref().to_vec()
+}
+
+fn mask_text(op: &Op, s: &str) -> String {
+    let hide = |c: char| if c.is_alphanumeric() { 'x' } else { c };
+    match op {
+        Op::ShowFirst(n) => s
+            .chars()
+            .enumerate()
+            .map(|(i, c)| if i < *n { c } else { hide(c) })
+            .collect(),
+        Op::ShowLast(n) => {
+            let shown_from = s.chars().count().saturating_sub(*n);
+            s.chars()
+                .enumerate()
+                .map(|(i, c)| if i >= shown_from { c } else { hide(c) })
+                .collect()
+        }
+        Op::Hash(key) => to_hex(&hmac(key, s.as_bytes())),
+        Op::Applied => s.to_string(),
+    }
+}
+
+/// Whether `expr` is (or holds) a mask SQE placed.
+pub(crate) fn is_mask(expr: &Expr) -> bool {
+    let mut found = false;
+    let _ = datafusion::common::tree_node::TreeNode::apply(expr, |e| {
+        if let Expr::ScalarFunction(f) = e
+            && (f.func.inner().as_ref() as &dyn Any).is::<MaskFn>()
+        {
+            found = true;
+            return Ok(datafusion::common::tree_node::TreeNodeRecursion::Stop);
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    found
+}
+
+/// The masked value of `column` (of type `t`, in a scan whose columns are `schema`).
+pub(crate) fn masked(
+    mask: &Mask,
+    column: Expr,
+    t: &DataType,
+    state: &SessionState,
+    schema: &DFSchemaRef,
+    key: Option<&[u8]>,
+) -> DFResult<Expr> {
+    let typed_null = || ScalarValue::try_from(t).map(lit);
+    let cast_to = |e: Expr| datafusion::logical_expr::cast(e, t.clone());
+    Ok(match mask {
+        Mask::Null => MaskFn::call(Op::Applied, typed_null()?),
+        Mask::Redact(text) => {
+            let e = when(column.is_null(), typed_null()?).otherwise(cast_to(lit(text.as_str())))?;
+            MaskFn::call(Op::Applied, e)
+        }
+        Mask::ShowFirst(n) => MaskFn::call(Op::ShowFirst(*n as usize), column),
+        Mask::ShowLast(n) => MaskFn::call(Op::ShowLast(*n as usize), column),
+        Mask::Hash => match key {
+            Some(key) => MaskFn::call(Op::Hash(key.to_vec()), column),
+            None => return plan_err!("the catalog has no key for HASH masks"),
+        },
+        Mask::Truncate(unit) => {
+            let timestamp = match t {
+                DataType::Timestamp(..) => column,
+                _ => datafusion::logical_expr::cast(
+                    column,
+                    DataType::Timestamp(TimeUnit::Microsecond, None),
+                ),
+            };
+            let cut = Expr::ScalarFunction(ScalarFunction::new_udf(
+                datafusion::functions::datetime::date_trunc(),
+                vec![lit(*unit), timestamp],
+            ));
+            MaskFn::call(Op::Applied, cast_to(cut))
+        }
+        Mask::Custom(sql) => {
+            let e = state.create_logical_expr(sql, schema.as_ref())?;
+            MaskFn::call(Op::Applied, cast_to(e))
+        }
+    })
+}
+
+impl Engine {
+    /// `ALTER TABLE … ALTER COLUMN … SET MASK | DROP MASK` and `SHOW MASKS ON …` (see the module
+    /// doc); None when `sql` is none of them.
+    pub(crate) async fn run_mask_statement(
+        &self,
+        session: &Session,
+        sql: &str,
+    ) -> Option<SqeResult<QueryResult>> {
+        let parsed = match parse(sql) {
+            None => return None,
+            Some(Err(e)) => return Some(Err(e)),
+            Some(Ok(p)) => p,
+        };
+        Some(self.mask_statement(session, parsed).await)
+    }
+
+    async fn mask_statement(&self, session: &Session, parsed: Parsed) -> SqeResult<QueryResult> {
+        let (catalog, schema, table) = self.resolve_name(session, &parsed.table_name)?;
+        let object = Object::table(&catalog, &schema, &table);
+        self.authorize_owner(session, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        })?;
+        let (_, _, loaded) = self.load(session, &parsed.table_name).await?;
+        let current = loaded.metadata().current_schema().clone();
+        let handle = self.catalog(session, &catalog)?;
+        let db = handle.policy_db().ok_or_else(|| {
+            SqeError::unsupported(format!(
+                "catalog '{catalog}' keeps no column masks (only SQLite and PostgreSQL catalogs do)"
+            ))
+        })?;
+        let field = |name: &str| {
+            current
+                .as_struct()
+                .fields()
+                .iter()
+                .find(|f| f.name == name)
+                .cloned()
+                .ok_or_else(|| {
+                    SqeError::not_found(format!("column '{name}' does not exist in table {object}"))
+                })
+        };
+        let keys = |field_id: i32| {
+            [
+                catalog.clone(),
+                schema.clone(),
+                table.clone(),
+                field_id.to_string(),
+            ]
+        };
+        match parsed.action {
+            Action::Set {
+                column,
+                mask,
+                grantee,
+            } => {
+                let field = field(&column)?;
+                let arrow = iceberg::arrow::type_to_arrow_type(&field.field_type)
+                    .map_err(crate::error::from_iceberg)?;
+                self.check_mask(session, &object, &column, &arrow, &mask)
+                    .await?;
+                if mask == Mask::Hash {
+                    hash_key(self, db, &catalog, true)?;
+                }
+                let (kind, argument) = mask.stored();
+                let [c, s, t, id] = keys(field.id);
+                db.execute(
+                    "DELETE FROM sqe_column_masks WHERE catalog_name = $1 AND schema_name = $2
+                     AND table_name = $3 AND field_id = $4 AND grantee_kind = $5 AND grantee = $6",
+                    &[&c, &s, &t, &id, grantee.0, &grantee.1],
+                )?;
+                db.execute(
+                    "INSERT INTO sqe_column_masks (catalog_name, schema_name, table_name, field_id,
+                     grantee_kind, grantee, mask_kind, argument) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    &[&c, &s, &t, &id, grantee.0, &grantee.1, kind, &argument],
+                )?;
+            }
+            Action::Drop { column, grantee } => {
+                let field = field(&column)?;
+                let [c, s, t, id] = keys(field.id);
+                let removed = match &grantee {
+                    Some((kind, name)) => db.execute(
+                        "DELETE FROM sqe_column_masks WHERE catalog_name = $1 AND schema_name = $2
+                         AND table_name = $3 AND field_id = $4 AND grantee_kind = $5 AND grantee = $6",
+                        &[&c, &s, &t, &id, kind, name],
+                    )?,
+                    None => db.execute(
+                        "DELETE FROM sqe_column_masks WHERE catalog_name = $1 AND schema_name = $2
+                         AND table_name = $3 AND field_id = $4",
+                        &[&c, &s, &t, &id],
+                    )?,
+                };
+                if removed == 0 {
+                    return Err(SqeError::not_found(format!(
+                        "column '{column}' of {object} has no such mask"
+                    )));
+                }
+            }
+            Action::Show => {
+                let names: HashMap<i32, String> = current
+                    .as_struct()
+                    .fields()
+                    .iter()
+                    .map(|f| (f.id, f.name.clone()))
+                    .collect();
+                let mut rows: Vec<Vec<String>> = read_masks(db, &catalog)?
+                    .remove(&(schema.clone(), table.clone()))
+                    .unwrap_or_default()
+                    .into_iter()
+                    // A dropped column's masks are kept by id but shown no more.
+                    .filter_map(|(id, kind, grantee, mask)| {
+                        Some(vec![
+                            names.get(&id)?.clone(),
+                            mask.to_string(),
+                            kind.to_uppercase(),
+                            grantee,
+                        ])
+                    })
+                    .collect();
+                rows.sort();
+                return crate::ddl::text_rows(
+                    &["Column", "Mask", "Grantee Type", "Grantee"],
+                    &rows,
+                );
+            }
+        }
+        Ok(crate::engine::empty_result())
+    }
+
+    /// Refuses a mask that cannot keep the column's type.
+    async fn check_mask(
+        &self,
+        session: &Session,
+        object: &Object,
+        column: &str,
+        t: &DataType,
+        mask: &Mask,
+    ) -> SqeResult<()> {
+        if !mask.fits(t) {
+            return Err(SqeError::invalid(format!(
+                "mask {mask} does not fit column '{column}' of type {t} (see SHOW MASKS in the README for which masks fit which types)"
+            )));
+        }
+        let Mask::Custom(sql) = mask else {
+            return Ok(());
+        };
+        if sql.len() > 4000 {
+            return Err(SqeError::invalid(
+                "a mask's expression is at most 4000 characters",
+            ));
+        }
+        let check = format!(
+            "SELECT ({sql}) FROM {}.{}.{}",
+            quoted(&object.catalog),
+            quoted(&object.schema),
+            quoted(object.table.as_deref().unwrap_or_default()),
+        );
+        let (_, plan) = Box::pin(self.plan_sql(session, &check))
+            .await
+            .map_err(|e| SqeError::invalid(format!("mask {mask} on {object}: {}", e.message())))?;
+        let made = plan.schema().field(0).data_type().clone();
+        if !can_cast_types(&made, t) {
+            return Err(SqeError::invalid(format!(
+                "mask {mask} gives {made}, which cannot be cast to column '{column}' of type {t}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The configured hash key, if any.
+    pub(crate) fn mask_key(&self) -> Option<&[u8]> {
+        self.mask_key.as_deref()
+    }
+}
+
+/// The hash key a statement's HASH masks on `catalog` use.
+pub(crate) fn statement_hash_key(
+    engine: &Engine,
+    db: &dyn PolicyDb,
+    catalog: &str,
+) -> SqeResult<Option<Vec<u8>>> {
+    hash_key(engine, db, catalog, false)
+}
+
+enum Action {
+    Set {
+        column: String,
+        mask: Mask,
+        grantee: (&'static str, String),
+    },
+    Drop {
+        column: String,
+        grantee: Option<(&'static str, String)>,
+    },
+    Show,
+}
+
+struct Parsed {
+    table_name: datafusion::sql::sqlparser::ast::ObjectName,
+    action: Action,
+}
+
+/// None when `sql` is no mask statement (any other ALTER TABLE).
+fn parse(sql: &str) -> Option<SqeResult<Parsed>> {
+    let syntax = |e: datafusion::sql::sqlparser::parser::ParserError| {
+        SqeError::invalid(format!(
+            "syntax error: {e}; expected ALTER TABLE t ALTER COLUMN c SET MASK {{NULL | REDACT ['text'] | HASH | SHOW FIRST n | SHOW LAST n | TRUNCATE TO {{YEAR | MONTH | DAY}} | USING (expression)}} FOR {{USER | ROLE}} name, ALTER TABLE t ALTER COLUMN c DROP MASK [FOR {{USER | ROLE}} name] or SHOW MASKS ON t"
+        ))
+    };
+    let dialect = crate::dialect::SqeDialect::default();
+    let mut p = Parser::new(&dialect).try_with_sql(sql).ok()?;
+    let word = |p: &mut Parser, w: &str| match p.peek_token().token {
+        Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w) => {
+            p.next_token();
+            true
+        }
+        _ => false,
+    };
+    if p.parse_keyword(Keyword::SHOW) {
+        if !word(&mut p, "masks") {
+            return None;
+        }
+        let parsed = (|| {
+            p.expect_keyword(Keyword::ON).map_err(syntax)?;
+            let table_name = p.parse_object_name(false).map_err(syntax)?;
+            end(&mut p)?;
+            Ok(Parsed {
+                table_name,
+                action: Action::Show,
+            })
+        })();
+        return Some(parsed);
+    }
+    if !p.parse_keywords(&[Keyword::ALTER, Keyword::TABLE]) {
+        return None;
+    }
+    let _ = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let table_name = p.parse_object_name(false).ok()?;
+    if !p.parse_keyword(Keyword::ALTER) {
+        return None;
+    }
+    let _ = p.parse_keyword(Keyword::COLUMN);
+    let column = normalized(p.parse_identifier().ok()?);
+    let set = if p.parse_keyword(Keyword::SET) {
+        true
+    } else if p.parse_keyword(Keyword::DROP) {
+        false
+    } else {
+        return None;
+    };
+    if !word(&mut p, "mask") {
+        return None;
+    }
+    let grantee = |p: &mut Parser| -> SqeResult<(&'static str, String)> {
+        p.expect_keyword(Keyword::FOR).map_err(syntax)?;
+        let kind = if p.parse_keyword(Keyword::USER) {
+            "user"
+        } else {
+            p.expect_keyword(Keyword::ROLE).map_err(syntax)?;
+            "role"
+        };
+        let name = normalized(p.parse_identifier().map_err(syntax)?);
+        if name.len() > 255 {
+            return Err(SqeError::invalid(
+                "a grantee's name is at most 255 characters",
+            ));
+        }
+        Ok((kind, name))
+    };
+    let parsed = (|| {
+        let action = if set {
+            let mask = parse_mask(&mut p, &word).map_err(|e| match e {
+                Some(e) => syntax(e),
+                None => SqeError::invalid(
+                    "expected a mask: NULL, REDACT ['text'], HASH, SHOW FIRST n, SHOW LAST n, TRUNCATE TO {YEAR | MONTH | DAY} or USING (expression)",
+                ),
+            })?;
+            Action::Set {
+                column,
+                mask,
+                grantee: grantee(&mut p)?,
+            }
+        } else {
+            let grantee = match p.peek_keyword(Keyword::FOR) {
+                true => Some(grantee(&mut p)?),
+                false => None,
+            };
+            Action::Drop { column, grantee }
+        };
+        end(&mut p)?;
+        Ok(Parsed { table_name, action })
+    })();
+    Some(parsed)
+}
+
+/// One mask; `Err(None)` for a word that is no mask.
+fn parse_mask(
+    p: &mut Parser,
+    word: &dyn Fn(&mut Parser, &str) -> bool,
+) -> Result<Mask, Option<datafusion::sql::sqlparser::parser::ParserError>> {
+    if p.parse_keyword(Keyword::NULL) {
+        return Ok(Mask::Null);
+    }
+    if word(p, "redact") {
+        return Ok(match p.peek_token().token {
+            Token::SingleQuotedString(text) => {
+                p.next_token();
+                if text.len() > 255 {
+                    return Err(None);
+                }
+                Mask::Redact(text)
+            }
+            _ => Mask::Redact("xxxx".to_string()),
+        });
+    }
+    if word(p, "hash") {
+        return Ok(Mask::Hash);
+    }
+    if p.parse_keyword(Keyword::SHOW) {
+        let first = if p.parse_keyword(Keyword::FIRST) {
+            true
+        } else {
+            p.expect_keyword(Keyword::LAST).map_err(Some)?;
+            false
+        };
+        let n = p.parse_literal_uint().map_err(Some)?;
+        let n = u32::try_from(n).map_err(|_| None)?;
+        return Ok(if first {
+            Mask::ShowFirst(n)
+        } else {
+            Mask::ShowLast(n)
+        });
+    }
+    if p.parse_keyword(Keyword::TRUNCATE) {
+        p.expect_keyword(Keyword::TO).map_err(Some)?;
+        let u = p.parse_identifier().map_err(Some)?;
+        return unit(&u.value).map(Mask::Truncate).ok_or(None);
+    }
+    if p.parse_keyword(Keyword::USING) {
+        p.expect_token(&Token::LParen).map_err(Some)?;
+        let e = p.parse_expr().map_err(Some)?;
+        p.expect_token(&Token::RParen).map_err(Some)?;
+        return Ok(Mask::Custom(e.to_string()));
+    }
+    Err(None)
+}
+
+fn end(p: &mut Parser) -> SqeResult<()> {
+    let _ = p.consume_token(&Token::SemiColon);
+    if p.peek_token().token != Token::EOF {
+        return Err(SqeError::invalid(format!(
+            "unexpected '{}' after the statement",
+            p.peek_token().token
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_read_back_as_they_are_written() {
+        for sql in [
+            "ALTER TABLE t ALTER COLUMN c SET MASK NULL FOR ROLE r",
+            "ALTER TABLE t ALTER COLUMN c SET MASK REDACT 'gone' FOR USER u",
+            "ALTER TABLE t ALTER COLUMN c SET MASK HASH FOR ROLE r",
+            "ALTER TABLE t ALTER COLUMN c SET MASK SHOW LAST 4 FOR ROLE r",
+            "ALTER TABLE t ALTER COLUMN c SET MASK TRUNCATE TO MONTH FOR ROLE r",
+            "ALTER TABLE t ALTER COLUMN c SET MASK USING (upper(c)) FOR ROLE r",
+        ] {
+            let Some(Ok(Parsed {
+                action: Action::Set { mask, .. },
+                ..
+            })) = parse(sql)
+            else {
+                panic!("{sql} did not parse");
+            };
+            let (kind, argument) = mask.stored();
+            assert_eq!(Mask::from_stored(kind, &argument), Some(mask));
+        }
+        assert!(parse("ALTER TABLE t ALTER COLUMN c SET DATA TYPE bigint").is_none());
+        assert!(parse("ALTER TABLE t RENAME TO u").is_none());
+        assert!(matches!(
+            parse("ALTER TABLE t ALTER COLUMN c SET MASK SHOW MIDDLE 4 FOR ROLE r"),
+            Some(Err(_))
+        ));
+    }
+
+    #[test]
+    fn text_masks_keep_the_shape() {
+        assert_eq!(
+            mask_text(&Op::ShowLast(4), "4111-1111-1111-1234"),
+            "xxxx-xxxx-xxxx-1234"
+        );
+        assert_eq!(mask_text(&Op::ShowFirst(2), "Ada Lovelace"), "Adx xxxxxxxx");
+        assert_eq!(mask_text(&Op::ShowFirst(20), "short"), "short");
+        let a = mask_text(&Op::Hash(b"k".to_vec()), "x");
+        assert_eq!(a.len(), 64);
+        assert_eq!(a, mask_text(&Op::Hash(b"k".to_vec()), "x"));
+        assert_ne!(a, mask_text(&Op::Hash(b"other".to_vec()), "x"));
+    }
+}
