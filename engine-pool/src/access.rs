@@ -4,7 +4,8 @@
 //! - **Privileges** `SELECT`, `INSERT`, `UPDATE`, `DELETE`, `DROP`, `CREATE` (on a schema: making
 //!   tables and views in it) and `ALL PRIVILEGES`, on a schema (every table in it) or a table, to a
 //!   user or a role: `GRANT SELECT ON TABLE s.t TO USER bob`, `GRANT ALL PRIVILEGES ON SCHEMA s TO
-//!   ROLE analyst WITH GRANT OPTION`, `REVOKE …`, `DENY …`. A DENY wins over every GRANT.
+//!   ROLE analyst WITH GRANT OPTION`, `REVOKE …`, `DENY …`. A DENY wins over every GRANT. SELECT
+//!   on single columns: column_privileges.rs.
 //! - **Roles** come from the token (its roles/groups claim) or from the catalog:
 //!   `CREATE ROLE analyst`, `GRANT ROLE analyst TO USER bob`, `REVOKE ROLE …`, `DROP ROLE …`.
 //! - **Owners**: whoever creates a schema, table or view owns it and may do anything to it,
@@ -21,7 +22,8 @@
 //! Reads are checked on the table names of each statement before it is planned (in subqueries,
 //! CTEs and the views it reads, whose bodies are checked when they are planned, with the reader's
 //! rights in the view's schema), so that no planner error describes a hidden table; time travel
-//! and COPY, which SQE plans itself, are checked on their own. Row filters: row_filters.rs.
+//! and COPY, which SQE plans itself, are checked on their own. Row filters: row_filters.rs; column
+//! masks: column_masks.rs.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -199,6 +201,16 @@ pub const POLICY_TABLES: &str = "CREATE TABLE IF NOT EXISTS sqe_privileges (
         mask_kind VARCHAR(16) NOT NULL,
         argument VARCHAR(4000) NOT NULL,
         PRIMARY KEY (catalog_name, schema_name, table_name, field_id, grantee_kind, grantee));
+    CREATE TABLE IF NOT EXISTS sqe_column_privileges (
+        catalog_name VARCHAR(255) NOT NULL,
+        schema_name VARCHAR(255) NOT NULL,
+        table_name VARCHAR(255) NOT NULL,
+        field_id VARCHAR(16) NOT NULL,
+        grantee_kind VARCHAR(8) NOT NULL,
+        grantee VARCHAR(255) NOT NULL,
+        effect VARCHAR(8) NOT NULL,
+        granted_by VARCHAR(255) NOT NULL,
+        PRIMARY KEY (catalog_name, schema_name, table_name, field_id, grantee_kind, grantee, effect));
     CREATE TABLE IF NOT EXISTS sqe_mask_keys (
         catalog_name VARCHAR(255) NOT NULL PRIMARY KEY,
         key_hex VARCHAR(128) NOT NULL);";
@@ -258,6 +270,7 @@ impl Visibility {
         let Some(db) = self.catalogs.get(catalog).and_then(|c| c.policy_db()) else {
             let none = Policies {
                 grants: Vec::new(),
+                columns: Vec::new(),
                 owners: HashMap::new(),
                 default_allow: self.default_allow,
             };
@@ -272,8 +285,34 @@ impl Visibility {
 /// A catalog's policies, read once for a statement.
 struct Policies {
     grants: Vec<Grant>,
+    /// SELECT granted or denied on single columns (by field id) of a table.
+    columns: Vec<ColumnGrant>,
     owners: HashMap<(String, String), String>,
     default_allow: bool,
+}
+
+/// One column privilege row.
+#[derive(Debug, Clone)]
+struct ColumnGrant {
+    object: (String, String),
+    field_id: i32,
+    grantee: (String, String),
+    deny: bool,
+}
+
+/// What a caller may read of a table, where it is not everything: the columns (field ids) granted
+/// to them and those denied, and whether SELECT on the whole table is theirs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ColumnAccess {
+    pub table_select: bool,
+    pub granted: BTreeSet<i32>,
+    pub denied: BTreeSet<i32>,
+}
+
+impl ColumnAccess {
+    pub(crate) fn reads(&self, field_id: i32) -> bool {
+        !self.denied.contains(&field_id) && (self.table_select || self.granted.contains(&field_id))
+    }
 }
 
 impl Policies {
@@ -306,11 +345,80 @@ impl Policies {
             .filter(|r| r.len() == 3)
             .map(|r| ((text(&r[0]), text(&r[1])), text(&r[2])))
             .collect();
+        let columns = db
+            .query(
+                "SELECT schema_name, table_name, field_id, grantee_kind, grantee, effect
+                 FROM sqe_column_privileges WHERE catalog_name = $1",
+                &[catalog],
+            )?
+            .iter()
+            .filter(|r| r.len() == 6)
+            .filter_map(|r| {
+                Some(ColumnGrant {
+                    object: (text(&r[0]), text(&r[1])),
+                    field_id: text(&r[2]).parse().ok()?,
+                    grantee: (text(&r[3]), text(&r[4])),
+                    deny: text(&r[5]) == "deny",
+                })
+            })
+            .collect();
         Ok(Self {
             grants,
+            columns,
             owners,
             default_allow,
         })
+    }
+
+    /// The caller's column privileges on a table: granted and denied field ids.
+    fn column_rules(&self, who: &Who, object: &Object) -> (BTreeSet<i32>, BTreeSet<i32>) {
+        let table = object.key();
+        let (mut granted, mut denied) = (BTreeSet::new(), BTreeSet::new());
+        for c in self.columns.iter().filter(|c| c.object == table) {
+            let to = match c.grantee.0.as_str() {
+                "user" => c.grantee.1 == who.name,
+                _ => who.roles.contains(&c.grantee.1),
+            };
+            if to {
+                if c.deny {
+                    denied.insert(c.field_id);
+                } else {
+                    granted.insert(c.field_id);
+                }
+            }
+        }
+        (granted, denied)
+    }
+
+    /// Whether a row DENYs `privilege` on `object` (or its schema) to the caller.
+    fn denies(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
+        self.about(who, object)
+            .any(|g| g.privilege == privilege && g.deny)
+    }
+
+    /// What the caller may read of `object`; None for all of it.
+    fn column_access(&self, who: &Who, object: &Object) -> Option<ColumnAccess> {
+        if who.admin || self.owns(who, object) {
+            return None;
+        }
+        let table_select = self.allows(who, Privilege::Select, object);
+        let (granted, denied) = self.column_rules(who, object);
+        if table_select && denied.is_empty() {
+            return None;
+        }
+        Some(ColumnAccess {
+            table_select,
+            granted,
+            denied,
+        })
+    }
+
+    /// Whether the caller may read some of `object`: SELECT on it, or on some of its columns
+    /// (then the columns a statement reads are checked once it is planned).
+    fn reads_some(&self, who: &Who, object: &Object) -> bool {
+        self.allows(who, Privilege::Select, object)
+            || (!self.denies(who, Privilege::Select, object)
+                && !self.column_rules(who, object).0.is_empty())
     }
 
     fn owns(&self, who: &Who, object: &Object) -> bool {
@@ -367,6 +475,7 @@ impl Policies {
         who.admin
             || self.owns(who, object)
             || self.about(who, object).any(|g| !g.deny)
+            || (object.table.is_some() && !self.column_rules(who, object).0.is_empty())
             || (self.default_allow && GRANTABLE.iter().any(|p| self.allows(who, *p, object)))
     }
 }
@@ -427,6 +536,7 @@ impl Engine {
             Some(db) => Policies::read(db, catalog, self.access_default_allow)?,
             None => Policies {
                 grants: Vec::new(),
+                columns: Vec::new(),
                 owners: HashMap::new(),
                 default_allow: self.access_default_allow,
             },
@@ -461,6 +571,64 @@ impl Engine {
         Err(SqeError::new(
             ErrorCode::PermissionDenied,
             privilege.refusal(object),
+        ))
+    }
+
+    /// Refuses reading `object` unless the caller holds SELECT on it or on some of its columns
+    /// (whose use [`Engine::authorize_columns`] checks once the statement is planned).
+    pub(crate) fn authorize_read(
+        &self,
+        session: &Session,
+        object: &Object,
+        absent: impl FnOnce() -> SqeError,
+    ) -> SqeResult<()> {
+        match self.policies_for(session, &object.catalog)? {
+            Some((policies, who)) if policies.reads_some(&who, object) => Ok(()),
+            Some(_) => self.authorize(session, Privilege::Select, object, absent),
+            None => Ok(()),
+        }
+    }
+
+    /// What the caller may read of `object` where it is not all of it.
+    pub(crate) fn column_access(
+        &self,
+        session: &Session,
+        object: &Object,
+    ) -> SqeResult<Option<ColumnAccess>> {
+        Ok(self
+            .policies_for(session, &object.catalog)?
+            .and_then(|(policies, who)| policies.column_access(&who, object)))
+    }
+
+    /// Whether the caller may grant (`grant`) or deny and revoke SELECT on `object`'s columns; the
+    /// error to give when not.
+    pub(crate) fn may_change_columns(
+        &self,
+        session: &Session,
+        object: &Object,
+        grant: bool,
+    ) -> SqeResult<()> {
+        let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
+            return Ok(());
+        };
+        let allowed = match grant {
+            true => policies.may_grant(&who, Privilege::Select, object),
+            false => policies.owns(&who, object),
+        };
+        if allowed {
+            return Ok(());
+        }
+        if !policies.visible(&who, object) {
+            return Err(SqeError::not_found(format!(
+                "table '{object}' does not exist"
+            )));
+        }
+        Err(SqeError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "Access Denied: Cannot {} privileges on {object}",
+                if grant { "grant" } else { "change" }
+            ),
         ))
     }
 
@@ -541,6 +709,7 @@ impl Engine {
             "sqe_privileges",
             "sqe_row_filters",
             "sqe_column_masks",
+            "sqe_column_privileges",
         ] {
             db.execute(
                 &format!(
@@ -566,6 +735,7 @@ impl Engine {
             "sqe_privileges",
             "sqe_row_filters",
             "sqe_column_masks",
+            "sqe_column_privileges",
         ] {
             db.execute(
                 &format!(
@@ -607,7 +777,7 @@ impl Engine {
             // A metadata table (`t$files`) is its table's.
             let base = table.split('$').next().unwrap_or(table);
             let object = Object::table(catalog, schema, base);
-            self.authorize(session, Privilege::Select, &object, || {
+            self.authorize_read(session, &object, || {
                 SqeError::not_found(format!("table '{catalog}.{schema}.{table}' not found"))
             })?;
         }
@@ -826,6 +996,33 @@ impl Engine {
         objects: Option<&GrantObjects>,
         grantees: &[Grantee],
     ) -> SqeResult<QueryResult> {
+        if let Privileges::Actions(actions) = privileges
+            && let [
+                Action::Select {
+                    columns: Some(columns),
+                },
+            ] = actions.as_slice()
+        {
+            let grant = matches!(change, Change::Grant { .. });
+            let grant_option = matches!(change, Change::Grant { grant_option: true });
+            let effect = match change {
+                Change::Grant { .. } => Some("grant"),
+                Change::Deny => Some("deny"),
+                Change::Revoke => None,
+            };
+            if grant_option {
+                return Err(SqeError::unsupported(
+                    "privileges on columns are granted without GRANT OPTION",
+                ));
+            }
+            let grantees = grantees
+                .iter()
+                .map(grantee_of)
+                .collect::<SqeResult<Vec<_>>>()?;
+            return self
+                .change_column_privileges(session, grant, effect, columns, objects, &grantees)
+                .await;
+        }
         let privileges = privileges_of(privileges)?;
         let objects = self.objects_of(session, objects)?;
         let grantees = grantees
@@ -1147,9 +1344,12 @@ fn privileges_of(privileges: &Privileges) -> SqeResult<Vec<Privilege>> {
                 Action::Delete => Ok(Privilege::Delete),
                 Action::Drop => Ok(Privilege::Drop),
                 Action::Create { obj_type: None } => Ok(Privilege::Create),
-                Action::Select { .. } | Action::Insert { .. } | Action::Update { .. } => Err(
-                    SqeError::unsupported("privileges on columns are not supported yet"),
-                ),
+                Action::Select { .. } => Err(SqeError::unsupported(
+                    "SELECT on columns is granted on its own: GRANT SELECT (a, b) ON TABLE t TO …",
+                )),
+                Action::Insert { .. } | Action::Update { .. } => Err(SqeError::unsupported(
+                    "only SELECT is granted on columns",
+                )),
                 other => Err(SqeError::unsupported(format!(
                     "privilege {other} is not supported (SELECT, INSERT, UPDATE, DELETE, DROP, CREATE, ALL PRIVILEGES)"
                 ))),

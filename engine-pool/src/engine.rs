@@ -705,6 +705,7 @@ impl Engine {
             .await
             .map_err(from_datafusion)?;
         let plan = self.apply_policies(session, &state, plan)?;
+        self.authorize_columns(session, &state, &plan)?;
         self.stream_plan(state, plan).await
     }
 
@@ -778,6 +779,7 @@ impl Engine {
             .await
             .map_err(from_datafusion)?;
         let plan = self.apply_policies(session, &state, plan)?;
+        self.authorize_columns(session, &state, &plan)?;
         Ok((state, plan))
     }
 
@@ -904,7 +906,7 @@ impl Engine {
     ) -> SqeResult<Arc<dyn TableProvider>> {
         let (catalog_name, namespace, name) = self.resolve_name(session, &travel.table)?;
         let object = crate::access::Object::table(&catalog_name, &namespace, &name);
-        self.authorize(session, crate::access::Privilege::Select, &object, || {
+        self.authorize_read(session, &object, || {
             SqeError::not_found(format!(
                 "table '{catalog_name}.{namespace}.{name}' does not exist"
             ))

@@ -8,6 +8,7 @@ mod admission;
 mod attach;
 pub mod catalog;
 mod column_masks;
+mod column_privileges;
 mod ddl;
 mod dialect;
 mod engine;

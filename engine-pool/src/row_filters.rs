@@ -317,42 +317,27 @@ impl Engine {
                 let LogicalPlan::TableScan(scan) = &node else {
                     return Ok(Transformed::no(node));
                 };
-                let provider = datafusion::datasource::source_as_provider(&scan.source).ok();
-                let iceberg = provider.as_ref().and_then(|p| {
-                    p.as_ref()
-                        .downcast_ref::<crate::catalog::scan::IcebergScanProvider>()
-                });
-                let full = scan
-                    .table_name
-                    .clone()
-                    .resolve(&session.catalog, &session.schema);
-                let (catalog, schema, table) = match iceberg.and_then(|p| p.origin()) {
-                    Some(origin) => origin,
-                    None => (
-                        full.catalog.to_string(),
-                        full.schema.to_string(),
-                        full.table.to_string(),
-                    ),
-                };
-                if catalog == crate::engine::QUERY_CATALOG
-                    || catalog == "system"
-                    || schema == "information_schema"
-                    || self.mount(session, &catalog).is_err()
-                {
+                let Some((object, table)) = self.scanned_object(session, scan) else {
                     return Ok(Transformed::no(node));
-                }
-                let base = table.split('$').next().unwrap_or(&table);
-                let object = Object::table(&catalog, &schema, base);
+                };
+                let iceberg = datafusion::datasource::source_as_provider(&scan.source)
+                    .ok()
+                    .and_then(|p| {
+                        p.as_ref()
+                            .downcast_ref::<crate::catalog::scan::IcebergScanProvider>()
+                            .map(|p| p.field_ids().clone())
+                    });
                 let expressions = governance.filters_for(&object).map_err(external)?;
                 let masks = governance.masks_for(&object).map_err(external)?;
                 if expressions.is_empty() && masks.is_empty() {
                     return Ok(Transformed::no(node));
                 }
-                if base != table {
+                if table.contains('$') {
                     return Err(external(SqeError::new(
                         ErrorCode::PermissionDenied,
                         format!(
-                            "Access Denied: Cannot select from table {catalog}.{schema}.{table}: a row filter or column mask on {object} applies to you"
+                            "Access Denied: Cannot select from table {}.{}.{table}: a row filter or column mask on {object} applies to you",
+                            object.catalog, object.schema
                         ),
                     )));
                 }
@@ -377,14 +362,14 @@ impl Engine {
                         LogicalPlan::Filter(Filter::try_new(marked(predicate), Arc::new(governed))?);
                 }
                 if !masks.is_empty() {
-                    let Some(ids) = iceberg.map(|p| p.field_ids()) else {
+                    let Some(ids) = &iceberg else {
                         return Err(external(SqeError::new(
                             ErrorCode::PermissionDenied,
                             format!("Access Denied: the column masks on {object} cannot be applied to this scan"),
                         )));
                     };
                     let key = match masks.values().any(|m| *m == Mask::Hash) {
-                        true => governance.hash_key(&catalog).map_err(external)?,
+                        true => governance.hash_key(&object.catalog).map_err(external)?,
                         false => None,
                     };
                     let mut exprs = Vec::with_capacity(columns.fields().len());
