@@ -2198,6 +2198,28 @@ async fn the_governance_matrix_holds_embedded() {
             }
         }
     }
+    // Each statement's decisions are in the query registry, for the admins to read.
+    let decisions = "SELECT \"user\", decisions FROM system.runtime.queries \
+        WHERE query LIKE 'SELECT id, region, amount FROM gov.orders%' ORDER BY \"user\"";
+    assert_eq!(
+        ok(&engine, admin, decisions).await,
+        [
+            "ada|NULL",
+            "bob|allow SELECT on iceberg.gov.orders; row filter on iceberg.gov.orders: region = 'eu'",
+            "carol|allow SELECT on iceberg.gov.orders",
+            "dave|deny SELECT on iceberg.gov.orders"
+        ]
+    );
+    let masked = "SELECT decisions FROM system.runtime.queries \
+        WHERE \"user\" = 'carol' AND query LIKE 'SELECT id, name, email, phone, born FROM gov.customers%'";
+    assert_eq!(
+        ok(&engine, admin, masked).await,
+        ["allow SELECT on iceberg.gov.customers; \
+          mask USING (regexp_replace(email, '^[^@]*', '***')) on iceberg.gov.customers.email; \
+          mask SHOW LAST 2 on iceberg.gov.customers.phone"]
+    );
+    let carol = &personas[2].1;
+    assert_eq!(ok(&engine, carol, masked).await, ["NULL"]);
 }
 
 /// SELECT on columns: a caller granted some columns sees the table and reads only those, in any

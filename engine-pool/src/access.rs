@@ -557,14 +557,12 @@ impl Engine {
             return Ok(());
         };
         if policies.allows(&who, privilege, object) {
+            crate::admission::record_decision(format!("allow {} on {object}", privilege.name()));
             return Ok(());
         }
-        // Refusals are logged in the statement's span (its query id, principal and protocol).
-        tracing::info!(
-            privilege = privilege.name(),
-            object = %object,
-            "access denied"
-        );
+        // Refusals are recorded on the statement and logged in its span (its query id, principal
+        // and protocol).
+        crate::admission::record_decision(format!("deny {} on {object}", privilege.name()));
         if object.table.is_some() && !policies.visible(&who, object) {
             return Err(absent());
         }
@@ -583,7 +581,13 @@ impl Engine {
         absent: impl FnOnce() -> SqeError,
     ) -> SqeResult<()> {
         match self.policies_for(session, &object.catalog)? {
-            Some((policies, who)) if policies.reads_some(&who, object) => Ok(()),
+            Some((policies, who))
+                if !policies.allows(&who, Privilege::Select, object)
+                    && policies.reads_some(&who, object) =>
+            {
+                crate::admission::record_decision(format!("allow SELECT on columns of {object}"));
+                Ok(())
+            }
             Some(_) => self.authorize(session, Privilege::Select, object, absent),
             None => Ok(()),
         }

@@ -102,6 +102,32 @@ pub struct QueryInfo {
     pub error: Option<String>,
     /// What the client said it is (Trino's `X-Trino-Source`).
     pub source: Option<String>,
+    /// The authorization decisions taken for it (access.rs, row_filters.rs): what was allowed or
+    /// denied, which row filters and column masks applied.
+    pub decisions: Vec<String>,
+}
+
+/// Decisions kept per statement; past this, one last line says how many were left out.
+const KEEP_DECISIONS: usize = 64;
+
+tokio::task_local! {
+    /// The registry row of the statement the current task plans.
+    static STATEMENT: (Arc<QueryRegistry>, u64);
+}
+
+/// Records an authorization decision on the statement being planned (and in its log span).
+pub(crate) fn record_decision(decision: impl Into<String>) {
+    let decision = decision.into();
+    tracing::info!(decision = %decision, "authorization");
+    let _ = STATEMENT.try_with(|(registry, id)| {
+        registry.update(*id, |q| {
+            if q.decisions.len() < KEEP_DECISIONS {
+                q.decisions.push(decision);
+            } else if q.decisions.len() == KEEP_DECISIONS {
+                q.decisions.push("… (more decisions left out)".to_string());
+            }
+        })
+    });
 }
 
 fn now_ms() -> i64 {
@@ -135,6 +161,7 @@ impl QueryRegistry {
             rows: 0,
             error: None,
             source: session.source.clone(),
+            decisions: Vec::new(),
         });
         id
     }
@@ -305,7 +332,11 @@ where
     };
     registry.update(id, |q| q.state = QueryState::Running);
     let started = std::time::Instant::now();
-    match run().instrument(span.clone()).await {
+    match STATEMENT
+        .scope((registry.clone(), id), run())
+        .instrument(span.clone())
+        .await
+    {
         Ok(mut result) => {
             // From here the result stream records how the statement ends.
             unfinished.ended = true;
@@ -467,6 +498,7 @@ fn queries_schema() -> SchemaRef {
         Field::new("rows", DataType::Int64, false),
         Field::new("error_message", DataType::Utf8, true),
         Field::new("source", DataType::Utf8, true),
+        Field::new("decisions", DataType::Utf8, true),
     ]))
 }
 
@@ -516,6 +548,16 @@ impl QueriesTable {
                 )),
                 Arc::new(text(&|q| q.error.clone())),
                 Arc::new(text(&|q| q.source.clone())),
+                // The policies' decisions are the admins' to read.
+                Arc::new(
+                    queries
+                        .iter()
+                        .map(|q| {
+                            (caller.admin && !q.decisions.is_empty())
+                                .then(|| q.decisions.join("; "))
+                        })
+                        .collect::<StringArray>(),
+                ),
             ],
         )?)
     }

@@ -211,7 +211,10 @@ impl Engine {
         match refused {
             None => Ok(()),
             Some((object, columns)) => {
-                tracing::info!(object = %object, "access denied to columns");
+                crate::admission::record_decision(format!(
+                    "deny SELECT on columns [{}] of {object}",
+                    columns.iter().cloned().collect::<Vec<_>>().join(", ")
+                ));
                 Err(SqeError::new(
                     ErrorCode::PermissionDenied,
                     format!(

@@ -343,6 +343,12 @@ impl Engine {
                 }
                 let columns = Arc::clone(&scan.projected_schema);
                 let mut governed = node;
+                if !expressions.is_empty() {
+                    crate::admission::record_decision(format!(
+                        "row filter on {object}: {}",
+                        expressions.join(" AND ")
+                    ));
+                }
                 let mut predicate: Option<Expr> = None;
                 for sql in expressions {
                     let expr = state
@@ -380,6 +386,10 @@ impl Engine {
                             None => column,
                             Some(mask) => {
                                 nullable |= !field.is_nullable();
+                                crate::admission::record_decision(format!(
+                                    "mask {mask} on {object}.{}",
+                                    field.name()
+                                ));
                                 crate::column_masks::masked(
                                     mask,
                                     column,
