@@ -211,6 +211,21 @@ pub const POLICY_TABLES: &str = "CREATE TABLE IF NOT EXISTS sqe_privileges (
         effect VARCHAR(8) NOT NULL,
         granted_by VARCHAR(255) NOT NULL,
         PRIMARY KEY (catalog_name, schema_name, table_name, field_id, grantee_kind, grantee, effect));
+    CREATE TABLE IF NOT EXISTS sqe_column_tags (
+        catalog_name VARCHAR(255) NOT NULL,
+        schema_name VARCHAR(255) NOT NULL,
+        table_name VARCHAR(255) NOT NULL,
+        field_id VARCHAR(16) NOT NULL,
+        tag_name VARCHAR(255) NOT NULL,
+        PRIMARY KEY (catalog_name, schema_name, table_name, field_id, tag_name));
+    CREATE TABLE IF NOT EXISTS sqe_tag_masks (
+        catalog_name VARCHAR(255) NOT NULL,
+        tag_name VARCHAR(255) NOT NULL,
+        grantee_kind VARCHAR(8) NOT NULL,
+        grantee VARCHAR(255) NOT NULL,
+        mask_kind VARCHAR(16) NOT NULL,
+        argument VARCHAR(4000) NOT NULL,
+        PRIMARY KEY (catalog_name, tag_name, grantee_kind, grantee));
     CREATE TABLE IF NOT EXISTS sqe_mask_keys (
         catalog_name VARCHAR(255) NOT NULL PRIMARY KEY,
         key_hex VARCHAR(128) NOT NULL);";
@@ -714,6 +729,7 @@ impl Engine {
             "sqe_row_filters",
             "sqe_column_masks",
             "sqe_column_privileges",
+            "sqe_column_tags",
         ] {
             db.execute(
                 &format!(
@@ -740,6 +756,7 @@ impl Engine {
             "sqe_row_filters",
             "sqe_column_masks",
             "sqe_column_privileges",
+            "sqe_column_tags",
         ] {
             db.execute(
                 &format!(
@@ -768,7 +785,13 @@ impl Engine {
         let names = state
             .resolve_table_references(statement)
             .map_err(crate::error::from_datafusion)?;
+        let functions = table_function_calls(statement);
         for name in names {
+            // `generate_series(1, 10)` is a function's rows, no table (unless the statement also
+            // names a table of that name).
+            if functions.contains(&name.to_string()) {
+                continue;
+            }
             let full = name.resolve(&session.catalog, &session.schema);
             let (catalog, schema, table) = (&*full.catalog, &*full.schema, &*full.table);
             if catalog == crate::engine::QUERY_CATALOG
@@ -1298,6 +1321,39 @@ fn role_exists(db: &dyn PolicyDb, catalog: &str, role: &str) -> SqeResult<bool> 
             &[catalog, role],
         )?
         .is_empty())
+}
+
+/// The names a statement calls as table functions (`FROM generate_series(1, 10)`) and never
+/// reads as tables.
+fn table_function_calls(statement: &datafusion::sql::parser::Statement) -> BTreeSet<String> {
+    use datafusion::sql::sqlparser::ast::{TableFactor, Visit, Visitor};
+    use std::ops::ControlFlow;
+    #[derive(Default)]
+    struct Calls {
+        functions: BTreeSet<String>,
+        tables: BTreeSet<String>,
+    }
+    impl Visitor for Calls {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table { name, args, .. } = factor {
+                let text = crate::engine::object_parts(name)
+                    .map(|p| p.join("."))
+                    .unwrap_or_default();
+                match args {
+                    Some(_) => self.functions.insert(text),
+                    None => self.tables.insert(text),
+                };
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let datafusion::sql::parser::Statement::Statement(inner) = statement else {
+        return BTreeSet::new();
+    };
+    let mut calls = Calls::default();
+    let _ = inner.visit(&mut calls);
+    calls.functions.difference(&calls.tables).cloned().collect()
 }
 
 fn no_policies(catalog: &str) -> SqeError {

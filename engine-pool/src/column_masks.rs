@@ -4,7 +4,14 @@
 //! ALTER TABLE t ALTER COLUMN c SET MASK <mask> FOR {USER | ROLE} name
 //! ALTER TABLE t ALTER COLUMN c DROP MASK [FOR {USER | ROLE} name]
 //! SHOW MASKS ON t
+//! ALTER TAG tag SET MASK <mask> FOR {USER | ROLE} name       -- an admin's
+//! ALTER TAG tag DROP MASK [FOR {USER | ROLE} name]
+//! ALTER TABLE t ALTER COLUMN c {SET | UNSET} TAG tag          -- the table owner's
+//! SHOW TAGS ON t
 //! ```
+//!
+//! A tag's masks apply to every column it is set on, kept (like the tags) by field id; a column's
+//! own mask wins over its tags', and a mask that does not fit a column's type shows NULL.
 //!
 //! A mask keeps the column's type. The vocabulary:
 //!
@@ -17,9 +24,12 @@
 //! | `TRUNCATE TO {YEAR \| MONTH \| DAY}` | the date or timestamp cut to the unit | date, timestamp |
 //! | `USING (expression)` | the expression over the row's columns, cast to the column's type | any |
 //!
-//! The hash key is `[access] mask_key_env`'s, or one the catalog makes (random, kept in its
-//! database) when the first HASH mask is set: equal values hash alike within a catalog, so joins on
-//! a hashed column still match.
+//! HASH keys each column apart: its key is derived from the catalog's key (`[access]
+//! mask_key_env`'s, or a random one the catalog makes and keeps in its database when the first HASH
+//! mask is set), the table's UUID and the column's field id. Equal values of one column hash alike
+//! (DISTINCT, GROUP BY and self-joins still work), but no other table, not even one whose owner
+//! masks it with HASH for themselves, can serve as a dictionary of its hashes. A hash hides a value
+//! from a large domain; a column of few values (ages, flags) is better masked otherwise.
 //!
 //! Masks are kept by the column's Iceberg field id: a renamed column stays masked, and a column
 //! dropped and added again under its old name starts unmasked. The table's owner (or an admin) sets
@@ -93,7 +103,7 @@ impl Mask {
     }
 
     /// Whether the mask fits a column of type `t` (a custom one is checked by planning it).
-    fn fits(&self, t: &DataType) -> bool {
+    pub(crate) fn fits(&self, t: &DataType) -> bool {
         let text = matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8);
         match self {
             Mask::Null | Mask::Custom(_) => true,
@@ -127,6 +137,12 @@ fn unit(word: &str) -> Option<&'static str> {
 /// One stored mask: (field id, grantee kind, grantee, mask).
 pub(crate) type Rule = (i32, String, String, Mask);
 
+/// A catalog's column tags: (field id, tag) by (schema, table).
+pub(crate) type Tags = HashMap<(String, String), Vec<(i32, String)>>;
+
+/// One mask of a tag: (grantee kind, grantee, mask).
+pub(crate) type TagMask = (String, String, Mask);
+
 /// Every mask of `catalog`, by (schema, table).
 pub(crate) fn read_masks(
     db: &dyn PolicyDb,
@@ -149,6 +165,48 @@ pub(crate) fn read_masks(
             .entry((t[0].clone(), t[1].clone()))
             .or_default()
             .push((field_id, t[3].clone(), t[4].clone(), mask));
+    }
+    Ok(masks)
+}
+
+/// Every column tag of `catalog`: (field id, tag) by (schema, table).
+pub(crate) fn read_tags(db: &dyn PolicyDb, catalog: &str) -> SqeResult<Tags> {
+    let rows = db.query(
+        "SELECT schema_name, table_name, field_id, tag_name FROM sqe_column_tags
+         WHERE catalog_name = $1 ORDER BY tag_name",
+        &[catalog],
+    )?;
+    let mut tags: Tags = HashMap::new();
+    for r in rows.into_iter().filter(|r| r.len() == 4) {
+        let t: Vec<String> = r.into_iter().map(Option::unwrap_or_default).collect();
+        let Ok(field_id) = t[2].parse() else {
+            continue;
+        };
+        tags.entry((t[0].clone(), t[1].clone()))
+            .or_default()
+            .push((field_id, t[3].clone()));
+    }
+    Ok(tags)
+}
+
+/// Every tag's masks in `catalog`: (grantee kind, grantee, mask) by tag, users' first.
+pub(crate) fn read_tag_masks(
+    db: &dyn PolicyDb,
+    catalog: &str,
+) -> SqeResult<HashMap<String, Vec<TagMask>>> {
+    let rows = db.query(
+        "SELECT tag_name, grantee_kind, grantee, mask_kind, argument FROM sqe_tag_masks
+         WHERE catalog_name = $1 ORDER BY grantee_kind DESC, grantee",
+        &[catalog],
+    )?;
+    let mut masks: HashMap<String, Vec<TagMask>> = HashMap::new();
+    for r in rows.into_iter().filter(|r| r.len() == 5) {
+        let t: Vec<String> = r.into_iter().map(Option::unwrap_or_default).collect();
+        let mask = Mask::from_stored(&t[3], &t[4]).unwrap_or(Mask::Null);
+        masks
+            .entry(t[0].clone())
+            .or_default()
+            .push((t[1].clone(), t[2].clone(), mask));
     }
     Ok(masks)
 }
@@ -190,6 +248,11 @@ fn hash_key(
     )?;
     // Read back: a concurrent first HASH mask may have made the key first.
     read()
+}
+
+/// The HASH key of one column: the catalog's key, the table's UUID and the field id.
+pub(crate) fn column_hash_key(catalog_key: &[u8], table_uuid: &str, field_id: i32) -> Vec<u8> {
+    hmac(catalog_key, format!("{table_uuid}/{field_id}").as_bytes())
 }
 
 fn to_hex(bytes: &[u8]) -> String {
@@ -394,16 +457,91 @@ impl Engine {
             Some(Err(e)) => return Some(Err(e)),
             Some(Ok(p)) => p,
         };
-        Some(self.mask_statement(session, parsed).await)
+        Some(match parsed {
+            Parsed::Table { table_name, action } => {
+                self.mask_statement(session, table_name, action).await
+            }
+            Parsed::Tag { tag, mask, grantee } => {
+                self.tag_mask_statement(session, tag, mask, grantee)
+            }
+        })
     }
 
-    async fn mask_statement(&self, session: &Session, parsed: Parsed) -> SqeResult<QueryResult> {
-        let (catalog, schema, table) = self.resolve_name(session, &parsed.table_name)?;
+    /// `ALTER TAG … SET MASK | DROP MASK`: the admins' (a tag spans tables).
+    fn tag_mask_statement(
+        &self,
+        session: &Session,
+        tag: String,
+        mask: Option<Mask>,
+        grantee: Option<(&'static str, String)>,
+    ) -> SqeResult<QueryResult> {
+        if !self.is_admin(session) {
+            return Err(SqeError::new(
+                sqe_sessions::ErrorCode::PermissionDenied,
+                "Access Denied: only an admin sets a tag's masks",
+            ));
+        }
+        let catalog = session.catalog.clone();
+        let handle = self.catalog(session, &catalog)?;
+        let db = handle.policy_db().ok_or_else(|| {
+            SqeError::unsupported(format!(
+                "catalog '{catalog}' keeps no masks (only SQLite and PostgreSQL catalogs do)"
+            ))
+        })?;
+        match (mask, grantee) {
+            (Some(mask), Some((kind, grantee))) => {
+                if let Mask::Custom(_) = mask {
+                    return Err(SqeError::unsupported(
+                        "a tag's mask is one of NULL, REDACT, HASH, SHOW FIRST, SHOW LAST and TRUNCATE TO (an expression names one table's columns)",
+                    ));
+                }
+                if mask == Mask::Hash {
+                    hash_key(self, db, &catalog, true)?;
+                }
+                let (mask_kind, argument) = mask.stored();
+                db.execute(
+                    "DELETE FROM sqe_tag_masks WHERE catalog_name = $1 AND tag_name = $2
+                     AND grantee_kind = $3 AND grantee = $4",
+                    &[&catalog, &tag, kind, &grantee],
+                )?;
+                db.execute(
+                    "INSERT INTO sqe_tag_masks (catalog_name, tag_name, grantee_kind, grantee,
+                     mask_kind, argument) VALUES ($1, $2, $3, $4, $5, $6)",
+                    &[&catalog, &tag, kind, &grantee, mask_kind, &argument],
+                )?;
+            }
+            (_, grantee) => {
+                let removed = match &grantee {
+                    Some((kind, grantee)) => db.execute(
+                        "DELETE FROM sqe_tag_masks WHERE catalog_name = $1 AND tag_name = $2
+                         AND grantee_kind = $3 AND grantee = $4",
+                        &[&catalog, &tag, kind, grantee],
+                    )?,
+                    None => db.execute(
+                        "DELETE FROM sqe_tag_masks WHERE catalog_name = $1 AND tag_name = $2",
+                        &[&catalog, &tag],
+                    )?,
+                };
+                if removed == 0 {
+                    return Err(SqeError::not_found(format!("tag '{tag}' has no such mask")));
+                }
+            }
+        }
+        Ok(crate::engine::empty_result())
+    }
+
+    async fn mask_statement(
+        &self,
+        session: &Session,
+        table_name: datafusion::sql::sqlparser::ast::ObjectName,
+        action: Action,
+    ) -> SqeResult<QueryResult> {
+        let (catalog, schema, table) = self.resolve_name(session, &table_name)?;
         let object = Object::table(&catalog, &schema, &table);
         self.authorize_owner(session, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
         })?;
-        let (_, _, loaded) = self.load(session, &parsed.table_name).await?;
+        let (_, _, loaded) = self.load(session, &table_name).await?;
         let current = loaded.metadata().current_schema().clone();
         let handle = self.catalog(session, &catalog)?;
         let db = handle.policy_db().ok_or_else(|| {
@@ -430,7 +568,40 @@ impl Engine {
                 field_id.to_string(),
             ]
         };
-        match parsed.action {
+        let names: HashMap<i32, String> = current
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| (f.id, f.name.clone()))
+            .collect();
+        let tags = read_tags(db, &catalog)?
+            .remove(&(schema.clone(), table.clone()))
+            .unwrap_or_default();
+        match action {
+            Action::Tag { column, tag, set } => {
+                let field = field(&column)?;
+                let [c, s, t, id] = keys(field.id);
+                db.execute(
+                    "DELETE FROM sqe_column_tags WHERE catalog_name = $1 AND schema_name = $2
+                     AND table_name = $3 AND field_id = $4 AND tag_name = $5",
+                    &[&c, &s, &t, &id, &tag],
+                )?;
+                if set {
+                    db.execute(
+                        "INSERT INTO sqe_column_tags (catalog_name, schema_name, table_name,
+                         field_id, tag_name) VALUES ($1, $2, $3, $4, $5)",
+                        &[&c, &s, &t, &id, &tag],
+                    )?;
+                }
+            }
+            Action::ShowTags => {
+                let mut rows: Vec<Vec<String>> = tags
+                    .into_iter()
+                    .filter_map(|(id, tag)| Some(vec![names.get(&id)?.clone(), tag]))
+                    .collect();
+                rows.sort();
+                return crate::ddl::text_rows(&["Column", "Tag"], &rows);
+            }
             Action::Set {
                 column,
                 mask,
@@ -479,12 +650,7 @@ impl Engine {
                 }
             }
             Action::Show => {
-                let names: HashMap<i32, String> = current
-                    .as_struct()
-                    .fields()
-                    .iter()
-                    .map(|f| (f.id, f.name.clone()))
-                    .collect();
+                let tag_masks = read_tag_masks(db, &catalog)?;
                 let mut rows: Vec<Vec<String>> = read_masks(db, &catalog)?
                     .remove(&(schema.clone(), table.clone()))
                     .unwrap_or_default()
@@ -499,6 +665,20 @@ impl Engine {
                         ])
                     })
                     .collect();
+                // And those the columns' tags bring.
+                for (id, tag) in tags {
+                    let Some(column) = names.get(&id) else {
+                        continue;
+                    };
+                    for (kind, grantee, mask) in tag_masks.get(&tag).into_iter().flatten() {
+                        rows.push(vec![
+                            column.clone(),
+                            format!("{mask} (tag {tag})"),
+                            kind.to_uppercase(),
+                            grantee.clone(),
+                        ]);
+                    }
+                }
                 rows.sort();
                 return crate::ddl::text_rows(
                     &["Column", "Mask", "Grantee Type", "Grantee"],
@@ -575,18 +755,33 @@ enum Action {
         grantee: Option<(&'static str, String)>,
     },
     Show,
+    Tag {
+        column: String,
+        tag: String,
+        set: bool,
+    },
+    ShowTags,
 }
 
-struct Parsed {
-    table_name: datafusion::sql::sqlparser::ast::ObjectName,
-    action: Action,
+enum Parsed {
+    /// A statement about one table's columns.
+    Table {
+        table_name: datafusion::sql::sqlparser::ast::ObjectName,
+        action: Action,
+    },
+    /// `ALTER TAG tag SET MASK … FOR …` (`mask`) or `… DROP MASK [FOR …]`.
+    Tag {
+        tag: String,
+        mask: Option<Mask>,
+        grantee: Option<(&'static str, String)>,
+    },
 }
 
-/// None when `sql` is no mask statement (any other ALTER TABLE).
+/// None when `sql` is no mask or tag statement (any other ALTER TABLE).
 fn parse(sql: &str) -> Option<SqeResult<Parsed>> {
     let syntax = |e: datafusion::sql::sqlparser::parser::ParserError| {
         SqeError::invalid(format!(
-            "syntax error: {e}; expected ALTER TABLE t ALTER COLUMN c SET MASK {{NULL | REDACT ['text'] | HASH | SHOW FIRST n | SHOW LAST n | TRUNCATE TO {{YEAR | MONTH | DAY}} | USING (expression)}} FOR {{USER | ROLE}} name, ALTER TABLE t ALTER COLUMN c DROP MASK [FOR {{USER | ROLE}} name] or SHOW MASKS ON t"
+            "syntax error: {e}; expected ALTER TABLE t ALTER COLUMN c {{SET MASK mask FOR {{USER | ROLE}} name | DROP MASK [FOR …] | SET TAG tag | UNSET TAG tag}}, ALTER TAG tag {{SET MASK mask FOR … | DROP MASK [FOR …]}}, SHOW MASKS ON t or SHOW TAGS ON t, where mask is NULL, REDACT ['text'], HASH, SHOW FIRST n, SHOW LAST n, TRUNCATE TO {{YEAR | MONTH | DAY}} or USING (expression)"
         ))
     };
     let dialect = crate::dialect::SqeDialect::default();
@@ -598,22 +793,77 @@ fn parse(sql: &str) -> Option<SqeResult<Parsed>> {
         }
         _ => false,
     };
-    if p.parse_keyword(Keyword::SHOW) {
-        if !word(&mut p, "masks") {
-            return None;
+    let name = |p: &mut Parser, what: &str| -> SqeResult<String> {
+        let name = normalized(p.parse_identifier().map_err(syntax)?);
+        if name.is_empty() || name.len() > 255 {
+            return Err(SqeError::invalid(format!(
+                "a {what}'s name is 1 to 255 characters"
+            )));
         }
+        Ok(name)
+    };
+    let grantee = |p: &mut Parser| -> SqeResult<(&'static str, String)> {
+        p.expect_keyword(Keyword::FOR).map_err(syntax)?;
+        let kind = if p.parse_keyword(Keyword::USER) {
+            "user"
+        } else {
+            p.expect_keyword(Keyword::ROLE).map_err(syntax)?;
+            "role"
+        };
+        Ok((kind, name(p, "grantee")?))
+    };
+    let mask = |p: &mut Parser| -> SqeResult<Mask> {
+        parse_mask(p, &word).map_err(|e| match e {
+            Some(e) => syntax(e),
+            None => SqeError::invalid(
+                "expected a mask: NULL, REDACT ['text'], HASH, SHOW FIRST n, SHOW LAST n, TRUNCATE TO {YEAR | MONTH | DAY} or USING (expression)",
+            ),
+        })
+    };
+    if p.parse_keyword(Keyword::SHOW) {
+        let action = if word(&mut p, "masks") {
+            Action::Show
+        } else if word(&mut p, "tags") {
+            Action::ShowTags
+        } else {
+            return None;
+        };
         let parsed = (|| {
             p.expect_keyword(Keyword::ON).map_err(syntax)?;
             let table_name = p.parse_object_name(false).map_err(syntax)?;
             end(&mut p)?;
-            Ok(Parsed {
-                table_name,
-                action: Action::Show,
-            })
+            Ok(Parsed::Table { table_name, action })
         })();
         return Some(parsed);
     }
-    if !p.parse_keywords(&[Keyword::ALTER, Keyword::TABLE]) {
+    if !p.parse_keyword(Keyword::ALTER) {
+        return None;
+    }
+    if word(&mut p, "tag") {
+        let parsed = (|| {
+            let tag = name(&mut p, "tag")?;
+            let mask = if p.parse_keyword(Keyword::SET) {
+                if !word(&mut p, "mask") {
+                    return Err(SqeError::invalid("expected ALTER TAG tag SET MASK …"));
+                }
+                Some(mask(&mut p)?)
+            } else {
+                p.expect_keyword(Keyword::DROP).map_err(syntax)?;
+                if !word(&mut p, "mask") {
+                    return Err(SqeError::invalid("expected ALTER TAG tag DROP MASK …"));
+                }
+                None
+            };
+            let grantee = match (&mask, p.peek_keyword(Keyword::FOR)) {
+                (Some(_), _) | (None, true) => Some(grantee(&mut p)?),
+                (None, false) => None,
+            };
+            end(&mut p)?;
+            Ok(Parsed::Tag { tag, mask, grantee })
+        })();
+        return Some(parsed);
+    }
+    if !p.parse_keyword(Keyword::TABLE) {
         return None;
     }
     let _ = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
@@ -623,54 +873,49 @@ fn parse(sql: &str) -> Option<SqeResult<Parsed>> {
     }
     let _ = p.parse_keyword(Keyword::COLUMN);
     let column = normalized(p.parse_identifier().ok()?);
-    let set = if p.parse_keyword(Keyword::SET) {
-        true
+    let verb = if p.parse_keyword(Keyword::SET) {
+        "set"
     } else if p.parse_keyword(Keyword::DROP) {
-        false
+        "drop"
+    } else if p.parse_keyword(Keyword::UNSET) {
+        "unset"
     } else {
         return None;
     };
-    if !word(&mut p, "mask") {
+    let noun = if word(&mut p, "mask") {
+        "mask"
+    } else if word(&mut p, "tag") {
+        "tag"
+    } else {
         return None;
-    }
-    let grantee = |p: &mut Parser| -> SqeResult<(&'static str, String)> {
-        p.expect_keyword(Keyword::FOR).map_err(syntax)?;
-        let kind = if p.parse_keyword(Keyword::USER) {
-            "user"
-        } else {
-            p.expect_keyword(Keyword::ROLE).map_err(syntax)?;
-            "role"
-        };
-        let name = normalized(p.parse_identifier().map_err(syntax)?);
-        if name.len() > 255 {
-            return Err(SqeError::invalid(
-                "a grantee's name is at most 255 characters",
-            ));
-        }
-        Ok((kind, name))
     };
     let parsed = (|| {
-        let action = if set {
-            let mask = parse_mask(&mut p, &word).map_err(|e| match e {
-                Some(e) => syntax(e),
-                None => SqeError::invalid(
-                    "expected a mask: NULL, REDACT ['text'], HASH, SHOW FIRST n, SHOW LAST n, TRUNCATE TO {YEAR | MONTH | DAY} or USING (expression)",
-                ),
-            })?;
-            Action::Set {
+        let action = match (verb, noun) {
+            ("set", "mask") => Action::Set {
                 column,
-                mask,
+                mask: mask(&mut p)?,
                 grantee: grantee(&mut p)?,
+            },
+            ("drop", "mask") => {
+                let grantee = match p.peek_keyword(Keyword::FOR) {
+                    true => Some(grantee(&mut p)?),
+                    false => None,
+                };
+                Action::Drop { column, grantee }
             }
-        } else {
-            let grantee = match p.peek_keyword(Keyword::FOR) {
-                true => Some(grantee(&mut p)?),
-                false => None,
-            };
-            Action::Drop { column, grantee }
+            ("set" | "unset", "tag") => Action::Tag {
+                column,
+                tag: name(&mut p, "tag")?,
+                set: verb == "set",
+            },
+            _ => {
+                return Err(SqeError::invalid(
+                    "expected SET MASK, DROP MASK, SET TAG or UNSET TAG",
+                ));
+            }
         };
         end(&mut p)?;
-        Ok(Parsed { table_name, action })
+        Ok(Parsed::Table { table_name, action })
     })();
     Some(parsed)
 }
@@ -752,7 +997,7 @@ mod tests {
             "ALTER TABLE t ALTER COLUMN c SET MASK TRUNCATE TO MONTH FOR ROLE r",
             "ALTER TABLE t ALTER COLUMN c SET MASK USING (upper(c)) FOR ROLE r",
         ] {
-            let Some(Ok(Parsed {
+            let Some(Ok(Parsed::Table {
                 action: Action::Set { mask, .. },
                 ..
             })) = parse(sql)

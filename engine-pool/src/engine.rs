@@ -550,7 +550,9 @@ impl Engine {
             return self.run_row_filter_statement(session, &prepared.sql).await;
         }
         if (starts_with_words(&prepared.sql, &["alter", "table"])
-            || starts_with_words(&prepared.sql, &["show", "masks"]))
+            || starts_with_words(&prepared.sql, &["alter", "tag"])
+            || starts_with_words(&prepared.sql, &["show", "masks"])
+            || starts_with_words(&prepared.sql, &["show", "tags"]))
             && let Some(done) = self.run_mask_statement(session, &prepared.sql).await
         {
             return done;
@@ -996,7 +998,7 @@ impl Engine {
 
 /// DataFusion's view of a mounted catalog, with Trino's `information_schema`.
 fn catalog_provider(name: &str, catalog: CatalogRef) -> Arc<dyn CatalogProvider> {
-    let provider = Arc::new(IcebergCatalogProvider::new(catalog));
+    let provider = Arc::new(IcebergCatalogProvider::new(name, catalog));
     Arc::new(WithInformationSchema::new(name, provider))
 }
 

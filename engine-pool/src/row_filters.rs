@@ -31,6 +31,7 @@ use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, Filter, LogicalPlan, Projection, ScalarUDF, Volatility, create_udf,
 };
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
@@ -65,17 +66,19 @@ fn marked(predicate: Expr) -> Expr {
 }
 
 /// Runs each row filter in a `FilterExec` of its own, below the statement's own conditions that
-/// DataFusion merged into it, so those conditions never see a row the filter hides (a failing
-/// cast would print its value).
+/// DataFusion merged into it, and puts it behind a [`RowFilterBarrier`], so that nothing the
+/// statement computes runs on a row the filter hides (a failing cast would print its value): the
+/// later rules can neither push the statement's conditions into it nor move a projection below
+/// it. The first physical rule, before any other moves filters or projections.
 #[derive(Debug)]
 pub(crate) struct RowFiltersFirst;
 
 impl datafusion::physical_optimizer::PhysicalOptimizerRule for RowFiltersFirst {
     fn optimize(
         &self,
-        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        plan: Arc<dyn ExecutionPlan>,
         _config: &datafusion::common::config::ConfigOptions,
-    ) -> datafusion::common::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
         use datafusion::common::tree_node::TransformedResult;
         use datafusion::physical_expr::utils::{conjunction, split_conjunction};
         use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
@@ -90,15 +93,18 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for RowFiltersFirst {
                     c.downcast_ref::<datafusion::physical_expr::ScalarFunctionExpr>()
                         .is_some_and(|s| std::ptr::eq(s.fun(), APPLIED.as_ref()))
                 });
-            if row.is_empty() || rest.is_empty() {
+            if row.is_empty() {
                 return Ok(Transformed::no(node));
+            }
+            if rest.is_empty() {
+                return Ok(Transformed::yes(RowFilterBarrier::over(node)));
             }
             let below = Arc::new(FilterExec::try_new(
                 conjunction(row),
                 Arc::clone(f.input()),
             )?);
             let above = FilterExecBuilder::from(f)
-                .with_input(below)
+                .with_input(RowFilterBarrier::over(below))
                 .with_predicate(conjunction(rest))
                 .build()?;
             Ok(Transformed::yes(Arc::new(above) as _))
@@ -112,6 +118,76 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for RowFiltersFirst {
 
     fn schema_check(&self) -> bool {
         true
+    }
+}
+
+/// Passes its input's rows on and stops the optimizer at itself: no filter is pushed into its
+/// input, no projection moved below it (the defaults of [`ExecutionPlan`]). Above each row filter.
+#[derive(Debug)]
+pub(crate) struct RowFilterBarrier {
+    input: Arc<dyn ExecutionPlan>,
+}
+
+impl RowFilterBarrier {
+    fn over(input: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+        Arc::new(Self { input })
+    }
+}
+
+impl datafusion::physical_plan::DisplayAs for RowFilterBarrier {
+    fn fmt_as(
+        &self,
+        _t: datafusion::physical_plan::DisplayFormatType,
+        f: &mut std::fmt::Formatter,
+    ) -> std::fmt::Result {
+        write!(f, "RowFilterBarrier")
+    }
+}
+
+impl ExecutionPlan for RowFilterBarrier {
+    fn name(&self) -> &str {
+        "RowFilterBarrier"
+    }
+
+    fn properties(&self) -> &Arc<datafusion::physical_plan::PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+        match <[_; 1]>::try_from(children) {
+            Ok([input]) => Ok(Self::over(input)),
+            Err(_) => datafusion::common::internal_err!("RowFilterBarrier has one input"),
+        }
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<datafusion::execution::TaskContext>,
+    ) -> datafusion::common::Result<datafusion::execution::SendableRecordBatchStream> {
+        self.input.execute(partition, context)
+    }
+
+    fn partition_statistics(
+        &self,
+        partition: Option<usize>,
+    ) -> datafusion::common::Result<Arc<datafusion::common::Statistics>> {
+        self.input.partition_statistics(partition)
     }
 }
 
@@ -163,6 +239,8 @@ type Rule = (String, String, String);
 struct CatalogPolicies {
     filters: HashMap<(String, String), Vec<Rule>>,
     masks: HashMap<(String, String), Vec<crate::column_masks::Rule>>,
+    tags: crate::column_masks::Tags,
+    tag_masks: HashMap<String, Vec<crate::column_masks::TagMask>>,
     roles: BTreeSet<String>,
 }
 
@@ -190,11 +268,15 @@ impl<'a> Governance<'a> {
                 Some(db) => CatalogPolicies {
                     filters: read_rules(db, catalog)?,
                     masks: crate::column_masks::read_masks(db, catalog)?,
+                    tags: crate::column_masks::read_tags(db, catalog)?,
+                    tag_masks: crate::column_masks::read_tag_masks(db, catalog)?,
                     roles: caller_roles(db, catalog, self.session)?,
                 },
                 None => CatalogPolicies {
                     filters: HashMap::new(),
                     masks: HashMap::new(),
+                    tags: HashMap::new(),
+                    tag_masks: HashMap::new(),
                     roles: BTreeSet::new(),
                 },
             };
@@ -226,17 +308,34 @@ impl<'a> Governance<'a> {
     }
 
     /// The mask that applies to the caller on each masked column of `object`, by field id: the
-    /// user's own, else the first of their roles' by name.
+    /// column's own for the user, else for the first of their roles by name; else its tags' (by
+    /// tag name), in the same order.
     fn masks_for(&mut self, object: &Object) -> SqeResult<HashMap<i32, Mask>> {
         let key = (
             object.schema.clone(),
             object.table.clone().unwrap_or_default(),
         );
-        let rules = self.catalog(&object.catalog)?.masks.get(&key).cloned();
+        let policies = self.catalog(&object.catalog)?;
+        let rules = policies.masks.get(&key).cloned();
+        let tagged: Vec<(i32, Vec<crate::column_masks::TagMask>)> = policies
+            .tags
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter_map(|(id, tag)| Some((*id, policies.tag_masks.get(tag)?.clone())))
+            .collect();
         let mut masks = HashMap::new();
         for (field_id, kind, grantee, mask) in rules.into_iter().flatten() {
             if self.applies(&object.catalog, &kind, &grantee) {
                 masks.entry(field_id).or_insert(mask);
+            }
+        }
+        for (field_id, rules) in tagged {
+            for (kind, grantee, mask) in rules {
+                if !masks.contains_key(&field_id) && self.applies(&object.catalog, &kind, &grantee)
+                {
+                    masks.insert(field_id, mask);
+                }
             }
         }
         Ok(masks)
@@ -325,7 +424,7 @@ impl Engine {
                     .and_then(|p| {
                         p.as_ref()
                             .downcast_ref::<crate::catalog::scan::IcebergScanProvider>()
-                            .map(|p| p.field_ids().clone())
+                            .map(|p| (p.field_ids().clone(), p.table_uuid()))
                     });
                 let expressions = governance.filters_for(&object).map_err(external)?;
                 let masks = governance.masks_for(&object).map_err(external)?;
@@ -351,12 +450,16 @@ impl Engine {
                 }
                 let mut predicate: Option<Expr> = None;
                 for sql in expressions {
+                    // The policy's text is its owner's to read: the caller gets a refusal,
+                    // the log the details.
                     let expr = state
                         .create_logical_expr(&sql, columns.as_ref())
                         .map_err(|e| {
-                            external(SqeError::invalid(format!(
-                                "the row filter ({sql}) on {object} cannot be applied: {e}"
-                            )))
+                            tracing::warn!(object = %object, filter = %sql, error = %e, "row filter cannot be applied");
+                            external(SqeError::new(
+                                ErrorCode::PermissionDenied,
+                                format!("Access Denied: a row filter on {object} applies to you and cannot be applied here (its owner may look into the server's log)"),
+                            ))
                         })?;
                     predicate = Some(match predicate {
                         Some(p) => p.and(expr),
@@ -368,7 +471,7 @@ impl Engine {
                         LogicalPlan::Filter(Filter::try_new(marked(predicate), Arc::new(governed))?);
                 }
                 if !masks.is_empty() {
-                    let Some(ids) = &iceberg else {
+                    let Some((ids, table_uuid)) = &iceberg else {
                         return Err(external(SqeError::new(
                             ErrorCode::PermissionDenied,
                             format!("Access Denied: the column masks on {object} cannot be applied to this scan"),
@@ -381,8 +484,21 @@ impl Engine {
                     let mut exprs = Vec::with_capacity(columns.fields().len());
                     for (qualifier, field) in columns.iter() {
                         let column = Expr::Column(Column::new(qualifier.cloned(), field.name()));
-                        let mask = ids.get(field.name()).and_then(|id| masks.get(id));
-                        exprs.push(match mask {
+                        let id = ids.get(field.name());
+                        let mask = id.and_then(|id| masks.get(id));
+                        let column_key = match (&key, id) {
+                            (Some(key), Some(id)) => Some(crate::column_masks::column_hash_key(
+                                key, table_uuid, *id,
+                            )),
+                            _ => None,
+                        };
+                        // A mask that does not fit the column's type (a tag's, or the column's
+                        // type changed since) shows NULL.
+                        let fitted = mask.map(|m| match m.fits(field.data_type()) {
+                            true => m.clone(),
+                            false => Mask::Null,
+                        });
+                        exprs.push(match &fitted {
                             None => column,
                             Some(mask) => {
                                 nullable |= !field.is_nullable();
@@ -396,13 +512,17 @@ impl Engine {
                                     field.data_type(),
                                     state,
                                     &columns,
-                                    key.as_deref(),
+                                    column_key.as_deref(),
                                 )
                                 .map_err(|e| {
-                                    external(SqeError::invalid(format!(
-                                        "the mask {mask} on column '{}' of {object} cannot be applied: {e}",
-                                        field.name()
-                                    )))
+                                    tracing::warn!(object = %object, column = field.name(), mask = %mask, error = %e, "column mask cannot be applied");
+                                    external(SqeError::new(
+                                        ErrorCode::PermissionDenied,
+                                        format!(
+                                            "Access Denied: a mask on column '{}' of {object} applies to you and cannot be applied here (its owner may look into the server's log)",
+                                            field.name()
+                                        ),
+                                    ))
                                 })?
                                 .alias_qualified(qualifier.cloned(), field.name())
                             }

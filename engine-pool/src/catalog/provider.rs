@@ -20,12 +20,17 @@ fn df_err(e: iceberg::Error) -> DataFusionError {
 
 #[derive(Debug)]
 pub struct IcebergCatalogProvider {
+    /// The name SQE mounts it under, which its scans carry (their policies are looked up by it).
+    name: String,
     catalog: CatalogRef,
 }
 
 impl IcebergCatalogProvider {
-    pub fn new(catalog: CatalogRef) -> Self {
-        Self { catalog }
+    pub fn new(name: &str, catalog: CatalogRef) -> Self {
+        Self {
+            name: name.to_string(),
+            catalog,
+        }
     }
 
     pub fn catalog(&self) -> &CatalogRef {
@@ -49,6 +54,7 @@ impl CatalogProvider for IcebergCatalogProvider {
             return None;
         }
         Some(Arc::new(IcebergSchemaProvider {
+            catalog_name: self.name.clone(),
             catalog: self.catalog.clone(),
             namespace: NamespaceIdent::new(name.to_string()),
         }))
@@ -57,6 +63,7 @@ impl CatalogProvider for IcebergCatalogProvider {
 
 #[derive(Debug)]
 pub struct IcebergSchemaProvider {
+    catalog_name: String,
     catalog: CatalogRef,
     namespace: NamespaceIdent,
 }
@@ -73,16 +80,20 @@ pub async fn load_table_opt(
     }
 }
 
-/// A read-only provider for the table at `snapshot_id` (the current snapshot when `None`).
+/// A read-only provider for the table at `snapshot_id` (the current snapshot when `None`), of the
+/// SQE catalog `catalog_name`.
 pub async fn scan_provider(
     table: Table,
     snapshot_id: Option<i64>,
+    catalog_name: &str,
 ) -> DFResult<Arc<dyn TableProvider>> {
     let table = match snapshot_id {
         Some(_) => table,
         None => read_with_current_schema(table).map_err(df_err)?,
     };
-    let provider = IcebergScanProvider::try_new(table, snapshot_id).map_err(df_err)?;
+    let provider = IcebergScanProvider::try_new(table, snapshot_id)
+        .map_err(df_err)?
+        .in_catalog(catalog_name);
     Ok(Arc::new(provider))
 }
 
@@ -157,7 +168,7 @@ impl SchemaProvider for IcebergSchemaProvider {
                     .await
                     .map_err(df_err)?,
             )),
-            None => Ok(Some(scan_provider(table, None).await?)),
+            None => Ok(Some(scan_provider(table, None, &self.catalog_name).await?)),
         }
     }
 

@@ -62,8 +62,8 @@ pub struct IcebergScanProvider {
     iceberg_schema: iceberg::spec::SchemaRef,
     /// Each top-level column's field id, by name.
     field_ids: HashMap<String, i32>,
-    /// The SQE catalog the table is in, for a scan SQE registered under a name of its own (time
-    /// travel), so that the table's policies still find it.
+    /// The SQE catalog the table is in, so that the table's policies find its scans by the
+    /// table itself, whatever name the statement used (a view's, time travel's).
     catalog_name: Option<String>,
 }
 
@@ -145,6 +145,11 @@ impl IcebergScanProvider {
             ident.namespace().to_url_string(),
             ident.name().to_string(),
         ))
+    }
+
+    /// The table's UUID (Iceberg's, for the life of the table, renames included).
+    pub fn table_uuid(&self) -> String {
+        self.table.metadata().uuid().to_string()
     }
 
     /// The field id of each top-level column read, by name.

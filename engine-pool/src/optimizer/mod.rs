@@ -78,13 +78,13 @@ fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     // Trino's semantics, not a speed-up: first, before other rules move the expressions.
     rules.insert(0, Arc::new(crate::overflow::CheckedArithmetic));
+    // A row filter's security, not a speed-up: before any rule moves filters or projections.
+    rules.insert(1, Arc::new(crate::row_filters::RowFiltersFirst));
     let post = rules
         .iter()
         .position(|r| r.name() == "FilterPushdown(Post)")
         .unwrap_or(rules.len());
     rules.insert(post, Arc::new(shared::ShareAggregates));
-    // A row filter's security, not a speed-up: before the rules that rearrange filters' work.
-    rules.push(Arc::new(crate::row_filters::RowFiltersFirst));
     rules.push(Arc::new(dynamic_filter::DynamicFilterRows));
     rules.push(Arc::new(conjunction::FilterConjunctions));
     rules.push(Arc::new(decimal::DecimalArithmetic));
