@@ -2618,3 +2618,199 @@ async fn tags_bring_their_masks_to_every_tagged_column() {
         assert_eq!((e.code(), e.message()), (code, message), "{sql}");
     }
 }
+
+/// Ranger's policy download for a Hive service, as its admin server serves it: select for bob and
+/// the group `support`, a row filter for bob, masks on `seller` (upper case for bob, NULL for
+/// `support`).
+fn ranger_download(version: i64, region: &str) -> String {
+    serde_json::json!({
+        "serviceName": "hive",
+        "serviceId": 1,
+        "policyVersion": version,
+        "policies": [
+            {
+                "id": 1, "name": "read default", "isEnabled": true, "policyType": 0,
+                "resources": {
+                    "database": {"values": ["default"], "isExcludes": false},
+                    "table": {"values": ["*"], "isExcludes": false},
+                    "column": {"values": ["*"], "isExcludes": false}
+                },
+                "policyItems": [
+                    {"accesses": [{"type": "select", "isAllowed": true}], "users": ["bob"], "groups": ["support"]}
+                ],
+                "denyPolicyItems": [],
+                "allowExceptions": [],
+                "denyExceptions": []
+            },
+            {
+                "id": 2, "name": "bob's region", "isEnabled": true, "policyType": 2,
+                "resources": {
+                    "database": {"values": ["default"]},
+                    "table": {"values": ["sales"]}
+                },
+                "rowFilterPolicyItems": [
+                    {"accesses": [{"type": "select", "isAllowed": true}], "users": ["bob"],
+                     "rowFilterInfo": {"filterExpr": format!("region = '{region}'")}}
+                ]
+            },
+            {
+                "id": 3, "name": "sellers", "isEnabled": true, "policyType": 1,
+                "resources": {
+                    "database": {"values": ["default"]},
+                    "table": {"values": ["sal*"]},
+                    "column": {"values": ["seller"]}
+                },
+                "dataMaskPolicyItems": [
+                    {"accesses": [{"type": "select", "isAllowed": true}], "users": ["bob"],
+                     "dataMaskInfo": {"dataMaskType": "CUSTOM", "valueExpr": "upper({col})"}},
+                    {"accesses": [{"type": "select", "isAllowed": true}], "groups": ["support"],
+                     "dataMaskInfo": {"dataMaskType": "MASK_NULL"}}
+                ]
+            }
+        ]
+    })
+    .to_string()
+}
+
+/// `[access] engine = "ranger"`: Ranger's policies decide who reads what, filter rows and mask
+/// columns; a change to them takes effect within the refresh interval; when the download fails the
+/// last policies hold until the grace period has passed, then every statement on the catalog is
+/// refused until a download works again. (A fixture serves Ranger's download format: no Ranger
+/// server runs here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranger_policies_decide_and_fail_closed_past_their_grace() {
+    use axum::response::IntoResponse;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    type Served = Arc<Mutex<Option<(i64, String)>>>;
+    let served: Served = Arc::new(Mutex::new(Some((1, ranger_download(1, "eu")))));
+    let route = {
+        let served = served.clone();
+        move |query: axum::extract::Query<HashMap<String, String>>| {
+            let served = served.clone();
+            async move {
+                let current = served.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                match current {
+                    None => axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                    Some((version, _))
+                        if query.get("lastKnownVersion") == Some(&version.to_string()) =>
+                    {
+                        axum::http::StatusCode::NOT_MODIFIED.into_response()
+                    }
+                    Some((_, body)) => body.into_response(),
+                }
+            }
+        }
+    };
+    let app = axum::Router::new().route(
+        "/service/plugins/policies/download/hive",
+        axum::routing::get(route),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            access_default: sqe_engine::AccessDefault::Deny,
+            ranger: Some(sqe_engine::RangerConfig {
+                policy_url: format!("http://{address}/service/plugins/policies/download/hive"),
+                catalogs: vec!["iceberg".into()],
+                refresh: std::time::Duration::from_millis(200),
+                grace: std::time::Duration::from_secs(2),
+                basic: None,
+            }),
+            ..EngineConfig::default()
+        },
+    );
+    let ada = session(&engine, "ada", &["sqe_admin"]);
+    let alice = session(&engine, "alice", &[]);
+    let bob = session(&engine, "bob", &[]);
+    let carol = session(&engine, "carol", &["support"]);
+    ok(
+        &engine,
+        &ada,
+        "CREATE TABLE sales AS SELECT * FROM (VALUES (1, 'eu', 'bob'), (2, 'us', 'bob'), \
+         (3, 'eu', 'carol'), (4, 'us', 'carol')) AS v(id, region, seller)",
+    )
+    .await;
+    let read = "SELECT id, seller FROM sales ORDER BY id";
+    // Waits (up to 10 s) for `who` to get `want` from `sql`.
+    async fn eventually(engine: &Engine, who: &Session, sql: &str, want: &[&str]) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let got = rows(engine, who, sql).await;
+            if got.as_ref().is_ok_and(|r| r == want) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{sql}: still {got:?}, not {want:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    eventually(&engine, &bob, read, &["1|BOB", "3|CAROL"]).await;
+    assert_eq!(
+        ok(&engine, &carol, read).await,
+        ["1|NULL", "2|NULL", "3|NULL", "4|NULL"]
+    );
+    assert_eq!(
+        ok(&engine, &ada, read).await,
+        ["1|bob", "2|bob", "3|carol", "4|carol"]
+    );
+    let e = refused(&engine, &alice, read).await;
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            ErrorCode::NotFound,
+            "table 'iceberg.default.sales' not found"
+        )
+    );
+    assert!(ok(&engine, &alice, "SHOW TABLES").await.is_empty());
+    let e = refused(&engine, &bob, "INSERT INTO sales VALUES (5, 'eu', 'bob')").await;
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            ErrorCode::PermissionDenied,
+            "Access Denied: Cannot insert into table iceberg.default.sales"
+        )
+    );
+    // SQE keeps no policies of its own for a catalog Ranger governs.
+    let e = refused(&engine, &ada, "GRANT SELECT ON TABLE sales TO USER alice").await;
+    assert_eq!(e.code(), ErrorCode::Unsupported, "{}", e.message());
+
+    // A change takes effect within the refresh interval.
+    *served.lock().unwrap_or_else(|p| p.into_inner()) = Some((2, ranger_download(2, "us")));
+    eventually(&engine, &bob, read, &["2|BOB", "4|CAROL"]).await;
+
+    // The download failing: the last policies hold for the grace period, then nothing does.
+    *served.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    assert_eq!(ok(&engine, &bob, read).await, ["2|BOB", "4|CAROL"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let e = loop {
+        match rows(&engine, &bob, read).await {
+            Err(e) => break e,
+            Ok(_) => {
+                assert!(std::time::Instant::now() < deadline, "still served");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            ErrorCode::PermissionDenied,
+            "Access Denied: the Ranger policies are unavailable (download answered 503 Service Unavailable)"
+        )
+    );
+    *served.lock().unwrap_or_else(|p| p.into_inner()) = Some((3, ranger_download(3, "eu")));
+    eventually(&engine, &bob, read, &["1|BOB", "3|CAROL"]).await;
+}

@@ -256,6 +256,9 @@ pub(crate) struct Visibility {
     who: Who,
     default_allow: bool,
     catalogs: HashMap<String, crate::catalog::backend::CatalogRef>,
+    /// `[access] store`, for the catalogs that keep no policies of their own.
+    store: Option<Arc<dyn PolicyDb>>,
+    ranger: Option<Arc<crate::ranger::Ranger>>,
     read: std::sync::Mutex<HashMap<String, Option<(Policies, Who)>>>,
 }
 
@@ -282,12 +285,27 @@ impl Visibility {
     /// A catalog's policies and the caller with the roles it grants them; None if unreadable.
     fn policies(&self, catalog: &str) -> Option<(Policies, Who)> {
         let mut who = self.who.clone();
-        let Some(db) = self.catalogs.get(catalog).and_then(|c| c.policy_db()) else {
+        if let Some(ranger) = self.ranger.as_ref().filter(|r| r.governs(catalog)) {
+            let policies = Policies {
+                grants: Vec::new(),
+                columns: Vec::new(),
+                owners: HashMap::new(),
+                default_allow: false,
+                ranger: Some(ranger.current().ok()?),
+            };
+            return Some((policies, who));
+        }
+        let Some(db) = self
+            .catalogs
+            .get(catalog)
+            .and_then(|c| c.policy_db().or(self.store.as_deref()))
+        else {
             let none = Policies {
                 grants: Vec::new(),
                 columns: Vec::new(),
                 owners: HashMap::new(),
                 default_allow: self.default_allow,
+                ranger: None,
             };
             return Some((none, who));
         };
@@ -304,6 +322,8 @@ struct Policies {
     columns: Vec<ColumnGrant>,
     owners: HashMap<(String, String), String>,
     default_allow: bool,
+    /// Ranger's policies, in place of all the above, for a catalog they govern (ranger.rs).
+    ranger: Option<Arc<crate::ranger::RangerPolicies>>,
 }
 
 /// One column privilege row.
@@ -382,6 +402,7 @@ impl Policies {
             columns,
             owners,
             default_allow,
+            ranger: None,
         })
     }
 
@@ -437,6 +458,9 @@ impl Policies {
     }
 
     fn owns(&self, who: &Who, object: &Object) -> bool {
+        if self.ranger.is_some() {
+            return false;
+        }
         let owner_of = |table: &str| {
             self.owners
                 .get(&(object.schema.clone(), table.to_string()))
@@ -463,6 +487,9 @@ impl Policies {
         if who.admin || self.owns(who, object) {
             return true;
         }
+        if let Some(ranger) = &self.ranger {
+            return ranger.allows(who, privilege, object);
+        }
         if privilege == Privilege::Alter {
             return self.default_allow;
         }
@@ -481,12 +508,18 @@ impl Policies {
         if who.admin || self.owns(who, object) {
             return true;
         }
+        if self.ranger.is_some() {
+            return false;
+        }
         let rows = || self.about(who, object).filter(|g| g.privilege == privilege);
         !rows().any(|g| g.deny) && rows().any(|g| g.grant_option)
     }
 
     /// Whether the object exists for the caller at all: they hold some privilege on it.
     fn visible(&self, who: &Who, object: &Object) -> bool {
+        if let Some(ranger) = &self.ranger {
+            return who.admin || ranger.visible(who, object);
+        }
         who.admin
             || self.owns(who, object)
             || self.about(who, object).any(|g| !g.deny)
@@ -527,6 +560,8 @@ impl Engine {
             },
             default_allow: self.access_default_allow,
             catalogs,
+            store: self.policy_store.clone(),
+            ranger: self.ranger.clone(),
             read: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -545,7 +580,7 @@ impl Engine {
             return Ok(None);
         }
         let handle = self.catalog(session, catalog)?;
-        let db = handle.policy_db();
+        let db = self.policy_db_of(catalog, &handle);
         let who = self.who(session, db, catalog)?;
         let policies = match db {
             Some(db) => Policies::read(db, catalog, self.access_default_allow)?,
@@ -554,6 +589,10 @@ impl Engine {
                 columns: Vec::new(),
                 owners: HashMap::new(),
                 default_allow: self.access_default_allow,
+                ranger: match &self.ranger {
+                    Some(r) if r.governs(catalog) => Some(r.current()?),
+                    _ => None,
+                },
             },
         };
         Ok(Some((policies, who)))
@@ -585,6 +624,24 @@ impl Engine {
             ErrorCode::PermissionDenied,
             privilege.refusal(object),
         ))
+    }
+
+    /// The database `catalog`'s policies are kept in: its own, else (for the server's own
+    /// catalogs, never one a session attached) `[access] store`.
+    pub(crate) fn policy_db_of<'a>(
+        &'a self,
+        catalog: &str,
+        handle: &'a crate::catalog::backend::CatalogRef,
+    ) -> Option<&'a dyn PolicyDb> {
+        if self.ranger.as_ref().is_some_and(|r| r.governs(catalog)) {
+            return None;
+        }
+        handle.policy_db().or_else(|| {
+            self.catalogs
+                .contains_key(catalog)
+                .then_some(self.policy_store.as_deref())
+                .flatten()
+        })
     }
 
     /// Refuses reading `object` unless the caller holds SELECT on it or on some of its columns
@@ -694,7 +751,7 @@ impl Engine {
     /// policies), replacing any earlier owner of that name.
     pub(crate) fn record_owner(&self, session: &Session, object: &Object) -> SqeResult<()> {
         let handle = self.catalog(session, &object.catalog)?;
-        let Some(db) = handle.policy_db() else {
+        let Some(db) = self.policy_db_of(&object.catalog, &handle) else {
             return Ok(());
         };
         let (schema, table) = object.key();
@@ -719,7 +776,7 @@ impl Engine {
     ) -> SqeResult<()> {
         self.forget_object(session, to)?;
         let handle = self.catalog(session, &from.catalog)?;
-        let Some(db) = handle.policy_db() else {
+        let Some(db) = self.policy_db_of(&from.catalog, &handle) else {
             return Ok(());
         };
         let ((schema, table), (new_schema, new_table)) = (from.key(), to.key());
@@ -746,7 +803,7 @@ impl Engine {
     /// its name starts with none.
     pub(crate) fn forget_object(&self, session: &Session, object: &Object) -> SqeResult<()> {
         let handle = self.catalog(session, &object.catalog)?;
-        let Some(db) = handle.policy_db() else {
+        let Some(db) = self.policy_db_of(&object.catalog, &handle) else {
             return Ok(());
         };
         let (schema, table) = object.key();
@@ -908,8 +965,8 @@ impl Engine {
             ));
         }
         let handle = self.catalog(session, &session.catalog)?;
-        if handle.policy_db().is_none() {
-            return Err(no_policies(&session.catalog));
+        if self.policy_db_of(&session.catalog, &handle).is_none() {
+            return Err(self.no_policies(&session.catalog));
         }
         Ok(handle)
     }
@@ -922,9 +979,9 @@ impl Engine {
     ) -> SqeResult<()> {
         let role = single_name(name, "role")?;
         let handle = self.role_db(session)?;
-        let db = handle
-            .policy_db()
-            .ok_or_else(|| no_policies(&session.catalog))?;
+        let db = self
+            .policy_db_of(&session.catalog, &handle)
+            .ok_or_else(|| self.no_policies(&session.catalog))?;
         if role_exists(db, &session.catalog, &role)? {
             if if_not_exists {
                 return Ok(());
@@ -949,9 +1006,9 @@ impl Engine {
     ) -> SqeResult<()> {
         let role = single_name(name, "role")?;
         let handle = self.role_db(session)?;
-        let db = handle
-            .policy_db()
-            .ok_or_else(|| no_policies(&session.catalog))?;
+        let db = self
+            .policy_db_of(&session.catalog, &handle)
+            .ok_or_else(|| self.no_policies(&session.catalog))?;
         if !role_exists(db, &session.catalog, &role)? {
             if if_exists {
                 return Ok(());
@@ -983,9 +1040,9 @@ impl Engine {
         add: bool,
     ) -> SqeResult<QueryResult> {
         let handle = self.role_db(session)?;
-        let db = handle
-            .policy_db()
-            .ok_or_else(|| no_policies(&session.catalog))?;
+        let db = self
+            .policy_db_of(&session.catalog, &handle)
+            .ok_or_else(|| self.no_policies(&session.catalog))?;
         let catalog = session.catalog.as_str();
         for action in actions {
             let Action::Role { role } = action else {
@@ -1058,9 +1115,9 @@ impl Engine {
             .collect::<SqeResult<Vec<_>>>()?;
         for object in &objects {
             let handle = self.catalog(session, &object.catalog)?;
-            let db = handle
-                .policy_db()
-                .ok_or_else(|| no_policies(&object.catalog))?;
+            let db = self
+                .policy_db_of(&object.catalog, &handle)
+                .ok_or_else(|| self.no_policies(&object.catalog))?;
             self.check_exists(session, object).await?;
             // Who may: an admin, the owner, or (to grant) one holding the privilege WITH GRANT
             // OPTION; DENY and REVOKE are the owner's and the admins'.
@@ -1215,7 +1272,9 @@ impl Engine {
             .as_ref()
             .map_or(session.catalog.clone(), |o| o.catalog.clone());
         let handle = self.catalog(session, &catalog)?;
-        let db = handle.policy_db().ok_or_else(|| no_policies(&catalog))?;
+        let db = self
+            .policy_db_of(&catalog, &handle)
+            .ok_or_else(|| self.no_policies(&catalog))?;
         let who = self.who(session, Some(db), &catalog)?;
         let policies = Policies::read(db, &catalog, self.access_default_allow)?;
         let mut rows: Vec<Vec<String>> = policies
@@ -1356,10 +1415,17 @@ fn table_function_calls(statement: &datafusion::sql::parser::Statement) -> BTree
     calls.functions.difference(&calls.tables).cloned().collect()
 }
 
-fn no_policies(catalog: &str) -> SqeError {
-    SqeError::unsupported(format!(
-        "catalog '{catalog}' keeps no privileges (only SQLite and PostgreSQL catalogs do)"
-    ))
+impl Engine {
+    fn no_policies(&self, catalog: &str) -> SqeError {
+        if self.ranger.as_ref().is_some_and(|r| r.governs(catalog)) {
+            return SqeError::unsupported(format!(
+                "catalog '{catalog}' takes its privileges from Ranger: change them there"
+            ));
+        }
+        SqeError::unsupported(format!(
+            "catalog '{catalog}' keeps no privileges (only SQLite and PostgreSQL catalogs do, or [access] store)"
+        ))
+    }
 }
 
 /// A one-part name (a role, a user), at most 255 characters.
@@ -1437,6 +1503,7 @@ impl Engine {
             .filter_map(|c| Some((c.clone(), self.catalog(session, c).ok()?)))
             .collect();
         let name = session.principal.name.clone();
+        let store = self.policy_store.clone();
         let roles = Arc::new(std::sync::OnceLock::<BTreeSet<String>>::new());
         let read = {
             let roles = Arc::clone(&roles);
@@ -1445,7 +1512,7 @@ impl Engine {
                     .get_or_init(|| {
                         let mut all = token.clone();
                         for (catalog, handle) in &handles {
-                            if let Some(db) = handle.policy_db() {
+                            if let Some(db) = handle.policy_db().or(store.as_deref()) {
                                 all.extend(granted_roles(db, catalog, &name).unwrap_or_default());
                             }
                         }

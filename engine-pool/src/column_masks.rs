@@ -483,7 +483,7 @@ impl Engine {
         }
         let catalog = session.catalog.clone();
         let handle = self.catalog(session, &catalog)?;
-        let db = handle.policy_db().ok_or_else(|| {
+        let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no masks (only SQLite and PostgreSQL catalogs do)"
             ))
@@ -544,7 +544,7 @@ impl Engine {
         let (_, _, loaded) = self.load(session, &table_name).await?;
         let current = loaded.metadata().current_schema().clone();
         let handle = self.catalog(session, &catalog)?;
-        let db = handle.policy_db().ok_or_else(|| {
+        let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no column masks (only SQLite and PostgreSQL catalogs do)"
             ))

@@ -65,7 +65,7 @@ impl Engine {
             field_ids.push(field.id.to_string());
         }
         let handle = self.catalog(session, &catalog)?;
-        let db = handle.policy_db().ok_or_else(|| {
+        let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no privileges (only SQLite and PostgreSQL catalogs do)"
             ))

@@ -90,6 +90,11 @@ pub struct EngineConfig {
     pub access_default: crate::access::AccessDefault,
     /// The key of HASH column masks (column_masks.rs); each catalog makes its own when unset.
     pub mask_key: Option<Vec<u8>>,
+    /// A SQLite file keeping the policies (access.rs) of the catalogs that keep none in their own
+    /// database (REST, Hive Metastore): `[access] store`.
+    pub policy_store: Option<PathBuf>,
+    /// Ranger's policies in place of SQE's own, for the catalogs named (ranger.rs).
+    pub ranger: Option<crate::ranger::RangerConfig>,
     /// Which files the file functions, COPY and table locations may reach (all, embedded).
     pub files: FileAccess,
     /// Where persistent secrets are kept, and the passphrase their key is derived from; without
@@ -156,6 +161,8 @@ pub struct Engine {
     /// `[access] default = "allow"`: what no privilege row decides is allowed.
     pub(crate) access_default_allow: bool,
     pub(crate) mask_key: Option<Vec<u8>>,
+    pub(crate) policy_store: Option<Arc<dyn crate::access::PolicyDb>>,
+    pub(crate) ranger: Option<Arc<crate::ranger::Ranger>>,
     files: FileAccess,
     state: SessionState,
     admission: Admission,
@@ -299,6 +306,15 @@ impl Engine {
             default_catalog: default_catalog.to_lowercase(),
             admin_roles: config.admin_roles.clone(),
             mask_key: config.mask_key.clone(),
+            policy_store: match &config.policy_store {
+                Some(path) => Some(crate::catalog::sql::policy_store(path).map_err(from_iceberg)?),
+                None => None,
+            },
+            ranger: config
+                .ranger
+                .clone()
+                .map(crate::ranger::Ranger::start)
+                .transpose()?,
             access_default_allow: config.access_default == crate::access::AccessDefault::Allow,
             files: config.files.clone(),
             state,

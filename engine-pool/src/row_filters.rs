@@ -242,6 +242,8 @@ struct CatalogPolicies {
     tags: crate::column_masks::Tags,
     tag_masks: HashMap<String, Vec<crate::column_masks::TagMask>>,
     roles: BTreeSet<String>,
+    /// Ranger's policies and the caller as they see them, in place of the above (ranger.rs).
+    ranger: Option<(Arc<crate::ranger::RangerPolicies>, crate::access::Who)>,
 }
 
 /// A statement's view of the row filters and column masks of the catalogs it reads, read once
@@ -262,15 +264,34 @@ impl<'a> Governance<'a> {
     }
 
     fn catalog(&mut self, catalog: &str) -> SqeResult<&CatalogPolicies> {
+        if !self.catalogs.contains_key(catalog)
+            && let Some(ranger) = self.engine.ranger.as_ref().filter(|r| r.governs(catalog))
+        {
+            let who = crate::access::Who {
+                name: self.session.principal.name.clone(),
+                roles: self.session.principal.roles.iter().cloned().collect(),
+                admin: false,
+            };
+            let read = CatalogPolicies {
+                filters: HashMap::new(),
+                masks: HashMap::new(),
+                tags: HashMap::new(),
+                tag_masks: HashMap::new(),
+                roles: BTreeSet::new(),
+                ranger: Some((ranger.current()?, who)),
+            };
+            self.catalogs.insert(catalog.to_string(), read);
+        }
         if !self.catalogs.contains_key(catalog) {
             let handle = self.engine.catalog(self.session, catalog)?;
-            let read = match handle.policy_db() {
+            let read = match self.engine.policy_db_of(catalog, &handle) {
                 Some(db) => CatalogPolicies {
                     filters: read_rules(db, catalog)?,
                     masks: crate::column_masks::read_masks(db, catalog)?,
                     tags: crate::column_masks::read_tags(db, catalog)?,
                     tag_masks: crate::column_masks::read_tag_masks(db, catalog)?,
                     roles: caller_roles(db, catalog, self.session)?,
+                    ranger: None,
                 },
                 None => CatalogPolicies {
                     filters: HashMap::new(),
@@ -278,6 +299,7 @@ impl<'a> Governance<'a> {
                     tags: HashMap::new(),
                     tag_masks: HashMap::new(),
                     roles: BTreeSet::new(),
+                    ranger: None,
                 },
             };
             self.catalogs.insert(catalog.to_string(), read);
@@ -298,7 +320,11 @@ impl<'a> Governance<'a> {
             object.schema.clone(),
             object.table.clone().unwrap_or_default(),
         );
-        let rules = self.catalog(&object.catalog)?.filters.get(&key).cloned();
+        let policies = self.catalog(&object.catalog)?;
+        if let Some((ranger, who)) = &policies.ranger {
+            return Ok(ranger.row_filter(who, object).into_iter().collect());
+        }
+        let rules = policies.filters.get(&key).cloned();
         Ok(rules
             .into_iter()
             .flatten()
@@ -310,12 +336,24 @@ impl<'a> Governance<'a> {
     /// The mask that applies to the caller on each masked column of `object`, by field id: the
     /// column's own for the user, else for the first of their roles by name; else its tags' (by
     /// tag name), in the same order.
-    fn masks_for(&mut self, object: &Object) -> SqeResult<HashMap<i32, Mask>> {
+    fn masks_for(
+        &mut self,
+        object: &Object,
+        ids: Option<&HashMap<String, i32>>,
+    ) -> SqeResult<HashMap<i32, Mask>> {
         let key = (
             object.schema.clone(),
             object.table.clone().unwrap_or_default(),
         );
         let policies = self.catalog(&object.catalog)?;
+        if let Some((ranger, who)) = &policies.ranger {
+            // Ranger masks by name.
+            return Ok(ids
+                .into_iter()
+                .flatten()
+                .filter_map(|(name, id)| Some((*id, ranger.mask(who, object, name)?)))
+                .collect());
+        }
         let rules = policies.masks.get(&key).cloned();
         let tagged: Vec<(i32, Vec<crate::column_masks::TagMask>)> = policies
             .tags
@@ -343,9 +381,10 @@ impl<'a> Governance<'a> {
 
     fn hash_key(&self, catalog: &str) -> SqeResult<Option<Vec<u8>>> {
         let handle = self.engine.catalog(self.session, catalog)?;
-        match handle.policy_db() {
+        match self.engine.policy_db_of(catalog, &handle) {
             Some(db) => crate::column_masks::statement_hash_key(self.engine, db, catalog),
-            None => Ok(None),
+            // Ranger's catalogs: the configured key alone.
+            None => Ok(self.engine.mask_key().map(<[u8]>::to_vec)),
         }
     }
 }
@@ -427,7 +466,9 @@ impl Engine {
                             .map(|p| (p.field_ids().clone(), p.table_uuid()))
                     });
                 let expressions = governance.filters_for(&object).map_err(external)?;
-                let masks = governance.masks_for(&object).map_err(external)?;
+                let masks = governance
+                    .masks_for(&object, iceberg.as_ref().map(|(ids, _)| ids))
+                    .map_err(external)?;
                 if expressions.is_empty() && masks.is_empty() {
                     return Ok(Transformed::no(node));
                 }
@@ -574,7 +615,7 @@ impl Engine {
         })?;
         let (_, _, _) = self.load(session, &table_name).await?;
         let handle = self.catalog(session, &catalog)?;
-        let db = handle.policy_db().ok_or_else(|| {
+        let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no row filters (only SQLite and PostgreSQL catalogs do)"
             ))

@@ -31,6 +31,50 @@ pub struct AccessSection {
     /// The environment variable holding the key of HASH column masks (16 characters or more);
     /// without it each catalog makes and keeps a random key of its own.
     pub mask_key_env: Option<String>,
+    /// A SQLite file keeping the privileges, roles, owners, row filters, masks and tags of the
+    /// catalogs whose own database keeps none (REST, Hive Metastore); without it, GRANT and the
+    /// rest are refused there.
+    pub store: Option<PathBuf>,
+    /// `"sqe"` (the default: GRANT, row filters and masks kept by SQE) or `"ranger"` (Apache
+    /// Ranger's policies, downloaded as `[access.ranger]` says, for its catalogs).
+    pub engine: AccessEngine,
+    pub ranger: Option<RangerSection>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessEngine {
+    #[default]
+    Sqe,
+    Ranger,
+}
+
+/// `[access.ranger]`: where Ranger's policies for a Hive service are downloaded from.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RangerSection {
+    /// `https://ranger:6182/service/plugins/policies/download/<service>`.
+    pub policy_url: String,
+    /// The catalogs the policies govern; every catalog of the server if unset.
+    pub catalogs: Option<Vec<String>>,
+    #[serde(default = "RangerSection::default_refresh")]
+    pub refresh_secs: u64,
+    /// How long the last policies hold when downloads fail; then everything is refused.
+    #[serde(default = "RangerSection::default_grace")]
+    pub grace_secs: u64,
+    /// Basic credentials for the download, the password in an environment variable.
+    pub username: Option<String>,
+    pub password_env: Option<String>,
+}
+
+impl RangerSection {
+    fn default_refresh() -> u64 {
+        30
+    }
+
+    fn default_grace() -> u64 {
+        300
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
@@ -46,6 +90,49 @@ impl AccessSection {
         match self.default {
             AccessDefaultSetting::Allow => sqe_engine::AccessDefault::Allow,
             AccessDefaultSetting::Deny => sqe_engine::AccessDefault::Deny,
+        }
+    }
+
+    /// Ranger's configuration for the engine, when `engine = "ranger"`; `all` names every catalog
+    /// of the server.
+    pub fn ranger(&self, all: Vec<String>) -> Result<Option<sqe_engine::RangerConfig>, String> {
+        match (self.engine, &self.ranger) {
+            (AccessEngine::Sqe, None) => Ok(None),
+            (AccessEngine::Sqe, Some(_)) => {
+                Err("[access.ranger] is set but [access] engine is not \"ranger\"".to_string())
+            }
+            (AccessEngine::Ranger, None) => {
+                Err("[access] engine = \"ranger\" needs [access.ranger] policy_url".to_string())
+            }
+            (AccessEngine::Ranger, Some(r)) => {
+                if r.refresh_secs == 0 || r.grace_secs < r.refresh_secs {
+                    return Err(
+                        "[access.ranger]: refresh_secs must be at least 1 and grace_secs at least refresh_secs"
+                            .to_string(),
+                    );
+                }
+                let basic = match (&r.username, &r.password_env) {
+                    (Some(user), Some(var)) => Some((
+                        user.clone(),
+                        std::env::var(var).map_err(|_| {
+                            format!("[access.ranger] password_env: the environment variable {var} is not set")
+                        })?,
+                    )),
+                    (None, None) => None,
+                    _ => {
+                        return Err(
+                            "[access.ranger]: username and password_env go together".to_string()
+                        );
+                    }
+                };
+                Ok(Some(sqe_engine::RangerConfig {
+                    policy_url: r.policy_url.clone(),
+                    catalogs: r.catalogs.clone().unwrap_or(all),
+                    refresh: std::time::Duration::from_secs(r.refresh_secs),
+                    grace: std::time::Duration::from_secs(r.grace_secs),
+                    basic,
+                }))
+            }
         }
     }
 
@@ -626,6 +713,42 @@ mod tests {
         assert!(
             !config.auth.allow_anonymous,
             "an authenticator turns it off"
+        );
+    }
+
+    #[test]
+    fn ranger_settings_are_checked() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("sqe.toml");
+        let ranger = |toml: &str| {
+            std::fs::write(&path, toml).unwrap_or_else(|e| panic!("{e}"));
+            let config = Config::load(Some(&path), Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+            config
+                .access
+                .ranger(vec!["iceberg".into()])
+                .map(|r| r.map(|r| (r.catalogs, r.refresh.as_secs(), r.grace.as_secs())))
+        };
+        let url = "policy_url = \"http://127.0.0.1:1/service/plugins/policies/download/hive\"";
+        assert_eq!(
+            ranger(&format!(
+                "[access]\nengine = \"ranger\"\n[access.ranger]\n{url}\n"
+            )),
+            Ok(Some((vec!["iceberg".to_string()], 30, 300)))
+        );
+        assert_eq!(ranger("[access]\n"), Ok(None));
+        assert_eq!(
+            ranger("[access]\nengine = \"ranger\"\n"),
+            Err("[access] engine = \"ranger\" needs [access.ranger] policy_url".to_string())
+        );
+        assert_eq!(
+            ranger(&format!("[access.ranger]\n{url}\n")),
+            Err("[access.ranger] is set but [access] engine is not \"ranger\"".to_string())
+        );
+        assert_eq!(
+            ranger(&format!(
+                "[access]\nengine = \"ranger\"\n[access.ranger]\n{url}\nrefresh_secs = 60\ngrace_secs = 10\n"
+            )),
+            Err("[access.ranger]: refresh_secs must be at least 1 and grace_secs at least refresh_secs".to_string())
         );
     }
 

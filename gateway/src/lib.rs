@@ -153,6 +153,15 @@ pub async fn serve(config: Config) -> Result<(), String> {
         }),
         None => None,
     };
+    let ranger = config.access.ranger(
+        catalogs
+            .iter()
+            .map(|(n, _)| n.clone())
+            .chain(rest_catalogs.iter().map(|(n, _)| n.clone()))
+            .chain(postgres_catalogs.iter().map(|(n, _)| n.clone()))
+            .chain(hms_catalogs.iter().map(|(n, _)| n.clone()))
+            .collect(),
+    )?;
     let engine = Arc::new(
         Engine::open(EngineConfig {
             catalogs,
@@ -164,6 +173,8 @@ pub async fn serve(config: Config) -> Result<(), String> {
             admin_roles: config.auth.admin_roles.clone(),
             access_default: config.access.engine_default(),
             mask_key: config.access.mask_key()?,
+            policy_store: config.access.store.as_deref().map(config::expand_home),
+            ranger,
             files: config.files.access(),
             ..EngineConfig::default()
         })

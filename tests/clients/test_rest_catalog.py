@@ -231,6 +231,40 @@ def test_time_travel_on_a_rest_table(sqe, idp, rest_catalog):
     assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.bronze.versioned") == [[3]]
 
 
+@pytest.fixture(scope="module")
+def sqe_store(tmp_path_factory, idp, rest_catalog):
+    """The REST catalog mounted as `lake`, its policies kept in `[access] store` (the catalog keeps
+    none); the store outlives a restart of the server."""
+    store = tmp_path_factory.mktemp("policy-store") / "policies.db"
+    toml = rest_catalog.catalog_toml() + f'\n[access]\nstore = "{store}"\n'
+    yield lambda: serving(tmp_path_factory, idp, rest_catalog, "sqe-rest-store", toml)
+
+
+def test_a_rest_catalogs_policies_live_in_the_configured_store(sqe_store, idp):
+    server = sqe_store()
+    sqe = next(server)
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.governed (id BIGINT, email VARCHAR)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.governed VALUES (1, 'ada@example.com'), (2, 'bo@example.com')")
+    for sql in (
+        "ALTER TABLE lake.bronze.governed ALTER COLUMN email SET MASK SHOW FIRST 2 FOR USER alice",
+        "CREATE ROW FILTER one ON lake.bronze.governed USING (id = 1) FOR USER alice",
+        "GRANT SELECT ON TABLE lake.bronze.governed TO USER bob",
+    ):
+        trino_sql(sqe, idp, "alice", sql)
+    governed = "SELECT id, email FROM lake.bronze.governed ORDER BY id"
+    assert trino_sql(sqe, idp, "alice", governed) == [[1, "adx@xxxxxxx.xxx"]]
+    assert flight_sql_rows(sqe, idp, "alice", governed) == [(1, "adx@xxxxxxx.xxx")]
+    grants = trino_sql(sqe, idp, "alice", "SHOW GRANTS ON TABLE lake.bronze.governed")
+    assert [g[:6] for g in grants] == [["bob", "USER", "lake", "bronze", "governed", "GRANT SELECT"]]
+    # The store outlives the server.
+    next(server, None)
+    server = sqe_store()
+    sqe = next(server)
+    assert trino_sql(sqe, idp, "alice", governed) == [[1, "adx@xxxxxxx.xxx"]]
+    trino_sql(sqe, idp, "alice", "DROP TABLE lake.bronze.governed")
+    next(server, None)
+
+
 def test_drop_table_is_the_catalogs_to_allow(sqe, idp, rest_catalog):
     trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.doomed (id BIGINT)")
     trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.doomed VALUES (1)")

@@ -489,6 +489,26 @@ fn text_row(row: &postgres::Row) -> std::result::Result<Vec<Option<String>>, pos
 }
 
 /// SQE's policy tables live in the catalog's database, made on first use.
+/// A database of SQE's policies alone (`[access] store`), for the catalogs that keep none.
+pub fn policy_store(path: &Path) -> Result<Arc<dyn crate::access::PolicyDb>> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("[access] store: cannot make {}: {e}", dir.display()),
+            )
+        })?;
+    }
+    let conn = Connection::open(path).map_err(sqlite_err)?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(sqlite_err)?;
+    Ok(Arc::new(Db {
+        name: "policy store".to_string(),
+        conn: Mutex::new(Conn::Sqlite(conn)),
+        policies_ready: std::sync::atomic::AtomicBool::new(false),
+    }))
+}
+
 impl crate::access::PolicyDb for Db {
     /// A database without the tables that cannot make them (read-only) holds no policies; any
     /// other failure is an error (a statement is never allowed for want of its policies).
