@@ -2814,3 +2814,79 @@ async fn ranger_policies_decide_and_fail_closed_past_their_grace() {
     *served.lock().unwrap_or_else(|p| p.into_inner()) = Some((3, ranger_download(3, "eu")));
     eventually(&engine, &bob, read, &["1|BOB", "3|CAROL"]).await;
 }
+
+/// `ON CATALOG`: a privilege on the whole catalog covers every schema and table in it; a DENY on
+/// the catalog wins over a table's GRANT; only an admin grants on a catalog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_grants_cover_every_schema_and_table() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            access_default: sqe_engine::AccessDefault::Deny,
+            ..EngineConfig::default()
+        },
+    );
+    let ada = session(&engine, "ada", &["sqe_admin"]);
+    let bob = session(&engine, "bob", &[]);
+    let carol = session(&engine, "carol", &[]);
+    ok(&engine, &ada, "CREATE SCHEMA other").await;
+    ok(&engine, &ada, "CREATE TABLE t AS SELECT 1 AS x").await;
+    ok(&engine, &ada, "CREATE TABLE other.u AS SELECT 2 AS y").await;
+    let e = refused(&engine, &bob, "SELECT x FROM t").await;
+    assert_eq!(e.code(), ErrorCode::NotFound, "{}", e.message());
+
+    ok(&engine, &ada, "GRANT SELECT ON CATALOG iceberg TO USER bob").await;
+    assert_eq!(ok(&engine, &bob, "SELECT x FROM t").await, ["1"]);
+    assert_eq!(ok(&engine, &bob, "SELECT y FROM other.u").await, ["2"]);
+    let e = refused(&engine, &bob, "INSERT INTO t VALUES (3)").await;
+    assert_eq!(
+        e.message(),
+        "Access Denied: Cannot insert into table iceberg.default.t"
+    );
+    assert_eq!(
+        ok(&engine, &bob, "SHOW GRANTS").await,
+        ["bob|USER|iceberg|||GRANT SELECT|NO"]
+    );
+
+    ok(&engine, &ada, "GRANT SELECT ON TABLE t TO USER carol").await;
+    ok(
+        &engine,
+        &ada,
+        "DENY SELECT ON CATALOG iceberg TO USER carol",
+    )
+    .await;
+    let e = refused(&engine, &carol, "SELECT x FROM t").await;
+    assert_eq!(
+        e.message(),
+        "Access Denied: Cannot select from table iceberg.default.t"
+    );
+
+    ok(
+        &engine,
+        &ada,
+        "REVOKE SELECT ON CATALOG iceberg FROM USER bob",
+    )
+    .await;
+    let e = refused(&engine, &bob, "SELECT x FROM t").await;
+    assert_eq!(e.code(), ErrorCode::NotFound, "{}", e.message());
+
+    for (who, sql, code, message) in [
+        (
+            &bob,
+            "GRANT SELECT ON CATALOG iceberg TO USER carol",
+            ErrorCode::PermissionDenied,
+            "Access Denied: Cannot grant privileges on iceberg",
+        ),
+        (
+            &ada,
+            "GRANT SELECT ON CATALOG nope TO USER carol",
+            ErrorCode::NotFound,
+            "catalog 'nope' does not exist",
+        ),
+    ] {
+        let e = refused(&engine, who, sql).await;
+        assert_eq!((e.code(), e.message()), (code, message), "{sql}");
+    }
+}

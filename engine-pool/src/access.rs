@@ -2,10 +2,10 @@
 //! catalog's own database beside its tables, and checked on every statement's path.
 //!
 //! - **Privileges** `SELECT`, `INSERT`, `UPDATE`, `DELETE`, `DROP`, `CREATE` (on a schema: making
-//!   tables and views in it) and `ALL PRIVILEGES`, on a schema (every table in it) or a table, to a
-//!   user or a role: `GRANT SELECT ON TABLE s.t TO USER bob`, `GRANT ALL PRIVILEGES ON SCHEMA s TO
-//!   ROLE analyst WITH GRANT OPTION`, `REVOKE …`, `DENY …`. A DENY wins over every GRANT. SELECT
-//!   on single columns: column_privileges.rs.
+//!   tables and views in it) and `ALL PRIVILEGES`, on a catalog (every schema in it: `ON CATALOG
+//!   c`), a schema (every table in it) or a table, to a user or a role: `GRANT SELECT ON TABLE s.t
+//!   TO USER bob`, `GRANT ALL PRIVILEGES ON SCHEMA s TO ROLE analyst WITH GRANT OPTION`, `REVOKE
+//!   …`, `DENY …`. A DENY wins over every GRANT. SELECT on single columns: column_privileges.rs.
 //! - **Roles** come from the token (its roles/groups claim) or from the catalog:
 //!   `CREATE ROLE analyst`, `GRANT ROLE analyst TO USER bob`, `REVOKE ROLE …`, `DROP ROLE …`.
 //! - **Owners**: whoever creates a schema, table or view owns it and may do anything to it,
@@ -125,6 +125,15 @@ impl Object {
         }
     }
 
+    /// A whole catalog (its key: no schema, no table).
+    pub(crate) fn catalog(catalog: &str) -> Self {
+        Self {
+            catalog: catalog.to_string(),
+            schema: String::new(),
+            table: None,
+        }
+    }
+
     pub(crate) fn schema(catalog: &str, schema: &str) -> Self {
         Self {
             catalog: catalog.to_string(),
@@ -144,6 +153,7 @@ impl std::fmt::Display for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.table {
             Some(t) => write!(f, "{}.{}.{t}", self.catalog, self.schema),
+            None if self.schema.is_empty() => write!(f, "{}", self.catalog),
             None => write!(f, "{}.{}", self.catalog, self.schema),
         }
     }
@@ -469,12 +479,14 @@ impl Policies {
         owner_of("") || object.table.as_deref().is_some_and(owner_of)
     }
 
-    /// The rows about `object` (or its schema) that name the caller or one of their roles.
+    /// The rows about `object` (or its schema, or the whole catalog) that name the caller or one
+    /// of their roles.
     fn about<'a>(&'a self, who: &'a Who, object: &Object) -> impl Iterator<Item = &'a Grant> {
         let schema = (object.schema.clone(), String::new());
         let table = object.key();
         self.grants.iter().filter(move |g| {
-            let on = g.object == schema || g.object == table;
+            let catalog = g.object.0.is_empty() && g.object.1.is_empty();
+            let on = catalog || g.object == schema || g.object == table;
             let to = match g.grantee.0.as_str() {
                 "user" => g.grantee.1 == who.name,
                 _ => who.roles.contains(&g.grantee.1),
@@ -1198,8 +1210,19 @@ impl Engine {
                     Ok(Object::schema(&c, &s))
                 })
                 .collect(),
+            // `ON CATALOG c`, which the parser knows as `ON DATABASE c` (see `on_catalog`).
+            Some(GrantObjects::Databases(names)) => names
+                .iter()
+                .map(|n| {
+                    let name = single_name(n, "catalog")?;
+                    self.mount(session, &name).map_err(|_| {
+                        SqeError::not_found(format!("catalog '{name}' does not exist"))
+                    })?;
+                    Ok(Object::catalog(&name))
+                })
+                .collect(),
             _ => Err(SqeError::unsupported(
-                "privileges are granted ON TABLE name or ON SCHEMA name",
+                "privileges are granted ON TABLE name, ON SCHEMA name or ON CATALOG name",
             )),
         }
     }
@@ -1207,6 +1230,9 @@ impl Engine {
     /// Refuses a grant on a schema or table that does not exist.
     async fn check_exists(&self, session: &Session, object: &Object) -> SqeResult<()> {
         let handle = self.catalog(session, &object.catalog)?;
+        if object.schema.is_empty() {
+            return Ok(());
+        }
         let ns = iceberg::NamespaceIdent::new(object.schema.clone());
         let exists = match &object.table {
             None => handle.namespace_exists(&ns).await,
@@ -1380,6 +1406,25 @@ fn role_exists(db: &dyn PolicyDb, catalog: &str, role: &str) -> SqeResult<bool> 
             &[catalog, role],
         )?
         .is_empty())
+}
+
+/// A GRANT, DENY or REVOKE `ON CATALOG c` spelled `ON DATABASE c`, as the SQL parser knows it.
+pub(crate) fn on_catalog(sql: &str) -> String {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let dialect = crate::dialect::SqeDialect::default();
+    let Ok(mut tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
+        return sql.to_string();
+    };
+    let words: Vec<usize> = (0..tokens.len())
+        .filter(|i| !matches!(tokens[*i], Token::Whitespace(_)))
+        .collect();
+    let is = |t: &Token, w: &str| matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
+    for pair in words.windows(2) {
+        if is(&tokens[pair[0]], "on") && is(&tokens[pair[1]], "catalog") {
+            tokens[pair[1]] = Token::make_keyword("DATABASE");
+        }
+    }
+    tokens.iter().map(|t| t.to_string()).collect()
 }
 
 /// The names a statement calls as table functions (`FROM generate_series(1, 10)`) and never

@@ -583,6 +583,12 @@ impl Engine {
                 prepared.sql = format!("RESET {}", &rest["session".len()..]);
             }
         }
+        if starts_with_word(&prepared.sql, "grant")
+            || starts_with_word(&prepared.sql, "deny")
+            || starts_with_word(&prepared.sql, "revoke")
+        {
+            prepared.sql = crate::access::on_catalog(&prepared.sql);
+        }
         let secret = is_create_secret(&prepared.sql);
         // CREATE [PERSISTENT | TEMPORARY] SECRET is DuckDB's statement, parsed as DuckDB spells it.
         let parsed = if secret {
