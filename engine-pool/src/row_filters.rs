@@ -285,14 +285,27 @@ impl<'a> Governance<'a> {
         if !self.catalogs.contains_key(catalog) {
             let handle = self.engine.catalog(self.session, catalog)?;
             let read = match self.engine.policy_db_of(catalog, &handle) {
-                Some(db) => CatalogPolicies {
-                    filters: read_rules(db, catalog)?,
-                    masks: crate::column_masks::read_masks(db, catalog)?,
-                    tags: crate::column_masks::read_tags(db, catalog)?,
-                    tag_masks: crate::column_masks::read_tag_masks(db, catalog)?,
-                    roles: caller_roles(db, catalog, self.session)?,
-                    ranger: None,
-                },
+                Some(db) => {
+                    let filters = read_rules(db, catalog)?;
+                    let masks = crate::column_masks::read_masks(db, catalog)?;
+                    let tags = crate::column_masks::read_tags(db, catalog)?;
+                    // Where no policy is, nothing more to read (PostgreSQL: no more round trips).
+                    let none = filters.is_empty() && masks.is_empty() && tags.is_empty();
+                    CatalogPolicies {
+                        tag_masks: match tags.is_empty() {
+                            true => HashMap::new(),
+                            false => crate::column_masks::read_tag_masks(db, catalog)?,
+                        },
+                        roles: match none {
+                            true => BTreeSet::new(),
+                            false => caller_roles(db, catalog, self.session)?,
+                        },
+                        filters,
+                        masks,
+                        tags,
+                        ranger: None,
+                    }
+                }
                 None => CatalogPolicies {
                     filters: HashMap::new(),
                     masks: HashMap::new(),
