@@ -439,6 +439,9 @@ impl Engine {
             .await
             .map_err(from_iceberg)?;
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+        // A table dropped behind SQE's back (another engine) leaves its policies under the name:
+        // the new table starts with none of them.
+        self.forget_object(session, &object)?;
         self.record_owner(session, &object)?;
         Ok(Some((catalog_name, ident, table)))
     }
@@ -485,6 +488,7 @@ impl Engine {
                     .create_namespace(&ns, HashMap::new())
                     .await
                     .map_err(from_iceberg)?;
+                self.forget_object(session, &object)?;
                 self.record_owner(session, &object)?;
                 Ok(empty_result())
             }

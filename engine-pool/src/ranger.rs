@@ -52,7 +52,13 @@ pub struct RangerConfig {
 struct ServicePolicies {
     policy_version: Option<i64>,
     policies: Vec<Policy>,
+    /// What SQE does not read; a download that uses them is refused (closed).
+    security_zones: Option<serde_json::Value>,
+    tag_policies: Option<serde_json::Value>,
 }
+
+/// The largest download read.
+const MAX_DOWNLOAD: usize = 64 << 20;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -67,6 +73,12 @@ struct Policy {
     deny_exceptions: Vec<Item>,
     data_mask_policy_items: Vec<MaskItem>,
     row_filter_policy_items: Vec<FilterItem>,
+    /// Everyone not allowed by this policy is denied.
+    is_deny_all_else: bool,
+    /// When the policy holds: SQE does not read schedules, so a scheduled allow never holds and a
+    /// scheduled deny always does.
+    validity_schedules: Vec<serde_json::Value>,
+    conditions: Vec<serde_json::Value>,
 }
 
 fn yes() -> bool {
@@ -87,6 +99,9 @@ struct Item {
     users: Vec<String>,
     groups: Vec<String>,
     roles: Vec<String>,
+    /// Conditions (IP ranges, …) SQE does not read: an allow with conditions never holds, a deny
+    /// with conditions always does.
+    conditions: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,10 +142,11 @@ struct FilterInfo {
     filter_expr: String,
 }
 
-/// `*` any run of characters, `?` any one; case aside, as Hive's names are.
+/// `*` any run of characters, `?` any one; `pattern` and `value` in lower case (Hive's names
+/// compare case aside; patterns are lowered once per download).
 fn wildcard(pattern: &str, value: &str) -> bool {
-    let p: Vec<char> = pattern.to_lowercase().chars().collect();
-    let v: Vec<char> = value.to_lowercase().chars().collect();
+    let p: Vec<char> = pattern.chars().collect();
+    let v: Vec<char> = value.chars().collect();
     let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
     while j < v.len() {
         if i < p.len() && (p[i] == '?' || p[i] == v[j]) {
@@ -163,6 +179,11 @@ impl Resource {
 
 impl Item {
     fn names(&self, who: &Who) -> bool {
+        self.names_anyway(who) && self.conditions.is_empty()
+    }
+
+    /// Whether the item names the caller, its conditions aside (a deny's hold regardless).
+    fn names_anyway(&self, who: &Who) -> bool {
         self.users.contains(&who.name)
             || self
                 .groups
@@ -195,19 +216,27 @@ pub(crate) struct RangerPolicies {
 }
 
 impl RangerPolicies {
-    /// The enabled policies of `kind` on `object` (its database, and its table if it is one).
-    fn on<'a>(&'a self, kind: i32, object: &'a Object) -> impl Iterator<Item = &'a Policy> {
+    /// The enabled policies of `kind` on `object` (its database, and its table if it is one),
+    /// over Hive's database, table and column resources only (a UDF's or a URL's policy is about
+    /// something else).
+    fn on<'a>(&'a self, kind: i32, object: &Object) -> impl Iterator<Item = &'a Policy> {
+        let schema = object.schema.to_lowercase();
+        let table = object.table.as_ref().map(|t| t.to_lowercase());
         self.policies.iter().filter(move |p| {
+            let all_or_none = |key: &str| p.resources.get(key).is_none_or(Resource::is_all);
             p.is_enabled
                 && p.policy_type == kind
                 && p.resources
+                    .keys()
+                    .all(|k| matches!(k.as_str(), "database" | "table" | "column"))
+                && p.resources
                     .get("database")
-                    .is_some_and(|r| r.matches(&object.schema))
-                && match (&object.table, p.resources.get("table")) {
+                    .is_some_and(|r| r.matches(&schema))
+                && match (&table, p.resources.get("table")) {
                     (Some(t), Some(r)) => r.matches(t),
                     // A database-level policy is about the database itself.
-                    (None, None) => true,
-                    (None, Some(r)) => r.is_all(),
+                    (None, None) => all_or_none("column"),
+                    (None, Some(r)) => r.is_all() && all_or_none("column"),
                     (Some(_), None) => false,
                 }
         })
@@ -218,18 +247,30 @@ impl RangerPolicies {
     }
 
     fn decides(&self, who: &Who, access: &str, object: &Object) -> bool {
-        let named = |items: &[Item], exceptions: &[Item]| {
-            items.iter().any(|i| i.names(who) && i.grants(access))
-                && !exceptions.iter().any(|i| i.names(who) && i.grants(access))
-        };
         let mut allowed = false;
         for p in self.on(0, object) {
-            // A policy on some columns only.
-            let whole = p.resources.get("column").is_none_or(Resource::is_all);
-            if named(&p.deny_policy_items, &p.deny_exceptions) {
+            let scheduled = !p.validity_schedules.is_empty() || !p.conditions.is_empty();
+            let allows = !scheduled
+                && p.policy_items
+                    .iter()
+                    .any(|i| i.names(who) && i.grants(access))
+                && !p
+                    .allow_exceptions
+                    .iter()
+                    .any(|i| i.names_anyway(who) && i.grants(access));
+            let denies = p
+                .deny_policy_items
+                .iter()
+                .any(|i| i.names_anyway(who) && i.grants(access))
+                && !p
+                    .deny_exceptions
+                    .iter()
+                    .any(|i| i.names(who) && i.grants(access));
+            if denies || (p.is_deny_all_else && !allows) {
                 return false;
             }
-            allowed |= whole && named(&p.policy_items, &p.allow_exceptions);
+            // A policy on some columns only decides nothing for the whole table.
+            allowed |= allows && p.resources.get("column").is_none_or(Resource::is_all);
         }
         allowed
     }
@@ -241,22 +282,38 @@ impl RangerPolicies {
             .any(|a| self.decides(who, a, object))
     }
 
+    /// Whether any masking policy on `object` names the caller (whatever the column).
+    pub(crate) fn masks_any(&self, who: &Who, object: &Object) -> bool {
+        self.on(1, object)
+            .flat_map(|p| &p.data_mask_policy_items)
+            .any(|i| i.item.names_anyway(who))
+    }
+
     /// The row filter on `object` for the caller.
     pub(crate) fn row_filter(&self, who: &Who, object: &Object) -> Option<String> {
         self.on(2, object)
             .flat_map(|p| &p.row_filter_policy_items)
-            .find(|i| i.item.names(who))
-            .map(|i| i.row_filter_info.filter_expr.trim().to_string())
+            .find(|i| i.item.names_anyway(who))
+            .map(|i| match i.item.conditions.is_empty() {
+                true => i.row_filter_info.filter_expr.trim().to_string(),
+                // A filter with conditions SQE does not read lets no row through.
+                false => "FALSE".to_string(),
+            })
             .filter(|e| !e.is_empty())
     }
 
     /// The caller's mask on `column` of `object`, if any.
     pub(crate) fn mask(&self, who: &Who, object: &Object, column: &str) -> Option<Mask> {
+        let lower = column.to_lowercase();
         let item = self
             .on(1, object)
-            .filter(|p| p.resources.get("column").is_some_and(|r| r.matches(column)))
+            .filter(|p| p.resources.get("column").is_some_and(|r| r.matches(&lower)))
             .flat_map(|p| &p.data_mask_policy_items)
-            .find(|i| i.item.names(who))?;
+            .find(|i| i.item.names_anyway(who))?;
+        // A mask with conditions SQE does not read shows nothing.
+        if !item.item.conditions.is_empty() {
+            return Some(Mask::Null);
+        }
         let info = &item.data_mask_info;
         Some(match info.data_mask_type.as_str() {
             "MASK_NONE" => return None,
@@ -367,9 +424,29 @@ impl Ranger {
             Err(e) => Err(format!("download failed: {e}")),
             Ok(r) if r.status() == reqwest::StatusCode::NOT_MODIFIED => Ok(None),
             Ok(r) if !r.status().is_success() => Err(format!("download answered {}", r.status())),
-            Ok(r) => match r.json::<ServicePolicies>().await {
-                Ok(p) => Ok(Some(p)),
-                Err(e) => Err(format!("the download is not Ranger's policy format: {e}")),
+            Ok(r) if r.content_length().is_some_and(|n| n > MAX_DOWNLOAD as u64) => {
+                Err(format!("the download is larger than {MAX_DOWNLOAD} bytes"))
+            }
+            Ok(r) => match read_capped(r).await {
+                Err(e) => Err(e),
+                Ok(body) => match serde_json::from_slice::<ServicePolicies>(&body) {
+                    Err(e) => Err(format!("the download is not Ranger's policy format: {e}")),
+                    Ok(p) if p.security_zones.as_ref().is_some_and(is_set)
+                        || p.tag_policies.as_ref().is_some_and(is_set) =>
+                    {
+                        Err("the download uses security zones or tag policies, which SQE does not read".to_string())
+                    }
+                    Ok(mut p) => {
+                        for policy in &mut p.policies {
+                            for resource in policy.resources.values_mut() {
+                                for v in &mut resource.values {
+                                    *v = v.to_lowercase();
+                                }
+                            }
+                        }
+                        Ok(Some(p))
+                    }
+                },
             },
         };
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
@@ -391,6 +468,32 @@ impl Ranger {
     }
 }
 
+/// Whether a JSON value holds anything (not null, not empty).
+fn is_set(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => false,
+        serde_json::Value::Object(o) => !o.is_empty() && o.values().any(is_set),
+        serde_json::Value::Array(a) => !a.is_empty(),
+        _ => true,
+    }
+}
+
+/// The body, refused past [`MAX_DOWNLOAD`] bytes.
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("download failed: {e}"))?
+    {
+        if body.len() + chunk.len() > MAX_DOWNLOAD {
+            return Err(format!("the download is larger than {MAX_DOWNLOAD} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,7 +501,7 @@ mod tests {
     #[test]
     fn wildcards_match_as_ranger_does() {
         assert!(wildcard("*", "anything"));
-        assert!(wildcard("cust*", "Customers"));
+        assert!(wildcard("cust*", "customers"));
         assert!(wildcard("c?t", "cat"));
         assert!(!wildcard("c?t", "cart"));
         assert!(!wildcard("orders", "orders2"));

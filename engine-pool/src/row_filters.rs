@@ -11,8 +11,9 @@
 //! (access.rs) and apply to every caller they name, by user or by role (admins included: the
 //! filter is the data's, not the caller's rights). Several filters for one caller all apply.
 //!
-//! Each statement's plan gets a `Filter` right above every scan of a filtered table, before any
-//! optimizer rule runs, so no projection, join, aggregate or pushdown sees the other rows: queries,
+//! Each statement's plan gets a [`RowFilterNode`] right above every scan of a filtered table,
+//! before any optimizer rule runs: a barrier no condition, projection or common subexpression of
+//! the statement crosses, so nothing the statement computes sees the other rows: queries,
 //! subqueries, CTEs, views (whose bodies are planned, and filtered, in their own schema), CTAS,
 //! INSERT … SELECT and COPY alike. A filter's expression reads only the table's own columns and
 //! may use `current_user`, `current_roles()` and `is_role_in_session(…)`. Time travel is filtered
@@ -21,16 +22,12 @@
 //! (column_masks.rs) are placed by the same pass, above the row filters.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use datafusion::arrow::datatypes::DataType;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, DataFusionError, ScalarValue};
+use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
+use datafusion::common::{Column, DataFusionError};
 use datafusion::execution::SessionState;
-use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::{
-    ColumnarValue, Expr, Filter, LogicalPlan, Projection, ScalarUDF, Volatility, create_udf,
-};
+use datafusion::logical_expr::{Expr, LogicalPlan, Projection};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -41,83 +38,110 @@ use crate::access::{Object, PolicyDb};
 use crate::column_masks::Mask;
 use crate::engine::Engine;
 
-/// Wraps the condition of a `Filter` SQE placed (and returns it). It is in no function registry,
-/// so no statement can name it: a user's own `WHERE` can never pass for a row filter. Volatile, so
-/// that no optimizer rule folds it away or moves it: the physical plan still knows the row filter
-/// ([`RowFiltersFirst`]).
-static APPLIED: LazyLock<Arc<ScalarUDF>> = LazyLock::new(|| {
-    Arc::new(create_udf(
-        "sqe_row_filter",
-        vec![DataType::Boolean],
-        DataType::Boolean,
-        Volatility::Volatile,
-        Arc::new(|args: &[ColumnarValue]| match args.first() {
-            Some(v) => Ok(v.clone()),
-            None => Ok(ColumnarValue::Scalar(ScalarValue::Boolean(None))),
-        }),
-    ))
-});
-
-fn marked(predicate: Expr) -> Expr {
-    Expr::ScalarFunction(ScalarFunction::new_udf(
-        Arc::clone(&APPLIED),
-        vec![predicate],
-    ))
+/// A row filter in a statement's plan: its condition over the rows of the scan below, and a
+/// barrier to the optimizer. DataFusion's rules see a node they do not know: no condition of the
+/// statement is pushed into it or below it (`prevent_predicate_push_down_columns`: every column),
+/// and no expression of the statement (a common subexpression, a projection) is moved below it, so
+/// nothing the statement computes ever runs on a row the filter hides (a failing cast would print
+/// its value). Only the columns the statement and the condition use are read below it. Planned as a
+/// `FilterExec` behind a [`RowFilterBarrier`] ([`RowFilterPlanner`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd)]
+pub(crate) struct RowFilterNode {
+    input: LogicalPlan,
+    predicate: Expr,
 }
 
-/// Runs each row filter in a `FilterExec` of its own, below the statement's own conditions that
-/// DataFusion merged into it, and puts it behind a [`RowFilterBarrier`], so that nothing the
-/// statement computes runs on a row the filter hides (a failing cast would print its value): the
-/// later rules can neither push the statement's conditions into it nor move a projection below
-/// it. The first physical rule, before any other moves filters or projections.
-#[derive(Debug)]
-pub(crate) struct RowFiltersFirst;
-
-impl datafusion::physical_optimizer::PhysicalOptimizerRule for RowFiltersFirst {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _config: &datafusion::common::config::ConfigOptions,
-    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
-        use datafusion::common::tree_node::TransformedResult;
-        use datafusion::physical_expr::utils::{conjunction, split_conjunction};
-        use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
-        plan.transform_up(|node| {
-            let Some(f) = node.downcast_ref::<FilterExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            let (row, rest): (Vec<_>, Vec<_>) = split_conjunction(f.predicate())
-                .into_iter()
-                .cloned()
-                .partition(|c| {
-                    c.downcast_ref::<datafusion::physical_expr::ScalarFunctionExpr>()
-                        .is_some_and(|s| std::ptr::eq(s.fun(), APPLIED.as_ref()))
-                });
-            if row.is_empty() {
-                return Ok(Transformed::no(node));
-            }
-            if rest.is_empty() {
-                return Ok(Transformed::yes(RowFilterBarrier::over(node)));
-            }
-            let below = Arc::new(FilterExec::try_new(
-                conjunction(row),
-                Arc::clone(f.input()),
-            )?);
-            let above = FilterExecBuilder::from(f)
-                .with_input(RowFilterBarrier::over(below))
-                .with_predicate(conjunction(rest))
-                .build()?;
-            Ok(Transformed::yes(Arc::new(above) as _))
-        })
-        .data()
-    }
-
+impl datafusion::logical_expr::UserDefinedLogicalNodeCore for RowFilterNode {
     fn name(&self) -> &str {
-        "row_filters_first"
+        "RowFilter"
     }
 
-    fn schema_check(&self) -> bool {
-        true
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &datafusion::common::DFSchemaRef {
+        self.input.schema()
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        vec![self.predicate.clone()]
+    }
+
+    /// The condition is its owner's to read (EXPLAIN is refused to the callers it names anyway).
+    fn fmt_for_explain(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "RowFilter")
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        mut exprs: Vec<Expr>,
+        mut inputs: Vec<LogicalPlan>,
+    ) -> datafusion::common::Result<Self> {
+        match (exprs.pop(), inputs.pop()) {
+            (Some(predicate), Some(input)) if exprs.is_empty() && inputs.is_empty() => {
+                Ok(Self { input, predicate })
+            }
+            _ => datafusion::common::internal_err!("RowFilter has one input and one condition"),
+        }
+    }
+
+    /// The columns asked for and those the condition reads.
+    fn necessary_children_exprs(&self, output_columns: &[usize]) -> Option<Vec<Vec<usize>>> {
+        let schema = self.input.schema();
+        let mut needed: BTreeSet<usize> = output_columns.iter().copied().collect();
+        for column in self.predicate.column_refs() {
+            needed.insert(schema.index_of_column(column).ok()?);
+        }
+        Some(vec![needed.into_iter().collect()])
+    }
+}
+
+/// Plans a [`RowFilterNode`]: its condition in a `FilterExec`, behind a [`RowFilterBarrier`].
+#[derive(Debug)]
+pub(crate) struct RowFilterPlanner;
+
+#[async_trait::async_trait]
+impl datafusion::physical_planner::ExtensionPlanner for RowFilterPlanner {
+    async fn plan_extension(
+        &self,
+        planner: &dyn datafusion::physical_planner::PhysicalPlanner,
+        node: &dyn datafusion::logical_expr::UserDefinedLogicalNode,
+        logical_inputs: &[&LogicalPlan],
+        physical_inputs: &[Arc<dyn ExecutionPlan>],
+        session_state: &SessionState,
+    ) -> datafusion::common::Result<Option<Arc<dyn ExecutionPlan>>> {
+        let Some(node) = node.as_any().downcast_ref::<RowFilterNode>() else {
+            return Ok(None);
+        };
+        let ([logical], [input]) = (logical_inputs, physical_inputs) else {
+            return datafusion::common::internal_err!("RowFilter has one input");
+        };
+        let predicate =
+            planner.create_physical_expr(&node.predicate, logical.schema(), session_state)?;
+        let filter =
+            datafusion::physical_plan::filter::FilterExec::try_new(predicate, Arc::clone(input))?;
+        Ok(Some(RowFilterBarrier::over(Arc::new(filter))))
+    }
+}
+
+/// SQE's physical planner: DataFusion's, with the row filters' nodes.
+#[derive(Debug)]
+pub(crate) struct SqeQueryPlanner;
+
+#[async_trait::async_trait]
+impl datafusion::execution::context::QueryPlanner for SqeQueryPlanner {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &SessionState,
+    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+        use datafusion::physical_planner::PhysicalPlanner;
+        datafusion::physical_planner::DefaultPhysicalPlanner::with_extension_planners(vec![
+            Arc::new(RowFilterPlanner),
+        ])
+        .create_physical_plan(logical_plan, session_state)
+        .await
     }
 }
 
@@ -216,20 +240,6 @@ pub(crate) fn refuse_describing_filtered(plan: &LogicalPlan, what: &str) -> SqeR
         ));
     }
     Ok(())
-}
-
-fn is_marked(predicate: &Expr) -> bool {
-    let mut found = false;
-    let _ = predicate.apply(|e| {
-        if let Expr::ScalarFunction(f) = e
-            && Arc::ptr_eq(&f.func, &APPLIED)
-        {
-            found = true;
-            return Ok(TreeNodeRecursion::Stop);
-        }
-        Ok(TreeNodeRecursion::Continue)
-    });
-    found
 }
 
 /// One filter: (grantee kind, grantee, expression).
@@ -360,10 +370,17 @@ impl<'a> Governance<'a> {
         );
         let policies = self.catalog(&object.catalog)?;
         if let Some((ranger, who)) = &policies.ranger {
-            // Ranger masks by name.
+            // Ranger masks by name: the table's current names (an older snapshot's columns are
+            // masked by their field ids, whatever they were called then).
+            let Some(ids) = ids else {
+                // A scan without field ids (a metadata table): refused to anyone masked.
+                return Ok(match ranger.masks_any(who, object) {
+                    true => HashMap::from([(-1, Mask::Null)]),
+                    false => HashMap::new(),
+                });
+            };
             return Ok(ids
-                .into_iter()
-                .flatten()
+                .iter()
                 .filter_map(|(name, id)| Some((*id, ranger.mask(who, object, name)?)))
                 .collect());
         }
@@ -441,7 +458,7 @@ fn external(e: SqeError) -> DataFusionError {
 /// Whether `node` is a row filter or the column masks SQE placed (see [`Engine::apply_policies`]).
 fn is_governed(node: &LogicalPlan) -> bool {
     match node {
-        LogicalPlan::Filter(f) => is_marked(&f.predicate),
+        LogicalPlan::Extension(e) => e.node.as_any().is::<RowFilterNode>(),
         LogicalPlan::Projection(p) => p.expr.iter().any(crate::column_masks::is_mask),
         _ => false,
     }
@@ -476,11 +493,11 @@ impl Engine {
                     .and_then(|p| {
                         p.as_ref()
                             .downcast_ref::<crate::catalog::scan::IcebergScanProvider>()
-                            .map(|p| (p.field_ids().clone(), p.table_uuid()))
+                            .map(|p| (p.field_ids().clone(), p.table_uuid(), p.current_field_ids()))
                     });
                 let expressions = governance.filters_for(&object).map_err(external)?;
                 let masks = governance
-                    .masks_for(&object, iceberg.as_ref().map(|(ids, _)| ids))
+                    .masks_for(&object, iceberg.as_ref().map(|(_, _, current)| current))
                     .map_err(external)?;
                 if expressions.is_empty() && masks.is_empty() {
                     return Ok(Transformed::no(node));
@@ -521,11 +538,15 @@ impl Engine {
                     });
                 }
                 if let Some(predicate) = predicate {
-                    governed =
-                        LogicalPlan::Filter(Filter::try_new(marked(predicate), Arc::new(governed))?);
+                    governed = LogicalPlan::Extension(datafusion::logical_expr::Extension {
+                        node: Arc::new(RowFilterNode {
+                            input: governed,
+                            predicate,
+                        }),
+                    });
                 }
                 if !masks.is_empty() {
-                    let Some((ids, table_uuid)) = &iceberg else {
+                    let Some((ids, table_uuid, _)) = &iceberg else {
                         return Err(external(SqeError::new(
                             ErrorCode::PermissionDenied,
                             format!("Access Denied: the column masks on {object} cannot be applied to this scan"),

@@ -152,6 +152,18 @@ impl IcebergScanProvider {
         self.table.metadata().uuid().to_string()
     }
 
+    /// The field id of each top-level column of the table's current schema, by name.
+    pub fn current_field_ids(&self) -> HashMap<String, i32> {
+        self.table
+            .metadata()
+            .current_schema()
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| (f.name.clone(), f.id))
+            .collect()
+    }
+
     /// The field id of each top-level column read, by name.
     pub fn field_ids(&self) -> &HashMap<String, i32> {
         &self.field_ids

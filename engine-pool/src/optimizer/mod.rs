@@ -68,7 +68,9 @@ fn switches(config: &ConfigOptions) -> OptimizerSwitches {
 /// Adds SQE's rules to a session being built; its config must carry [`SqeOptimizerOptions`] for
 /// the switches to be settable.
 pub(crate) fn install(builder: SessionStateBuilder) -> SessionStateBuilder {
-    builder.with_physical_optimizer_rules(physical_rules())
+    builder
+        .with_physical_optimizer_rules(physical_rules())
+        .with_query_planner(Arc::new(crate::row_filters::SqeQueryPlanner))
 }
 
 /// DataFusion's physical optimizer rules with SQE's: identical aggregates are shared before the
@@ -78,8 +80,6 @@ fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     // Trino's semantics, not a speed-up: first, before other rules move the expressions.
     rules.insert(0, Arc::new(crate::overflow::CheckedArithmetic));
-    // A row filter's security, not a speed-up: before any rule moves filters or projections.
-    rules.insert(1, Arc::new(crate::row_filters::RowFiltersFirst));
     let post = rules
         .iter()
         .position(|r| r.name() == "FilterPushdown(Post)")
