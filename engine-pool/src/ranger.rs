@@ -213,33 +213,74 @@ fn access_of(privilege: Privilege) -> &'static str {
 #[derive(Debug, Default)]
 pub(crate) struct RangerPolicies {
     policies: Vec<Policy>,
+    /// The policies naming each database exactly, and those with a pattern or an exclusion (in
+    /// download order both): a check walks only the policies that can be about its database.
+    by_database: HashMap<String, Vec<usize>>,
+    patterns: Vec<usize>,
 }
 
 impl RangerPolicies {
+    fn new(policies: Vec<Policy>) -> Self {
+        let mut by_database: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut patterns = Vec::new();
+        for (i, p) in policies.iter().enumerate() {
+            match p.resources.get("database") {
+                Some(r) if !r.is_excludes && r.values.iter().all(|v| !v.contains(['*', '?'])) => {
+                    for v in &r.values {
+                        let list = by_database.entry(v.clone()).or_default();
+                        if list.last() != Some(&i) {
+                            list.push(i);
+                        }
+                    }
+                }
+                Some(_) => patterns.push(i),
+                None => {}
+            }
+        }
+        Self {
+            policies,
+            by_database,
+            patterns,
+        }
+    }
+
     /// The enabled policies of `kind` on `object` (its database, and its table if it is one),
     /// over Hive's database, table and column resources only (a UDF's or a URL's policy is about
     /// something else).
     fn on<'a>(&'a self, kind: i32, object: &Object) -> impl Iterator<Item = &'a Policy> {
         let schema = object.schema.to_lowercase();
         let table = object.table.as_ref().map(|t| t.to_lowercase());
-        self.policies.iter().filter(move |p| {
-            let all_or_none = |key: &str| p.resources.get(key).is_none_or(Resource::is_all);
-            p.is_enabled
-                && p.policy_type == kind
-                && p.resources
-                    .keys()
-                    .all(|k| matches!(k.as_str(), "database" | "table" | "column"))
-                && p.resources
-                    .get("database")
-                    .is_some_and(|r| r.matches(&schema))
-                && match (&table, p.resources.get("table")) {
-                    (Some(t), Some(r)) => r.matches(t),
-                    // A database-level policy is about the database itself.
-                    (None, None) => all_or_none("column"),
-                    (None, Some(r)) => r.is_all() && all_or_none("column"),
-                    (Some(_), None) => false,
-                }
-        })
+        let mut candidates: Vec<usize> = self
+            .by_database
+            .get(&schema)
+            .into_iter()
+            .flatten()
+            .chain(&self.patterns)
+            .copied()
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates
+            .into_iter()
+            .map(move |i| &self.policies[i])
+            .filter(move |p| {
+                let all_or_none = |key: &str| p.resources.get(key).is_none_or(Resource::is_all);
+                p.is_enabled
+                    && p.policy_type == kind
+                    && p.resources
+                        .keys()
+                        .all(|k| matches!(k.as_str(), "database" | "table" | "column"))
+                    && p.resources
+                        .get("database")
+                        .is_some_and(|r| r.matches(&schema))
+                    && match (&table, p.resources.get("table")) {
+                        (Some(t), Some(r)) => r.matches(t),
+                        // A database-level policy is about the database itself.
+                        (None, None) => all_or_none("column"),
+                        (None, Some(r)) => r.is_all() && all_or_none("column"),
+                        (Some(_), None) => false,
+                    }
+            })
     }
 
     pub(crate) fn allows(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
@@ -454,9 +495,7 @@ impl Ranger {
             Ok(None) => state.last_success = Some(Instant::now()),
             Ok(Some(p)) => {
                 state.version = p.policy_version;
-                state.policies = Some(Arc::new(RangerPolicies {
-                    policies: p.policies,
-                }));
+                state.policies = Some(Arc::new(RangerPolicies::new(p.policies)));
                 state.last_success = Some(Instant::now());
                 state.last_error = None;
             }
@@ -497,6 +536,37 @@ async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policies_are_found_through_the_index_whatever_names_their_database() {
+        let download = r#"{"policies": [
+            {"policyType": 0, "resources": {"database": {"values": ["sales"]}, "table": {"values": ["*"]}},
+             "policyItems": [{"accesses": [{"type": "select"}], "users": ["a"]}]},
+            {"policyType": 0, "resources": {"database": {"values": ["s*"]}, "table": {"values": ["*"]}},
+             "denyPolicyItems": [{"accesses": [{"type": "select"}], "users": ["b"]}],
+             "policyItems": [{"accesses": [{"type": "select"}], "users": ["b"]}]},
+            {"policyType": 0, "resources": {"database": {"values": ["sales"], "isExcludes": true},
+             "table": {"values": ["*"]}},
+             "policyItems": [{"accesses": [{"type": "select"}], "users": ["c"]}]}
+        ]}"#;
+        let parsed: ServicePolicies =
+            serde_json::from_str(download).unwrap_or_else(|e| panic!("{e}"));
+        let policies = RangerPolicies::new(parsed.policies);
+        let who = |name: &str| Who {
+            name: name.to_string(),
+            roles: Default::default(),
+            admin: false,
+        };
+        let orders = Object::table("iceberg", "Sales", "orders");
+        let pay = Object::table("iceberg", "hr", "pay");
+        let allows =
+            |user: &str, object: &Object| policies.allows(&who(user), Privilege::Select, object);
+        assert!(allows("a", &orders));
+        assert!(!allows("b", &orders), "the pattern's deny wins");
+        assert!(!allows("c", &orders), "excluded");
+        assert!(allows("c", &pay));
+        assert!(!allows("a", &pay));
+    }
 
     #[test]
     fn wildcards_match_as_ranger_does() {
