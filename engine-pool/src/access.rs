@@ -296,13 +296,7 @@ impl Visibility {
     fn policies(&self, catalog: &str) -> Option<(Policies, Who)> {
         let mut who = self.who.clone();
         if let Some(ranger) = self.ranger.as_ref().filter(|r| r.governs(catalog)) {
-            let policies = Policies {
-                grants: Vec::new(),
-                columns: Vec::new(),
-                owners: HashMap::new(),
-                default_allow: false,
-                ranger: Some(ranger.current().ok()?),
-            };
+            let policies = Policies::without_rows(false, Some(ranger.current().ok()?));
             return Some((policies, who));
         }
         let Some(db) = self
@@ -310,14 +304,7 @@ impl Visibility {
             .get(catalog)
             .and_then(|c| c.policy_db().or(self.store.as_deref()))
         else {
-            let none = Policies {
-                grants: Vec::new(),
-                columns: Vec::new(),
-                owners: HashMap::new(),
-                default_allow: self.default_allow,
-                ranger: None,
-            };
-            return Some((none, who));
+            return Some((Policies::without_rows(self.default_allow, None), who));
         };
         who.roles
             .extend(granted_roles(db, catalog, &who.name).ok()?);
@@ -361,6 +348,20 @@ impl ColumnAccess {
 }
 
 impl Policies {
+    /// A catalog that keeps no policy rows: the default decides, or Ranger's policies.
+    fn without_rows(
+        default_allow: bool,
+        ranger: Option<Arc<crate::ranger::RangerPolicies>>,
+    ) -> Self {
+        Self {
+            grants: Vec::new(),
+            columns: Vec::new(),
+            owners: HashMap::new(),
+            default_allow,
+            ranger,
+        }
+    }
+
     fn read(db: &dyn PolicyDb, catalog: &str, default_allow: bool) -> SqeResult<Self> {
         let rows = db.query(
             "SELECT schema_name, table_name, grantee_kind, grantee, privilege, effect, grant_option
@@ -596,16 +597,13 @@ impl Engine {
         let who = self.who(session, db, catalog)?;
         let policies = match db {
             Some(db) => Policies::read(db, catalog, self.access_default_allow)?,
-            None => Policies {
-                grants: Vec::new(),
-                columns: Vec::new(),
-                owners: HashMap::new(),
-                default_allow: self.access_default_allow,
-                ranger: match &self.ranger {
+            None => Policies::without_rows(
+                self.access_default_allow,
+                match &self.ranger {
                     Some(r) if r.governs(catalog) => Some(r.current()?),
                     _ => None,
                 },
-            },
+            ),
         };
         Ok(Some((policies, who)))
     }
@@ -622,20 +620,25 @@ impl Engine {
         let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
             return Ok(());
         };
-        if policies.allows(&who, privilege, object) {
-            crate::admission::record_decision(format!("allow {} on {object}", privilege.name()));
+        decide(&policies, &who, privilege, object, absent)
+    }
+
+    /// Refuses reading `object` unless the caller holds SELECT on it or on some of its columns
+    /// (whose use [`Engine::authorize_columns`] checks once the statement is planned).
+    pub(crate) fn authorize_read(
+        &self,
+        session: &Session,
+        object: &Object,
+        absent: impl FnOnce() -> SqeError,
+    ) -> SqeResult<()> {
+        let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
+            return Ok(());
+        };
+        if !policies.allows(&who, Privilege::Select, object) && policies.reads_some(&who, object) {
+            crate::admission::record_decision(format!("allow SELECT on columns of {object}"));
             return Ok(());
         }
-        // Refusals are recorded on the statement and logged in its span (its query id, principal
-        // and protocol).
-        crate::admission::record_decision(format!("deny {} on {object}", privilege.name()));
-        if object.table.is_some() && !policies.visible(&who, object) {
-            return Err(absent());
-        }
-        Err(SqeError::new(
-            ErrorCode::PermissionDenied,
-            privilege.refusal(object),
-        ))
+        decide(&policies, &who, Privilege::Select, object, absent)
     }
 
     /// The database `catalog`'s policies are kept in: its own, else (for the server's own
@@ -654,27 +657,6 @@ impl Engine {
                 .then_some(self.policy_store.as_deref())
                 .flatten()
         })
-    }
-
-    /// Refuses reading `object` unless the caller holds SELECT on it or on some of its columns
-    /// (whose use [`Engine::authorize_columns`] checks once the statement is planned).
-    pub(crate) fn authorize_read(
-        &self,
-        session: &Session,
-        object: &Object,
-        absent: impl FnOnce() -> SqeError,
-    ) -> SqeResult<()> {
-        match self.policies_for(session, &object.catalog)? {
-            Some((policies, who))
-                if !policies.allows(&who, Privilege::Select, object)
-                    && policies.reads_some(&who, object) =>
-            {
-                crate::admission::record_decision(format!("allow SELECT on columns of {object}"));
-                Ok(())
-            }
-            Some(_) => self.authorize(session, Privilege::Select, object, absent),
-            None => Ok(()),
-        }
     }
 
     /// What the caller may read of `object` where it is not all of it.
@@ -1406,6 +1388,30 @@ fn role_exists(db: &dyn PolicyDb, catalog: &str, role: &str) -> SqeResult<bool> 
             &[catalog, role],
         )?
         .is_empty())
+}
+
+/// Allows `privilege` on `object` or refuses it (`absent` for an object the caller may not see at
+/// all, the error they would get if it did not exist); either way recorded on the statement, and
+/// refusals logged in its span (its query id, principal and protocol).
+fn decide(
+    policies: &Policies,
+    who: &Who,
+    privilege: Privilege,
+    object: &Object,
+    absent: impl FnOnce() -> SqeError,
+) -> SqeResult<()> {
+    if policies.allows(who, privilege, object) {
+        crate::admission::record_decision(format!("allow {} on {object}", privilege.name()));
+        return Ok(());
+    }
+    crate::admission::record_decision(format!("deny {} on {object}", privilege.name()));
+    if object.table.is_some() && !policies.visible(who, object) {
+        return Err(absent());
+    }
+    Err(SqeError::new(
+        ErrorCode::PermissionDenied,
+        privilege.refusal(object),
+    ))
 }
 
 /// A GRANT, DENY or REVOKE `ON CATALOG c` spelled `ON DATABASE c`, as the SQL parser knows it.

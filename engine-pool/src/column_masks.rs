@@ -213,7 +213,7 @@ pub(crate) fn read_tag_masks(
 
 /// The hash key of `catalog`: the configured one, else the catalog's own (made on first need when
 /// `make` is set).
-fn hash_key(
+pub(crate) fn hash_key(
     engine: &Engine,
     db: &dyn PolicyDb,
     catalog: &str,
@@ -733,15 +733,6 @@ impl Engine {
     pub(crate) fn mask_key(&self) -> Option<&[u8]> {
         self.mask_key.as_deref()
     }
-}
-
-/// The hash key a statement's HASH masks on `catalog` use.
-pub(crate) fn statement_hash_key(
-    engine: &Engine,
-    db: &dyn PolicyDb,
-    catalog: &str,
-) -> SqeResult<Option<Vec<u8>>> {
-    hash_key(engine, db, catalog, false)
 }
 
 enum Action {

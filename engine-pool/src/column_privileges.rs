@@ -117,53 +117,38 @@ impl Engine {
         if self.is_admin(session) {
             return Ok(());
         }
-        let mut limited: HashMap<String, (Object, ColumnAccess)> = HashMap::new();
-        let mut failure = None;
+        let mut scanned: Vec<(Object, String)> = Vec::new();
         let _ = plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node
-                && let Some((object, _)) = self.scanned_object(session, scan)
-                && !limited.contains_key(&object.to_string())
+                && let Some(found) = self.scanned_object(session, scan)
             {
-                match self.column_access(session, &object) {
-                    Ok(Some(access)) => {
-                        limited.insert(object.to_string(), (object, access));
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        failure = Some(e);
-                        return Ok(TreeNodeRecursion::Stop);
-                    }
-                }
+                scanned.push(found);
             }
             Ok(TreeNodeRecursion::Continue)
         });
-        if let Some(e) = failure {
-            return Err(e);
+        let mut limited: HashMap<String, (Object, ColumnAccess)> = HashMap::new();
+        let mut checked: BTreeSet<String> = BTreeSet::new();
+        for (object, name) in scanned {
+            let key = object.to_string();
+            if checked.insert(key.clone())
+                && let Some(access) = self.column_access(session, &object)?
+            {
+                limited.insert(key.clone(), (object.clone(), access));
+            }
+            // A metadata table (`t$files`) shows every column's bounds: not for a reader by
+            // columns.
+            if name.contains('$') && limited.contains_key(&key) {
+                return Err(SqeError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "Access Denied: Cannot select from table {}.{}.{name}: you may read only some columns of {object}",
+                        object.catalog, object.schema
+                    ),
+                ));
+            }
         }
         if limited.is_empty() {
             return Ok(());
-        }
-        // A metadata table (`t$files`) shows every column's bounds: not for a reader by columns.
-        let mut metadata = None;
-        let _ = plan.apply_with_subqueries(|node| {
-            if let LogicalPlan::TableScan(scan) = node
-                && let Some((object, name)) = self.scanned_object(session, scan)
-                && name.contains('$')
-                && limited.contains_key(&object.to_string())
-            {
-                metadata = Some((object, name));
-                return Ok(TreeNodeRecursion::Stop);
-            }
-            Ok(TreeNodeRecursion::Continue)
-        });
-        if let Some((object, name)) = metadata {
-            return Err(SqeError::new(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "Access Denied: Cannot select from table {}.{}.{name}: you may read only some columns of {object}",
-                    object.catalog, object.schema
-                ),
-            ));
         }
         let optimized = state
             .optimize(plan)

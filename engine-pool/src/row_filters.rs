@@ -246,6 +246,7 @@ pub(crate) fn refuse_describing_filtered(plan: &LogicalPlan, what: &str) -> SqeR
 type Rule = (String, String, String);
 
 /// One catalog's row filters and column masks, by (schema, table), and the caller's roles there.
+#[derive(Default)]
 struct CatalogPolicies {
     filters: HashMap<(String, String), Vec<Rule>>,
     masks: HashMap<(String, String), Vec<crate::column_masks::Rule>>,
@@ -283,12 +284,8 @@ impl<'a> Governance<'a> {
                 admin: false,
             };
             let read = CatalogPolicies {
-                filters: HashMap::new(),
-                masks: HashMap::new(),
-                tags: HashMap::new(),
-                tag_masks: HashMap::new(),
-                roles: BTreeSet::new(),
                 ranger: Some((ranger.current()?, who)),
+                ..CatalogPolicies::default()
             };
             self.catalogs.insert(catalog.to_string(), read);
         }
@@ -316,14 +313,7 @@ impl<'a> Governance<'a> {
                         ranger: None,
                     }
                 }
-                None => CatalogPolicies {
-                    filters: HashMap::new(),
-                    masks: HashMap::new(),
-                    tags: HashMap::new(),
-                    tag_masks: HashMap::new(),
-                    roles: BTreeSet::new(),
-                    ranger: None,
-                },
+                None => CatalogPolicies::default(),
             };
             self.catalogs.insert(catalog.to_string(), read);
         }
@@ -412,7 +402,7 @@ impl<'a> Governance<'a> {
     fn hash_key(&self, catalog: &str) -> SqeResult<Option<Vec<u8>>> {
         let handle = self.engine.catalog(self.session, catalog)?;
         match self.engine.policy_db_of(catalog, &handle) {
-            Some(db) => crate::column_masks::statement_hash_key(self.engine, db, catalog),
+            Some(db) => crate::column_masks::hash_key(self.engine, db, catalog, false),
             // Ranger's catalogs: the configured key alone.
             None => Ok(self.engine.mask_key().map(<[u8]>::to_vec)),
         }

@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import start_server, token
-import adbc_driver_flightsql.dbapi as flight_sql
-
-from test_privileges import flight_run, trino_run
+from test_privileges import flight_run, flight_tables, trino_run
 
 MATRIX = json.loads((Path(__file__).parent.parent / "fixtures" / "governance.json").read_text())
 PERSONAS = list(MATRIX["personas"])
@@ -100,19 +98,10 @@ def test_the_governance_matrix_holds(sqe, jwt, files, seeded, protocol, persona)
             assert got == expected, f"{case['name']} as {persona}"
 
 
-def flight_tables(server, secret):
-    """The tables Flight SQL's GetTables lists in iceberg.gov."""
-    kwargs = {"adbc.flight.sql.authorization_header": f"Bearer {secret}"}
-    with flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=kwargs) as conn:
-        objects = conn.adbc_get_objects(depth="tables", catalog_filter="iceberg", db_schema_filter="gov")
-        rows = objects.read_all().to_pylist()
-    return sorted(t["table_name"] for c in rows for s in c["catalog_db_schemas"] or [] for t in s["db_schema_tables"] or [])
-
-
 def test_the_outsider_lists_nothing(sqe, jwt, seeded):
-    assert flight_tables(sqe, jwt["dave"]) == []
+    assert flight_tables(sqe, jwt["dave"], "gov") == []
     assert run_trino(sqe, jwt, "dave", "SHOW TABLES FROM gov") == []
-    assert {"customers", "orders", "spend"} <= set(flight_tables(sqe, jwt["carol"]))
+    assert {"customers", "orders", "spend"} <= set(flight_tables(sqe, jwt["carol"], "gov"))
 
 
 def test_a_persona_cannot_change_the_policies(sqe, jwt, seeded):

@@ -75,11 +75,11 @@ def flight_refusal(server, secret, sql):
     return text
 
 
-def flight_tables(server, secret):
-    """The tables Flight SQL's GetTables lists in iceberg.default."""
+def flight_tables(server, secret, schema="default"):
+    """The tables Flight SQL's GetTables lists in iceberg.<schema>."""
     kwargs = {"adbc.flight.sql.authorization_header": f"Bearer {secret}"}
     with flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=kwargs) as conn:
-        objects = conn.adbc_get_objects(depth="tables", catalog_filter="iceberg", db_schema_filter="default")
+        objects = conn.adbc_get_objects(depth="tables", catalog_filter="iceberg", db_schema_filter=schema)
         rows = objects.read_all().to_pylist()
     return sorted(t["table_name"] for c in rows for s in c["catalog_db_schemas"] or [] for t in s["db_schema_tables"] or [])
 
