@@ -1418,6 +1418,47 @@ async fn privileges_decide_who_reads_writes_and_drops() {
     ok(&engine, &alice, "REVOKE SELECT ON TABLE t FROM USER bob").await;
     ok(&engine, &alice, "GRANT SELECT ON TABLE t TO USER bob").await;
 
+    // ALTER is granted like the rest (the parser knows it as nothing: SQE reads it), and does not
+    // reach masks, which stay the owner's.
+    denied(
+        "ALTER TABLE t ADD COLUMN note varchar",
+        "Access Denied: Cannot alter table iceberg.default.t",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "GRANT ALTER, INSERT ON TABLE t TO USER bob",
+    )
+    .await;
+    ok(&engine, &bob, "ALTER TABLE t ADD COLUMN note varchar").await;
+    ok(&engine, &bob, "ALTER TABLE t DROP COLUMN note").await;
+    denied(
+        "ALTER TABLE t ALTER COLUMN name SET MASK NULL FOR USER carol",
+        "Access Denied: only the owner of iceberg.default.t or an admin may do this",
+    )
+    .await;
+    assert_eq!(
+        ok(&engine, &ada, "SHOW GRANTS ON TABLE t").await,
+        [
+            "bob|USER|iceberg|default|t|GRANT ALTER|NO",
+            "bob|USER|iceberg|default|t|GRANT INSERT|NO",
+            "bob|USER|iceberg|default|t|GRANT SELECT|NO",
+        ]
+    );
+    ok(&engine, &alice, "DENY ALTER ON TABLE t TO USER bob").await;
+    denied(
+        "ALTER TABLE t ADD COLUMN note varchar",
+        "Access Denied: Cannot alter table iceberg.default.t",
+    )
+    .await;
+    ok(
+        &engine,
+        &alice,
+        "REVOKE ALTER, INSERT ON TABLE t FROM USER bob",
+    )
+    .await;
+
     // A role granted the schema reads every table in it; a DENY to one user wins over it.
     ok(&engine, &ada, "CREATE ROLE analyst").await;
     ok(&engine, &ada, "GRANT ROLE analyst TO USER carol").await;
@@ -1841,6 +1882,30 @@ async fn row_filters_hold_wherever_the_table_is_read() {
     )
     .await;
     assert!(e.message().starts_with("syntax error: "), "{}", e.message());
+    // Names past 255 characters and conditions past 4000 are refused before anything is stored.
+    for sql in [
+        format!(
+            "CREATE ROW FILTER x ON sales USING (region = '{}') FOR USER bob",
+            "e".repeat(4000)
+        ),
+        format!(
+            "CREATE ROW FILTER x ON sales USING (region = 'eu') FOR USER {}",
+            "b".repeat(256)
+        ),
+        format!(
+            "CREATE ROW FILTER {} ON sales USING (region = 'eu') FOR USER bob",
+            "n".repeat(256)
+        ),
+    ] {
+        let e = refused(&engine, &alice, &sql).await;
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                ErrorCode::InvalidInput,
+                "a row filter's name and grantee are at most 255 characters, its condition 4000"
+            )
+        );
+    }
     let e = refused(
         &engine,
         &alice,
@@ -2185,6 +2250,30 @@ async fn column_masks_hide_values_wherever_the_table_is_read() {
             ErrorCode::NotFound,
             "column 'card' of iceberg.default.people has no such mask",
         ),
+        (
+            &format!(
+                "ALTER TABLE people ALTER COLUMN card SET MASK USING ('{}') FOR USER bob",
+                "x".repeat(4000)
+            ),
+            ErrorCode::InvalidInput,
+            "a mask's expression is at most 4000 characters",
+        ),
+        (
+            &format!(
+                "ALTER TABLE people ALTER COLUMN card SET MASK REDACT '{}' FOR USER bob",
+                "x".repeat(256)
+            ),
+            ErrorCode::InvalidInput,
+            "a REDACT text is at most 255 characters",
+        ),
+        (
+            &format!(
+                "ALTER TABLE people ALTER COLUMN card SET MASK NULL FOR USER {}",
+                "b".repeat(256)
+            ),
+            ErrorCode::InvalidInput,
+            "a grantee's name is 1 to 255 characters",
+        ),
     ] {
         let e = refused(&engine, &alice, sql).await;
         assert_eq!(e.code(), code, "{sql}: {}", e.message());
@@ -2337,6 +2426,15 @@ async fn column_privileges_limit_the_columns_a_caller_reads() {
         );
         assert_eq!(ok(&engine, who, "SELECT count(*) FROM staff").await, ["2"]);
         assert_eq!(ok(&engine, who, "SHOW TABLES").await, ["staff"]);
+        assert!(
+            ok(&engine, who, "SELECT id, name FROM staff LIMIT 0")
+                .await
+                .is_empty()
+        );
+        assert_eq!(
+            ok(&engine, who, "SELECT name FROM staff s WHERE EXISTS (SELECT 1 FROM staff t WHERE t.id = s.id + 1)").await,
+            ["Ada"]
+        );
         for sql in [
             "SELECT * FROM staff",
             "SELECT salary FROM staff",
@@ -2345,6 +2443,9 @@ async fn column_privileges_limit_the_columns_a_caller_reads() {
             "SELECT sum(salary) FROM staff",
             "SELECT id FROM staff s WHERE EXISTS (SELECT 1 FROM staff t WHERE t.salary = s.id * 100)",
             "CREATE TABLE copy AS SELECT * FROM staff",
+            // No rows, but the columns' names and types.
+            "SELECT * FROM staff LIMIT 0",
+            "SELECT salary FROM staff WHERE false",
         ] {
             let e = refused(&engine, who, sql).await;
             assert_eq!(
@@ -2359,6 +2460,39 @@ async fn column_privileges_limit_the_columns_a_caller_reads() {
     }
     let e = refused(&engine, &dave, "SELECT id FROM staff").await;
     assert_eq!(e.code(), ErrorCode::NotFound, "{}", e.message());
+
+    // Listings and DESCRIBE show a reader by columns only the columns they may read.
+    let listings = [
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'staff' ORDER BY ordinal_position",
+        "SELECT column_name FROM system.jdbc.columns WHERE table_name = 'staff' ORDER BY ordinal_position",
+        "DESCRIBE staff",
+        "SHOW COLUMNS FROM staff",
+    ];
+    let first = |rows: Vec<String>| -> Vec<String> {
+        rows.iter()
+            .map(|r| r.split('|').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    for sql in listings {
+        assert_eq!(
+            first(ok(&engine, &alice, sql).await),
+            ["id", "name", "salary"],
+            "{sql}"
+        );
+        for who in [&bob, &carol] {
+            assert_eq!(first(ok(&engine, who, sql).await), ["id", "name"], "{sql}");
+        }
+    }
+    for sql in &listings[..2] {
+        assert!(ok(&engine, &dave, sql).await.is_empty(), "{sql}");
+    }
+    let create = ok(&engine, &bob, "SHOW CREATE TABLE staff")
+        .await
+        .join("\n");
+    assert!(
+        create.contains("name") && !create.contains("salary"),
+        "{create}"
+    );
     // The files' column bounds would show the other columns: refused to a reader by columns.
     let e = refused(&engine, &bob, "SELECT count(*) FROM \"staff$files\"").await;
     assert_eq!(
@@ -2577,6 +2711,24 @@ async fn tags_bring_their_masks_to_every_tagged_column() {
             ErrorCode::NotFound,
             "tag 'pii' has no such mask",
         ),
+        (
+            &ada,
+            &format!(
+                "ALTER TAG {} SET MASK NULL FOR ROLE support",
+                "t".repeat(256)
+            ),
+            ErrorCode::InvalidInput,
+            "a tag's name is 1 to 255 characters",
+        ),
+        (
+            &alice,
+            &format!(
+                "ALTER TABLE t1 ALTER COLUMN born SET TAG {}",
+                "t".repeat(256)
+            ),
+            ErrorCode::InvalidInput,
+            "a tag's name is 1 to 255 characters",
+        ),
     ] {
         let e = refused(&engine, who, sql).await;
         assert_eq!((e.code(), e.message()), (code, message), "{sql}");
@@ -2678,6 +2830,12 @@ async fn ranger_policies_decide_and_fail_closed_past_their_grace() {
                 let current = served.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 match current {
                     None => axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                    // Past the 64 MB cap, sent without a length: 65 chunks of 1 MB.
+                    Some((_, body)) if body == "endless" => {
+                        let chunk = axum::body::Bytes::from(vec![b' '; 1 << 20]);
+                        let chunks = (0..65).map(move |_| Ok::<_, std::io::Error>(chunk.clone()));
+                        axum::body::Body::from_stream(futures::stream::iter(chunks)).into_response()
+                    }
                     Some((version, _))
                         if query.get("lastKnownVersion") == Some(&version.to_string()) =>
                     {
@@ -2833,6 +2991,27 @@ async fn ranger_policies_decide_and_fail_closed_past_their_grace() {
     );
     *served.lock().unwrap_or_else(|p| p.into_inner()) = Some((3, ranger_download(3, "eu")));
     eventually(&engine, &bob, read, &["1|BOB", "3|CAROL"]).await;
+
+    // A download past 64 MB is a failed one: never read whole, and past the grace nothing holds.
+    *served.lock().unwrap_or_else(|p| p.into_inner()) = Some((4, "endless".to_string()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let e = loop {
+        match rows(&engine, &bob, read).await {
+            Err(e) => break e,
+            Ok(got) => {
+                assert_eq!(got, ["1|BOB", "3|CAROL"]);
+                assert!(std::time::Instant::now() < deadline, "still served");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            ErrorCode::PermissionDenied,
+            "Access Denied: the Ranger policies are unavailable (the download is larger than 67108864 bytes)"
+        )
+    );
 }
 
 /// `ON CATALOG`: a privilege on the whole catalog covers every schema and table in it; a DENY on

@@ -56,18 +56,20 @@ pub(crate) enum Privilege {
     Delete,
     Drop,
     Create,
-    /// Changing a table's definition: its owner's (and an admin's) alone, never granted.
+    /// Changing a table's definition (columns, properties, name). Masks, tags and row filters
+    /// stay their owner's: ALTER does not let anyone unmask a column.
     Alter,
 }
 
 /// The privileges `ALL PRIVILEGES` stands for.
-const GRANTABLE: [Privilege; 6] = [
+const GRANTABLE: [Privilege; 7] = [
     Privilege::Select,
     Privilege::Insert,
     Privilege::Update,
     Privilege::Delete,
     Privilege::Drop,
     Privilege::Create,
+    Privilege::Alter,
 ];
 
 impl Privilege {
@@ -292,6 +294,28 @@ impl Visibility {
         }
     }
 
+    /// Whether listings show the caller the column of field id `field_id` of a table.
+    pub(crate) fn lists_column(
+        &self,
+        catalog: &str,
+        schema: &str,
+        table: &str,
+        field_id: i32,
+    ) -> bool {
+        let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
+        let known = read
+            .entry(catalog.to_string())
+            .or_insert_with(|| self.policies(catalog));
+        let Some((policies, who)) = known else {
+            return false;
+        };
+        let object = Object::table(catalog, schema, table);
+        policies.visible(who, &object)
+            && policies
+                .column_access(who, &object)
+                .is_none_or(|access| access.lists(field_id))
+    }
+
     /// A catalog's policies and the caller with the roles it grants them; None if unreadable.
     fn policies(&self, catalog: &str) -> Option<(Policies, Who)> {
         let mut who = self.who.clone();
@@ -344,6 +368,14 @@ pub(crate) struct ColumnAccess {
 impl ColumnAccess {
     pub(crate) fn reads(&self, field_id: i32) -> bool {
         !self.denied.contains(&field_id) && (self.table_select || self.granted.contains(&field_id))
+    }
+
+    /// Whether listings and DESCRIBE show the column: all but those denied, or only those
+    /// granted to a caller who reads the table by columns (one who may only write to it sees
+    /// every column it may write).
+    pub(crate) fn lists(&self, field_id: i32) -> bool {
+        !self.denied.contains(&field_id)
+            && (self.table_select || self.granted.is_empty() || self.granted.contains(&field_id))
     }
 }
 
@@ -502,9 +534,6 @@ impl Policies {
         }
         if let Some(ranger) = &self.ranger {
             return ranger.allows(who, privilege, object);
-        }
-        if privilege == Privilege::Alter {
-            return self.default_allow;
         }
         let mut granted = false;
         for g in self.about(who, object).filter(|g| g.privilege == privilege) {
@@ -1192,7 +1221,7 @@ impl Engine {
                     Ok(Object::schema(&c, &s))
                 })
                 .collect(),
-            // `ON CATALOG c`, which the parser knows as `ON DATABASE c` (see `on_catalog`).
+            // `ON CATALOG c`, which the parser knows as `ON DATABASE c` (see `grant_words`).
             Some(GrantObjects::Databases(names)) => names
                 .iter()
                 .map(|n| {
@@ -1414,8 +1443,9 @@ fn decide(
     ))
 }
 
-/// A GRANT, DENY or REVOKE `ON CATALOG c` spelled `ON DATABASE c`, as the SQL parser knows it.
-pub(crate) fn on_catalog(sql: &str) -> String {
+/// A GRANT, DENY or REVOKE in the words the SQL parser knows: `ON CATALOG c` as `ON DATABASE c`,
+/// and the privilege ALTER (before the ON) as MODIFY.
+pub(crate) fn grant_words(sql: &str) -> String {
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
     let dialect = crate::dialect::SqeDialect::default();
     let Ok(mut tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
@@ -1425,6 +1455,13 @@ pub(crate) fn on_catalog(sql: &str) -> String {
         .filter(|i| !matches!(tokens[*i], Token::Whitespace(_)))
         .collect();
     let is = |t: &Token, w: &str| matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
+    if let Some(on) = words.iter().position(|i| is(&tokens[*i], "on")) {
+        for i in &words[..on] {
+            if is(&tokens[*i], "alter") {
+                tokens[*i] = Token::make_keyword("MODIFY");
+            }
+        }
+    }
     for pair in words.windows(2) {
         if is(&tokens[pair[0]], "on") && is(&tokens[pair[1]], "catalog") {
             tokens[pair[1]] = Token::make_keyword("DATABASE");
@@ -1521,6 +1558,8 @@ fn privileges_of(privileges: &Privileges) -> SqeResult<Vec<Privilege>> {
                 Action::Delete => Ok(Privilege::Delete),
                 Action::Drop => Ok(Privilege::Drop),
                 Action::Create { obj_type: None } => Ok(Privilege::Create),
+                // ALTER, which the parser does not know, spelled MODIFY (see `grant_words`).
+                Action::Modify { modify_type: None } => Ok(Privilege::Alter),
                 Action::Select { .. } => Err(SqeError::unsupported(
                     "SELECT on columns is granted on its own: GRANT SELECT (a, b) ON TABLE t TO …",
                 )),
@@ -1528,7 +1567,7 @@ fn privileges_of(privileges: &Privileges) -> SqeResult<Vec<Privilege>> {
                     "only SELECT is granted on columns",
                 )),
                 other => Err(SqeError::unsupported(format!(
-                    "privilege {other} is not supported (SELECT, INSERT, UPDATE, DELETE, DROP, CREATE, ALL PRIVILEGES)"
+                    "privilege {other} is not supported (SELECT, INSERT, UPDATE, DELETE, DROP, CREATE, ALTER, ALL PRIVILEGES)"
                 ))),
             })
             .collect(),

@@ -804,12 +804,18 @@ fn parse(sql: &str) -> Option<SqeResult<Parsed>> {
         Ok((kind, name(p, "grantee")?))
     };
     let mask = |p: &mut Parser| -> SqeResult<Mask> {
-        parse_mask(p, &word).map_err(|e| match e {
+        let mask = parse_mask(p, &word).map_err(|e| match e {
             Some(e) => syntax(e),
             None => SqeError::invalid(
                 "expected a mask: NULL, REDACT ['text'], HASH, SHOW FIRST n, SHOW LAST n, TRUNCATE TO {YEAR | MONTH | DAY} or USING (expression)",
             ),
-        })
+        })?;
+        match &mask {
+            Mask::Redact(text) if text.len() > 255 => {
+                Err(SqeError::invalid("a REDACT text is at most 255 characters"))
+            }
+            _ => Ok(mask),
+        }
     };
     if p.parse_keyword(Keyword::SHOW) {
         let action = if word(&mut p, "masks") {
@@ -923,9 +929,6 @@ fn parse_mask(
         return Ok(match p.peek_token().token {
             Token::SingleQuotedString(text) => {
                 p.next_token();
-                if text.len() > 255 {
-                    return Err(None);
-                }
                 Mask::Redact(text)
             }
             _ => Mask::Redact("xxxx".to_string()),

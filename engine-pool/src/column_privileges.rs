@@ -9,9 +9,11 @@
 //! Which columns a statement reads is known once it is planned: for a caller whose access to a
 //! table it reads is by columns, the plan is optimized (DataFusion then projects each scan onto
 //! the columns the statement uses, in its output, conditions, joins or aggregates) and every column
-//! a scan reads must be theirs; `count(*)` reads none. Anyone else pays nothing for this.
+//! a scan reads must be theirs; `count(*)` reads none. A plan whose scans the optimizer drops (it
+//! can have no rows) is checked on every column it names. Anyone else pays nothing for this.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::SessionState;
@@ -153,8 +155,76 @@ impl Engine {
         let optimized = state
             .optimize(plan)
             .map_err(crate::error::from_datafusion)?;
-        let mut refused: Option<(Object, BTreeSet<String>)> = None;
-        let _ = optimized.apply_with_subqueries(|node| {
+        let mut refused = self.columns_refused(session, &limited, &optimized);
+        // The optimizer drops the scans of a query that can have no rows (`LIMIT 0`, `WHERE
+        // false`), whose result still names and types the columns it asks for: such a plan is
+        // checked with every column it names, as only the projections are pruned.
+        if refused.is_none()
+            && self.scans_of(session, &optimized, &limited) < self.scans_of(session, plan, &limited)
+        {
+            let analyzed = state
+                .analyzer()
+                .execute_and_check(plan.clone(), state.config_options(), |_, _| {})
+                .and_then(|plan| {
+                    let rule =
+                        datafusion::optimizer::optimize_projections::OptimizeProjections::new();
+                    datafusion::optimizer::Optimizer::with_rules(vec![Arc::new(rule)]).optimize(
+                        plan,
+                        state,
+                        |_, _| {},
+                    )
+                })
+                .map_err(crate::error::from_datafusion)?;
+            refused = self.columns_refused(session, &limited, &analyzed);
+        }
+        match refused {
+            None => Ok(()),
+            Some((object, columns)) => {
+                crate::admission::record_decision(format!(
+                    "deny SELECT on columns [{}] of {object}",
+                    columns.iter().cloned().collect::<Vec<_>>().join(", ")
+                ));
+                Err(SqeError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "Access Denied: Cannot select from columns [{}] in table {object}",
+                        columns.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// How many scans of the `limited` tables a plan holds.
+    fn scans_of(
+        &self,
+        session: &Session,
+        plan: &LogicalPlan,
+        limited: &HashMap<String, (Object, ColumnAccess)>,
+    ) -> usize {
+        let mut scans = 0;
+        let _ = plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node
+                && let Some((object, _)) = self.scanned_object(session, scan)
+                && limited.contains_key(&object.to_string())
+            {
+                scans += 1;
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        scans
+    }
+
+    /// The first scan of a plan (projected onto the columns used) that reads columns of a
+    /// `limited` table the caller may not read, and those columns.
+    fn columns_refused(
+        &self,
+        session: &Session,
+        limited: &HashMap<String, (Object, ColumnAccess)>,
+        plan: &LogicalPlan,
+    ) -> Option<(Object, BTreeSet<String>)> {
+        let mut refused = None;
+        let _ = plan.apply_with_subqueries(|node| {
             let LogicalPlan::TableScan(scan) = node else {
                 return Ok(TreeNodeRecursion::Continue);
             };
@@ -193,22 +263,7 @@ impl Engine {
             }
             Ok(TreeNodeRecursion::Continue)
         });
-        match refused {
-            None => Ok(()),
-            Some((object, columns)) => {
-                crate::admission::record_decision(format!(
-                    "deny SELECT on columns [{}] of {object}",
-                    columns.iter().cloned().collect::<Vec<_>>().join(", ")
-                ));
-                Err(SqeError::new(
-                    ErrorCode::PermissionDenied,
-                    format!(
-                        "Access Denied: Cannot select from columns [{}] in table {object}",
-                        columns.into_iter().collect::<Vec<_>>().join(", ")
-                    ),
-                ))
-            }
-        }
+        refused
     }
 
     /// The catalog table a scan reads (through SQE's time-travel name too) and the name scanned

@@ -945,10 +945,11 @@ impl Engine {
             let fields = view.schema.as_struct().fields();
             return describe_rows(fields, vec![String::new(); fields.len()]);
         }
-        let (_, _, table) = self.load(session, name).await?;
+        let (_, ident, table) = self.load(session, name).await?;
         let schema = table.metadata().current_schema();
         let spec = table.metadata().default_partition_spec();
-        let fields = schema.as_struct().fields();
+        let fields =
+            self.listed_columns(session, &catalog_name, &ident, schema.as_struct().fields())?;
         let extra: Vec<String> = fields
             .iter()
             .map(|f| {
@@ -961,7 +962,25 @@ impl Engine {
                 parts.join(", ")
             })
             .collect();
-        describe_rows(fields, extra)
+        describe_rows(&fields, extra)
+    }
+
+    /// The columns of a table that DESCRIBE and SHOW CREATE show the caller: those they may read
+    /// when they read it by columns.
+    fn listed_columns(
+        &self,
+        session: &Session,
+        catalog: &str,
+        ident: &TableIdent,
+        fields: &[NestedFieldRef],
+    ) -> SqeResult<Vec<NestedFieldRef>> {
+        let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
+        let access = self.column_access(session, &object)?;
+        Ok(fields
+            .iter()
+            .filter(|f| access.as_ref().is_none_or(|a| a.lists(f.id)))
+            .cloned()
+            .collect())
     }
 
     async fn show_create_table(
@@ -973,9 +992,9 @@ impl Engine {
         self.hidden_is_absent(session, &catalog_name, &ident)?;
         let (catalog, ident, table) = self.load(session, name).await?;
         let schema = table.metadata().current_schema();
-        let columns: Vec<String> = schema
-            .as_struct()
-            .fields()
+        let fields =
+            self.listed_columns(session, &catalog_name, &ident, schema.as_struct().fields())?;
+        let columns: Vec<String> = fields
             .iter()
             .map(|f| {
                 let mut line = format!("   {} {}", f.name, trino_type_name(&f.field_type));
@@ -997,15 +1016,14 @@ impl Engine {
             let parts: Vec<String> = spec
                 .fields()
                 .iter()
-                .map(|p| {
-                    let col = schema
-                        .field_by_id(p.source_id)
-                        .map(|f| f.name.clone())
-                        .unwrap_or_default();
-                    format!("'{}'", partition_label(&p.transform, &col))
+                .filter_map(|p| {
+                    let col = fields.iter().find(|f| f.id == p.source_id)?;
+                    Some(format!("'{}'", partition_label(&p.transform, &col.name)))
                 })
                 .collect();
-            with.push(format!("   partitioning = ARRAY[{}]", parts.join(", ")));
+            if !parts.is_empty() {
+                with.push(format!("   partitioning = ARRAY[{}]", parts.join(", ")));
+            }
         }
         with.push(format!("   location = '{}'", table.metadata().location()));
         let text = format!(

@@ -587,7 +587,7 @@ impl Engine {
             || starts_with_word(&prepared.sql, "deny")
             || starts_with_word(&prepared.sql, "revoke")
         {
-            prepared.sql = crate::access::on_catalog(&prepared.sql);
+            prepared.sql = crate::access::grant_words(&prepared.sql);
         }
         let secret = is_create_secret(&prepared.sql);
         // CREATE [PERSISTENT | TEMPORARY] SECRET is DuckDB's statement, parsed as DuckDB spells it.

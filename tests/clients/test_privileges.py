@@ -184,3 +184,34 @@ def test_a_row_filter_holds_on_both_protocols(sqe, jwt):
         "PERMISSION_DENIED",
         "Access Denied: only the owner of iceberg.default.orders or an admin may do this",
     )
+
+
+def flight_columns(server, secret, table, schema="default"):
+    """The columns of a table as Flight SQL's GetTables (with its schema) shows them."""
+    kwargs = {"adbc.flight.sql.authorization_header": f"Bearer {secret}"}
+    with flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=kwargs) as conn:
+        return conn.adbc_get_table_schema(table, catalog_filter="iceberg", db_schema_filter=schema).names
+
+
+def test_a_reader_by_columns_sees_only_those_columns(sqe, jwt):
+    alice, bob = jwt["alice"], jwt["bob"]
+    trino_run(sqe, "ada", jwt["ada"], "GRANT CREATE ON SCHEMA default TO USER alice")
+    trino_run(
+        sqe,
+        "alice",
+        alice,
+        "CREATE TABLE payroll AS SELECT * FROM (VALUES (1, 'Ada', 100)) AS v(id, name, salary)",
+    )
+    trino_run(sqe, "alice", alice, "GRANT SELECT (id, name) ON TABLE payroll TO USER bob")
+    assert trino_run(sqe, "bob", bob, "SELECT id, name FROM payroll") == [[1, "Ada"]]
+    assert trino_refusal(sqe, "bob", bob, "SELECT * FROM payroll") == (
+        "PERMISSION_DENIED",
+        "Access Denied: Cannot select from columns [salary] in table iceberg.default.payroll",
+    )
+    describe = "DESCRIBE payroll"
+    assert [r[0] for r in trino_run(sqe, "bob", bob, describe)] == ["id", "name"]
+    assert [r[0] for r in trino_run(sqe, "alice", alice, describe)] == ["id", "name", "salary"]
+    columns = "SELECT column_name FROM information_schema.columns WHERE table_name = 'payroll'"
+    assert trino_run(sqe, "bob", bob, columns) == [["id"], ["name"]]
+    assert flight_columns(sqe, bob, "payroll") == ["id", "name"]
+    assert flight_columns(sqe, alice, "payroll") == ["id", "name", "salary"]

@@ -96,6 +96,8 @@ struct ColumnInfo {
     jdbc_type: i64,
     nullable: bool,
     comment: Option<String>,
+    /// A table's Iceberg field id: column privileges are kept by it.
+    field_id: Option<i32>,
 }
 
 /// A table or view, with its columns when they were asked for.
@@ -189,6 +191,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
                 jdbc_type: arrow_jdbc_type(ty),
                 nullable: true,
                 comment: None,
+                field_id: None,
             })
             .collect();
         return true;
@@ -203,7 +206,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
             };
             info.comment = view.comment;
             info.definition = Some(view.sql);
-            info.columns = iceberg_columns(view.schema.as_struct().fields());
+            info.columns = iceberg_columns(view.schema.as_struct().fields(), false);
             return true;
         }
         let Ok(Some(table)) = load_table_opt(iceberg.catalog().as_ref(), &ident).await else {
@@ -211,7 +214,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
         };
         let metadata = table.metadata();
         info.comment = metadata.properties().get("comment").cloned();
-        info.columns = iceberg_columns(metadata.current_schema().as_struct().fields());
+        info.columns = iceberg_columns(metadata.current_schema().as_struct().fields(), true);
         return true;
     }
     match schema.table(&info.name).await {
@@ -227,6 +230,7 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
                     jdbc_type: arrow_jdbc_type(f.data_type()),
                     nullable: f.is_nullable(),
                     comment: None,
+                    field_id: None,
                 })
                 .collect();
             true
@@ -235,7 +239,8 @@ async fn describe(catalog: &Named, schema: &dyn SchemaProvider, info: &mut Table
     }
 }
 
-fn iceberg_columns(fields: &[NestedFieldRef]) -> Vec<ColumnInfo> {
+/// Columns of an Iceberg table (`table`, with their field ids) or view.
+fn iceberg_columns(fields: &[NestedFieldRef], table: bool) -> Vec<ColumnInfo> {
     fields
         .iter()
         .map(|f| ColumnInfo {
@@ -244,6 +249,7 @@ fn iceberg_columns(fields: &[NestedFieldRef]) -> Vec<ColumnInfo> {
             jdbc_type: iceberg_jdbc_type(&f.field_type),
             nullable: !f.required,
             comment: f.doc.clone(),
+            field_id: table.then_some(f.id),
         })
         .collect()
 }
@@ -326,6 +332,24 @@ const NULL_INT: Cell = Cell::Int(None);
 
 /// A table of metadata rows; every column is nullable text, bigint or boolean.
 fn rows_table(columns: Columns, rows: Vec<Vec<Cell>>) -> DFResult<Arc<dyn TableProvider>> {
+    listed_table(columns, rows, None)
+}
+
+/// A table of rows about columns, each of the Iceberg field id in `field_ids` (or of no such
+/// column), shown only to callers who may read that column.
+fn column_rows_table(
+    columns: Columns,
+    rows: Vec<Vec<Cell>>,
+    field_ids: Vec<Option<i32>>,
+) -> DFResult<Arc<dyn TableProvider>> {
+    listed_table(columns, rows, Some(field_ids))
+}
+
+fn listed_table(
+    columns: Columns,
+    rows: Vec<Vec<Cell>>,
+    field_ids: Option<Vec<Option<i32>>>,
+) -> DFResult<Arc<dyn TableProvider>> {
     let schema: SchemaRef = Arc::new(Schema::new(
         columns
             .iter()
@@ -362,17 +386,21 @@ fn rows_table(columns: Columns, rows: Vec<Vec<Cell>>) -> DFResult<Arc<dyn TableP
         return Ok(Arc::new(Listed {
             batch,
             keys: [c, s, t],
+            field_ids,
         }));
     }
     Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
 }
 
 /// Metadata rows naming tables (by catalog, schema and table), of which each caller sees those of
-/// the tables they may see ([`crate::access::Visibility`] in the statement's config).
+/// the tables they may see ([`crate::access::Visibility`] in the statement's config), and of rows
+/// about columns those of the columns they may read.
 #[derive(Debug)]
 struct Listed {
     batch: RecordBatch,
     keys: [usize; 3],
+    /// Each row's column, by Iceberg field id, for rows about columns.
+    field_ids: Option<Vec<Option<i32>>>,
 }
 
 #[async_trait]
@@ -407,8 +435,15 @@ impl TableProvider for Listed {
                         "a listing's names are text".into(),
                     ));
                 };
+                let column = |r: usize| self.field_ids.as_ref().and_then(|ids| ids[r]);
                 let keep: BooleanArray = (0..self.batch.num_rows())
-                    .map(|r| Some(visibility.sees(c.value(r), s.value(r), t.value(r))))
+                    .map(|r| {
+                        let (c, s, t) = (c.value(r), s.value(r), t.value(r));
+                        Some(match column(r) {
+                            Some(id) => visibility.lists_column(c, s, t, id),
+                            None => visibility.sees(c, s, t),
+                        })
+                    })
                     .collect();
                 datafusion::arrow::compute::filter_record_batch(&self.batch, &keep)?
             }
@@ -628,9 +663,10 @@ impl SchemaProvider for InformationSchema {
                     .collect(),
             )?,
             "columns" => {
-                let mut rows = Vec::new();
+                let (mut rows, mut ids) = (Vec::new(), Vec::new());
                 for t in list_tables(catalogs, Detail::Columns).await {
                     for (i, c) in t.columns.into_iter().enumerate() {
+                        ids.push(c.field_id);
                         rows.push(vec![
                             text(&t.catalog),
                             text(&t.schema),
@@ -645,7 +681,7 @@ impl SchemaProvider for InformationSchema {
                         ]);
                     }
                 }
-                rows_table(COLUMNS, rows)?
+                column_rows_table(COLUMNS, rows, ids)?
             }
             _ => return Ok(None),
         };
@@ -744,9 +780,10 @@ impl SchemaProvider for JdbcSchema {
 }
 
 async fn jdbc_columns(catalogs: &[Named]) -> DFResult<Arc<dyn TableProvider>> {
-    let mut rows = Vec::new();
+    let (mut rows, mut ids) = (Vec::new(), Vec::new());
     for t in list_tables(catalogs, Detail::Columns).await {
         for (i, c) in t.columns.into_iter().enumerate() {
+            ids.push(c.field_id);
             let (size, digits) = precision_of(&c.type_name);
             rows.push(vec![
                 text(&t.catalog),
@@ -776,7 +813,7 @@ async fn jdbc_columns(catalogs: &[Named]) -> DFResult<Arc<dyn TableProvider>> {
             ]);
         }
     }
-    rows_table(JDBC_COLUMNS, rows)
+    column_rows_table(JDBC_COLUMNS, rows, ids)
 }
 
 /// Column size and decimal digits of numeric types, as JDBC reports them.

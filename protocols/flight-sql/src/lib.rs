@@ -613,6 +613,50 @@ impl SqeFlightSql {
         Ok(rows)
     }
 
+    /// A table's schema as the caller reads it: of the columns they may read when they read it
+    /// by columns (empty when they may read none).
+    async fn table_schema<T>(
+        &self,
+        request: &Request<T>,
+        catalog: &str,
+        schema: &str,
+        table: &str,
+    ) -> Result<Schema, Status> {
+        let name = [catalog, schema, table].map(quote_ident).join(".");
+        let session = self.session(request);
+        match self
+            .run(&session, &format!("SELECT * FROM {name} LIMIT 0"))
+            .await
+        {
+            Ok(result) => return Ok(result.schema.as_ref().clone()),
+            Err(e) if e.code() == tonic::Code::PermissionDenied => {}
+            Err(e) => return Err(e),
+        }
+        let columns = self
+            .rows(
+                request,
+                &format!(
+                    "SELECT column_name FROM system.jdbc.columns WHERE {} ORDER BY ordinal_position",
+                    conditions(&[
+                        ("table_cat", "=", Some(catalog)),
+                        ("table_schem", "=", Some(schema)),
+                        ("table_name", "=", Some(table)),
+                    ])
+                ),
+            )
+            .await?;
+        if columns.is_empty() {
+            return Ok(Schema::empty());
+        }
+        let list: Vec<String> = columns.iter().map(|c| quote_ident(&c[0])).collect();
+        let sql = format!("SELECT {} FROM {name} LIMIT 0", list.join(", "));
+        match self.run(&session, &sql).await {
+            Ok(result) => Ok(result.schema.as_ref().clone()),
+            Err(e) if e.code() == tonic::Code::PermissionDenied => Ok(Schema::empty()),
+            Err(e) => Err(e),
+        }
+    }
+
     fn info_for(
         command: impl ProstMessageExt,
         schema: &Schema,
@@ -941,17 +985,8 @@ impl FlightSqlService for SqeFlightSql {
                 continue;
             }
             let schema = if include_schema {
-                let sql = format!(
-                    "SELECT * FROM {}.{}.{} LIMIT 0",
-                    quote_ident(&row[0]),
-                    quote_ident(&row[1]),
-                    quote_ident(&row[2])
-                );
-                self.run(&self.session(&request), &sql)
+                self.table_schema(&request, &row[0], &row[1], &row[2])
                     .await?
-                    .schema
-                    .as_ref()
-                    .clone()
             } else {
                 Schema::empty()
             };
