@@ -1370,6 +1370,12 @@ impl VisitorMut for RelationRewriter {
 
 #[async_trait::async_trait]
 impl QueryService for Engine {
+    async fn execute_read_only(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
+        check_length(sql)?;
+        crate::read_only::check_read_only(sql)?;
+        self.execute(session, sql).await
+    }
+
     /// Admits the statement (or answers "server busy"), records it, and runs it as `session`'s
     /// principal. Statements SQE runs for itself (time-travel expressions) go through `run` directly.
     async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {

@@ -22,6 +22,7 @@ mod optimizer;
 mod overflow;
 mod prepass;
 mod ranger;
+mod read_only;
 mod row_filters;
 mod secret_store;
 mod secrets;

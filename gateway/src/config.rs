@@ -18,7 +18,112 @@ pub struct Config {
     pub files: FilesSection,
     pub secrets: SecretsSection,
     pub access: AccessSection,
+    pub mcp: McpSection,
     pub log: LogSection,
+}
+
+/// `[mcp]`: the Model Context Protocol endpoint at `/mcp` on the HTTP port, for agents.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpSection {
+    /// Off unless set.
+    pub enabled: bool,
+    /// The endpoint's canonical URI, which tokens' `aud` must name (RFC 8707); by default
+    /// `http[s]://<listening address>/mcp`.
+    pub resource: Option<String>,
+    /// Where clients get tokens, for the metadata document; by default `[auth.oidc] issuer`.
+    pub authorization_servers: Vec<String>,
+    /// The scope every read tool needs.
+    pub read_scope: String,
+    /// The scope `execute_sql_change` needs.
+    pub write_scope: String,
+    /// Whether `execute_sql_change` exists (it then also needs the write scope and one of
+    /// `write_roles`, besides the caller's own privileges).
+    pub allow_writes: bool,
+    pub write_roles: Vec<String>,
+    /// Most rows and bytes (of JSON rows) in one answer; the rest is cut with a notice.
+    pub max_rows: usize,
+    pub max_bytes: usize,
+    /// Browser origins allowed to call; a request with any other `Origin` gets 403.
+    pub allowed_origins: Vec<String>,
+    /// Host names the endpoint answers to (DNS rebinding); loopback names and the resource's
+    /// host by default.
+    pub allowed_hosts: Vec<String>,
+    pub auth: McpAuthSection,
+}
+
+impl Default for McpSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            resource: None,
+            authorization_servers: Vec::new(),
+            read_scope: "sqe:read".into(),
+            write_scope: "sqe:write".into(),
+            allow_writes: false,
+            write_roles: Vec::new(),
+            max_rows: 1000,
+            max_bytes: 256 << 10,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            auth: McpAuthSection::default(),
+        }
+    }
+}
+
+/// `[mcp.auth]`: who may call the MCP endpoint.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpAuthSection {
+    /// `"oidc"` (tokens the identity provider issued for this resource; the default with
+    /// `[auth.oidc]`), `"static"` (the `[[auth.static]]` principals' tokens; the default without
+    /// an identity provider) or `"anonymous"` (anyone, as `anonymous`, reading; refused with an
+    /// identity provider, writes or `production_mode`).
+    pub mode: Option<McpAuthMode>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum McpAuthMode {
+    Oidc,
+    Static,
+    Anonymous,
+}
+
+impl Config {
+    /// Who may call `/mcp`, as configured or implied.
+    pub fn mcp_auth_mode(&self) -> Result<McpAuthMode, String> {
+        let mode = match self.mcp.auth.mode {
+            Some(mode) => mode,
+            None if self.auth.oidc.is_some() => McpAuthMode::Oidc,
+            None if !self.auth.static_principals.is_empty() => McpAuthMode::Static,
+            None => {
+                return Err("[mcp] needs a way to authenticate agents: [auth.oidc], [[auth.static]] or [mcp.auth] mode = \"anonymous\"".into());
+            }
+        };
+        match mode {
+            McpAuthMode::Oidc if self.auth.oidc.is_none() => {
+                Err("[mcp.auth] mode = \"oidc\" needs [auth.oidc]".into())
+            }
+            McpAuthMode::Static if self.auth.static_principals.is_empty() => {
+                Err("[mcp.auth] mode = \"static\" needs [[auth.static]] principals".into())
+            }
+            McpAuthMode::Anonymous if self.auth.oidc.is_some() => Err(
+                "[mcp.auth] mode = \"anonymous\" is refused when an identity provider is configured".into(),
+            ),
+            McpAuthMode::Anonymous if self.server.production_mode => {
+                Err("production_mode = true forbids [mcp.auth] mode = \"anonymous\"".into())
+            }
+            McpAuthMode::Anonymous if self.mcp.allow_writes => {
+                Err("[mcp.auth] mode = \"anonymous\" is refused with [mcp] allow_writes = true".into())
+            }
+            McpAuthMode::Anonymous if !self.server.host.is_loopback() => Err(format!(
+                "refusing anonymous MCP access on {}: it is for loopback addresses only",
+                self.server.host
+            )),
+            mode => Ok(mode),
+        }
+    }
 }
 
 /// `[access]`: what no GRANT, REVOKE or DENY decides (see the README's "Privileges").
@@ -654,6 +759,18 @@ impl Config {
                 ));
             }
         }
+        if self.mcp.enabled {
+            self.mcp_auth_mode()?;
+            if self.mcp.max_rows == 0 || self.mcp.max_bytes == 0 {
+                return Err("[mcp] max_rows and max_bytes must be at least 1".into());
+            }
+            if self.mcp.allow_writes && self.mcp.write_roles.is_empty() {
+                return Err(
+                    "[mcp] allow_writes = true needs write_roles (the roles that may make changes)"
+                        .into(),
+                );
+            }
+        }
         if self.server.reaper_interval_secs == 0 {
             return Err("server.reaper_interval_secs must be at least 1".into());
         }
@@ -692,6 +809,7 @@ mod tests {
             "[engine]",
             "[files]",
             "[log]",
+            "[mcp]",
         ] {
             assert!(text.contains(section), "{section} is missing");
         }
@@ -750,6 +868,49 @@ mod tests {
             )),
             Err("[access.ranger]: refresh_secs must be at least 1 and grace_secs at least refresh_secs".to_string())
         );
+    }
+
+    #[test]
+    fn mcp_authentication_is_one_that_fits() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("sqe.toml");
+        let load = |toml: &str| {
+            std::fs::write(&path, toml).unwrap_or_else(|e| panic!("{e}"));
+            Config::load(Some(&path), Vec::new()).and_then(|c| c.mcp_auth_mode())
+        };
+        let oidc = "[auth.oidc]\nissuer = \"http://127.0.0.1:1\"\n";
+        assert_eq!(
+            load(&format!("[mcp]\nenabled = true\n{oidc}")),
+            Ok(McpAuthMode::Oidc)
+        );
+        assert_eq!(
+            load("[mcp]\nenabled = true\n"),
+            Err("[mcp] needs a way to authenticate agents: [auth.oidc], [[auth.static]] or [mcp.auth] mode = \"anonymous\"".into())
+        );
+        assert_eq!(
+            load("[mcp]\nenabled = true\n[mcp.auth]\nmode = \"anonymous\"\n"),
+            Ok(McpAuthMode::Anonymous)
+        );
+        for (toml, refusal) in [
+            (
+                format!("[mcp]\nenabled = true\n[mcp.auth]\nmode = \"anonymous\"\n{oidc}"),
+                "[mcp.auth] mode = \"anonymous\" is refused when an identity provider is configured",
+            ),
+            (
+                "[mcp]\nenabled = true\nallow_writes = true\nwrite_roles = [\"w\"]\n[mcp.auth]\nmode = \"anonymous\"\n".to_string(),
+                "[mcp.auth] mode = \"anonymous\" is refused with [mcp] allow_writes = true",
+            ),
+            (
+                format!("[mcp]\nenabled = true\nallow_writes = true\n{oidc}"),
+                "[mcp] allow_writes = true needs write_roles (the roles that may make changes)",
+            ),
+            (
+                "[mcp]\nenabled = true\n[mcp.auth]\nmode = \"static\"\n".to_string(),
+                "[mcp.auth] mode = \"static\" needs [[auth.static]] principals",
+            ),
+        ] {
+            assert_eq!(load(&toml), Err(refusal.to_string()), "{toml}");
+        }
     }
 
     #[test]

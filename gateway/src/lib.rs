@@ -17,7 +17,8 @@ use config::CatalogSection;
 pub use config::Config;
 use sqe_engine::{Engine, EngineConfig, PersistentSecrets};
 use sqe_flight_sql::{FlightSqlConfig, SqeFlightSql};
-use sqe_identity::{Authenticator, http_layer};
+use sqe_identity::{Authenticator, ResourceMode, ResourceServer, http_layer, resource_layer};
+use sqe_mcp::McpConfig;
 use sqe_trino::{TrinoConfig, TrinoService};
 
 /// Command-line arguments of `sqe-server`.
@@ -224,6 +225,13 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let (http_addr, flight_addr) = (local(&http_listener)?, local(&flight_listener)?);
     println!("sqe-server: trino http listening on {http_addr}{secured}");
     println!("sqe-server: flight sql listening on {flight_addr}{secured}");
+    let http = match mcp_routes(&config, &engine, &authenticator, http_addr, tls.is_some())? {
+        Some((routes, resource)) => {
+            println!("sqe-server: mcp listening on {resource}");
+            http.merge(routes)
+        }
+        None => http,
+    };
     tracing::info!(
         trino_http = %http_addr,
         flight_sql = %flight_addr,
@@ -302,6 +310,81 @@ pub async fn serve(config: Config) -> Result<(), String> {
     reaper.abort();
     tracing::info!("sqe-server stopped");
     Ok(())
+}
+
+/// `/mcp` behind its resource layer, and the resource's metadata document; None when `[mcp]` is
+/// off. Also gives the resource's URI.
+fn mcp_routes(
+    config: &Config,
+    engine: &Arc<Engine>,
+    authenticator: &Arc<Authenticator>,
+    http_addr: SocketAddr,
+    tls: bool,
+) -> Result<Option<(Router, String)>, String> {
+    let section = &config.mcp;
+    if !section.enabled {
+        return Ok(None);
+    }
+    let mode = match config.mcp_auth_mode()? {
+        config::McpAuthMode::Oidc => ResourceMode::Oidc,
+        config::McpAuthMode::Static => ResourceMode::Static,
+        config::McpAuthMode::Anonymous => ResourceMode::Anonymous,
+    };
+    let scheme = if tls { "https" } else { "http" };
+    let resource = section
+        .resource
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{http_addr}/mcp"));
+    // The origin of the resource (scheme://authority), where its metadata document is.
+    let (origin, host) = match resource.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority = rest.split('/').next().unwrap_or_default();
+            let host = match authority.strip_prefix('[') {
+                Some(v6) => v6.split(']').next().unwrap_or_default().to_string(),
+                None => authority.split(':').next().unwrap_or_default().to_string(),
+            };
+            (format!("{scheme}://{authority}"), host)
+        }
+        None => return Err(format!("[mcp] resource '{resource}' is not a URI")),
+    };
+    let mut allowed_hosts = section.allowed_hosts.clone();
+    if allowed_hosts.is_empty() {
+        allowed_hosts = vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), host];
+    }
+    let authorization_servers = match (&section.authorization_servers, &config.auth.oidc) {
+        (servers, _) if !servers.is_empty() => servers.clone(),
+        (_, Some(oidc)) => vec![oidc.issuer.clone()],
+        (_, None) => Vec::new(),
+    };
+    let mcp_config = McpConfig {
+        schema: "default".into(),
+        allow_writes: section.allow_writes,
+        write_roles: section.write_roles.clone(),
+        read_scope: section.read_scope.clone(),
+        write_scope: section.write_scope.clone(),
+        max_rows: section.max_rows,
+        max_bytes: section.max_bytes,
+        allowed_origins: section.allowed_origins.clone(),
+        allowed_hosts,
+        ..McpConfig::new(engine.default_catalog())
+    };
+    let server = Arc::new(ResourceServer {
+        authenticator: authenticator.clone(),
+        mode,
+        resource: resource.clone(),
+        metadata_url: format!("{origin}/.well-known/oauth-protected-resource/mcp"),
+        read_scope: section.read_scope.clone(),
+        write_scope: section.write_scope.clone(),
+    });
+    let service: Arc<dyn sqe_sessions::QueryService> = engine.clone();
+    let routes = sqe_mcp::router(service, mcp_config.clone())
+        .layer(middleware::from_fn_with_state(server, resource_layer))
+        .merge(sqe_mcp::metadata_router(
+            &resource,
+            &authorization_servers,
+            &mcp_config,
+        ));
+    Ok(Some((routes, resource)))
 }
 
 /// Serves `router` on `listener` until `stop` resolves, then lets open requests finish. Each

@@ -80,4 +80,8 @@ pub struct StaticPrincipal {
     pub token_env: String,
     #[serde(default)]
     pub roles: Vec<String>,
+    /// What the token may be used for, as a token's `scope` claim says (MCP's read and write
+    /// scopes).
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }

@@ -11,6 +11,7 @@
 
 mod config;
 mod layer;
+mod resource;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,6 +22,7 @@ pub use config::{IdentityConfig, OidcConfig, StaticPrincipal};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 pub use layer::http_layer;
+pub use resource::{ResourceMode, ResourceServer, resource_layer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqe_sessions::{Credential, ErrorCode, Principal, SqeError, SqeResult};
@@ -89,6 +91,34 @@ pub struct Authenticated {
     pub principal: Principal,
     /// The caller's own token (never a password), to pass on.
     pub credential: Option<Credential>,
+    /// What the token may be used for (its `scope` or `scp` claim; a static principal's
+    /// `scopes`).
+    pub scopes: Vec<String>,
+    /// Whom the token is for (its `aud` claim).
+    pub audiences: Vec<String>,
+    /// Whether an identity provider issued the token (not a static principal's).
+    pub issued: bool,
+}
+
+/// A claim holding one word, several in one string (`scope`), or a list of them.
+fn words(claim: Option<&Value>) -> Vec<String> {
+    match claim {
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Refuses a token an identity provider issued for someone else than `audience` (a static
+/// principal's token is for this server alone).
+fn check_audience(who: &Authenticated, audience: &str) -> SqeResult<()> {
+    if !who.issued || who.audiences.iter().any(|a| a == audience) {
+        return Ok(());
+    }
+    Err(unauthenticated("token audience is not accepted"))
 }
 
 fn unauthenticated(message: impl Into<String>) -> SqeError {
@@ -103,7 +133,8 @@ struct Jwks {
 pub struct Authenticator {
     config: IdentityConfig,
     http: reqwest::Client,
-    static_tokens: Vec<(String, Principal)>,
+    /// Each static principal's token, and who it is with its scopes.
+    static_tokens: Vec<(String, (Principal, Vec<String>))>,
     jwks: tokio::sync::Mutex<Jwks>,
     /// sha256 of what was presented -> (who, valid until).
     cache: Mutex<HashMap<[u8; 32], (Authenticated, Instant)>>,
@@ -160,13 +191,11 @@ impl Authenticator {
                     s.name
                 ));
             }
-            static_tokens.push((
-                token,
-                Principal {
-                    name: s.name.clone(),
-                    roles: s.roles.clone(),
-                },
-            ));
+            let principal = Principal {
+                name: s.name.clone(),
+                roles: s.roles.clone(),
+            };
+            static_tokens.push((token, (principal, s.scopes.clone())));
         }
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
@@ -194,17 +223,46 @@ impl Authenticator {
     }
 
     /// Who presented this. `Ok(None)`: nothing was presented and anonymous access is allowed.
+    /// A token must be for `[auth.oidc] audience` when one is set.
     pub async fn authenticate(&self, presented: &Presented) -> SqeResult<Option<Authenticated>> {
+        let audience = self.config.oidc.as_ref().and_then(|o| o.audience.clone());
+        let who = self.authenticate_any(presented).await?;
+        if let (Some(who), Some(audience)) = (&who, audience) {
+            check_audience(who, &audience)?;
+        }
+        Ok(who)
+    }
+
+    /// Who presented a bearer token meant for `resource` (RFC 8707: its `aud` names it), or a
+    /// static principal's token.
+    pub async fn authenticate_for(&self, token: &str, resource: &str) -> SqeResult<Authenticated> {
+        let who = self
+            .authenticate_any(&Presented::Bearer(token.to_string()))
+            .await?
+            .ok_or_else(|| unauthenticated("unknown token"))?;
+        check_audience(&who, resource)?;
+        Ok(who)
+    }
+
+    /// Whether the token is one of the static principals' (no identity provider issued it).
+    pub fn is_static_token(&self, token: &str) -> bool {
+        self.static_principal(token).is_some()
+    }
+
+    async fn authenticate_any(&self, presented: &Presented) -> SqeResult<Option<Authenticated>> {
         match presented {
             Presented::None if self.config.allow_anonymous => Ok(None),
             Presented::None => Err(unauthenticated(
                 "authentication required: send a Bearer token or Basic credentials",
             )),
             Presented::Bearer(token) => {
-                if let Some(p) = self.static_principal(token) {
+                if let Some((principal, scopes)) = self.static_principal(token) {
                     return Ok(Some(Authenticated {
-                        principal: p,
+                        principal,
                         credential: Some(Credential::bearer(token.clone())),
+                        scopes,
+                        audiences: Vec::new(),
+                        issued: false,
                     }));
                 }
                 let key = digest(&["bearer", token]);
@@ -228,7 +286,7 @@ impl Authenticator {
         }
     }
 
-    fn static_principal(&self, token: &str) -> Option<Principal> {
+    fn static_principal(&self, token: &str) -> Option<(Principal, Vec<String>)> {
         // Compare every entry fully so timing does not tell which prefix matched.
         let mut found = None;
         for (t, p) in &self.static_tokens {
@@ -380,10 +438,8 @@ impl Authenticator {
         validation.leeway = oidc.leeway_secs;
         validation.validate_nbf = true;
         validation.set_issuer(&[oidc.issuer.as_str()]);
-        match &oidc.audience {
-            Some(aud) => validation.set_audience(&[aud.as_str()]),
-            None => validation.validate_aud = false,
-        }
+        // Checked by the caller, which knows whom the token must be for (`check_audience`).
+        validation.validate_aud = false;
         validation.set_required_spec_claims(&["exp", "iss"]);
         let data = jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(|e| {
             use jsonwebtoken::errors::ErrorKind as K;
@@ -426,6 +482,9 @@ impl Authenticator {
                 roles,
             },
             credential: Some(Credential::bearer(token.to_string())),
+            scopes: words(claims.get("scope").or(claims.get("scp"))),
+            audiences: words(claims.get("aud")),
+            issued: true,
         };
         Ok((who, expires))
     }

@@ -12,7 +12,7 @@ mod store;
 
 pub use error::{ErrorCode, SqeError, SqeResult};
 pub use handle::random_handle;
-pub use session::{Credential, Principal, Session, SessionUpdate};
+pub use session::{Credential, Principal, Scopes, Session, SessionUpdate};
 pub use sql_text::{MAX_PARAMETERS, bind_parameters, too_many_parameters};
 pub use store::SessionStore;
 
@@ -76,6 +76,14 @@ pub struct IngestTarget {
 pub trait QueryService: Send + Sync {
     /// Runs exactly one SQL statement as `session`'s principal.
     async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult>;
+
+    /// Runs `sql` as `execute` does if it is exactly one statement that only reads (a query
+    /// without a data-modifying part, EXPLAIN, SHOW, DESCRIBE); refuses anything else, saying why.
+    async fn execute_read_only(&self, _session: &Session, _sql: &str) -> SqeResult<QueryResult> {
+        Err(SqeError::unsupported(
+            "read-only statements are not supported",
+        ))
+    }
 
     /// Writes a stream of rows with `schema` into `target` (Flight SQL's bulk ingest). The result
     /// is a write's: its `update_count` is the number of rows written.

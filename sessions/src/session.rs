@@ -24,6 +24,16 @@ impl Principal {
     }
 }
 
+/// What the caller's token grants (its OAuth scopes), for protocols that check them (MCP).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scopes(pub Vec<String>);
+
+impl Scopes {
+    pub fn has(&self, scope: &str) -> bool {
+        self.0.iter().any(|s| s == scope)
+    }
+}
+
 /// The caller's own credential (a bearer token), passed on to catalogs and object stores.
 /// Its `Debug` never shows the secret.
 #[derive(Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 """The governance matrix (tests/fixtures/governance.json) over the wire: every persona runs every
-case over Trino HTTP and over Flight SQL with their own token from the test IdP, and gets the same
-exact rows as embedded (tests/hardening.rs). ada's token carries the admin role, carol's the
+case over Trino HTTP, over Flight SQL and over MCP (execute_sql_readonly; a case's writes go over
+Trino HTTP) with their own token from the test IdP, and gets the same exact rows as embedded
+(tests/hardening.rs). ada's token carries the admin role, carol's the
 `support` role whose columns are masked, bob gets the `analyst` role (row-filtered) from the catalog,
 dave holds nothing and sees nothing, in Flight's GetTables too.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import start_server, token
+from test_mcp import call, mcp_token, rows
 from test_privileges import flight_run, flight_tables, trino_run
 
 MATRIX = json.loads((Path(__file__).parent.parent / "fixtures" / "governance.json").read_text())
@@ -21,7 +23,8 @@ CONFIG = (
     '[auth]\nallow_anonymous = false\nadmin_roles = ["sqe_admin"]\n\n'
     '[auth.oidc]\nissuer = "http://127.0.0.1:{port}"\naudience = "sqe"\nclient_id = "sqe"\n\n'
     '[access]\ndefault = "deny"\n\n'
-    '[files]\nallowed_local_prefixes = ["{files}"]\n'
+    '[files]\nallowed_local_prefixes = ["{files}"]\n\n'
+    '[mcp]\nenabled = true\n'
 )
 
 
@@ -43,6 +46,11 @@ def sqe(tmp_path_factory, idp, files):
 @pytest.fixture(scope="module")
 def jwt(idp):
     return {u: token(idp.port, username=u, password=f"{u}-secret") for u in PERSONAS}
+
+
+@pytest.fixture(scope="module")
+def mcp_jwt(idp, sqe):
+    return {u: mcp_token(idp, sqe, u) for u in PERSONAS}
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +81,30 @@ def run_flight(sqe, jwt, persona, sql):
     return ["|".join(cell(v) for v in row.values()) for row in flight_run(sqe, jwt[persona], sql)]
 
 
-@pytest.mark.parametrize("protocol", ["trino", "flight"])
+def mcp_runner(mcp_jwt, statements):
+    """Runs a case's last statement with MCP's execute_sql_readonly, the others over Trino HTTP."""
+    last = statements[-1]
+
+    def run(sqe, jwt, persona, sql):
+        if sql != last:
+            return run_trino(sqe, jwt, persona, sql)
+        result = call(sqe, mcp_jwt[persona], "execute_sql_readonly", {"sql": sql})
+        if result.is_error:
+            raise RuntimeError(result.content[0].text)
+        return ["|".join(cell(v) for v in row) for row in result.structured_content["rows"]]
+
+    return run
+
+
+@pytest.mark.parametrize("protocol", ["trino", "flight", "mcp"])
 @pytest.mark.parametrize("persona", PERSONAS)
-def test_the_governance_matrix_holds(sqe, jwt, files, seeded, protocol, persona):
-    run = run_trino if protocol == "trino" else run_flight
+def test_the_governance_matrix_holds(sqe, jwt, mcp_jwt, files, seeded, protocol, persona):
     for case in MATRIX["cases"]:
         statements = [
             s.replace("{tag}", f"{protocol}_{persona}").replace("{dir}", str(files)).replace("{first_snapshot}", seeded)
             for s in case["sql"]
         ]
+        run = {"trino": run_trino, "flight": run_flight, "mcp": mcp_runner(mcp_jwt, statements)}[protocol]
         expected = case[persona]
         got, error = [], None
         for sql in statements:
@@ -98,10 +121,22 @@ def test_the_governance_matrix_holds(sqe, jwt, files, seeded, protocol, persona)
             assert got == expected, f"{case['name']} as {persona}"
 
 
-def test_the_outsider_lists_nothing(sqe, jwt, seeded):
+def test_the_outsider_lists_nothing(sqe, jwt, mcp_jwt, seeded):
     assert flight_tables(sqe, jwt["dave"], "gov") == []
+    listed = call(sqe, mcp_jwt["dave"], "list_tables", {"schema": "gov"})
+    assert not listed.is_error and listed.structured_content["rows"] == []
     assert run_trino(sqe, jwt, "dave", "SHOW TABLES FROM gov") == []
     assert {"customers", "orders", "spend"} <= set(flight_tables(sqe, jwt["carol"], "gov"))
+
+
+def test_sample_rows_are_filtered_and_masked(sqe, jwt, mcp_jwt, seeded):
+    """sample_rows gives a persona what their own query over Trino HTTP gives."""
+    for persona in ("bob", "carol"):
+        for table, columns in (("orders", "id, region, amount"), ("customers", "id, name, email, phone, born")):
+            result = call(sqe, mcp_jwt[persona], "sample_rows", {"schema": "gov", "table": table, "limit": 100})
+            sampled = sorted("|".join(cell(r[c.strip()]) for c in columns.split(",")) for r in rows(result))
+            over_trino = sorted(run_trino(sqe, jwt, persona, f"SELECT {columns} FROM gov.{table}"))
+            assert sampled == over_trino, (persona, table)
 
 
 def test_a_persona_cannot_change_the_policies(sqe, jwt, seeded):

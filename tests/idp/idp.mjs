@@ -2,8 +2,9 @@
 // document and JWKS, the password and client-credentials grants, and hooks that check the
 // credentials. Binds 127.0.0.1 on the port given (0: any free one) and prints where it listens.
 //
-// Token requests may add `aud` (another audience) or `expired=true` (a token already expired), so
-// tests can obtain each kind of bad token from the real issuer.
+// Token requests may add `aud` (another audience), `resource` (RFC 8707: the token is for that
+// resource alone), `scope`, or `expired=true` (a token already expired), so tests can obtain each
+// kind of token, good and bad, from the real issuer.
 import { OAuth2Server } from 'oauth2-mock-server';
 
 const users = {
@@ -12,9 +13,10 @@ const users = {
   ada: 'ada-secret',
   carol: 'carol-secret',
   dave: 'dave-secret',
+  erin: 'erin-secret',
 };
 // Roles a user's tokens carry in their `roles` claim.
-const roles = { ada: ['sqe_admin'], carol: ['support'] };
+const roles = { ada: ['sqe_admin'], carol: ['support'], erin: ['writer'] };
 const clients = { 'etl-service': 'etl-secret' };
 
 const server = new OAuth2Server();
@@ -31,7 +33,7 @@ server.service.on('beforeTokenSigning', (token, req) => {
   if (body.grant_type === 'client_credentials') {
     token.payload.sub = body.client_id;
   }
-  token.payload.aud = body.aud ?? 'sqe';
+  token.payload.aud = body.resource ?? body.aud ?? 'sqe';
   if (body.expired === 'true') {
     const now = Math.floor(Date.now() / 1000);
     token.payload.iat = now - 7200;

@@ -1,0 +1,212 @@
+//! The Model Context Protocol at `/mcp` (Streamable HTTP, rmcp's server), for agents such as
+//! Claude Code and Codex: tools to list catalogs, schemas and tables, describe and sample tables,
+//! and run read-only SQL (and, when the server allows it, changes) as the caller.
+//!
+//! The endpoint is an OAuth resource server, never a credential proxy: the gateway's resource
+//! layer (sqe-identity) authenticates every request with the caller's own bearer token, and each
+//! tool call runs as that caller through the one `QueryService`. An `Mcp-Session-Id` belongs to
+//! the principal that opened it: anyone else presenting it gets the answer for an unknown session.
+
+mod results;
+mod tools;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use sqe_sessions::{Principal, QueryService};
+
+/// What the MCP endpoint does (the gateway fills it from `[mcp]`).
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// The catalog and schema tool calls start in.
+    pub catalog: String,
+    pub schema: String,
+    /// Whether `execute_sql_change` exists at all.
+    pub allow_writes: bool,
+    /// Roles one of which a caller must hold to make changes (besides the write scope and the
+    /// engine's own privileges).
+    pub write_roles: Vec<String>,
+    /// The scope every read tool needs.
+    pub read_scope: String,
+    /// The scope `execute_sql_change` needs.
+    pub write_scope: String,
+    /// Most rows in one answer.
+    pub max_rows: usize,
+    /// Most bytes of JSON rows in one answer; its text is cut there too (agents' clients take
+    /// messages of about 1 MiB).
+    pub max_bytes: usize,
+    /// `Origin`s a browser may call from; requests with any other `Origin` are refused (403).
+    pub allowed_origins: Vec<String>,
+    /// `Host`s the endpoint answers to (DNS rebinding); an entry without a port allows any port.
+    pub allowed_hosts: Vec<String>,
+    /// Most MCP sessions open at once.
+    pub max_sessions: usize,
+}
+
+impl McpConfig {
+    pub fn new(catalog: impl Into<String>) -> Self {
+        Self {
+            catalog: catalog.into(),
+            schema: "default".into(),
+            allow_writes: false,
+            write_roles: Vec::new(),
+            read_scope: "sqe:read".into(),
+            write_scope: "sqe:write".into(),
+            max_rows: 1000,
+            max_bytes: 256 << 10,
+            allowed_origins: Vec::new(),
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            max_sessions: 10_000,
+        }
+    }
+}
+
+/// The largest JSON-RPC request body taken.
+const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// How long an idle session stays bound to its principal (rmcp closes sessions idle for 5 minutes).
+const SESSION_IDLE: Duration = Duration::from_secs(600);
+
+/// `/mcp`: the MCP endpoint. Put the resource layer (authentication) around it.
+pub fn router(service: Arc<dyn QueryService>, config: McpConfig) -> Router {
+    let config = Arc::new(config);
+    let handler = tools::SqeMcp {
+        service,
+        config: config.clone(),
+    };
+    let mut transport = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(config.allowed_hosts.clone())
+        .with_max_request_body_bytes(MAX_BODY_BYTES);
+    transport = if config.allowed_origins.is_empty() {
+        transport.enforce_origin_validation()
+    } else {
+        transport.with_allowed_origins(config.allowed_origins.clone())
+    };
+    let mcp = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        transport,
+    );
+    let sessions = Arc::new(Sessions {
+        owners: Mutex::new(HashMap::new()),
+        limit: config.max_sessions,
+    });
+    Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            bind_sessions,
+        ))
+}
+
+/// RFC 9728's metadata document of the resource: where its tokens come from and what scopes
+/// it knows. Served at `/.well-known/oauth-protected-resource` and its `/mcp` form, without
+/// authentication.
+pub fn metadata_router(
+    resource: &str,
+    authorization_servers: &[String],
+    config: &McpConfig,
+) -> Router {
+    let document = Arc::new(json!({
+        "resource": resource,
+        "authorization_servers": authorization_servers,
+        "scopes_supported": [config.read_scope, config.write_scope],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "SQE",
+    }));
+    let serve = move || {
+        let document = document.clone();
+        async move { axum::Json(Value::clone(&document)) }
+    };
+    Router::new()
+        .route("/.well-known/oauth-protected-resource", get(serve.clone()))
+        .route("/.well-known/oauth-protected-resource/mcp", get(serve))
+}
+
+/// Which principal opened each MCP session.
+struct Sessions {
+    owners: Mutex<HashMap<String, (String, Instant)>>,
+    limit: usize,
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Binds each session to the principal that opened it. A request naming a session someone else
+/// opened goes on naming one that does not exist, and so gets rmcp's own answer for that.
+async fn bind_sessions(
+    State(sessions): State<Arc<Sessions>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let caller = request
+        .extensions()
+        .get::<Principal>()
+        .map(|p| p.name.clone())
+        .unwrap_or_default();
+    let named = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let deleting = request.method() == axum::http::Method::DELETE;
+    if let Some(id) = &named {
+        let own = {
+            let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
+            match owners.get_mut(id) {
+                Some((owner, seen)) if *owner == caller => {
+                    *seen = Instant::now();
+                    if deleting {
+                        owners.remove(id);
+                    }
+                    true
+                }
+                _ => false,
+            }
+        };
+        if !own {
+            tracing::info!(principal = %caller, "mcp session of another principal or none");
+            let unknown = uuid::Uuid::new_v4().simple().to_string();
+            if let Ok(v) = HeaderValue::from_str(&unknown) {
+                request.headers_mut().insert(SESSION_HEADER, v);
+            }
+        }
+    } else {
+        let full = {
+            let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
+            owners.retain(|_, (_, seen)| seen.elapsed() < SESSION_IDLE);
+            owners.len() >= sessions.limit
+        };
+        if full {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many MCP sessions are open: try again later",
+            )
+                .into_response();
+        }
+    }
+    let mut response = next.run(request).await;
+    // rmcp answers a closed session 202; clients (Python's SDK) look for 200 or 204.
+    if deleting && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    if named.is_none()
+        && let Some(id) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+    {
+        let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.insert(id.to_string(), (caller, Instant::now()));
+    }
+    response
+}
