@@ -3082,3 +3082,25 @@ async fn catalog_grants_cover_every_schema_and_table() {
         assert_eq!((e.code(), e.message()), (code, message), "{sql}");
     }
 }
+
+/// A statement SQE reads by its first words before parsing cannot be made to split inside a
+/// character: `SHOW;` followed by Unicode spaces is no `SHOW STATS`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_words_with_odd_spaces_are_a_syntax_error() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = governed_engine(dir.path());
+    let ada = session(&engine, "ada", &["sqe_admin"]);
+    for sql in [
+        "SHOW;\u{85}\u{2003}STATS FOR t",
+        "SHOW;\u{2003}GRANTS",
+        "SHOW;\u{3000}FUNCTIONS",
+    ] {
+        let e = refused(&engine, &ada, sql).await;
+        assert_eq!(e.code(), ErrorCode::InvalidInput, "{sql}: {}", e.message());
+        assert!(
+            e.message().starts_with("syntax error: "),
+            "{sql}: {}",
+            e.message()
+        );
+    }
+}

@@ -185,12 +185,19 @@ pub(crate) fn partition_spec(
     Ok(Some(builder.build()))
 }
 
-/// True if `sql`'s first words are `words` (case-insensitive).
+/// True if `sql`'s first words are `words` (case-insensitive); the last may end the statement
+/// (`SHOW GRANTS;`), no other may (`SHOW;STATS` is no `SHOW STATS`).
 pub(crate) fn starts_with_words(sql: &str, words: &[&str]) -> bool {
     let mut it = sql.split_whitespace();
-    words.iter().all(|w| {
-        it.next()
-            .is_some_and(|t| t.trim_end_matches(';').eq_ignore_ascii_case(w))
+    words.iter().enumerate().all(|(i, w)| {
+        it.next().is_some_and(|t| {
+            let t = if i + 1 == words.len() {
+                t.trim_end_matches(';')
+            } else {
+                t
+            };
+            t.eq_ignore_ascii_case(w)
+        })
     })
 }
 

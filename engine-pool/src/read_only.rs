@@ -29,8 +29,14 @@ pub(crate) fn check_read_only(sql: &str) -> SqeResult<()> {
     {
         return one_statement(text);
     }
-    let statements = Parser::parse_sql(&crate::dialect::SqeDialect::default(), text)
-        .map_err(|e| SqeError::invalid(format!("syntax error: {e}")))?;
+    let statements =
+        Parser::parse_sql(&crate::dialect::SqeDialect::default(), text).map_err(|e| {
+            // The parser's message may quote a secret's values.
+            if crate::secrets::is_create_secret(text) {
+                return SqeError::invalid("not a read-only statement: CREATE SECRET");
+            }
+            SqeError::invalid(format!("syntax error: {e}"))
+        })?;
     let [statement] = statements.as_slice() else {
         return Err(SqeError::invalid(format!(
             "a read-only statement is exactly one statement, not {}",
@@ -172,6 +178,14 @@ mod tests {
             (
                 "SHOW GRANTS; DROP TABLE t",
                 "a read-only statement is exactly one statement",
+            ),
+            (
+                "CREATE SECRET s (TYPE s3, KEY_ID 'AKIA-SECRET-VALUE' SECRET 'x')",
+                "not a read-only statement: CREATE SECRET",
+            ),
+            (
+                "SHOW;STATS FOR t",
+                "syntax error: sql parser error: Expected: an SQL statement, found: STATS at Line: 1, Column: 6",
             ),
             (
                 "INSERT INTO t VALUES (1)",

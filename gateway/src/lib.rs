@@ -368,6 +368,8 @@ fn mcp_routes(
         allowed_hosts,
         ..McpConfig::new(engine.default_catalog())
     };
+    // A token for the endpoint is for the endpoint alone, not for Trino HTTP or Flight SQL.
+    authenticator.reserve_audience(&resource);
     let server = Arc::new(ResourceServer {
         authenticator: authenticator.clone(),
         mode,

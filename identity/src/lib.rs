@@ -138,6 +138,9 @@ pub struct Authenticator {
     jwks: tokio::sync::Mutex<Jwks>,
     /// sha256 of what was presented -> (who, valid until).
     cache: Mutex<HashMap<[u8; 32], (Authenticated, Instant)>>,
+    /// Audiences of resources that take tokens of their own (MCP's endpoint): a token for one of
+    /// them is for that resource alone.
+    reserved: std::sync::RwLock<Vec<String>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -210,7 +213,15 @@ impl Authenticator {
                 fetched: None,
             }),
             cache: Mutex::new(HashMap::new()),
+            reserved: std::sync::RwLock::new(Vec::new()),
         })
+    }
+
+    /// Keeps tokens issued for `audience` (a resource such as MCP's endpoint) to that resource:
+    /// `authenticate` refuses them unless they are also for `[auth.oidc] audience`.
+    pub fn reserve_audience(&self, audience: &str) {
+        let mut reserved = self.reserved.write().unwrap_or_else(|p| p.into_inner());
+        reserved.push(audience.to_string());
     }
 
     pub fn allows_anonymous(&self) -> bool {
@@ -227,8 +238,15 @@ impl Authenticator {
     pub async fn authenticate(&self, presented: &Presented) -> SqeResult<Option<Authenticated>> {
         let audience = self.config.oidc.as_ref().and_then(|o| o.audience.clone());
         let who = self.authenticate_any(presented).await?;
-        if let (Some(who), Some(audience)) = (&who, audience) {
-            check_audience(who, &audience)?;
+        if let Some(who) = &who {
+            if let Some(audience) = &audience {
+                check_audience(who, audience)?;
+            }
+            let reserved = self.reserved.read().unwrap_or_else(|p| p.into_inner());
+            let ours = audience.is_some_and(|a| who.audiences.contains(&a));
+            if who.issued && !ours && who.audiences.iter().any(|a| reserved.contains(a)) {
+                return Err(unauthenticated("token audience is not accepted"));
+            }
         }
         Ok(who)
     }
@@ -483,7 +501,11 @@ impl Authenticator {
             },
             credential: Some(Credential::bearer(token.to_string())),
             scopes: words(claims.get("scope").or(claims.get("scp"))),
-            audiences: words(claims.get("aud")),
+            // RFC 7519: a string `aud` is one audience.
+            audiences: match claims.get("aud") {
+                Some(Value::String(one)) => vec![one.clone()],
+                other => words(other),
+            },
             issued: true,
         };
         Ok((who, expires))

@@ -143,8 +143,9 @@ pub async fn resource_layer(
             );
         }
     };
-    // A static principal configured without scopes reads.
-    if !who.issued && who.scopes.is_empty() {
+    // Without an identity provider, a static principal configured without scopes reads; with
+    // one, a static principal reaches the resource only with the scopes it is given.
+    if !who.issued && who.scopes.is_empty() && server.mode != ResourceMode::Oidc {
         who.scopes.push(server.read_scope.clone());
     }
     let scopes = Scopes(who.scopes);

@@ -198,8 +198,11 @@ def test_read_tools_answer_as_the_user(sqe, idp, seeded):
     assert rows(result) == [{"city": "Oslo", "total": "15.50"}, {"city": "Rome", "total": "7.25"}]
     assert result.structured_content["truncated"] is False
     assert "Oslo" in result.content[0].text and "2 rows" in result.content[0].text
-    plan = call(sqe, alice, "explain_query", {"sql": "SELECT count(*) FROM trips"})
-    assert not plan.is_error and "trips" in plan.content[0].text
+    plan = call(sqe, alice, "explain_query", {"sql": "SELECT city FROM trips WHERE fare > 5"})
+    assert not plan.is_error, plan.content[0].text
+    text = plan.content[0].text
+    assert text.startswith("logical_plan\n") and "physical_plan\n" in text and "trips" in text, text
+    assert "never runs it" in refusal(call(sqe, alice, "explain_query", {"sql": "ANALYZE SELECT 1"}))
 
     # What alice may not see does not exist for her here either.
     for name, args in [
@@ -281,7 +284,34 @@ def test_hostile_input_fails_cleanly(sqe, idp, seeded):
     assert message.startswith(("INVALID_INPUT", "RESOURCE_EXHAUSTED")), message
     assert "must be a positive integer" in refusal(call(sqe, alice, "sample_rows", {"table": "trips", "limit": -1}))
     assert "'table' must be a name" in refusal(call(sqe, alice, "sample_rows", {"table": "x" * 300}))
+    # A cell of 65,000 lines beside a 131,000-character one (a table drawn with each line padded
+    # to the widest would take 8.5 GB), and a 300,000-character column name: small text, or refused.
+    sql = "SELECT repeat(chr(10), 65000) AS a, repeat('x', 131000) AS b"
+    tall = call(sqe, alice, "execute_sql_readonly", {"sql": sql})
+    assert len(tall.content[0].text) < 2000, len(tall.content[0].text)
+    assert [len(v) for v in tall.structured_content["rows"][0]] == [65000, 131000]
+    wide = call(sqe, alice, "execute_sql_readonly", {"sql": f'SELECT 1 AS "{"n" * 300000}"'})
+    assert "column names and types alone take more than 262144 bytes" in refusal(wide)
     assert rows(call(sqe, alice, "execute_sql_readonly", {"sql": "SELECT 1 AS one"})) == [{"one": 1}]
+
+
+def test_an_mcp_token_is_for_mcp_alone(tmp_path_factory, idp):
+    """Even where Trino HTTP takes tokens of any audience, a token issued for the MCP endpoint
+    is not one of them: an agent's read token cannot run statements there."""
+    config = (
+        f'[auth]\nallow_anonymous = false\n\n[auth.oidc]\nissuer = "http://127.0.0.1:{idp.port}"\n\n'
+        "[mcp]\nenabled = true\n"
+    )
+    s = start_server(tmp_path_factory.mktemp("sqe-mcp-any-audience"), config)
+    try:
+        agent = mcp_token(idp, s, "alice")
+        with pytest.raises(trino.exceptions.HttpError, match="token audience is not accepted"):
+            trino_run(s, "alice", agent, "SELECT 1")
+        anyone = token(idp.port, username="alice", password="alice-secret", aud="anything")
+        assert trino_run(s, "alice", anyone, "SELECT 1") == [[1]]
+        assert rows(call(s, agent, "execute_sql_readonly", {"sql": "SELECT 1 AS one"})) == [{"one": 1}]
+    finally:
+        s.stop()
 
 
 def rss_kib(pid):
@@ -310,3 +340,51 @@ def test_a_huge_answer_is_cut_with_a_notice(sqe, idp, seeded):
         "the result was cut at 2 rows, 262144 bytes of JSON (the server's bound): it has more"
     )
     assert len(wide.content[0].text) < 262144 + 1000
+
+
+STATIC_READER = "static-reader-token-0123456789"
+STATIC_WRITER = "static-writer-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def static_sqe(tmp_path_factory):
+    """A server without an identity provider: MCP takes the static principals' tokens."""
+    config = (
+        "[auth]\nallow_anonymous = false\n\n"
+        '[[auth.static]]\nname = "reader"\ntoken_env = "READER_TOKEN"\n\n'
+        '[[auth.static]]\nname = "loader"\ntoken_env = "WRITER_TOKEN"\nroles = ["writer"]\n'
+        'scopes = ["sqe:read", "sqe:write"]\n\n'
+        '[mcp]\nenabled = true\nallow_writes = true\nwrite_roles = ["writer"]\n'
+    )
+    env = {"READER_TOKEN": STATIC_READER, "WRITER_TOKEN": STATIC_WRITER}
+    s = start_server(tmp_path_factory.mktemp("sqe-mcp-static"), config, env)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_static_tokens_without_an_identity_provider(static_sqe):
+    made = call(static_sqe, STATIC_WRITER, "execute_sql_change", {"sql": "CREATE TABLE t AS SELECT 1 AS x"})
+    assert made.structured_content["update_count"] == 1
+    # A static principal without scopes reads, and may not change.
+    assert rows(call(static_sqe, STATIC_READER, "execute_sql_readonly", {"sql": "SELECT x FROM t"})) == [{"x": 1}]
+    assert "changes need the scope sqe:write" in refusal(
+        call(static_sqe, STATIC_READER, "execute_sql_change", {"sql": "DROP TABLE t"})
+    )
+    r = post(static_sqe, INITIALIZE, "not-a-static-token-at-all")
+    assert r.status_code == 401 and 'error="invalid_token"' in r.headers["WWW-Authenticate"]
+    # The metadata document names no authorization server: there is none.
+    metadata = requests.get(
+        f"http://127.0.0.1:{static_sqe.http_port}/.well-known/oauth-protected-resource", timeout=10
+    ).json()
+    assert metadata["authorization_servers"] == []
+
+
+def test_browsers_from_other_origins_are_refused(sqe, idp, seeded):
+    alice = mcp_token(idp, sqe, "alice")
+    r = post(sqe, INITIALIZE, alice, {"Origin": "https://evil.example"})
+    assert r.status_code == 403, r.text
+    r = post(sqe, INITIALIZE, alice, {"Host": "evil.example"})
+    assert r.status_code == 403, r.text
+    assert post(sqe, INITIALIZE, alice).status_code == 200

@@ -49,8 +49,9 @@ pub struct McpConfig {
     pub allowed_origins: Vec<String>,
     /// `Host`s the endpoint answers to (DNS rebinding); an entry without a port allows any port.
     pub allowed_hosts: Vec<String>,
-    /// Most MCP sessions open at once.
+    /// Most MCP sessions open at once, and for one principal.
     pub max_sessions: usize,
+    pub max_sessions_per_principal: usize,
 }
 
 impl McpConfig {
@@ -67,6 +68,7 @@ impl McpConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             max_sessions: 10_000,
+            max_sessions_per_principal: 64,
         }
     }
 }
@@ -92,14 +94,14 @@ pub fn router(service: Arc<dyn QueryService>, config: McpConfig) -> Router {
     } else {
         transport.with_allowed_origins(config.allowed_origins.clone())
     };
-    let mcp = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        transport,
-    );
+    let mut manager = LocalSessionManager::default();
+    // Answers are kept for clients that resume a stream; briefly, as they can be large.
+    manager.session_config.completed_cache_ttl = Duration::from_secs(10);
+    let mcp = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(manager), transport);
     let sessions = Arc::new(Sessions {
         owners: Mutex::new(HashMap::new()),
         limit: config.max_sessions,
+        per_principal: config.max_sessions_per_principal,
     });
     Router::new()
         .nest_service("/mcp", mcp)
@@ -136,7 +138,9 @@ pub fn metadata_router(
 /// Which principal opened each MCP session.
 struct Sessions {
     owners: Mutex<HashMap<String, (String, Instant)>>,
+    /// Most sessions open at once, and for one principal.
     limit: usize,
+    per_principal: usize,
 }
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -181,12 +185,22 @@ async fn bind_sessions(
             }
         }
     } else {
-        let full = {
+        let (all, own) = {
             let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
             owners.retain(|_, (_, seen)| seen.elapsed() < SESSION_IDLE);
-            owners.len() >= sessions.limit
+            let own = owners.values().filter(|(o, _)| *o == caller).count();
+            (owners.len(), own)
         };
-        if full {
+        if own >= sessions.per_principal {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "{caller} has {own} MCP sessions open, the most one user may: close one (DELETE /mcp) or wait for one to expire"
+                ),
+            )
+                .into_response();
+        }
+        if all >= sessions.limit {
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many MCP sessions are open: try again later",
@@ -195,6 +209,15 @@ async fn bind_sessions(
         }
     }
     let mut response = next.run(request).await;
+    // A session rmcp no longer knows (closed, expired) is no longer anyone's.
+    if let Some(id) = &named
+        && response.status() == StatusCode::NOT_FOUND
+    {
+        let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if owners.get(id).is_some_and(|(owner, _)| *owner == caller) {
+            owners.remove(id);
+        }
+    }
     // rmcp answers a closed session 202; clients (Python's SDK) look for 200 or 204.
     if deleting && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;

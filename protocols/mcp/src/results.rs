@@ -1,12 +1,16 @@
 //! A statement's rows as an agent reads them: at most so many rows and bytes (the rest of the
-//! stream is dropped, which stops the query), as a text table and as JSON objects, with a notice
-//! when anything was left out.
+//! stream is dropped, which stops the query), as a text table and as JSON values, with a notice
+//! when anything was left out. Nothing here grows past the bounds: each value is formatted into a
+//! budget, a row is measured before it is kept, and the text is drawn from the kept rows with
+//! every cell cut short.
+
+use std::fmt::Write as _;
 
 use arrow::array::{Array as _, RecordBatch};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use sqe_sessions::{QueryResult, SqeResult};
+use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 /// How much of a result an answer holds.
 #[derive(Debug, Clone, Copy)]
@@ -15,108 +19,114 @@ pub(crate) struct Bounds {
     pub bytes: usize,
 }
 
+/// The widest cell and column name the text shows, in characters.
+const CELL_WIDTH: usize = 80;
+
 /// The rows kept of a result. Structured, they are arrays of values in the order of `columns`
 /// (a name may repeat: `SELECT a.id, b.id`).
 pub(crate) struct Rows {
     columns: Vec<(String, String)>,
     /// Each row's values, in the columns' order.
     rows: Vec<Vec<Value>>,
-    batches: Vec<RecordBatch>,
     truncated: Option<String>,
     update_count: Option<u64>,
     /// The longest text (the byte bound).
     text_bound: usize,
 }
 
-/// Reads `result` up to `bounds`, never holding more than one batch beyond what it keeps.
+/// Reads `result` up to `bounds`, holding at most one batch of the engine's beyond what it keeps.
 pub(crate) async fn collect(result: QueryResult, bounds: Bounds) -> SqeResult<Rows> {
-    let columns = result
+    let columns: Vec<(String, String)> = result
         .schema
         .fields()
         .iter()
         .map(|f| (f.name().clone(), f.data_type().to_string()))
         .collect();
+    let described: usize = columns.iter().map(|(n, t)| n.len() + t.len() + 24).sum();
+    if described > bounds.bytes {
+        return Err(SqeError::invalid(format!(
+            "the result's {} column names and types alone take more than {} bytes: select fewer or shorter columns",
+            columns.len(),
+            bounds.bytes
+        )));
+    }
     let mut out = Rows {
         columns,
         rows: Vec::new(),
-        batches: Vec::new(),
         truncated: None,
         update_count: result.update_count,
         text_bound: bounds.bytes,
     };
     let mut bytes = 0usize;
     let mut stream = result.batches;
-    while let Some(batch) = stream.next().await {
+    'batches: while let Some(batch) = stream.next().await {
         let batch = batch?;
-        if batch.num_rows() == 0 {
-            continue;
-        }
-        let room = bounds.rows - out.rows.len();
-        if room == 0 {
-            out.truncated = Some(rows_notice(bounds.rows));
-            break;
-        }
-        let cut = batch.num_rows() > room;
-        let batch = batch.slice(0, batch.num_rows().min(room));
-        let mut kept = 0;
-        for row in json_rows(&batch) {
-            let size = Value::Array(row.clone()).to_string().len();
-            if bytes + size > bounds.bytes {
+        for r in 0..batch.num_rows() {
+            if out.rows.len() == bounds.rows {
+                out.truncated = Some(format!(
+                    "the result was cut at {} rows (the server's bound): it has more",
+                    bounds.rows
+                ));
+                break 'batches;
+            }
+            let row = json_row(&batch, r, bounds.bytes - bytes)
+                .map(|row| (Value::Array(row.clone()).to_string().len(), row))
+                .filter(|(size, _)| bytes + size <= bounds.bytes);
+            let Some((size, row)) = row else {
                 out.truncated = Some(format!(
                     "the result was cut at {} rows, {} bytes of JSON (the server's bound): it has more",
                     out.rows.len(),
                     bounds.bytes
                 ));
-                break;
-            }
+                break 'batches;
+            };
             bytes += size;
             out.rows.push(row);
-            kept += 1;
-        }
-        out.batches.push(batch.slice(0, kept));
-        if cut && out.truncated.is_none() {
-            out.truncated = Some(rows_notice(bounds.rows));
-        }
-        if out.truncated.is_some() {
-            break;
         }
     }
     Ok(out)
 }
 
-fn rows_notice(rows: usize) -> String {
-    format!("the result was cut at {rows} rows (the server's bound): it has more")
+/// Text that refuses to grow past its budget.
+struct Budget {
+    text: String,
+    left: usize,
 }
 
-/// Each row of a batch as a JSON array of its values: numbers and booleans as JSON's, everything
-/// else as its text.
-fn json_rows(batch: &RecordBatch) -> Vec<Vec<Value>> {
-    let schema = batch.schema();
+impl std::fmt::Write for Budget {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if s.len() > self.left {
+            return Err(std::fmt::Error);
+        }
+        self.left -= s.len();
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
+/// Row `r` of a batch as JSON values (numbers and booleans as JSON's, everything else as its
+/// text); None when its values alone take more than `budget` bytes.
+fn json_row(batch: &RecordBatch, r: usize, budget: usize) -> Option<Vec<Value>> {
     let options = FormatOptions::default().with_null("NULL");
-    let formatters: Vec<Option<ArrayFormatter<'_>>> = batch
-        .columns()
-        .iter()
-        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).ok())
-        .collect();
-    (0..batch.num_rows())
-        .map(|r| {
-            let mut row = Vec::with_capacity(schema.fields().len());
-            for (i, field) in schema.fields().iter().enumerate() {
-                let column = batch.column(i);
-                let value = if column.is_null(r) {
-                    Value::Null
-                } else {
-                    let text = formatters[i]
-                        .as_ref()
-                        .map(|f| f.value(r).to_string())
-                        .unwrap_or_default();
-                    scalar(field.data_type(), text)
-                };
-                row.push(value);
-            }
-            row
-        })
-        .collect()
+    let mut left = budget;
+    let mut row = Vec::with_capacity(batch.num_columns());
+    for (column, field) in batch.columns().iter().zip(batch.schema().fields()) {
+        if column.is_null(r) {
+            row.push(Value::Null);
+            continue;
+        }
+        let mut text = Budget {
+            text: String::new(),
+            left,
+        };
+        match ArrayFormatter::try_new(column.as_ref(), &options) {
+            Ok(formatter) => write!(text, "{}", formatter.value(r)).ok()?,
+            Err(_) => write!(text, "<{}>", field.data_type()).ok()?,
+        }
+        left = text.left;
+        row.push(scalar(field.data_type(), text.text));
+    }
+    Some(row)
 }
 
 /// A value's text as JSON: integers, floats and booleans as JSON values, the rest as strings.
@@ -143,15 +153,43 @@ fn scalar(data_type: &arrow::datatypes::DataType, text: String) -> Value {
     }
 }
 
+/// A cell as the text table shows it: on one line, control characters escaped, at most
+/// [`CELL_WIDTH`] characters.
+fn cell(text: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == CELL_WIDTH {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "NULL".to_string(),
+        other => other.to_string(),
+    }
+}
+
 impl Rows {
     /// The values of one column, as text (NULL for nulls).
     pub(crate) fn column_text(&self, name: &str) -> Vec<String> {
         self.rows
             .iter()
-            .map(|r| match self.value(r, name) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => "NULL".to_string(),
-                Some(other) => other.to_string(),
+            .map(|r| {
+                self.value(r, name)
+                    .map(text_of)
+                    .unwrap_or_else(|| "NULL".into())
             })
             .collect()
     }
@@ -177,6 +215,24 @@ impl Rows {
         Value::Object(object)
     }
 
+    /// Each row as its values one after another on lines of their own (EXPLAIN's plans, whose
+    /// text spans lines), cut at the byte bound.
+    pub(crate) fn lines(&self) -> String {
+        let mut text = Budget {
+            text: String::new(),
+            left: self.text_bound,
+        };
+        let written = self.rows.iter().try_for_each(|row| {
+            row.iter()
+                .try_for_each(|v| writeln!(text, "{}", text_of(v).trim_end()))
+        });
+        let mut text = text.text;
+        if written.is_err() {
+            text.push_str("… (the text is cut here)\n");
+        }
+        text
+    }
+
     /// The answer's structured form: columns, rows, and whether it was cut.
     pub(crate) fn structured(&self) -> Value {
         let mut value = json!({
@@ -194,43 +250,145 @@ impl Rows {
         value
     }
 
-    /// The answer as text: a table of the rows, then the notice.
+    /// The answer as text: a table of the rows (cells cut at [`CELL_WIDTH`] characters, the
+    /// whole at the byte bound), then the row count and the notice.
     pub(crate) fn text(&self) -> String {
-        let mut text = if let Some(count) = self.update_count {
-            format!("{count} row{} written", if count == 1 { "" } else { "s" })
+        let count = self.rows.len();
+        let mut text = if let Some(written) = self.update_count {
+            format!(
+                "{written} row{} written",
+                if written == 1 { "" } else { "s" }
+            )
         } else if self.columns.is_empty() {
             "OK".to_string()
         } else {
-            match arrow::util::pretty::pretty_format_batches(&self.batches) {
-                Ok(table) if !self.rows.is_empty() => table.to_string(),
-                _ => format!(
-                    "no rows (columns: {})",
-                    self.columns
-                        .iter()
-                        .map(|(n, _)| n.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+            let header: Vec<String> = self.columns.iter().map(|(n, _)| cell(n)).collect();
+            let cells: Vec<Vec<String>> = self
+                .rows
+                .iter()
+                .map(|r| r.iter().map(|v| cell(&text_of(v))).collect())
+                .collect();
+            let width = |i: usize| {
+                cells
+                    .iter()
+                    .map(|r| r[i].chars().count())
+                    .chain([header[i].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            };
+            let widths: Vec<usize> = (0..header.len()).map(width).collect();
+            let line = |values: &[String]| {
+                let padded: Vec<String> = values
+                    .iter()
+                    .zip(&widths)
+                    .map(|(v, w)| format!("{v}{}", " ".repeat(w - v.chars().count())))
+                    .collect();
+                format!("| {} |\n", padded.join(" | "))
+            };
+            let rule = format!(
+                "+{}+\n",
+                widths
+                    .iter()
+                    .map(|w| "-".repeat(w + 2))
+                    .collect::<Vec<_>>()
+                    .join("+")
+            );
+            let mut table = Budget {
+                text: String::new(),
+                left: self.text_bound,
+            };
+            let drawn = table
+                .write_str(&rule)
+                .and_then(|_| table.write_str(&line(&header)))
+                .and_then(|_| table.write_str(&rule))
+                .and_then(|_| cells.iter().try_for_each(|r| table.write_str(&line(r))))
+                .and_then(|_| table.write_str(&rule));
+            let mut text = table.text;
+            if drawn.is_err() {
+                text.push_str("… (the text is cut here; the structured content holds every row)\n");
             }
+            text.push_str(&format!("{count} row{}", if count == 1 { "" } else { "s" }));
+            text
         };
-        let count = self.rows.len();
-        if self.update_count.is_none() && !self.columns.is_empty() {
-            text.push_str(&format!(
-                "\n{count} row{}",
-                if count == 1 { "" } else { "s" }
-            ));
-        }
-        if text.len() > self.text_bound {
-            let mut end = self.text_bound;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push_str("\n… (the text is cut here; the structured content holds every row)");
-        }
         if let Some(notice) = &self.truncated {
             text.push_str(&format!("\nNOTICE: {notice}"));
         }
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    fn result(batches: Vec<RecordBatch>, schema: Arc<Schema>) -> QueryResult {
+        QueryResult {
+            schema,
+            batches: futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
+            update_count: None,
+            session_update: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_stay_within_their_bounds() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("n", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        // Lines of a cell would each be padded to the widest: the text escapes them instead.
+        let tall = "\n".repeat(65_000) + &"x".repeat(1000);
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 3])),
+                Arc::new(StringArray::from(vec![
+                    Some(tall.as_str()),
+                    None,
+                    Some("b"),
+                ])),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let bounds = Bounds {
+            rows: 2,
+            bytes: 200_000,
+        };
+        let rows = collect(result(vec![batch.clone()], schema.clone()), bounds)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(rows.rows().len(), 2);
+        let text = rows.text();
+        assert!(text.len() < 2000, "{}", text.len());
+        assert!(text.ends_with(
+            "2 rows\nNOTICE: the result was cut at 2 rows (the server's bound): it has more"
+        ));
+        // A value past the byte bound is never formatted whole.
+        let small = Bounds {
+            rows: 10,
+            bytes: 1000,
+        };
+        let rows = collect(result(vec![batch], schema.clone()), small)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(rows.rows().len(), 0);
+        assert_eq!(
+            rows.structured()["notice"],
+            "the result was cut at 0 rows, 1000 bytes of JSON (the server's bound): it has more"
+        );
+        // Column names alone past the bound: refused.
+        let wide = Arc::new(Schema::new(vec![Field::new(
+            "c".repeat(2000),
+            DataType::Int64,
+            false,
+        )]));
+        let refused = collect(result(Vec::new(), wide), small).await.err();
+        assert_eq!(
+            refused.map(|e| e.message().to_string()),
+            Some("the result's 1 column names and types alone take more than 1000 bytes: select fewer or shorter columns".into())
+        );
     }
 }

@@ -239,11 +239,18 @@ impl SqeMcp {
             }
             "explain_query" => {
                 let sql = text_arg(args, "sql")?.ok_or_else(|| missing("sql"))?;
+                let first = sql.split_whitespace().next().unwrap_or_default();
+                if first.eq_ignore_ascii_case("analyze") || first.eq_ignore_ascii_case("explain") {
+                    return Err(Refusal(
+                        "INVALID_INPUT: explain_query takes the statement alone and never runs it; EXPLAIN ANALYZE goes to execute_sql_readonly".into(),
+                    ));
+                }
                 let result = self
                     .service
                     .execute_read_only(&session, &format!("EXPLAIN {sql}"))
                     .await?;
-                respond(collect(result, bound).await?)
+                let plan = collect(result, bound).await?;
+                Ok(with_structure(plan.lines(), plan.structured()))
             }
             "execute_sql_readonly" => {
                 let sql = text_arg(args, "sql")?.ok_or_else(|| missing("sql"))?;
