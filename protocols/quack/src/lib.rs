@@ -2,6 +2,7 @@
 //! BinarySerializer codec, the messages and DuckDB's DataChunks. The server that puts them in front
 //! of a `QueryService` comes next (issue 17).
 
+pub mod arrow_out;
 pub mod chunk;
 pub mod codec;
 pub mod message;
