@@ -218,6 +218,82 @@ pub fn connected(session: &str, server_version: &str, platform: &str) -> Vec<u8>
     w.into_bytes()
 }
 
+/// Writes the list of result chunks (each a present DataChunkWrapper) as field `id`.
+fn write_chunks(
+    w: &mut Writer,
+    id: u16,
+    chunks: &[arrow::array::RecordBatch],
+) -> Result<(), String> {
+    w.field(id).uleb(chunks.len() as u64);
+    for chunk in chunks {
+        w.bool(true).field(300);
+        crate::arrow_out::write_chunk(w, chunk)?;
+        w.end();
+    }
+    Ok(())
+}
+
+/// `PREPARE_RESPONSE`: the result's types and names, its first chunks, whether more are to be
+/// fetched, and the result's id.
+pub fn prepared(
+    schema: &arrow::datatypes::Schema,
+    chunks: &[arrow::array::RecordBatch],
+    more: bool,
+    result: i128,
+) -> Result<Vec<u8>, String> {
+    let mut w = Writer::new();
+    Header {
+        kind: kind::PREPARE_RESPONSE,
+        connection_id: String::new(),
+        client_query_id: None,
+    }
+    .write(&mut w);
+    let types = schema
+        .fields()
+        .iter()
+        .map(|f| crate::arrow_out::logical_type(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !types.is_empty() {
+        w.field(1).uleb(types.len() as u64);
+        for t in &types {
+            t.write(&mut w);
+        }
+        w.field(2).uleb(types.len() as u64);
+        for f in schema.fields() {
+            w.string(f.name());
+        }
+    }
+    if more {
+        w.field(3).bool(true);
+    }
+    if !chunks.is_empty() {
+        write_chunks(&mut w, 4, chunks)?;
+    }
+    w.field(5).hugeint(result);
+    w.end();
+    Ok(w.into_bytes())
+}
+
+/// `FETCH_RESPONSE`: the next chunks and their batch's index; none and no index at the end.
+pub fn fetched(
+    chunks: &[arrow::array::RecordBatch],
+    batch_index: Option<u64>,
+) -> Result<Vec<u8>, String> {
+    let mut w = Writer::new();
+    Header {
+        kind: kind::FETCH_RESPONSE,
+        connection_id: String::new(),
+        client_query_id: None,
+    }
+    .write(&mut w);
+    if !chunks.is_empty() {
+        write_chunks(&mut w, 1, chunks)?;
+    }
+    w.field(2).uleb(batch_index.unwrap_or(NO_INDEX));
+    w.end();
+    Ok(w.into_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
