@@ -19,7 +19,28 @@ pub struct Config {
     pub secrets: SecretsSection,
     pub access: AccessSection,
     pub mcp: McpSection,
+    pub quack: QuackSection,
     pub log: LogSection,
+}
+
+/// `[quack]`: DuckDB's Quack protocol (`ATTACH 'quack:host:port'`), on a port of its own and at
+/// `/quack` on the HTTP port.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuackSection {
+    /// Off unless set.
+    pub enabled: bool,
+    /// DuckDB's default Quack port (0 picks a free one).
+    pub port: u16,
+}
+
+impl Default for QuackSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            port: 9494,
+        }
+    }
 }
 
 /// `[mcp]`: the Model Context Protocol endpoint at `/mcp` on the HTTP port, for agents.
@@ -810,6 +831,7 @@ mod tests {
             "[files]",
             "[log]",
             "[mcp]",
+            "[quack]",
         ] {
             assert!(text.contains(section), "{section} is missing");
         }

@@ -232,6 +232,23 @@ pub async fn serve(config: Config) -> Result<(), String> {
         }
         None => http,
     };
+    // Quack: at /quack on the HTTP port, and on a port of its own.
+    let quack = match config.quack.enabled {
+        true => {
+            let routes = quack_routes(&engine, &authenticator);
+            let listener = bind(config.quack.port).await?;
+            println!(
+                "sqe-server: quack listening on {}{secured}",
+                local(&listener)?
+            );
+            Some((listener, routes))
+        }
+        false => None,
+    };
+    let http = match &quack {
+        Some((_, routes)) => http.merge(routes.clone()),
+        None => http,
+    };
     tracing::info!(
         trino_http = %http_addr,
         flight_sql = %flight_addr,
@@ -292,6 +309,22 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    if let Some((listener, routes)) = quack {
+        let stop = stopped.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let served = match tls {
+                None => serve_on(listener, routes, until_stopped(stop)).await,
+                Some(acceptor) => match tls::TlsListener::new(listener, acceptor) {
+                    Ok(secure) => serve_on(secure, routes, until_stopped(stop)).await,
+                    Err(e) => Err(std::io::Error::other(e.to_string())),
+                },
+            };
+            if let Err(e) = served {
+                tracing::error!(error = %e, "the quack listener stopped");
+            }
+        });
+    }
     let (http, flight) = match tls {
         None => tokio::try_join!(
             serve_on(http_listener, http, until_stopped(stopped.clone())),
@@ -387,6 +420,36 @@ fn mcp_routes(
             &mcp_config,
         ));
     Ok(Some((routes, resource)))
+}
+
+/// `/quack`: DuckDB's Quack protocol, its connection tokens checked by the identity chain.
+fn quack_routes(engine: &Arc<Engine>, authenticator: &Arc<Authenticator>) -> Router {
+    let identity = authenticator.clone();
+    let authenticate: sqe_quack::server::Authenticate = Arc::new(move |token: String| {
+        let identity = identity.clone();
+        Box::pin(async move {
+            let presented = sqe_identity::Presented::Bearer(token);
+            match identity.authenticate(&presented).await? {
+                Some(who) => Ok((who.principal, who.credential)),
+                None => Err(sqe_sessions::SqeError::new(
+                    sqe_sessions::ErrorCode::Unauthenticated,
+                    "a token is required",
+                )),
+            }
+        }) as futures::future::BoxFuture<'static, _>
+    });
+    let service: Arc<dyn sqe_sessions::QueryService> = engine.clone();
+    let server = sqe_quack::server::QuackServer::new(
+        service,
+        sqe_quack::server::QuackConfig {
+            catalog: engine.default_catalog().to_string(),
+            schema: "default".into(),
+            authenticate,
+            max_sessions_per_principal: 64,
+            idle: Duration::from_secs(600),
+        },
+    );
+    sqe_quack::router(Arc::new(server))
 }
 
 /// Serves `router` on `listener` until `stop` resolves, then lets open requests finish. Each
