@@ -233,9 +233,11 @@ pub async fn serve(config: Config) -> Result<(), String> {
         None => http,
     };
     // Quack: at /quack on the HTTP port, and on a port of its own.
+    let mut quack_server = None;
     let quack = match config.quack.enabled {
         true => {
-            let routes = quack_routes(&engine, &authenticator);
+            let (routes, server) = quack_routes(&engine, &authenticator, server_idle(&config));
+            quack_server = Some(server);
             let listener = bind(config.quack.port).await?;
             println!(
                 "sqe-server: quack listening on {}{secured}",
@@ -268,11 +270,13 @@ pub async fn serve(config: Config) -> Result<(), String> {
             tick.tick().await;
             let queries = trino.reap();
             let (results, prepared) = flight_sql.reap();
-            if queries + results + prepared > 0 {
+            let quack_sessions = quack_server.as_ref().map_or(0, |q| q.reap());
+            if queries + results + prepared + quack_sessions > 0 {
                 tracing::info!(
                     queries,
                     results,
                     prepared,
+                    quack_sessions,
                     "reaped what clients left behind"
                 );
             }
@@ -423,7 +427,11 @@ fn mcp_routes(
 }
 
 /// `/quack`: DuckDB's Quack protocol, its connection tokens checked by the identity chain.
-fn quack_routes(engine: &Arc<Engine>, authenticator: &Arc<Authenticator>) -> Router {
+fn quack_routes(
+    engine: &Arc<Engine>,
+    authenticator: &Arc<Authenticator>,
+    idle: Duration,
+) -> (Router, Arc<sqe_quack::server::QuackServer>) {
     let identity = authenticator.clone();
     let authenticate: sqe_quack::server::Authenticate = Arc::new(move |token: String| {
         let identity = identity.clone();
@@ -446,10 +454,16 @@ fn quack_routes(engine: &Arc<Engine>, authenticator: &Arc<Authenticator>) -> Rou
             schema: "default".into(),
             authenticate,
             max_sessions_per_principal: 64,
-            idle: Duration::from_secs(600),
+            idle,
         },
     );
-    sqe_quack::router(Arc::new(server))
+    let server = Arc::new(server);
+    (sqe_quack::router(server.clone()), server)
+}
+
+/// How long an unfetched result may wait: `[server] result_timeout_secs`, as for Flight SQL.
+fn server_idle(config: &Config) -> Duration {
+    Duration::from_secs(config.server.result_timeout_secs)
 }
 
 /// Serves `router` on `listener` until `stop` resolves, then lets open requests finish. Each

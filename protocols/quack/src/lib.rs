@@ -23,6 +23,7 @@ const MAX_BODY_BYTES: usize = 64 << 20;
 /// `POST /quack`: one message in, one out, always HTTP 200 (failures are error messages), whatever
 /// content type the client sends (DuckDB sends application/octet-stream, ADBC application/duckdb).
 pub fn router(server: Arc<server::QuackServer>) -> Router {
+    // (The gateway keeps `server` too, to reap idle sessions.)
     async fn post(
         State(server): State<Arc<server::QuackServer>>,
         body: Bytes,

@@ -33,7 +33,7 @@ pub struct QuackConfig {
     pub authenticate: Authenticate,
     /// Sessions one principal may hold; past it a connection is refused.
     pub max_sessions_per_principal: usize,
-    /// A session unused for this long is closed.
+    /// A session unused for this long is closed by [`QuackServer::reap`].
     pub idle: Duration,
 }
 
@@ -102,6 +102,24 @@ impl QuackServer {
                 }
             }
         }
+    }
+
+    /// Closes the sessions unused for longer than `idle`, and with them their open results (each
+    /// holds a running statement): what clients left behind. How many were closed.
+    pub fn reap(&self) -> usize {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let before = sessions.len();
+        let idle = self.config.idle;
+        sessions.retain(|_, (_, _, used)| used.elapsed() < idle);
+        before - sessions.len()
+    }
+
+    /// Sessions open now.
+    pub fn open_sessions(&self) -> usize {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     fn session(&self, id: &str) -> Option<Shared> {
@@ -468,6 +486,9 @@ mod tests {
             answer(&quack.handle(&connect).await).0,
             message::kind::CONNECTION_RESPONSE
         );
+        // Sessions left idle are closed by the reaper, their results with them.
+        assert_eq!(quack.reap(), 0);
+        assert_eq!(quack.open_sessions(), 2);
         // Garbage is an error answer, not a crash.
         assert!(
             error_text(&quack.handle(&[0xde, 0xad]).await).starts_with("malformed Quack message")
