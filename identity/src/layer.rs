@@ -56,6 +56,20 @@ fn percent_encode(s: &str) -> String {
     out
 }
 
+/// Logs a refused request: the access log names the peer, the path and the reason, never what
+/// was presented.
+pub(crate) fn refusal_log(request: &Request) -> impl Fn(&str) + use<> {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.to_string())
+        .unwrap_or_default();
+    let path = request.uri().path().to_string();
+    move |reason: &str| {
+        tracing::warn!(remote = %peer, path = %path, reason, "authentication failed");
+    }
+}
+
 /// Use with `axum::middleware::from_fn_with_state(authenticator, http_layer)`. Serves HTTP and gRPC
 /// routes alike: a gRPC request is refused with a gRPC status.
 pub async fn http_layer(
@@ -72,16 +86,8 @@ pub async fn http_layer(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    // The access log names the peer and the reason, never what was presented.
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.to_string())
-        .unwrap_or_default();
-    let path = request.uri().path().to_string();
-    let failed = |e: &sqe_sessions::SqeError| {
-        tracing::warn!(remote = %peer, path = %path, reason = e.message(), "authentication failed");
-    };
+    let refused = refusal_log(&request);
+    let failed = |e: &sqe_sessions::SqeError| refused(e.message());
     let presented = match Presented::from_authorization(value) {
         Ok(p) => p,
         Err(e) => {

@@ -5,10 +5,9 @@
 //! 403 `insufficient_scope`. A caller let through has its [`Principal`], its own [`Credential`] and
 //! its [`Scopes`] in the request's extensions.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -74,15 +73,7 @@ pub async fn resource_layer(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.to_string())
-        .unwrap_or_default();
-    let path = request.uri().path().to_string();
-    let refused = |reason: &str| {
-        tracing::warn!(remote = %peer, path = %path, reason, "authentication failed");
-    };
+    let refused = crate::layer::refusal_log(&request);
     let value = request
         .headers()
         .get(header::AUTHORIZATION)

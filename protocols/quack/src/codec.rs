@@ -239,6 +239,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// String field `id` if it comes next, else its default (empty).
+    pub fn string_field(&mut self, id: u16) -> DecodeResult<String> {
+        if self.has(id)? {
+            return self.string();
+        }
+        Ok(String::new())
+    }
+
     /// An unsigned integer that must fit `u8` (an enum's value).
     pub fn u8(&mut self) -> DecodeResult<u8> {
         let v = self.uleb()?;

@@ -169,32 +169,29 @@ pub fn read_request(bytes: &[u8]) -> DecodeResult<(Header, Request)> {
     Ok((header, request))
 }
 
-/// A response with an empty body (`SUCCESS_RESPONSE`).
-pub fn success() -> Vec<u8> {
-    empty(kind::SUCCESS_RESPONSE)
-}
-
-fn empty(kind: u8) -> Vec<u8> {
+/// A writer holding a response's header: its type, the session it names (only a connection
+/// response names one) and no query id.
+fn response(kind: u8, session: &str) -> Writer {
     let mut w = Writer::new();
     Header {
         kind,
-        connection_id: String::new(),
+        connection_id: session.to_string(),
         client_query_id: None,
     }
     .write(&mut w);
+    w
+}
+
+/// A response with an empty body (`SUCCESS_RESPONSE`).
+pub fn success() -> Vec<u8> {
+    let mut w = response(kind::SUCCESS_RESPONSE, "");
     w.end();
     w.into_bytes()
 }
 
 /// `ERROR_RESPONSE`: what DuckDB shows its user as an Invalid Input Error.
 pub fn error(message: &str) -> Vec<u8> {
-    let mut w = Writer::new();
-    Header {
-        kind: kind::ERROR_RESPONSE,
-        connection_id: String::new(),
-        client_query_id: None,
-    }
-    .write(&mut w);
+    let mut w = response(kind::ERROR_RESPONSE, "");
     if !message.is_empty() {
         w.field(1).string(message);
     }
@@ -204,13 +201,7 @@ pub fn error(message: &str) -> Vec<u8> {
 
 /// `CONNECTION_RESPONSE`, naming the new session in the header.
 pub fn connected(session: &str, server_version: &str, platform: &str) -> Vec<u8> {
-    let mut w = Writer::new();
-    Header {
-        kind: kind::CONNECTION_RESPONSE,
-        connection_id: session.to_string(),
-        client_query_id: None,
-    }
-    .write(&mut w);
+    let mut w = response(kind::CONNECTION_RESPONSE, session);
     w.field(1).string(server_version);
     w.field(2).string(platform);
     w.field(3).uleb(QUACK_VERSION);
@@ -241,13 +232,7 @@ pub fn prepared(
     more: bool,
     result: i128,
 ) -> Result<Vec<u8>, String> {
-    let mut w = Writer::new();
-    Header {
-        kind: kind::PREPARE_RESPONSE,
-        connection_id: String::new(),
-        client_query_id: None,
-    }
-    .write(&mut w);
+    let mut w = response(kind::PREPARE_RESPONSE, "");
     let types = schema
         .fields()
         .iter()
@@ -279,13 +264,7 @@ pub fn fetched(
     chunks: &[arrow::array::RecordBatch],
     batch_index: Option<u64>,
 ) -> Result<Vec<u8>, String> {
-    let mut w = Writer::new();
-    Header {
-        kind: kind::FETCH_RESPONSE,
-        connection_id: String::new(),
-        client_query_id: None,
-    }
-    .write(&mut w);
+    let mut w = response(kind::FETCH_RESPONSE, "");
     if !chunks.is_empty() {
         write_chunks(&mut w, 1, chunks)?;
     }
