@@ -1,6 +1,7 @@
 """The governance matrix (tests/fixtures/governance.json) over the wire: every persona runs every
-case over Trino HTTP, over Flight SQL and over MCP (execute_sql_readonly; a case's writes go over
-Trino HTTP) with their own token from the test IdP, and gets the same exact rows as embedded
+case over Trino HTTP, over Flight SQL, over MCP (execute_sql_readonly) and over Quack (DuckDB's own
+client's quack_query; a case's writes go over Trino HTTP for both) with their own token from the
+test IdP, and gets the same exact rows as embedded
 (tests/hardening.rs). ada's token carries the admin role, carol's the
 `support` role whose columns are masked, bob gets the `analyst` role (row-filtered) from the catalog,
 dave holds nothing and sees nothing, in Flight's GetTables too.
@@ -10,11 +11,13 @@ import datetime
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from conftest import start_server, token
 from test_mcp import call, mcp_token, rows
 from test_privileges import flight_run, flight_tables, trino_run
+from test_quack import find_quack_port, load
 
 MATRIX = json.loads((Path(__file__).parent.parent / "fixtures" / "governance.json").read_text())
 PERSONAS = list(MATRIX["personas"])
@@ -24,7 +27,8 @@ CONFIG = (
     '[auth.oidc]\nissuer = "http://127.0.0.1:{port}"\naudience = "sqe"\nclient_id = "sqe"\n\n'
     '[access]\ndefault = "deny"\n\n'
     '[files]\nallowed_local_prefixes = ["{files}"]\n\n'
-    '[mcp]\nenabled = true\n'
+    '[mcp]\nenabled = true\n\n'
+    '[quack]\nenabled = true\nport = 0\n'
 )
 
 
@@ -37,6 +41,7 @@ def files(tmp_path_factory):
 def sqe(tmp_path_factory, idp, files):
     root = tmp_path_factory.mktemp("sqe-governance")
     s = start_server(root, CONFIG.replace("{port}", str(idp.port)).replace("{files}", str(files)))
+    find_quack_port(s)
     try:
         yield s
     finally:
@@ -96,15 +101,44 @@ def mcp_runner(mcp_jwt, statements):
     return run
 
 
-@pytest.mark.parametrize("protocol", ["trino", "flight", "mcp"])
+@pytest.fixture(scope="module")
+def duck():
+    con = duckdb.connect()
+    load(con, "httpfs")
+    load(con, "quack")
+    yield con
+    con.close()
+
+
+def quack_runner(duck, statements):
+    """Runs a case's last statement with DuckDB's quack_query, the others over Trino HTTP."""
+    last = statements[-1]
+
+    def run(sqe, jwt, persona, sql):
+        if sql != last:
+            return run_trino(sqe, jwt, persona, sql)
+        rows = duck.execute(
+            f"FROM quack_query('quack:127.0.0.1:{sqe.quack_port}', $1, token => $2)", [sql, jwt[persona]]
+        ).fetchall()
+        return ["|".join(cell(v) for v in row) for row in rows]
+
+    return run
+
+
+@pytest.mark.parametrize("protocol", ["trino", "flight", "mcp", "quack"])
 @pytest.mark.parametrize("persona", PERSONAS)
-def test_the_governance_matrix_holds(sqe, jwt, mcp_jwt, files, seeded, protocol, persona):
+def test_the_governance_matrix_holds(sqe, jwt, mcp_jwt, duck, files, seeded, protocol, persona):
     for case in MATRIX["cases"]:
         statements = [
             s.replace("{tag}", f"{protocol}_{persona}").replace("{dir}", str(files)).replace("{first_snapshot}", seeded)
             for s in case["sql"]
         ]
-        run = {"trino": run_trino, "flight": run_flight, "mcp": mcp_runner(mcp_jwt, statements)}[protocol]
+        run = {
+            "trino": run_trino,
+            "flight": run_flight,
+            "mcp": mcp_runner(mcp_jwt, statements),
+            "quack": quack_runner(duck, statements),
+        }[protocol]
         expected = case[persona]
         got, error = [], None
         for sql in statements:

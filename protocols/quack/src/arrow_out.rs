@@ -41,7 +41,11 @@ pub fn logical_type(field: &Field) -> Result<LogicalType, String> {
             },
         }),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => simple(id::VARCHAR),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => simple(id::BLOB),
+        DataType::FixedSizeBinary(16) => simple(id::UUID),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => simple(id::BLOB),
         DataType::Date32 | DataType::Date64 => simple(id::DATE),
         DataType::Time32(_) | DataType::Time64(TimeUnit::Microsecond) => simple(id::TIME),
         DataType::Time64(_) => simple(id::TIME_NS),
@@ -232,12 +236,25 @@ fn write_vector(w: &mut Writer, array: &ArrayRef, field: &Field) -> Result<(), S
                 interval(v.months, v.days, v.nanoseconds.div_euclid(1_000))
             }))
         }
+        DataType::FixedSizeBinary(16) => {
+            // DuckDB keeps a UUID as a hugeint whose top bit is flipped (so that it sorts).
+            let values = array.as_fixed_size_binary();
+            Some(
+                (0..values.len())
+                    .flat_map(|i| {
+                        let bytes: [u8; 16] = values.value(i).try_into().unwrap_or_default();
+                        hugeint((u128::from_be_bytes(bytes) ^ (1 << 127)) as i128)
+                    })
+                    .collect(),
+            )
+        }
         DataType::Utf8
         | DataType::LargeUtf8
         | DataType::Utf8View
         | DataType::Binary
         | DataType::LargeBinary
-        | DataType::BinaryView => {
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => {
             let texts = texts(array)?;
             w.field(102).uleb(texts.len() as u64);
             for t in texts {
@@ -364,6 +381,7 @@ fn texts(array: &ArrayRef) -> Result<Vec<Option<&[u8]>>, String> {
         DataType::Binary => array.as_binary::<i32>().iter().collect(),
         DataType::LargeBinary => array.as_binary::<i64>().iter().collect(),
         DataType::BinaryView => array.as_binary_view().iter().collect(),
+        DataType::FixedSizeBinary(_) => array.as_fixed_size_binary().iter().collect(),
         other => return Err(format!("{other} is no text")),
     })
 }

@@ -277,6 +277,75 @@ impl LogicalType {
         }
         w.end();
     }
+
+    /// The type as DuckDB's SQL spells it, for the `CREATE TABLE` text an ATTACH reads.
+    pub fn sql(&self) -> String {
+        use id::*;
+        let name = match (self.id, &self.info) {
+            (DECIMAL, TypeInfo::Decimal { width, scale }) => {
+                return format!("DECIMAL({width}, {scale})");
+            }
+            (LIST, TypeInfo::Child(child)) => return format!("{}[]", child.sql()),
+            (ARRAY, TypeInfo::Array(child, size)) => return format!("{}[{size}]", child.sql()),
+            (MAP, TypeInfo::Child(entries)) => {
+                return match &entries.info {
+                    TypeInfo::Fields(kv) if kv.len() == 2 => {
+                        format!("MAP({}, {})", kv[0].1.sql(), kv[1].1.sql())
+                    }
+                    _ => "MAP(VARCHAR, VARCHAR)".into(),
+                };
+            }
+            (STRUCT, TypeInfo::Fields(fields)) => {
+                let fields: Vec<String> = fields
+                    .iter()
+                    .map(|(name, ty)| format!("{} {}", quote_identifier(name), ty.sql()))
+                    .collect();
+                return format!("STRUCT({})", fields.join(", "));
+            }
+            (ENUM, TypeInfo::Enum(values)) => {
+                let values: Vec<String> = values
+                    .iter()
+                    .map(|v| format!("'{}'", v.replace('\'', "''")))
+                    .collect();
+                return format!("ENUM({})", values.join(", "));
+            }
+            (SQLNULL, _) => "\"NULL\"",
+            (BOOLEAN, _) => "BOOLEAN",
+            (TINYINT, _) => "TINYINT",
+            (SMALLINT, _) => "SMALLINT",
+            (INTEGER, _) => "INTEGER",
+            (BIGINT, _) => "BIGINT",
+            (HUGEINT, _) => "HUGEINT",
+            (UTINYINT, _) => "UTINYINT",
+            (USMALLINT, _) => "USMALLINT",
+            (UINTEGER, _) => "UINTEGER",
+            (UBIGINT, _) => "UBIGINT",
+            (UHUGEINT, _) => "UHUGEINT",
+            (FLOAT, _) => "FLOAT",
+            (DOUBLE, _) => "DOUBLE",
+            (DATE, _) => "DATE",
+            (TIME, _) => "TIME",
+            (TIME_NS, _) => "TIME_NS",
+            (TIME_TZ, _) => "TIME WITH TIME ZONE",
+            (TIMESTAMP_SEC, _) => "TIMESTAMP_S",
+            (TIMESTAMP_MS, _) => "TIMESTAMP_MS",
+            (TIMESTAMP, _) => "TIMESTAMP",
+            (TIMESTAMP_NS, _) => "TIMESTAMP_NS",
+            (TIMESTAMP_TZ, _) => "TIMESTAMP WITH TIME ZONE",
+            (INTERVAL, _) => "INTERVAL",
+            (UUID, _) => "UUID",
+            (BLOB, _) => "BLOB",
+            (BIT, _) => "BIT",
+            (BIGNUM, _) => "BIGNUM",
+            _ => "VARCHAR",
+        };
+        name.into()
+    }
+}
+
+/// A name as DuckDB's SQL quotes it: always in double quotes, inner quotes doubled.
+pub fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// One column of a chunk, as sent.
@@ -292,6 +361,8 @@ pub enum Vector {
     /// Row i is `dictionary[selection[i]]`.
     Dictionary {
         selection: Vec<u32>,
+        /// The dictionary's values.
+        size: usize,
         dictionary: Box<Vector>,
     },
     /// Row i is `start + i * increment` (integer columns).
@@ -309,6 +380,8 @@ pub enum Data {
     /// LIST and MAP: each row's (offset, length) into the child.
     List {
         entries: Vec<(u64, u64)>,
+        /// The child's values.
+        size: usize,
         child: Box<Vector>,
     },
     /// ARRAY: `size` child values per row.
@@ -350,6 +423,7 @@ impl Vector {
                 let dictionary = Box::new(Self::read_flat(r, ty, size)?);
                 Vector::Dictionary {
                     selection,
+                    size,
                     dictionary,
                 }
             }
@@ -453,7 +527,11 @@ impl Vector {
                     r.expect(106)?;
                     let size = child_rows(r, size)?;
                     let child = Box::new(Self::read(r, child, size)?);
-                    Data::List { entries, child }
+                    Data::List {
+                        entries,
+                        size,
+                        child,
+                    }
                 }
                 TypeInfo::Array(child, size) => {
                     r.expect(103)?;

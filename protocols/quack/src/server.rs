@@ -4,8 +4,15 @@
 //! with the first chunks; fetches stream the rest, a batch at a time, never holding the whole
 //! result; a disconnect closes the session. A session id is 128 random bits: another client
 //! presenting one it does not own gets the answer for an unknown one.
+//!
+//! Appends stream into one bulk ingest per table, so that an `INSERT` from DuckDB, which arrives
+//! as one append per 2,048 rows with nothing to mark its end, lands as one Iceberg commit. The
+//! commit is made when the session's next other message arrives, when the appends pause for
+//! [`APPEND_QUIET`], or at COMMIT when DuckDB opened a transaction (it does around DDL, e.g. for
+//! `CREATE TABLE … AS`); a ROLLBACK, or a session that ends inside a transaction, stores nothing.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,13 +20,21 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use sqe_sessions::{BatchStream, Credential, Principal, QueryService, Session, SqeResult};
+use sqe_sessions::{
+    BatchStream, Credential, IfExists, IfMissing, IngestTarget, Principal, QueryResult,
+    QueryService, Session, SqeError, SqeResult,
+};
+use tokio::sync::{mpsc, oneshot};
 
-use crate::chunk::MAX_ROWS;
+use crate::attach::{self, Asked, Directory};
+use crate::chunk::{Chunk, LogicalType, MAX_ROWS};
 use crate::message::{self, Request, read_request};
 
 /// Chunks in one prepare or fetch answer (DuckDB's `quack_fetch_batch_chunks`).
 pub const CHUNKS_PER_ANSWER: usize = 12;
+
+/// How long appends may pause before what they carried is committed.
+pub const APPEND_QUIET: Duration = Duration::from_millis(300);
 
 /// Turns a connection's token into who it is (the gateway's identity chain).
 pub type Authenticate = Arc<
@@ -48,9 +63,71 @@ struct Open {
     done: bool,
 }
 
+impl Open {
+    /// Marks the result read to its end and lets go of its statement at once (the engine counts
+    /// a statement as running, and holds its admission slot, while its stream lives).
+    fn finish(&mut self) {
+        self.done = true;
+        self.batches = futures::stream::empty().boxed();
+    }
+}
+
+/// Appended rows on their way into one table: an ingest reading them as they come.
+struct Appending {
+    schema: String,
+    table: String,
+    arrow: SchemaRef,
+    rows: mpsc::Sender<RecordBatch>,
+    /// Set when the rows are to be committed; an ingest whose rows end without it fails.
+    commit: Arc<AtomicBool>,
+    done: tokio::task::JoinHandle<SqeResult<QueryResult>>,
+    /// The number of the last append taken (the quiet timer commits only if no later one came).
+    last: u64,
+}
+
+impl Appending {
+    /// Ends the rows and waits for the commit.
+    async fn finish(self) -> Result<(), String> {
+        self.commit.store(true, Ordering::SeqCst);
+        drop(self.rows);
+        let what = format!("{}.{}", self.schema, self.table);
+        match self.done.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!(
+                "the rows appended to {what} were not stored: {}",
+                e.message()
+            )),
+            Err(e) => Err(format!("the rows appended to {what} were not stored: {e}")),
+        }
+    }
+}
+
 struct QuackSession {
     session: Session,
     result: Option<Open>,
+    /// What the client's ATTACH listed (kept for its scans and appends).
+    directory: Option<Directory>,
+    appending: Option<Appending>,
+    /// Open when DuckDB began a transaction: the statements without rows it ran since.
+    transaction: Option<Vec<String>>,
+    /// A commit of appended rows that failed after the appends were answered, told next time.
+    failed: Option<String>,
+}
+
+impl QuackSession {
+    /// Commits what was appended, outside a transaction, and tells of an earlier failure.
+    async fn settle(&mut self) -> Result<(), String> {
+        if let Some(failed) = self.failed.take() {
+            self.appending = None;
+            return Err(failed);
+        }
+        if self.transaction.is_none()
+            && let Some(appending) = self.appending.take()
+        {
+            appending.finish().await?;
+        }
+        Ok(())
+    }
 }
 
 type Shared = Arc<tokio::sync::Mutex<QuackSession>>;
@@ -76,29 +153,50 @@ impl QuackServer {
             Ok(read) => read,
             Err(e) => return message::error(&e.to_string()),
         };
+        if let Request::Connect {
+            auth, min_version, ..
+        } = request
+        {
+            return self.connect(auth, min_version).await;
+        }
+        let Some(shared) = self.session(&header.connection_id) else {
+            return match request {
+                Request::Disconnect => message::success(),
+                _ => message::error("Invalid connection id"),
+            };
+        };
+        let mut session = shared.lock().await;
         match request {
-            Request::Connect {
-                auth, min_version, ..
-            } => self.connect(auth, min_version).await,
+            Request::Append {
+                schema,
+                table,
+                chunk,
+            } => self
+                .append(&shared, &mut session, schema, table, chunk)
+                .await
+                .map_or_else(|e| message::error(&e), |()| message::success()),
             Request::Disconnect => {
-                let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-                sessions.remove(&header.connection_id);
-                message::success()
+                self.sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&header.connection_id);
+                // Inside a transaction nothing appended is kept; outside, it is committed.
+                if session.transaction.is_some() {
+                    session.appending = None;
+                }
+                match session.settle().await {
+                    Ok(()) => message::success(),
+                    Err(e) => message::error(&e),
+                }
             }
             other => {
-                let Some(shared) = self.session(&header.connection_id) else {
-                    return message::error("Invalid connection id");
-                };
-                let mut session = shared.lock().await;
+                if let Err(e) = session.settle().await {
+                    return message::error(&e);
+                }
                 match other {
                     Request::Prepare { sql } => self.prepare(&mut session, &sql).await,
                     Request::Fetch { result } => fetch(&mut session, result).await,
-                    Request::Append { .. } => {
-                        message::error("appending over Quack is not supported yet")
-                    }
-                    Request::Connect { .. } | Request::Disconnect => {
-                        message::error("Unsupported message type for server")
-                    }
+                    _ => message::error("Unsupported message type for server"),
                 }
             }
         }
@@ -147,6 +245,10 @@ impl QuackServer {
         let shared = Arc::new(tokio::sync::Mutex::new(QuackSession {
             session,
             result: None,
+            directory: None,
+            appending: None,
+            transaction: None,
+            failed: None,
         }));
         {
             let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
@@ -170,12 +272,30 @@ impl QuackServer {
     async fn prepare(&self, session: &mut QuackSession, sql: &str) -> Vec<u8> {
         // A new statement closes the session's earlier result.
         session.result = None;
-        let result = match self.service.execute(&session.session, sql).await {
-            Ok(result) => result,
+        let (result, expected) = match self.run(session, sql).await {
+            Ok(ran) => ran,
             Err(e) => return message::error(e.message()),
         };
         if let Some(update) = &result.session_update {
             session.session.apply(update);
+        }
+        if result.schema.fields().is_empty()
+            && let Some(statements) = &mut session.transaction
+            && !matches!(attach::recognize(sql), Some(Asked::Begin))
+        {
+            // Named by its first words: `CREATE TABLE s.t`.
+            let head = sql.split(['(', ';']).next().unwrap_or_default();
+            statements.push(
+                head.split_whitespace()
+                    .take(4)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+        }
+        if let Some(expected) = &expected
+            && let Err(e) = same_types(&result.schema, expected)
+        {
+            return message::error(&e);
         }
         let id = uuid::Uuid::new_v4().as_u128() as i128;
         let schema: SchemaRef = if result.schema.fields().is_empty() {
@@ -209,6 +329,285 @@ impl QuackServer {
         session.result = Some(open);
         answer.unwrap_or_else(|e| message::error(&e))
     }
+
+    /// Runs a prepared statement: what DuckDB's ATTACH sends is answered for it (with the DuckDB
+    /// types a scan must arrive as), anything else goes to the engine as written.
+    async fn run(
+        &self,
+        s: &mut QuackSession,
+        sql: &str,
+    ) -> SqeResult<(QueryResult, Option<Vec<Option<LogicalType>>>)> {
+        let service = self.service.as_ref();
+        let catalog = s.session.catalog.clone();
+        let ran = match attach::recognize(sql) {
+            None => service.execute(&s.session, sql).await?,
+            Some(Asked::Schemata) => attach::schemata(service, &s.session).await?,
+            Some(Asked::Tables) => {
+                let directory = Directory::list(service, &s.session).await?;
+                let answer = directory.answer()?;
+                s.directory = Some(directory);
+                answer
+            }
+            Some(Asked::Scan { table, items }) => {
+                let Some(listed) = self.listed(s, None, &table).await? else {
+                    if items.is_empty() {
+                        // `FROM t` of a table no ATTACH listed: DuckDB's shorthand.
+                        let sql =
+                            format!("SELECT * FROM {}", crate::chunk::quote_identifier(&table));
+                        return Ok((service.execute(&s.session, &sql).await?, None));
+                    }
+                    return Err(SqeError::not_found(format!(
+                        "table '{table}' not found in catalog '{catalog}'"
+                    )));
+                };
+                let sql = listed.scan(&catalog, &items).map_err(SqeError::invalid)?;
+                let expected = listed.expected(&items);
+                return Ok((service.execute(&s.session, &sql).await?, Some(expected)));
+            }
+            Some(Asked::From { name }) => {
+                let name: Vec<String> = std::iter::once(catalog.as_str())
+                    .chain(name.iter().map(String::as_str))
+                    .map(crate::chunk::quote_identifier)
+                    .collect();
+                let sql = format!("SELECT * FROM {}", name.join("."));
+                service.execute(&s.session, &sql).await?
+            }
+            Some(Asked::Begin) => {
+                if s.transaction.is_some() {
+                    return Err(SqeError::invalid(
+                        "cannot start a transaction within a transaction",
+                    ));
+                }
+                s.transaction = Some(Vec::new());
+                no_rows()
+            }
+            Some(Asked::Commit) => {
+                s.transaction = None;
+                if let Some(appending) = s.appending.take() {
+                    appending.finish().await.map_err(SqeError::invalid)?;
+                }
+                no_rows()
+            }
+            Some(Asked::Rollback) => {
+                // Dropped unfinished, the appended rows end in an error: nothing is committed.
+                s.appending = None;
+                let ran = s.transaction.take().unwrap_or_default();
+                if !ran.is_empty() {
+                    return Err(SqeError::unsupported(format!(
+                        "ROLLBACK kept no appended rows, but cannot undo what already ran: SQE \
+                         commits each statement as it runs ({})",
+                        ran.join("; ")
+                    )));
+                }
+                no_rows()
+            }
+        };
+        Ok((ran, None))
+    }
+
+    /// The listed table a scan or an append names; the listing is made again when it misses
+    /// (a table created since, or a client that appends without attaching first).
+    async fn listed(
+        &self,
+        s: &mut QuackSession,
+        schema: Option<&str>,
+        table: &str,
+    ) -> SqeResult<Option<attach::Listed>> {
+        let find = |directory: &Directory| -> SqeResult<Option<attach::Listed>> {
+            Ok(match schema {
+                Some(schema) => directory.get(schema, table),
+                None => directory
+                    .find(table, &s.session.schema)
+                    .map_err(SqeError::invalid)?,
+            }
+            .cloned())
+        };
+        if let Some(directory) = &s.directory
+            && let Some(found) = find(directory)?
+        {
+            return Ok(Some(found));
+        }
+        let directory = Directory::list(self.service.as_ref(), &s.session).await?;
+        let found = find(&directory)?;
+        s.directory = Some(directory);
+        Ok(found)
+    }
+
+    /// Takes one append: its rows go to the ingest of their table, begun by the first of them.
+    async fn append(
+        &self,
+        shared: &Shared,
+        s: &mut QuackSession,
+        schema: String,
+        table: String,
+        chunk: Option<Chunk>,
+    ) -> Result<(), String> {
+        if let Some(failed) = s.failed.take() {
+            s.appending = None;
+            return Err(failed);
+        }
+        let chunk = chunk.ok_or("an append without rows")?;
+        let listed = self
+            .listed(s, Some(&schema), &table)
+            .await
+            .map_err(|e| e.message().to_string())?
+            .ok_or_else(|| format!("table '{}.{schema}.{table}' not found", s.session.catalog))?;
+        let names: Vec<String> = listed.columns.iter().map(|(n, _)| n.clone()).collect();
+        let batch = crate::arrow_in::to_batch(&chunk, &names)
+            .map_err(|e| format!("rows appended to {schema}.{table}: {e}"))?;
+        // Rows for another table, or of other types, end what was appended before.
+        if let Some(appending) = s
+            .appending
+            .take_if(|a| a.schema != schema || a.table != table || a.arrow != batch.schema())
+        {
+            appending.finish().await?;
+        }
+        let first = s.appending.is_none();
+        let started = if first {
+            let (appending, started) = self.begin_append(s, &schema, &table, batch.schema());
+            s.appending = Some(appending);
+            Some(started)
+        } else {
+            None
+        };
+        let Some(appending) = s.appending.as_mut() else {
+            return Err("no append under way".into());
+        };
+        static APPENDS: AtomicU64 = AtomicU64::new(0);
+        let taken = APPENDS.fetch_add(1, Ordering::Relaxed);
+        appending.last = taken;
+        if appending.rows.send(batch).await.is_err() {
+            // The ingest ended early: its error is the answer.
+            let failed = s.appending.take().map(Appending::finish);
+            return match failed {
+                Some(failed) => failed.await,
+                None => Ok(()),
+            };
+        }
+        if let Some(started) = started {
+            // The first rows are answered once the ingest reads them, so that a table the
+            // caller may not write to is refused at once.
+            let appending = s.appending.as_mut().ok_or("no append under way")?;
+            tokio::select! {
+                Ok(()) = started => {}
+                ended = &mut appending.done => {
+                    s.appending = None;
+                    let why = match ended {
+                        Ok(Err(e)) => e.message().to_string(),
+                        Ok(Ok(_)) => "the ingest ended before reading them".into(),
+                        Err(e) => e.to_string(),
+                    };
+                    return Err(format!("the rows appended to {schema}.{table} were not stored: {why}"));
+                }
+            }
+        }
+        if s.transaction.is_none() {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(APPEND_QUIET).await;
+                let mut s = shared.lock().await;
+                if s.transaction.is_none()
+                    && let Some(appending) = s.appending.take_if(|a| a.last == taken)
+                    && let Err(e) = appending.finish().await
+                {
+                    tracing::warn!("quack: {e}");
+                    s.failed = Some(e);
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// An ingest into `schema.table` reading rows from a channel; a signal when it first reads.
+    fn begin_append(
+        &self,
+        s: &QuackSession,
+        schema: &str,
+        table: &str,
+        arrow: SchemaRef,
+    ) -> (Appending, oneshot::Receiver<()>) {
+        let (rows, receiver) = mpsc::channel::<RecordBatch>(1);
+        let (started, read) = oneshot::channel();
+        let commit = Arc::new(AtomicBool::new(false));
+        let stream = futures::stream::unfold(
+            (receiver, Some(started), commit.clone(), false),
+            |(mut receiver, mut started, commit, ended)| async move {
+                if ended {
+                    return None;
+                }
+                if let Some(started) = started.take() {
+                    let _ = started.send(());
+                }
+                match receiver.recv().await {
+                    Some(batch) => Some((Ok(batch), (receiver, None, commit, false))),
+                    None if commit.load(Ordering::SeqCst) => None,
+                    None => Some((
+                        Err(SqeError::new(
+                            sqe_sessions::ErrorCode::Cancelled,
+                            "the appended rows were rolled back",
+                        )),
+                        (receiver, None, commit, true),
+                    )),
+                }
+            },
+        )
+        .boxed();
+        let target = IngestTarget {
+            catalog: Some(s.session.catalog.clone()),
+            schema: Some(schema.to_string()),
+            table: table.to_string(),
+            if_missing: IfMissing::Fail,
+            if_exists: IfExists::Append,
+        };
+        let service = self.service.clone();
+        let session = s.session.clone();
+        let ingest_schema = arrow.clone();
+        let done = tokio::spawn(async move {
+            service
+                .ingest(&session, target, ingest_schema, stream)
+                .await
+        });
+        (
+            Appending {
+                schema: schema.to_string(),
+                table: table.to_string(),
+                arrow,
+                rows,
+                commit,
+                done,
+                last: 0,
+            },
+            read,
+        )
+    }
+}
+
+/// A result without rows.
+fn no_rows() -> QueryResult {
+    QueryResult {
+        schema: Arc::new(Schema::empty()),
+        batches: futures::stream::empty().boxed(),
+        update_count: None,
+        session_update: None,
+    }
+}
+
+/// An attached table's scan must answer with the types its listing gave DuckDB, which reads the
+/// values by them.
+fn same_types(schema: &Schema, expected: &[Option<LogicalType>]) -> Result<(), String> {
+    for (field, want) in schema.fields().iter().zip(expected) {
+        let Some(want) = want else { continue };
+        let got = crate::arrow_out::logical_type(field)?;
+        if got != *want {
+            return Err(format!(
+                "column '{}' is {} now, {} when it was attached: DETACH and ATTACH again",
+                field.name(),
+                got.sql(),
+                want.sql()
+            ));
+        }
+    }
+    Ok(())
 }
 
 async fn fetch(session: &mut QuackSession, id: i128) -> Vec<u8> {
@@ -237,11 +636,11 @@ async fn next_chunks(open: &mut Open) -> Result<Vec<RecordBatch>, Vec<u8>> {
             None if open.done => break,
             None => match open.batches.next().await {
                 None => {
-                    open.done = true;
+                    open.finish();
                     break;
                 }
                 Some(Err(e)) => {
-                    open.done = true;
+                    open.finish();
                     return Err(message::error(e.message()));
                 }
                 Some(Ok(batch)) => batch,
@@ -266,12 +665,58 @@ mod tests {
     use arrow::array::Int64Array;
     use sqe_sessions::{QueryResult, SqeError};
 
-    /// Answers `rows N` with N rows of one BIGINT column, in batches of 5,000; anything else fails.
-    struct Counting;
+    /// Answers `rows N` with N rows of one BIGINT column, in batches of 5,000, and what an ATTACH
+    /// lists: tables `s.t` (n BIGINT, l INTEGER[]) and `s.locked`, which refuses appends. Appended
+    /// rows are committed (recorded) only when their stream ends without an error.
+    #[derive(Default)]
+    struct Counting {
+        commits: Arc<Mutex<Vec<(String, usize)>>>,
+    }
+
+    fn table_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("n", DataType::Int64, true),
+            Field::new(
+                "l",
+                DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true))),
+                true,
+            ),
+        ]))
+    }
+
+    fn rows_of(schema: SchemaRef, batches: Vec<SqeResult<RecordBatch>>) -> QueryResult {
+        QueryResult {
+            schema,
+            batches: futures::stream::iter(batches).boxed(),
+            update_count: None,
+            session_update: None,
+        }
+    }
 
     #[async_trait::async_trait]
     impl QueryService for Counting {
         async fn execute(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
+            if sql.contains("FROM information_schema.tables") {
+                let schema = Arc::new(Schema::new(
+                    ["table_schema", "table_name", "table_type"]
+                        .map(|n| Field::new(n, DataType::Utf8, false))
+                        .to_vec(),
+                ));
+                let column = |v: [&str; 2]| Arc::new(arrow::array::StringArray::from(v.to_vec()));
+                let batch = RecordBatch::try_new(
+                    schema.clone(),
+                    vec![
+                        column(["s", "s"]),
+                        column(["locked", "t"]),
+                        column(["BASE TABLE", "BASE TABLE"]),
+                    ],
+                )
+                .map_err(|e| SqeError::internal(e.to_string()))?;
+                return Ok(rows_of(schema, vec![Ok(batch)]));
+            }
+            if sql.ends_with(" LIMIT 0") {
+                return Ok(rows_of(table_schema(), vec![]));
+            }
             let n: i64 = sql
                 .strip_prefix("rows ")
                 .and_then(|n| n.parse().ok())
@@ -290,16 +735,39 @@ mod tests {
                     .map_err(|e| SqeError::internal(e.to_string()))
                 })
                 .collect();
-            Ok(QueryResult {
-                schema,
-                batches: futures::stream::iter(batches).boxed(),
-                update_count: None,
-                session_update: None,
-            })
+            Ok(rows_of(schema, batches))
+        }
+
+        async fn ingest(
+            &self,
+            _session: &Session,
+            target: IngestTarget,
+            _schema: SchemaRef,
+            mut batches: BatchStream,
+        ) -> SqeResult<QueryResult> {
+            if target.table == "locked" {
+                return Err(SqeError::new(
+                    sqe_sessions::ErrorCode::PermissionDenied,
+                    "Access Denied: Cannot insert into table iceberg.s.locked",
+                ));
+            }
+            let mut rows = 0;
+            while let Some(batch) = batches.next().await {
+                rows += batch?.num_rows();
+            }
+            self.commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((target.table, rows));
+            Ok(rows_of(Arc::new(Schema::empty()), vec![]))
         }
     }
 
     fn server() -> QuackServer {
+        server_over(Arc::new(Counting::default()), 2)
+    }
+
+    fn server_over(service: Arc<Counting>, max_sessions_per_principal: usize) -> QuackServer {
         let authenticate: Authenticate = Arc::new(|token: String| {
             Box::pin(async move {
                 match token.as_str() {
@@ -312,12 +780,12 @@ mod tests {
             })
         });
         QuackServer::new(
-            Arc::new(Counting),
+            service,
             QuackConfig {
                 catalog: "iceberg".into(),
                 schema: "default".into(),
                 authenticate,
-                max_sessions_per_principal: 2,
+                max_sessions_per_principal,
                 idle: Duration::from_secs(60),
             },
         )
@@ -493,5 +961,179 @@ mod tests {
         assert!(
             error_text(&quack.handle(&[0xde, 0xad]).await).starts_with("malformed Quack message")
         );
+    }
+
+    async fn connect(quack: &QuackServer) -> String {
+        let connected = quack
+            .handle(&request(message::kind::CONNECTION_REQUEST, "", |w| {
+                w.field(1).string("alice-token");
+            }))
+            .await;
+        answer(&connected).1
+    }
+
+    async fn prepare(quack: &QuackServer, session: &str, sql: &str) -> Vec<u8> {
+        quack
+            .handle(&request(message::kind::PREPARE_REQUEST, session, |w| {
+                w.field(1).string(sql);
+            }))
+            .await
+    }
+
+    /// An append of `rows` rows (n = 0.., l = [n]) to `s.table`, as DuckDB sends it.
+    fn append_message(session: &str, table: &str, rows: i64) -> Vec<u8> {
+        let lists = arrow::array::ListArray::from_iter_primitive::<arrow::datatypes::Int32Type, _, _>(
+            (0..rows).map(|n| Some(vec![Some(n as i32)])),
+        );
+        let batch = RecordBatch::try_new(
+            table_schema(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..rows)),
+                Arc::new(lists),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        request(message::kind::APPEND_REQUEST, session, |w| {
+            w.field(1)
+                .string("s")
+                .field(2)
+                .string(table)
+                .field(3)
+                .bool(true);
+            w.field(300);
+            crate::arrow_out::write_chunk(w, &batch).unwrap_or_else(|e| panic!("{e}"));
+            w.end();
+        })
+    }
+
+    fn is_success(bytes: &[u8]) -> bool {
+        answer(bytes).0 == message::kind::SUCCESS_RESPONSE
+    }
+
+    #[tokio::test]
+    async fn appends_land_as_one_commit_when_rows_stop_coming() {
+        let service = Arc::new(Counting::default());
+        let quack = server_over(service.clone(), 2);
+        let commits = || {
+            service
+                .commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        };
+        let session = connect(&quack).await;
+
+        // An INSERT of 5,000 rows: three appends, one commit, made before the next statement runs.
+        for rows in [2048, 2048, 904] {
+            assert!(is_success(
+                &quack.handle(&append_message(&session, "t", rows)).await
+            ));
+        }
+        assert_eq!(commits(), []);
+        assert_eq!(
+            answer(&prepare(&quack, &session, "rows 1").await).0,
+            message::kind::PREPARE_RESPONSE
+        );
+        assert_eq!(commits(), [("t".to_string(), 5000)]);
+        // Or when the appends pause.
+        assert!(is_success(
+            &quack.handle(&append_message(&session, "t", 7)).await
+        ));
+        tokio::time::sleep(APPEND_QUIET * 3).await;
+        assert_eq!(commits().last(), Some(&("t".to_string(), 7)));
+
+        // In a transaction (DuckDB opens one around DDL): at COMMIT, and never after a ROLLBACK
+        // or a disconnect.
+        assert!(
+            answer(&prepare(&quack, &session, "BEGIN TRANSACTION").await).0
+                == message::kind::PREPARE_RESPONSE
+        );
+        assert!(is_success(
+            &quack.handle(&append_message(&session, "t", 3)).await
+        ));
+        tokio::time::sleep(APPEND_QUIET * 2).await;
+        assert_eq!(commits().len(), 2);
+        prepare(&quack, &session, "COMMIT").await;
+        assert_eq!(commits().last(), Some(&("t".to_string(), 3)));
+        prepare(&quack, &session, "BEGIN TRANSACTION").await;
+        assert!(is_success(
+            &quack.handle(&append_message(&session, "t", 4)).await
+        ));
+        assert_eq!(
+            answer(&prepare(&quack, &session, "ROLLBACK").await).0,
+            message::kind::PREPARE_RESPONSE
+        );
+        prepare(&quack, &session, "BEGIN TRANSACTION").await;
+        assert_eq!(
+            error_text(&prepare(&quack, &session, "BEGIN TRANSACTION").await),
+            "cannot start a transaction within a transaction"
+        );
+        assert!(is_success(
+            &quack.handle(&append_message(&session, "t", 5)).await
+        ));
+        quack
+            .handle(&request(
+                message::kind::DISCONNECT_MESSAGE,
+                &session,
+                |_| {},
+            ))
+            .await;
+        tokio::time::sleep(APPEND_QUIET * 2).await;
+        assert_eq!(commits().len(), 3);
+
+        // A table the caller may not write to refuses the first append; an unknown one is named.
+        let session = connect(&quack).await;
+        assert_eq!(
+            error_text(&quack.handle(&append_message(&session, "locked", 1)).await),
+            "the rows appended to s.locked were not stored: Access Denied: Cannot insert into table iceberg.s.locked"
+        );
+        assert_eq!(
+            error_text(&quack.handle(&append_message(&session, "nowhere", 1)).await),
+            "table 'iceberg.s.nowhere' not found"
+        );
+        assert_eq!(commits().len(), 3);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Truncated, corrupted and extended messages of every kind are answered (most with an
+        /// error), never a panic, and the server goes on answering.
+        #[test]
+        fn damaged_messages_are_answered(
+            seed in 0usize..4,
+            cut in proptest::prelude::any::<proptest::sample::Index>(),
+            flips in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()), 0..6),
+            tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..8),
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+            runtime.block_on(async {
+                let quack = server_over(Arc::new(Counting::default()), 3);
+                let session = connect(&quack).await;
+                let mut body = match seed {
+                    0 => append_message(&session, "t", 300),
+                    1 => request(message::kind::PREPARE_REQUEST, &session, |w| {
+                        w.field(1).string("SELECT #2, #1 FROM t");
+                    }),
+                    2 => request(message::kind::CONNECTION_REQUEST, "", |w| {
+                        w.field(1).string("alice-token");
+                    }),
+                    _ => request(message::kind::FETCH_REQUEST, &session, |w| {
+                        w.field(1).hugeint(1);
+                    }),
+                };
+                for (at, byte) in &flips {
+                    let i = at.index(body.len());
+                    body[i] = *byte;
+                }
+                body.truncate(cut.index(body.len() + 1));
+                body.extend(&tail);
+                let answered = quack.handle(&body).await;
+                assert!(!answered.is_empty());
+                let fresh = connect(&quack).await;
+                let fine = prepare(&quack, &fresh, "rows 3").await;
+                assert_eq!(answer(&fine).0, message::kind::PREPARE_RESPONSE);
+            });
+        }
     }
 }
