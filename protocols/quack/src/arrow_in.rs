@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BinaryBuilder, BooleanArray, Decimal128Array, FixedSizeBinaryArray,
+    Array, ArrayRef, AsArray, BinaryBuilder, BooleanArray, Decimal128Array, FixedSizeBinaryArray,
     FixedSizeListArray, Int64Array, ListArray, MapArray, NullArray, PrimitiveArray, RecordBatch,
     RecordBatchOptions, StringBuilder, StructArray, UInt32Array,
 };
@@ -27,6 +27,22 @@ use crate::chunk::{Chunk, Data, LogicalType, TypeInfo, Vector, id};
 /// at the same child values again and again, which must not multiply into an unbounded array.
 pub const MAX_LIST_VALUES: usize = 1 << 24;
 
+/// The most bytes one chunk's compressed vectors (constants, dictionaries, sequences, lists that
+/// share their values) may expand into: a few bytes on the wire must not become gigabytes.
+pub const MAX_EXPANDED_BYTES: usize = 256 << 20;
+
+/// What is left of a chunk's [`MAX_EXPANDED_BYTES`].
+struct Budget(usize);
+
+impl Budget {
+    fn spend(&mut self, bytes: usize) -> Result<(), String> {
+        self.0 = self.0.checked_sub(bytes).ok_or_else(|| {
+            format!("its values expand past {MAX_EXPANDED_BYTES} bytes in one chunk")
+        })?;
+        Ok(())
+    }
+}
+
 /// `chunk` as a record batch whose columns are called `names`.
 pub fn to_batch(chunk: &Chunk, names: &[String]) -> Result<RecordBatch, String> {
     if names.len() != chunk.vectors.len() {
@@ -38,9 +54,10 @@ pub fn to_batch(chunk: &Chunk, names: &[String]) -> Result<RecordBatch, String> 
     }
     let mut fields = Vec::with_capacity(names.len());
     let mut columns = Vec::with_capacity(names.len());
+    let mut budget = Budget(MAX_EXPANDED_BYTES);
     for ((vector, ty), name) in chunk.vectors.iter().zip(&chunk.types).zip(names) {
-        let array =
-            to_array(vector, ty, chunk.rows).map_err(|e| format!("column '{name}': {e}"))?;
+        let array = to_array(vector, ty, chunk.rows, &mut budget)
+            .map_err(|e| format!("column '{name}': {e}"))?;
         fields.push(Field::new(name, array.data_type().clone(), true));
         columns.push(array);
     }
@@ -53,11 +70,18 @@ pub fn to_batch(chunk: &Chunk, names: &[String]) -> Result<RecordBatch, String> 
 }
 
 /// `rows` values of type `ty`.
-fn to_array(vector: &Vector, ty: &LogicalType, rows: usize) -> Result<ArrayRef, String> {
+fn to_array(
+    vector: &Vector,
+    ty: &LogicalType,
+    rows: usize,
+    budget: &mut Budget,
+) -> Result<ArrayRef, String> {
     match vector {
-        Vector::Flat { validity, data } => flat(ty, rows, validity.as_deref(), data),
+        Vector::Flat { validity, data } => flat(ty, rows, validity.as_deref(), data, budget),
         Vector::Constant(one) => {
-            let one = to_array(one, ty, 1)?;
+            let one = to_array(one, ty, 1, budget)?;
+            let each = row_bytes(one.as_ref()).first().copied().unwrap_or(1);
+            budget.spend(rows.saturating_mul(each + 4))?;
             gather(&one, vec![0; rows])
         }
         Vector::Dictionary {
@@ -65,14 +89,35 @@ fn to_array(vector: &Vector, ty: &LogicalType, rows: usize) -> Result<ArrayRef, 
             size,
             dictionary,
         } => {
-            let values = to_array(dictionary, ty, *size)?;
+            let values = to_array(dictionary, ty, *size, budget)?;
+            let sizes = row_bytes(values.as_ref());
+            let total = selection
+                .iter()
+                .map(|i| sizes.get(*i as usize).copied().unwrap_or(0) + 4)
+                .fold(0usize, usize::saturating_add);
+            budget.spend(total)?;
             gather(&values, selection.clone())
         }
         Vector::Sequence { start, increment } => {
+            let integer = matches!(
+                ty.id,
+                id::TINYINT
+                    | id::SMALLINT
+                    | id::INTEGER
+                    | id::BIGINT
+                    | id::UTINYINT
+                    | id::USMALLINT
+                    | id::UINTEGER
+                    | id::UBIGINT
+            );
+            if !integer {
+                return Err(format!("a sequence of {} values", ty.sql()));
+            }
+            budget.spend(rows.saturating_mul(16))?;
             let values = Int64Array::from_iter_values(
                 (0..rows as i64).map(|i| start.wrapping_add(i.wrapping_mul(*increment))),
             );
-            let target = flat(ty, 0, None, &Data::Fixed(Vec::new()))?;
+            let target = flat(ty, 0, None, &Data::Fixed(Vec::new()), budget)?;
             let options = CastOptions {
                 safe: false,
                 ..CastOptions::default()
@@ -84,6 +129,73 @@ fn to_array(vector: &Vector, ty: &LogicalType, rows: usize) -> Result<ArrayRef, 
 
 fn gather(values: &ArrayRef, indices: Vec<u32>) -> Result<ArrayRef, String> {
     take(values.as_ref(), &UInt32Array::from(indices), None).map_err(|e| e.to_string())
+}
+
+/// About how many bytes each row of `array` takes (at least one), to price copying it.
+fn row_bytes(array: &dyn Array) -> Vec<usize> {
+    fn spans(sizes: &[usize], bounds: impl Iterator<Item = (usize, usize)>) -> Vec<usize> {
+        let mut sums = Vec::with_capacity(sizes.len() + 1);
+        sums.push(0usize);
+        for size in sizes {
+            sums.push(sums.last().copied().unwrap_or(0).saturating_add(*size));
+        }
+        let at = |i: usize| sums.get(i).copied().unwrap_or(usize::MAX);
+        bounds
+            .map(|(a, b)| at(b).saturating_sub(at(a)).saturating_add(4))
+            .collect()
+    }
+    match array.data_type() {
+        DataType::Utf8 => array
+            .as_string::<i32>()
+            .offsets()
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize + 4)
+            .collect(),
+        DataType::Binary => array
+            .as_binary::<i32>()
+            .offsets()
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize + 4)
+            .collect(),
+        DataType::List(_) => {
+            let list = array.as_list::<i32>();
+            let child = row_bytes(list.values().as_ref());
+            let bounds = list
+                .offsets()
+                .windows(2)
+                .map(|w| (w[0] as usize, w[1] as usize));
+            spans(&child, bounds)
+        }
+        DataType::Map(..) => {
+            let map = array.as_map();
+            let child = row_bytes(map.entries());
+            let bounds = map
+                .value_offsets()
+                .windows(2)
+                .map(|w| (w[0] as usize, w[1] as usize));
+            spans(&child, bounds)
+        }
+        DataType::FixedSizeList(_, size) => {
+            let list = array.as_fixed_size_list();
+            let child = row_bytes(list.values().as_ref());
+            let size = (*size).max(0) as usize;
+            let bounds = (0..list.len()).map(|i| {
+                let start = list.value_offset(i).max(0) as usize;
+                (start, start + size)
+            });
+            spans(&child, bounds)
+        }
+        DataType::Struct(_) => {
+            let mut sizes = vec![1usize; array.len()];
+            for column in array.as_struct().columns() {
+                for (size, more) in sizes.iter_mut().zip(row_bytes(column.as_ref())) {
+                    *size = size.saturating_add(more);
+                }
+            }
+            sizes
+        }
+        other => vec![other.primitive_width().unwrap_or(1).max(1); array.len()],
+    }
 }
 
 /// Fixed-width values read `N` bytes at a time.
@@ -114,6 +226,7 @@ fn flat(
     rows: usize,
     validity: Option<&[u64]>,
     data: &Data,
+    budget: &mut Budget,
 ) -> Result<ArrayRef, String> {
     let nulls = validity.map(|words| {
         NullBuffer::new(BooleanBuffer::new(
@@ -241,17 +354,26 @@ fn flat(
             values::<TimestampMicrosecondType, 8>(fixed()?, rows, nulls, i64::from_le_bytes)?
                 .with_timezone("UTC"),
         ),
-        id::INTERVAL => Arc::new(values::<IntervalMonthDayNanoType, 16>(
-            fixed()?,
-            rows,
-            nulls,
-            |b| {
-                let months = i32::from_le_bytes(b[..4].try_into().unwrap_or_default());
-                let days = i32::from_le_bytes(b[4..8].try_into().unwrap_or_default());
-                let micros = i64::from_le_bytes(b[8..].try_into().unwrap_or_default());
-                IntervalMonthDayNano::new(months, days, micros.saturating_mul(1_000))
-            },
-        )?),
+        id::INTERVAL => {
+            let bytes = fixed()?;
+            let micros = |b: &[u8]| i64::from_le_bytes(b[8..16].try_into().unwrap_or_default());
+            if bytes
+                .chunks_exact(16)
+                .any(|b| micros(b).checked_mul(1_000).is_none())
+            {
+                return Err("an interval's microseconds overflow nanoseconds".into());
+            }
+            Arc::new(values::<IntervalMonthDayNanoType, 16>(
+                bytes,
+                rows,
+                nulls,
+                |b| {
+                    let months = i32::from_le_bytes(b[..4].try_into().unwrap_or_default());
+                    let days = i32::from_le_bytes(b[4..8].try_into().unwrap_or_default());
+                    IntervalMonthDayNano::new(months, days, micros(&b).saturating_mul(1_000))
+                },
+            )?)
+        }
         id::HUGEINT => Arc::new(
             Decimal128Array::try_new(
                 values::<arrow::datatypes::Decimal128Type, 16>(fixed()?, rows, None, hugeint)?
@@ -260,6 +382,7 @@ fn flat(
                 nulls,
             )
             .and_then(|a| a.with_precision_and_scale(38, 0))
+            .and_then(|a| a.validate_decimal_precision(38).map(|()| a))
             .map_err(|e| e.to_string())?,
         ),
         id::DECIMAL => {
@@ -291,6 +414,7 @@ fn flat(
             Arc::new(
                 Decimal128Array::try_new(ScalarBuffer::from(decimals), nulls)
                     .and_then(|a| a.with_precision_and_scale(width, scale as i8))
+                    .and_then(|a| a.validate_decimal_precision(width).map(|()| a))
                     .map_err(|e| e.to_string())?,
             )
         }
@@ -316,6 +440,8 @@ fn flat(
             };
             let bytes = fixed()?;
             let width = ty.width().unwrap_or(4);
+            let longest = names.iter().map(String::len).max().unwrap_or(0);
+            budget.spend(rows.saturating_mul(longest + 4))?;
             let mut out = StringBuilder::new();
             for (row, b) in bytes.chunks_exact(width).enumerate() {
                 if nulls.as_ref().is_some_and(|n| n.is_null(row)) {
@@ -372,7 +498,7 @@ fn flat(
             let mut fields = Vec::with_capacity(types.len());
             let mut arrays = Vec::with_capacity(types.len());
             for ((name, child_ty), child) in types.iter().zip(children) {
-                let array = to_array(child, child_ty, rows)?;
+                let array = to_array(child, child_ty, rows, budget)?;
                 fields.push(Field::new(name, array.data_type().clone(), true));
                 arrays.push(array);
             }
@@ -393,8 +519,8 @@ fn flat(
             else {
                 return Err("a LIST without its child".into());
             };
-            let values = to_array(child, child_ty, *size)?;
-            let (offsets, values) = lists(entries, nulls.as_ref(), values)?;
+            let values = to_array(child, child_ty, *size, budget)?;
+            let (offsets, values) = lists(entries, nulls.as_ref(), values, budget)?;
             if ty.id == id::LIST {
                 let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
                 Arc::new(
@@ -410,7 +536,7 @@ fn flat(
                 return Err("an ARRAY without its child".into());
             };
             let size = i32::try_from(*size).map_err(|_| "an ARRAY too long".to_string())?;
-            let values = to_array(child, child_ty, rows * size as usize)?;
+            let values = to_array(child, child_ty, rows * size as usize, budget)?;
             let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
             Arc::new(
                 FixedSizeListArray::try_new(field, size, values, nulls)
@@ -433,6 +559,7 @@ fn lists(
     entries: &[(u64, u64)],
     nulls: Option<&NullBuffer>,
     values: ArrayRef,
+    budget: &mut Budget,
 ) -> Result<(OffsetBuffer<i32>, ArrayRef), String> {
     let mut offsets = Vec::with_capacity(entries.len() + 1);
     offsets.push(0i32);
@@ -456,6 +583,16 @@ fn lists(
     let values = if in_order {
         values.slice(0, total.min(values.len()))
     } else {
+        let sizes = row_bytes(values.as_ref());
+        let mut cost = 0usize;
+        for (row, (offset, length)) in entries.iter().enumerate() {
+            if !nulls.is_some_and(|n| n.is_null(row)) {
+                let (a, b) = (*offset as usize, (*offset + *length) as usize);
+                let bytes: usize = sizes.get(a..b).map_or(0, |s| s.iter().sum());
+                cost = cost.saturating_add(bytes).saturating_add(4 * (b - a));
+            }
+        }
+        budget.spend(cost)?;
         let mut indices = Vec::with_capacity(total);
         for (row, (offset, length)) in entries.iter().enumerate() {
             if !nulls.is_some_and(|n| n.is_null(row)) {
@@ -836,7 +973,71 @@ mod tests {
                 "column 'c': DuckDB type BIT cannot be stored by SQE",
             ),
         ];
-        for (chunk, want) in cases {
+        let long = LogicalType {
+            id: id::LIST,
+            info: TypeInfo::Child(Box::new(LogicalType::simple(id::BIGINT))),
+        };
+        let more = [
+            (
+                // A few bytes on the wire: each of 2,048 rows the same list of four million
+                // constants.
+                Chunk {
+                    rows: 2048,
+                    types: vec![long],
+                    vectors: vec![Vector::Constant(Box::new(Vector::Flat {
+                        validity: None,
+                        data: Data::List {
+                            entries: vec![(0, 4 << 20)],
+                            size: 4 << 20,
+                            child: Box::new(Vector::Constant(Box::new(Vector::Flat {
+                                validity: None,
+                                data: Data::Fixed(vec![7; 8]),
+                            }))),
+                        },
+                    }))],
+                },
+                "column 'c': its values expand past 268435456 bytes in one chunk",
+            ),
+            (
+                one(
+                    LogicalType {
+                        id: id::DECIMAL,
+                        info: TypeInfo::Decimal { width: 4, scale: 1 },
+                    },
+                    Vector::Flat {
+                        validity: None,
+                        data: Data::Fixed(
+                            [9999i16, 12345]
+                                .iter()
+                                .flat_map(|v| v.to_le_bytes())
+                                .collect(),
+                        ),
+                    },
+                ),
+                "column 'c': Invalid argument error: 1234.5 is too large to store in a Decimal128 of precision 4. Max is 999.9",
+            ),
+            (
+                one(
+                    LogicalType::simple(id::DATE),
+                    Vector::Sequence {
+                        start: 0,
+                        increment: 1,
+                    },
+                ),
+                "column 'c': a sequence of DATE values",
+            ),
+            (
+                one(
+                    LogicalType::simple(id::INTERVAL),
+                    Vector::Flat {
+                        validity: None,
+                        data: Data::Fixed([[0u8; 8], i64::MAX.to_le_bytes()].repeat(2).concat()),
+                    },
+                ),
+                "column 'c': an interval's microseconds overflow nanoseconds",
+            ),
+        ];
+        for (chunk, want) in cases.into_iter().chain(more) {
             assert_eq!(to_batch(&chunk, &names).err().as_deref(), Some(want));
         }
         let two = ["a".to_string(), "b".to_string()];

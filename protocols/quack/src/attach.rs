@@ -87,7 +87,10 @@ fn scan(sql: &str) -> Option<Asked> {
                 let n: usize = digits[..end].parse().ok().filter(|n| *n >= 1)?;
                 items.push(Item::Column(n));
                 rest = &digits[end..];
-            } else if rest.len() >= 6 && rest[..6].eq_ignore_ascii_case("NULL::") {
+            } else if rest
+                .get(..6)
+                .is_some_and(|h| h.eq_ignore_ascii_case("NULL::"))
+            {
                 let ty = &rest[6..];
                 let end = ty
                     .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
@@ -516,6 +519,8 @@ mod tests {
             "FROM \"unterminated",
             "SELECT NULL:: FROM t",
             "FROM 1t",
+            "SELECT \"Größe\" FROM t",
+            "SELECT #1, Größe FROM t",
         ] {
             assert_eq!(recognize(other), None, "{other}");
         }

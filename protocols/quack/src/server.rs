@@ -36,6 +36,9 @@ pub const CHUNKS_PER_ANSWER: usize = 12;
 /// How long appends may pause before what they carried is committed.
 pub const APPEND_QUIET: Duration = Duration::from_millis(300);
 
+/// Tables one transaction may append to at once (each holds an ingest open until COMMIT).
+pub const MAX_TABLES_APPENDED: usize = 8;
+
 /// Turns a connection's token into who it is (the gateway's identity chain).
 pub type Authenticate = Arc<
     dyn Fn(String) -> BoxFuture<'static, SqeResult<(Principal, Option<Credential>)>> + Send + Sync,
@@ -107,7 +110,8 @@ struct QuackSession {
     result: Option<Open>,
     /// What the client's ATTACH listed (kept for its scans and appends).
     directory: Option<Directory>,
-    appending: Option<Appending>,
+    /// One per table rows are being appended to (several only inside a transaction).
+    appending: Vec<Appending>,
     /// Open when DuckDB began a transaction: the statements without rows it ran since.
     transaction: Option<Vec<String>>,
     /// A commit of appended rows that failed after the appends were answered, told next time.
@@ -118,13 +122,11 @@ impl QuackSession {
     /// Commits what was appended, outside a transaction, and tells of an earlier failure.
     async fn settle(&mut self) -> Result<(), String> {
         if let Some(failed) = self.failed.take() {
-            self.appending = None;
+            self.appending.clear();
             return Err(failed);
         }
-        if self.transaction.is_none()
-            && let Some(appending) = self.appending.take()
-        {
-            appending.finish().await?;
+        if self.transaction.is_none() {
+            finish_all(std::mem::take(&mut self.appending)).await?;
         }
         Ok(())
     }
@@ -182,7 +184,7 @@ impl QuackServer {
                     .remove(&header.connection_id);
                 // Inside a transaction nothing appended is kept; outside, it is committed.
                 if session.transaction.is_some() {
-                    session.appending = None;
+                    session.appending.clear();
                 }
                 match session.settle().await {
                     Ok(()) => message::success(),
@@ -246,7 +248,7 @@ impl QuackServer {
             session,
             result: None,
             directory: None,
-            appending: None,
+            appending: Vec::new(),
             transaction: None,
             failed: None,
         }));
@@ -383,14 +385,14 @@ impl QuackServer {
             }
             Some(Asked::Commit) => {
                 s.transaction = None;
-                if let Some(appending) = s.appending.take() {
-                    appending.finish().await.map_err(SqeError::invalid)?;
-                }
+                finish_all(std::mem::take(&mut s.appending))
+                    .await
+                    .map_err(SqeError::invalid)?;
                 no_rows()
             }
             Some(Asked::Rollback) => {
                 // Dropped unfinished, the appended rows end in an error: nothing is committed.
-                s.appending = None;
+                s.appending.clear();
                 let ran = s.transaction.take().unwrap_or_default();
                 if !ran.is_empty() {
                     return Err(SqeError::unsupported(format!(
@@ -443,79 +445,128 @@ impl QuackServer {
         chunk: Option<Chunk>,
     ) -> Result<(), String> {
         if let Some(failed) = s.failed.take() {
-            s.appending = None;
+            s.appending.clear();
             return Err(failed);
         }
+        let result = self.append_rows(shared, s, &schema, &table, chunk).await;
+        if result.is_err()
+            && let Some(at) = s
+                .appending
+                .iter()
+                .position(|a| a.schema == schema && a.table == table)
+        {
+            // A failed append fails its INSERT: what came before it since the last commit is
+            // not stored either (DuckDB marks no end between one INSERT and the next).
+            s.appending.remove(at);
+            return result.map_err(|e| {
+                format!("{e} (the rows appended to {schema}.{table} since its last commit were not stored either)")
+            });
+        }
+        result
+    }
+
+    async fn append_rows(
+        &self,
+        shared: &Shared,
+        s: &mut QuackSession,
+        schema: &str,
+        table: &str,
+        chunk: Option<Chunk>,
+    ) -> Result<(), String> {
         let chunk = chunk.ok_or("an append without rows")?;
         let listed = self
-            .listed(s, Some(&schema), &table)
+            .listed(s, Some(schema), table)
             .await
             .map_err(|e| e.message().to_string())?
             .ok_or_else(|| format!("table '{}.{schema}.{table}' not found", s.session.catalog))?;
         let names: Vec<String> = listed.columns.iter().map(|(n, _)| n.clone()).collect();
         let batch = crate::arrow_in::to_batch(&chunk, &names)
             .map_err(|e| format!("rows appended to {schema}.{table}: {e}"))?;
-        // Rows for another table, or of other types, end what was appended before.
-        if let Some(appending) = s
+        // Outside a transaction, rows for another table end what was appended before; rows of
+        // other types for the same table do anywhere.
+        let ends = |a: &Appending| {
+            let same = a.schema == schema && a.table == table;
+            (same && a.arrow != batch.schema()) || (!same && s.transaction.is_none())
+        };
+        let (ended, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut s.appending).into_iter().partition(ends);
+        s.appending = kept;
+        finish_all(ended).await?;
+        let at = match s
             .appending
-            .take_if(|a| a.schema != schema || a.table != table || a.arrow != batch.schema())
+            .iter()
+            .position(|a| a.schema == schema && a.table == table)
         {
-            appending.finish().await?;
-        }
-        let first = s.appending.is_none();
-        let started = if first {
-            let (appending, started) = self.begin_append(s, &schema, &table, batch.schema());
-            s.appending = Some(appending);
-            Some(started)
-        } else {
-            None
-        };
-        let Some(appending) = s.appending.as_mut() else {
-            return Err("no append under way".into());
-        };
-        static APPENDS: AtomicU64 = AtomicU64::new(0);
-        let taken = APPENDS.fetch_add(1, Ordering::Relaxed);
-        appending.last = taken;
-        if appending.rows.send(batch).await.is_err() {
-            // The ingest ended early: its error is the answer.
-            let failed = s.appending.take().map(Appending::finish);
-            return match failed {
-                Some(failed) => failed.await,
-                None => Ok(()),
-            };
-        }
-        if let Some(started) = started {
-            // The first rows are answered once the ingest reads them, so that a table the
-            // caller may not write to is refused at once.
-            let appending = s.appending.as_mut().ok_or("no append under way")?;
-            tokio::select! {
-                Ok(()) = started => {}
-                ended = &mut appending.done => {
-                    s.appending = None;
-                    let why = match ended {
-                        Ok(Err(e)) => e.message().to_string(),
-                        Ok(Ok(_)) => "the ingest ended before reading them".into(),
-                        Err(e) => e.to_string(),
-                    };
-                    return Err(format!("the rows appended to {schema}.{table} were not stored: {why}"));
+            Some(at) => at,
+            None => {
+                if s.appending.len() >= MAX_TABLES_APPENDED {
+                    return Err(format!(
+                        "a transaction appends to {MAX_TABLES_APPENDED} tables at most"
+                    ));
                 }
+                let (appending, started) = self.begin_append(s, schema, table, batch.schema());
+                s.appending.push(appending);
+                let at = s.appending.len() - 1;
+                self.send(s, at, batch).await?;
+                // The first rows are answered once the ingest reads them, so that a table the
+                // caller may not write to is refused at once.
+                let appending = &mut s.appending[at];
+                tokio::select! {
+                    Ok(()) = started => {}
+                    ended = &mut appending.done => {
+                        s.appending.remove(at);
+                        let why = match ended {
+                            Ok(Err(e)) => e.message().to_string(),
+                            Ok(Ok(_)) => "the ingest ended before reading them".into(),
+                            Err(e) => e.to_string(),
+                        };
+                        return Err(format!("the rows appended to {schema}.{table} were not stored: {why}"));
+                    }
+                }
+                self.quiet_commit(shared, s, at);
+                return Ok(());
             }
-        }
-        if s.transaction.is_none() {
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(APPEND_QUIET).await;
-                let mut s = shared.lock().await;
-                if s.transaction.is_none()
-                    && let Some(appending) = s.appending.take_if(|a| a.last == taken)
-                    && let Err(e) = appending.finish().await
-                {
-                    tracing::warn!("quack: {e}");
-                    s.failed = Some(e);
-                }
-            });
+        };
+        self.send(s, at, batch).await?;
+        self.quiet_commit(shared, s, at);
+        Ok(())
+    }
+
+    /// Hands rows to the ingest at `at`; if it ended early, its error is the answer.
+    async fn send(
+        &self,
+        s: &mut QuackSession,
+        at: usize,
+        batch: RecordBatch,
+    ) -> Result<(), String> {
+        static APPENDS: AtomicU64 = AtomicU64::new(0);
+        let appending = &mut s.appending[at];
+        appending.last = APPENDS.fetch_add(1, Ordering::Relaxed);
+        if appending.rows.send(batch).await.is_err() {
+            return s.appending.remove(at).finish().await;
         }
         Ok(())
+    }
+
+    /// Outside a transaction, commits the appends at `at` unless another comes within
+    /// [`APPEND_QUIET`].
+    fn quiet_commit(&self, shared: &Shared, s: &QuackSession, at: usize) {
+        if s.transaction.is_some() {
+            return;
+        }
+        let taken = s.appending[at].last;
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(APPEND_QUIET).await;
+            let mut s = shared.lock().await;
+            if s.transaction.is_none()
+                && let Some(at) = s.appending.iter().position(|a| a.last == taken)
+                && let Err(e) = s.appending.remove(at).finish().await
+            {
+                tracing::warn!("quack: {e}");
+                s.failed = Some(e);
+            }
+        });
     }
 
     /// An ingest into `schema.table` reading rows from a channel; a signal when it first reads.
@@ -580,6 +631,17 @@ impl QuackServer {
             read,
         )
     }
+}
+
+/// Commits each of `appending`; the first failure is the answer (the others are still made).
+async fn finish_all(appending: Vec<Appending>) -> Result<(), String> {
+    let mut failed = None;
+    for appending in appending {
+        if let Err(e) = appending.finish().await {
+            failed.get_or_insert(e);
+        }
+    }
+    failed.map_or(Ok(()), Err)
 }
 
 /// A result without rows.
@@ -702,13 +764,13 @@ mod tests {
                         .map(|n| Field::new(n, DataType::Utf8, false))
                         .to_vec(),
                 ));
-                let column = |v: [&str; 2]| Arc::new(arrow::array::StringArray::from(v.to_vec()));
+                let column = |v: [&str; 3]| Arc::new(arrow::array::StringArray::from(v.to_vec()));
                 let batch = RecordBatch::try_new(
                     schema.clone(),
                     vec![
-                        column(["s", "s"]),
-                        column(["locked", "t"]),
-                        column(["BASE TABLE", "BASE TABLE"]),
+                        column(["s", "s", "s"]),
+                        column(["locked", "t", "u"]),
+                        column(["BASE TABLE", "BASE TABLE", "BASE TABLE"]),
                     ],
                 )
                 .map_err(|e| SqeError::internal(e.to_string()))?;
@@ -1081,6 +1143,43 @@ mod tests {
         tokio::time::sleep(APPEND_QUIET * 2).await;
         assert_eq!(commits().len(), 3);
 
+        // A transaction may append to several tables: all are kept until COMMIT, or none.
+        let session = connect(&quack).await;
+        for end in ["ROLLBACK", "COMMIT"] {
+            prepare(&quack, &session, "BEGIN TRANSACTION").await;
+            for table in ["t", "u", "t"] {
+                assert!(is_success(
+                    &quack.handle(&append_message(&session, table, 2)).await
+                ));
+            }
+            tokio::time::sleep(APPEND_QUIET * 2).await;
+            assert_eq!(commits().len(), 3);
+            prepare(&quack, &session, end).await;
+        }
+        assert_eq!(commits()[3..], [("t".to_string(), 4), ("u".to_string(), 2)]);
+        // A failed append fails the rows appended before it, too.
+        assert!(is_success(
+            &quack.handle(&append_message(&session, "t", 2)).await
+        ));
+        let one_column = request(message::kind::APPEND_REQUEST, &session, |w| {
+            w.field(1)
+                .string("s")
+                .field(2)
+                .string("t")
+                .field(3)
+                .bool(true);
+            w.field(300);
+            crate::chunk::tests::write_int_chunk(w, &[Some(1)]);
+            w.end();
+        });
+        assert_eq!(
+            error_text(&quack.handle(&one_column).await),
+            "rows appended to s.t: the rows have 1 columns, the table 2 (the rows appended to s.t \
+             since its last commit were not stored either)"
+        );
+        tokio::time::sleep(APPEND_QUIET * 2).await;
+        assert_eq!(commits().len(), 5);
+
         // A table the caller may not write to refuses the first append; an unknown one is named.
         let session = connect(&quack).await;
         assert_eq!(
@@ -1091,7 +1190,7 @@ mod tests {
             error_text(&quack.handle(&append_message(&session, "nowhere", 1)).await),
             "table 'iceberg.s.nowhere' not found"
         );
-        assert_eq!(commits().len(), 3);
+        assert_eq!(commits().len(), 5);
     }
 
     proptest::proptest! {
