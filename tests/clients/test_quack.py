@@ -3,7 +3,8 @@ offline): `quack_query` against sqe-server returns exact values of every type, s
 through concurrent fetches with the server's memory bounded, checks each connection's token with the
 identity chain and runs as its user (privileges hold); `ATTACH 'quack:…'` scans SQE's tables and
 views, joins them with local ones and inserts into them (one Iceberg commit an INSERT), each as the
-attaching user; malformed and oversized messages are error answers while the server serves on.
+attaching user; the ADBC driver for Quack queries, ingests and rolls back; malformed and oversized
+messages are error answers while the server serves on.
 """
 
 import datetime
@@ -13,7 +14,9 @@ import pathlib
 import threading
 import time
 
+import adbc_driver_quack.dbapi as adbc_quack
 import duckdb
+import pyarrow as pa
 import pytest
 import requests
 
@@ -265,3 +268,39 @@ def test_an_oversized_message_is_refused_and_the_server_serves_on(sqe, duck):
     r = requests.post(f"http://127.0.0.1:{sqe.quack_port}/quack", data=b"\x00" * (65 << 20), timeout=60)
     assert r.status_code == 413
     assert remote(duck, sqe, "alice", "SELECT 'still here' AS s") == [("still here",)]
+
+
+def test_the_adbc_driver_queries_ingests_and_rolls_back(sqe, duck):
+    uri = f"quack://127.0.0.1:{sqe.quack_port}"
+    remote(duck, sqe, "ada", "CREATE SCHEMA ledger")
+    remote(duck, sqe, "ada", "CREATE TABLE ledger.entries (id BIGINT, memo VARCHAR, amount DECIMAL(12,2))")
+    rows = pa.table({
+        "id": pa.array([1, 2], pa.int64()),
+        "memo": ["rent", None],
+        # Doubles, not decimals: the driver (0.1.0a11) scales a Decimal128 column's unscaled
+        # values once more as it ingests them (for 1200.00 the bytes it sends say 120000.00,
+        # whatever the server). SQE's decimals reach the driver exactly; doubles convert on insert.
+        "amount": pa.array([1200.0, -3.5], pa.float64()),
+    })
+    with adbc_quack.connect(uri, db_kwargs={"adbc.quack.token": TOKENS["ada"]}, autocommit=True) as con:
+        with con.cursor() as cur:
+            assert cur.adbc_ingest("entries", rows, mode="append", db_schema_name="ledger") == 2
+            cur.execute("SELECT id, memo, amount FROM ledger.entries ORDER BY id")
+            assert cur.fetchall() == [(1, "rent", decimal.Decimal("1200.00")), (2, None, decimal.Decimal("-3.50"))]
+            cur.execute("SELECT value FROM range(100000)")
+            assert cur.fetch_arrow_table().column("value").to_pylist() == list(range(100000))
+    # Without autocommit the driver opens a transaction: a rollback keeps none of the ingested rows.
+    with adbc_quack.connect(uri, db_kwargs={"adbc.quack.token": TOKENS["ada"]}, autocommit=False) as con:
+        with con.cursor() as cur:
+            assert cur.adbc_ingest("entries", rows, mode="append", db_schema_name="ledger") == 2
+            con.rollback()
+            cur.execute("SELECT count(*) FROM ledger.entries")
+            assert cur.fetchall() == [(2,)]
+    # bob may not read the ledger, over ADBC as over anything else.
+    with adbc_quack.connect(uri, db_kwargs={"adbc.quack.token": TOKENS["bob"]}, autocommit=True) as con:
+        with con.cursor() as cur:
+            with pytest.raises(Exception, match="table 'iceberg.ledger.entries' not found"):
+                cur.execute("SELECT * FROM ledger.entries")
+    with pytest.raises(Exception, match="Authentication failed: unknown token"):
+        with adbc_quack.connect(uri, db_kwargs={"adbc.quack.token": "not-a-token"}, autocommit=True) as con:
+            con.cursor().execute("SELECT 1")

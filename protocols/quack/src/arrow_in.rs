@@ -839,17 +839,23 @@ mod tests {
         ];
         let names: Vec<String> = columns.iter().map(|(n, _)| n.to_string()).collect();
         let batch = RecordBatch::try_from_iter(columns.clone()).unwrap_or_else(|e| panic!("{e}"));
-        let mut w = Writer::new();
-        write_chunk(&mut w, &batch).unwrap_or_else(|e| panic!("{e}"));
-        let bytes = w.into_bytes();
-        let chunk = Chunk::read(&mut Reader::new(&bytes)).unwrap_or_else(|e| panic!("{e}"));
-        let back = to_batch(&chunk, &names).unwrap_or_else(|e| panic!("{e}"));
-        for ((name, want), got) in columns.iter().zip(back.columns()) {
-            match *name {
-                // DuckDB has no NULL struct distinct from a struct of NULLs at this level; the
-                // struct's own NULL comes back, its fields' values under it may differ.
-                "st" => assert_eq!(got.logical_nulls(), want.logical_nulls(), "{name}"),
-                _ => assert_eq!(got.to_data(), want.to_data(), "{name}"),
+        // Whole, and cut as the server cuts results into chunks.
+        for (offset, length) in [(0, 3), (1, 2), (2, 1)] {
+            let part = batch.slice(offset, length);
+            let mut w = Writer::new();
+            write_chunk(&mut w, &part).unwrap_or_else(|e| panic!("{e}"));
+            let bytes = w.into_bytes();
+            let chunk = Chunk::read(&mut Reader::new(&bytes)).unwrap_or_else(|e| panic!("{e}"));
+            let back = to_batch(&chunk, &names).unwrap_or_else(|e| panic!("{e}"));
+            for ((name, want), got) in names.iter().zip(part.columns()).zip(back.columns()) {
+                let want =
+                    arrow::compute::concat(&[want.as_ref()]).unwrap_or_else(|e| panic!("{e}"));
+                match name.as_str() {
+                    // DuckDB has no NULL struct distinct from a struct of NULLs at this level;
+                    // the struct's own NULL comes back, its fields' values under it may differ.
+                    "st" => assert_eq!(got.logical_nulls(), want.logical_nulls(), "{name}"),
+                    _ => assert_eq!(got.to_data(), want.to_data(), "{name} at {offset}"),
+                }
             }
         }
     }

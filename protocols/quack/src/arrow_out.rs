@@ -131,6 +131,23 @@ fn fixed<T: arrow::datatypes::ArrowPrimitiveType, const N: usize>(
         .collect()
 }
 
+/// The values of a primitive array whose memory is already what DuckDB sends (little-endian,
+/// the same width): copied as they lie.
+fn same<T: arrow::datatypes::ArrowPrimitiveType>(array: &dyn Array) -> Vec<u8> {
+    let values = array.as_primitive::<T>().values();
+    if cfg!(target_endian = "little") {
+        values.inner().as_slice().to_vec()
+    } else {
+        values
+            .iter()
+            .flat_map(|v| {
+                use arrow::datatypes::ToByteSlice;
+                v.to_byte_slice().iter().rev().copied().collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
 /// A timestamp or time in `unit`, as `per_second` units a second.
 fn rescale(v: i64, unit: &TimeUnit, per_second: i64) -> i64 {
     let from = match unit {
@@ -162,17 +179,17 @@ fn write_vector(w: &mut Writer, array: &ArrayRef, field: &Field) -> Result<(), S
                     .collect(),
             )
         }
-        DataType::Int8 => Some(fixed::<Int8Type, 1>(array, i8::to_le_bytes)),
-        DataType::Int16 => Some(fixed::<Int16Type, 2>(array, i16::to_le_bytes)),
-        DataType::Int32 => Some(fixed::<Int32Type, 4>(array, i32::to_le_bytes)),
-        DataType::Int64 => Some(fixed::<Int64Type, 8>(array, i64::to_le_bytes)),
-        DataType::UInt8 => Some(fixed::<UInt8Type, 1>(array, u8::to_le_bytes)),
-        DataType::UInt16 => Some(fixed::<UInt16Type, 2>(array, u16::to_le_bytes)),
-        DataType::UInt32 => Some(fixed::<UInt32Type, 4>(array, u32::to_le_bytes)),
-        DataType::UInt64 => Some(fixed::<UInt64Type, 8>(array, u64::to_le_bytes)),
+        DataType::Int8 => Some(same::<Int8Type>(array)),
+        DataType::Int16 => Some(same::<Int16Type>(array)),
+        DataType::Int32 => Some(same::<Int32Type>(array)),
+        DataType::Int64 => Some(same::<Int64Type>(array)),
+        DataType::UInt8 => Some(same::<UInt8Type>(array)),
+        DataType::UInt16 => Some(same::<UInt16Type>(array)),
+        DataType::UInt32 => Some(same::<UInt32Type>(array)),
+        DataType::UInt64 => Some(same::<UInt64Type>(array)),
         DataType::Float16 => Some(fixed::<Float16Type, 4>(array, |v| v.to_f32().to_le_bytes())),
-        DataType::Float32 => Some(fixed::<Float32Type, 4>(array, f32::to_le_bytes)),
-        DataType::Float64 => Some(fixed::<Float64Type, 8>(array, f64::to_le_bytes)),
+        DataType::Float32 => Some(same::<Float32Type>(array)),
+        DataType::Float64 => Some(same::<Float64Type>(array)),
         DataType::Decimal128(p, _) => {
             let values = array.as_primitive::<Decimal128Type>().values();
             Some(match *p {
@@ -191,7 +208,7 @@ fn write_vector(w: &mut Writer, array: &ArrayRef, field: &Field) -> Result<(), S
                 _ => values.iter().flat_map(|v| hugeint(*v)).collect(),
             })
         }
-        DataType::Date32 => Some(fixed::<Date32Type, 4>(array, i32::to_le_bytes)),
+        DataType::Date32 => Some(same::<Date32Type>(array)),
         DataType::Date64 => Some(fixed::<Date64Type, 4>(array, |ms| {
             (ms.div_euclid(86_400_000) as i32).to_le_bytes()
         })),
@@ -201,10 +218,8 @@ fn write_vector(w: &mut Writer, array: &ArrayRef, field: &Field) -> Result<(), S
         DataType::Time32(_) => Some(fixed::<Time32MillisecondType, 8>(array, |ms| {
             (i64::from(ms) * 1_000).to_le_bytes()
         })),
-        DataType::Time64(TimeUnit::Microsecond) => {
-            Some(fixed::<Time64MicrosecondType, 8>(array, i64::to_le_bytes))
-        }
-        DataType::Time64(_) => Some(fixed::<Time64NanosecondType, 8>(array, i64::to_le_bytes)),
+        DataType::Time64(TimeUnit::Microsecond) => Some(same::<Time64MicrosecondType>(array)),
+        DataType::Time64(_) => Some(same::<Time64NanosecondType>(array)),
         DataType::Timestamp(unit, zone) => {
             // Zoned: DuckDB's TIMESTAMP WITH TIME ZONE is microseconds since the epoch (UTC).
             let per_second = match (zone, unit) {
@@ -213,13 +228,17 @@ fn write_vector(w: &mut Writer, array: &ArrayRef, field: &Field) -> Result<(), S
                 (None, TimeUnit::Millisecond) => 1_000,
                 (None, TimeUnit::Nanosecond) => 1_000_000_000,
             };
-            let to = |v: i64| rescale(v, unit, per_second).to_le_bytes();
-            Some(match unit {
-                TimeUnit::Second => fixed::<TimestampSecondType, 8>(array, to),
-                TimeUnit::Millisecond => fixed::<TimestampMillisecondType, 8>(array, to),
-                TimeUnit::Microsecond => fixed::<TimestampMicrosecondType, 8>(array, to),
-                TimeUnit::Nanosecond => fixed::<TimestampNanosecondType, 8>(array, to),
-            })
+            if *unit == TimeUnit::Microsecond && per_second == 1_000_000 {
+                Some(same::<TimestampMicrosecondType>(array))
+            } else {
+                let to = |v: i64| rescale(v, unit, per_second).to_le_bytes();
+                Some(match unit {
+                    TimeUnit::Second => fixed::<TimestampSecondType, 8>(array, to),
+                    TimeUnit::Millisecond => fixed::<TimestampMillisecondType, 8>(array, to),
+                    TimeUnit::Microsecond => fixed::<TimestampMicrosecondType, 8>(array, to),
+                    TimeUnit::Nanosecond => fixed::<TimestampNanosecondType, 8>(array, to),
+                })
+            }
         }
         DataType::Interval(arrow::datatypes::IntervalUnit::YearMonth) => {
             Some(fixed::<IntervalYearMonthType, 16>(array, |m| {

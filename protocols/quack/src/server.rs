@@ -197,7 +197,17 @@ impl QuackServer {
                 }
                 match other {
                     Request::Prepare { sql } => self.prepare(&mut session, &sql).await,
-                    Request::Fetch { result } => fetch(&mut session, result).await,
+                    Request::Fetch { result } => {
+                        let taken = fetch(&mut session, result).await;
+                        // Chunks are written out without the session, so that DuckDB's
+                        // concurrent fetches overlap: the next one reads on meanwhile.
+                        drop(session);
+                        match taken {
+                            Ok((chunks, index)) => message::fetched(&chunks, index)
+                                .unwrap_or_else(|e| message::error(&e)),
+                            Err(answer) => answer,
+                        }
+                    }
                     _ => message::error("Unsupported message type for server"),
                 }
             }
@@ -672,20 +682,22 @@ fn same_types(schema: &Schema, expected: &[Option<LogicalType>]) -> Result<(), S
     Ok(())
 }
 
-async fn fetch(session: &mut QuackSession, id: i128) -> Vec<u8> {
+/// The next chunks of the session's result `id` and the batch index they carry (None once it
+/// is read to the end); an error is the answer to send.
+async fn fetch(
+    session: &mut QuackSession,
+    id: i128,
+) -> Result<(Vec<RecordBatch>, Option<u64>), Vec<u8>> {
     let Some(open) = session.result.as_mut().filter(|r| r.id == id) else {
-        return message::error("Result has been closed");
+        return Err(message::error("Result has been closed"));
     };
-    let chunks = match next_chunks(open).await {
-        Ok(chunks) => chunks,
-        Err(e) => return e,
-    };
+    let chunks = next_chunks(open).await?;
     if chunks.is_empty() {
-        return message::fetched(&[], None).unwrap_or_else(|e| message::error(&e));
+        return Ok((chunks, None));
     }
     let index = open.next_index;
     open.next_index += 1;
-    message::fetched(&chunks, Some(index)).unwrap_or_else(|e| message::error(&e))
+    Ok((chunks, Some(index)))
 }
 
 /// Up to [`CHUNKS_PER_ANSWER`] chunks of at most [`MAX_ROWS`] rows from the result; an error is
