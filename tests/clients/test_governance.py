@@ -183,3 +183,9 @@ def test_a_persona_cannot_change_the_policies(sqe, jwt, seeded):
             with pytest.raises(Exception) as e:
                 trino_run(sqe, persona, jwt[persona], sql)
             assert "only the owner of iceberg.gov." in str(e.value), (persona, sql, str(e.value))
+
+
+def test_an_expired_token_is_refused_over_quack(sqe, idp, duck, seeded):
+    expired = token(idp.port, username="alice", password="alice-secret", expired="true")
+    with pytest.raises(duckdb.InvalidInputException, match="Authentication failed: token expired"):
+        duck.execute(f"FROM quack_query('quack:127.0.0.1:{sqe.quack_port}', 'SELECT 1', token => $1)", [expired])
