@@ -170,6 +170,30 @@ def test_five_million_rows_stream_with_the_servers_memory_bounded(sqe, duck):
     assert peak[0] - before < 100 * 1024, f"the server grew by {(peak[0] - before) // 1024} MB"
 
 
+def test_wide_rows_stream_in_bounded_answers(sqe, duck):
+    # 500 rows of a megabyte: answers of about 16 MB each, not one of 500 MB. The engine makes
+    # the 500 rows as one batch (500 MB), which the server holds while it sends it; answers the
+    # size of the batch would double that.
+    before = rss_kib(sqe.process.pid)
+    peak = [before]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kib(sqe.process.pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        rows = remote(duck, sqe, "alice", "SELECT repeat('x', 1000000) AS w FROM range(500)", "count(*), sum(length(w))")
+    finally:
+        done.set()
+        sampler.join()
+    assert rows == [(500, 500000000)]
+    assert peak[0] - before < 800 * 1024, f"the server grew by {(peak[0] - before) // 1024} MB"
+
+
 def attach(duck, sqe, user, alias):
     duck.execute(f"ATTACH 'quack:127.0.0.1:{sqe.quack_port}' AS {alias} (TOKEN '{TOKENS[user]}')")
 

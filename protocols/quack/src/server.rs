@@ -30,8 +30,12 @@ use crate::attach::{self, Asked, Directory};
 use crate::chunk::{Chunk, LogicalType, MAX_ROWS};
 use crate::message::{self, Request, read_request};
 
-/// Chunks in one prepare or fetch answer (DuckDB's `quack_fetch_batch_chunks`).
-pub const CHUNKS_PER_ANSWER: usize = 12;
+/// Chunks in one prepare or fetch answer at most (DuckDB's own server sends 12,
+/// `quack_fetch_batch_chunks`).
+pub const CHUNKS_PER_ANSWER: usize = 48;
+
+/// The bytes of rows in one answer at most: wide rows come in smaller chunks.
+pub const ANSWER_BYTES: usize = 16 << 20;
 
 /// How long appends may pause before what they carried is committed.
 pub const APPEND_QUIET: Duration = Duration::from_millis(300);
@@ -291,7 +295,8 @@ impl QuackServer {
         if let Some(update) = &result.session_update {
             session.session.apply(update);
         }
-        if result.schema.fields().is_empty()
+        let changed = result.schema.fields().is_empty() || result.update_count.is_some();
+        if changed
             && let Some(statements) = &mut session.transaction
             && !matches!(attach::recognize(sql), Some(Asked::Begin))
         {
@@ -700,11 +705,13 @@ async fn fetch(
     Ok((chunks, Some(index)))
 }
 
-/// Up to [`CHUNKS_PER_ANSWER`] chunks of at most [`MAX_ROWS`] rows from the result; an error is
-/// the answer to send.
+/// Up to [`CHUNKS_PER_ANSWER`] chunks of at most [`MAX_ROWS`] rows from the result, holding no
+/// more than [`ANSWER_BYTES`] between them (wide rows make smaller chunks; a chunk holds one row at
+/// least); an error is the answer to send.
 async fn next_chunks(open: &mut Open) -> Result<Vec<RecordBatch>, Vec<u8>> {
     let mut chunks = Vec::new();
-    while chunks.len() < CHUNKS_PER_ANSWER {
+    let mut bytes = 0usize;
+    while chunks.len() < CHUNKS_PER_ANSWER && bytes < ANSWER_BYTES {
         let batch = match open.pending.take() {
             Some(batch) => batch,
             None if open.done => break,
@@ -723,13 +730,28 @@ async fn next_chunks(open: &mut Open) -> Result<Vec<RecordBatch>, Vec<u8>> {
         if batch.num_rows() == 0 {
             continue;
         }
-        let take = batch.num_rows().min(MAX_ROWS);
+        let mut take = batch.num_rows().min(MAX_ROWS);
+        let mut size = slice_bytes(&batch.slice(0, take));
+        while take > 1 && bytes + size > ANSWER_BYTES {
+            take /= 2;
+            size = slice_bytes(&batch.slice(0, take));
+        }
         if take < batch.num_rows() {
             open.pending = Some(batch.slice(take, batch.num_rows() - take));
         }
         chunks.push(batch.slice(0, take));
+        bytes += size;
     }
     Ok(chunks)
+}
+
+/// The bytes of a batch's rows (of its slice only).
+fn slice_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(ANSWER_BYTES))
+        .fold(0, usize::saturating_add)
 }
 
 #[cfg(test)]
@@ -790,6 +812,18 @@ mod tests {
             }
             if sql.ends_with(" LIMIT 0") {
                 return Ok(rows_of(table_schema(), vec![]));
+            }
+            if let Some(n) = sql
+                .strip_prefix("wide ")
+                .and_then(|n| n.parse::<usize>().ok())
+            {
+                // n rows of a megabyte each, in one batch.
+                let schema = Arc::new(Schema::new(vec![Field::new("w", DataType::Utf8, false)]));
+                let text = "x".repeat(1 << 20);
+                let values = arrow::array::StringArray::from_iter_values((0..n).map(|_| &text));
+                let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)])
+                    .map_err(|e| SqeError::internal(e.to_string()))?;
+                return Ok(rows_of(schema, vec![Ok(batch)]));
             }
             let n: i64 = sql
                 .strip_prefix("rows ")
@@ -931,11 +965,11 @@ mod tests {
             (message::kind::CONNECTION_RESPONSE, 32)
         );
 
-        // 60,000 rows in batches of 5,000: 12 chunks of at most 2,048 rows (2,048, 2,048, 904 a
-        // batch) with the prepare, then fetches of up to 12 more.
+        // 200,000 rows in batches of 5,000: 48 chunks of at most 2,048 rows (2,048, 2,048, 904 a
+        // batch) with the prepare, then fetches of up to 48 more.
         let prepared = quack
             .handle(&request(message::kind::PREPARE_REQUEST, &session, |w| {
-                w.field(1).string("rows 60000");
+                w.field(1).string("rows 200000");
             }))
             .await;
         let (kind, _, mut r) = answer(&prepared);
@@ -950,7 +984,7 @@ mod tests {
         assert_eq!(r.expect(3).and_then(|_| r.bool()), Ok(true));
         r.expect(4).unwrap_or_else(|e| panic!("{e}"));
         let mut total = rows_in(&mut r);
-        assert_eq!(total, 4 * 5000);
+        assert_eq!(total, 16 * 5000);
         r.expect(5).unwrap_or_else(|e| panic!("{e}"));
         let result = r.hugeint().unwrap_or_else(|e| panic!("{e}"));
         let mut indices = Vec::new();
@@ -973,7 +1007,7 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(total, 60_000);
+        assert_eq!(total, 200_000);
         assert_eq!(indices, [1, 2]);
 
         // Another result id, another session's id, a failing statement, a bad token.
@@ -1245,6 +1279,50 @@ mod tests {
                 let fine = prepare(&quack, &fresh, "rows 3").await;
                 assert_eq!(answer(&fine).0, message::kind::PREPARE_RESPONSE);
             });
+        }
+    }
+
+    #[tokio::test]
+    async fn wide_rows_come_in_smaller_chunks() {
+        let quack = server();
+        let session = connect(&quack).await;
+        // 40 rows of a megabyte: no answer carries much more than ANSWER_BYTES.
+        let mut answered = vec![prepare(&quack, &session, "wide 40").await];
+        let (_, _, mut r) = answer(&answered[0]);
+        r.begin().unwrap_or_else(|e| panic!("{e}"));
+        r.expect(1).unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..r.count().unwrap_or(0) {
+            crate::chunk::LogicalType::read(&mut r).unwrap_or_else(|e| panic!("{e}"));
+        }
+        r.expect(2).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.count().and_then(|_| r.string()), Ok("w".to_string()));
+        assert_eq!(r.expect(3).and_then(|_| r.bool()), Ok(true));
+        r.expect(4).unwrap_or_else(|e| panic!("{e}"));
+        let mut total = rows_in(&mut r);
+        r.expect(5).unwrap_or_else(|e| panic!("{e}"));
+        let result = r.hugeint().unwrap_or_else(|e| panic!("{e}"));
+        loop {
+            let fetched = quack
+                .handle(&request(message::kind::FETCH_REQUEST, &session, |w| {
+                    w.field(1).hugeint(result);
+                }))
+                .await;
+            let (_, _, mut r) = answer(&fetched);
+            r.begin().unwrap_or_else(|e| panic!("{e}"));
+            if !r.has(1).unwrap_or(false) {
+                break;
+            }
+            total += rows_in(&mut r);
+            answered.push(fetched);
+        }
+        assert_eq!(total, 40);
+        assert!(answered.len() >= 3, "{} answers", answered.len());
+        for a in &answered {
+            assert!(
+                a.len() < ANSWER_BYTES + (2 << 20),
+                "an answer of {} bytes",
+                a.len()
+            );
         }
     }
 }
