@@ -59,23 +59,36 @@ pub struct QuackConfig {
     pub idle: Duration,
 }
 
-/// A client's open result.
+/// One answer's chunks and whether the result ends with them, or the error answer to send.
+type Answer = Result<(Vec<RecordBatch>, bool), Vec<u8>>;
+
+/// A client's open result: answers read ahead by a task of their own (see [`read_ahead`]).
 struct Open {
     id: i128,
-    batches: BatchStream,
-    /// What is left of a batch cut at a chunk's size.
-    pending: Option<RecordBatch>,
+    /// Each answer's chunks, and whether the result ended with them; closed at the end.
+    answers: mpsc::Receiver<Answer>,
     /// The index the next fetched batch gets (the prepare's is 0).
     next_index: u64,
-    done: bool,
 }
 
-impl Open {
-    /// Marks the result read to its end and lets go of its statement at once (the engine counts
-    /// a statement as running, and holds its admission slot, while its stream lives).
-    fn finish(&mut self) {
-        self.done = true;
-        self.batches = futures::stream::empty().boxed();
+/// Answers a result's statement may run ahead of the client by: the engine and the chunking go
+/// on while earlier answers travel, holding at most this many answers' rows.
+const READ_AHEAD: usize = 2;
+
+/// Cuts `batches` into answers for as long as the client takes them (see [`next_chunks`]); stops,
+/// dropping the statement, at the end of the rows, at an error, or when the result is closed.
+async fn read_ahead(mut batches: BatchStream, answers: mpsc::Sender<Answer>) {
+    let mut pending = None;
+    loop {
+        // A closed result stops the statement at once, mid-answer too.
+        let answer = tokio::select! {
+            answer = next_chunks(&mut batches, &mut pending) => answer,
+            () = answers.closed() => return,
+        };
+        let last = !matches!(answer, Ok((_, false)));
+        if answers.send(answer).await.is_err() || last {
+            return;
+        }
     }
 }
 
@@ -325,24 +338,24 @@ impl QuackServer {
         } else {
             result.schema.clone()
         };
+        let (sender, answers) = mpsc::channel(READ_AHEAD);
+        tokio::spawn(read_ahead(result.batches, sender));
         let mut open = Open {
             id,
-            batches: result.batches,
-            pending: None,
+            answers,
             next_index: 1,
-            done: false,
         };
-        let chunks = match next_chunks(&mut open).await {
-            Ok(chunks) => chunks,
-            Err(e) => return e,
+        let (chunks, done) = match open.answers.recv().await {
+            None => (Vec::new(), true),
+            Some(Err(e)) => return e,
+            Some(Ok(answer)) => answer,
         };
         let chunks = if result.schema.fields().is_empty() {
             Vec::new()
         } else {
             chunks
         };
-        let more = !open.done;
-        let answer = message::prepared(&schema, &chunks, more, id);
+        let answer = message::prepared(&schema, &chunks, !done, id);
         session.result = Some(open);
         answer.unwrap_or_else(|e| message::error(&e))
     }
@@ -696,7 +709,10 @@ async fn fetch(
     let Some(open) = session.result.as_mut().filter(|r| r.id == id) else {
         return Err(message::error("Result has been closed"));
     };
-    let chunks = next_chunks(open).await?;
+    let chunks = match open.answers.recv().await {
+        None => Vec::new(),
+        Some(answer) => answer?.0,
+    };
     if chunks.is_empty() {
         return Ok((chunks, None));
     }
@@ -708,22 +724,15 @@ async fn fetch(
 /// Up to [`CHUNKS_PER_ANSWER`] chunks of at most [`MAX_ROWS`] rows from the result, holding no
 /// more than [`ANSWER_BYTES`] between them (wide rows make smaller chunks; a chunk holds one row at
 /// least); an error is the answer to send.
-async fn next_chunks(open: &mut Open) -> Result<Vec<RecordBatch>, Vec<u8>> {
+async fn next_chunks(batches: &mut BatchStream, pending: &mut Option<RecordBatch>) -> Answer {
     let mut chunks = Vec::new();
     let mut bytes = 0usize;
     while chunks.len() < CHUNKS_PER_ANSWER && bytes < ANSWER_BYTES {
-        let batch = match open.pending.take() {
+        let batch = match pending.take() {
             Some(batch) => batch,
-            None if open.done => break,
-            None => match open.batches.next().await {
-                None => {
-                    open.finish();
-                    break;
-                }
-                Some(Err(e)) => {
-                    open.finish();
-                    return Err(message::error(e.message()));
-                }
+            None => match batches.next().await {
+                None => return Ok((chunks, true)),
+                Some(Err(e)) => return Err(message::error(e.message())),
                 Some(Ok(batch)) => batch,
             },
         };
@@ -737,12 +746,12 @@ async fn next_chunks(open: &mut Open) -> Result<Vec<RecordBatch>, Vec<u8>> {
             size = slice_bytes(&batch.slice(0, take));
         }
         if take < batch.num_rows() {
-            open.pending = Some(batch.slice(take, batch.num_rows() - take));
+            *pending = Some(batch.slice(take, batch.num_rows() - take));
         }
         chunks.push(batch.slice(0, take));
         bytes += size;
     }
-    Ok(chunks)
+    Ok((chunks, false))
 }
 
 /// The bytes of a batch's rows (of its slice only).
