@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -38,6 +39,8 @@ use crate::statements::{ClientStatement, parse_prepared_header, resolve};
 const PAGE_WAIT: Duration = Duration::from_millis(500);
 /// Rows per page at most.
 const PAGE_ROWS: usize = 4096;
+/// The bytes of rows (as Arrow holds them) one page carries at most: wide rows make short pages.
+const PAGE_BYTES: usize = 8 << 20;
 /// Defaults for requests that name no catalog or schema, and who may act for whom.
 #[derive(Debug, Clone)]
 pub struct TrinoConfig {
@@ -107,6 +110,8 @@ struct QueryPages {
     last_seen: Instant,
     /// The last page sent, repeated if the client asks for the same token again (a retry).
     last_page: Option<(u64, Value)>,
+    /// The rows of a batch that did not fit in the last page.
+    pending: Option<RecordBatch>,
 }
 
 pub struct TrinoService {
@@ -521,6 +526,7 @@ async fn post_statement(
             rows: 0,
             last_seen: Instant::now(),
             last_page: None,
+            pending: None,
         }),
         task,
         headers: extra_headers,
@@ -573,14 +579,19 @@ async fn get_page(
     let mut failure = None;
     let mut finished = false;
     let deadline = tokio::time::Instant::now() + PAGE_WAIT;
-    while data.len() < PAGE_ROWS {
-        let event = match tokio::time::timeout_at(deadline, pages.rx.recv()).await {
-            Err(_) => break,
-            Ok(None) => {
-                failure = Some(SqeError::new(ErrorCode::Cancelled, "Query was canceled"));
-                break;
+    let mut bytes = 0usize;
+    while data.len() < PAGE_ROWS && bytes < PAGE_BYTES {
+        let event = if let Some(rest) = pages.pending.take() {
+            Event::Batch(rest)
+        } else {
+            match tokio::time::timeout_at(deadline, pages.rx.recv()).await {
+                Err(_) => break,
+                Ok(None) => {
+                    failure = Some(SqeError::new(ErrorCode::Cancelled, "Query was canceled"));
+                    break;
+                }
+                Ok(Some(e)) => e,
             }
-            Ok(Some(e)) => e,
         };
         match event {
             Event::Started {
@@ -600,8 +611,17 @@ async fn get_page(
                 pages.session_update = session_update;
             }
             Event::Batch(batch) => {
-                pages.rows += batch.num_rows() as u64;
-                data.extend(types::rows(&batch));
+                let (take, size) =
+                    rows_that_fit(&batch, PAGE_BYTES - bytes, PAGE_ROWS - data.len());
+                if take < batch.num_rows() {
+                    pages.pending = Some(batch.slice(take, batch.num_rows() - take));
+                }
+                pages.rows += take as u64;
+                data.extend(types::rows(&batch.slice(0, take)));
+                bytes += size;
+                if pages.pending.is_some() {
+                    break;
+                }
                 if !data.is_empty() {
                     // Send what we have rather than wait for a full page.
                     if tokio::time::Instant::now() + Duration::from_millis(50) > deadline {
@@ -738,6 +758,26 @@ async fn kill(
         }
         None => not_found(&id),
     }
+}
+
+/// How many of `batch`'s first rows fit in `room` bytes and `rows` rows (one at least), and their
+/// bytes.
+fn rows_that_fit(batch: &RecordBatch, room: usize, rows: usize) -> (usize, usize) {
+    let bytes = |n: usize| {
+        batch
+            .slice(0, n)
+            .columns()
+            .iter()
+            .map(|c| c.to_data().get_slice_memory_size().unwrap_or(room))
+            .fold(0usize, usize::saturating_add)
+    };
+    let mut take = batch.num_rows().min(rows.max(1));
+    let mut size = bytes(take);
+    while take > 1 && size > room {
+        take /= 2;
+        size = bytes(take);
+    }
+    (take, size)
 }
 
 #[cfg(test)]
