@@ -4,16 +4,18 @@
 //!
 //! Nothing here knows about a wire protocol or about DataFusion.
 
+mod batch_bytes;
 mod error;
 mod handle;
 mod session;
 mod sql_text;
 mod store;
 
+pub use batch_bytes::rows_within;
 pub use error::{ErrorCode, SqeError, SqeResult};
 pub use handle::random_handle;
 pub use session::{Credential, Principal, Scopes, Session, SessionUpdate};
-pub use sql_text::{MAX_PARAMETERS, bind_parameters, too_many_parameters};
+pub use sql_text::{MAX_PARAMETERS, bind_parameters, quote_identifier, too_many_parameters};
 pub use store::SessionStore;
 
 use arrow_array::RecordBatch;

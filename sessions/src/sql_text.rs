@@ -4,6 +4,12 @@
 /// The most parameter values one statement (or one call's rows of parameters) may bind.
 pub const MAX_PARAMETERS: usize = 65_535;
 
+/// A name as SQL quotes it (SQE's dialect and DuckDB's alike): in double quotes, inner quotes
+/// doubled.
+pub fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 /// The error for more parameter values than [`MAX_PARAMETERS`].
 pub fn too_many_parameters(count: usize) -> String {
     format!(

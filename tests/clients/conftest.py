@@ -1,11 +1,13 @@
 """Shared fixtures: the real sqe-server binary and a real OIDC identity provider, each started on
 127.0.0.1 with fresh state and stopped by its PID."""
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,36 @@ def token(idp_port, **form):
     response = requests.post(f"http://127.0.0.1:{idp_port}/token", data=body, timeout=10)
     response.raise_for_status()
     return response.json()["access_token"]
+
+
+def rss_kib(pid):
+    """The resident memory of process `pid`, in KiB."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@contextlib.contextmanager
+def rss_growth(pid):
+    """Samples the resident memory of process `pid` every 20 ms while the block runs; the list it
+    yields holds, once the block ends, the most the process grew by, in KiB."""
+    before = rss_kib(pid)
+    peak = [before]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kib(pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    grown = []
+    try:
+        yield grown
+    finally:
+        done.set()
+        sampler.join()
+        grown.append(peak[0] - before)
+

@@ -17,7 +17,7 @@ import pytest
 from conftest import start_server, token
 from test_mcp import call, mcp_token, rows
 from test_privileges import flight_run, flight_tables, trino_run
-from test_quack import find_quack_port, load
+from test_quack import duck, find_quack_port  # noqa: F401 - duck is a fixture used here
 
 MATRIX = json.loads((Path(__file__).parent.parent / "fixtures" / "governance.json").read_text())
 PERSONAS = list(MATRIX["personas"])
@@ -99,15 +99,6 @@ def mcp_runner(mcp_jwt, statements):
         return ["|".join(cell(v) for v in row) for row in result.structured_content["rows"]]
 
     return run
-
-
-@pytest.fixture(scope="module")
-def duck():
-    con = duckdb.connect()
-    load(con, "httpfs")
-    load(con, "quack")
-    yield con
-    con.close()
 
 
 def quack_runner(duck, statements):

@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import start_server, token
+from conftest import rss_kib, start_server, token
 from test_privileges import trino_run
 
 CONFIG = (
@@ -312,13 +312,6 @@ def test_an_mcp_token_is_for_mcp_alone(tmp_path_factory, idp):
         assert rows(call(s, agent, "execute_sql_readonly", {"sql": "SELECT 1 AS one"})) == [{"one": 1}]
     finally:
         s.stop()
-
-
-def rss_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def test_a_huge_answer_is_cut_with_a_notice(sqe, idp, seeded):

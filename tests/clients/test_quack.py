@@ -11,7 +11,6 @@ import datetime
 import decimal
 import importlib
 import pathlib
-import threading
 import time
 
 import adbc_driver_quack.dbapi as adbc_quack
@@ -20,7 +19,7 @@ import pyarrow as pa
 import pytest
 import requests
 
-from conftest import start_server
+from conftest import rss_growth, start_server
 
 TOKENS = {
     "ada": "ada-quack-token-0123456789",
@@ -134,28 +133,10 @@ def test_malformed_messages_are_error_answers(sqe, duck):
     assert remote(duck, sqe, "alice", "SELECT 42 AS answer") == [(42,)]
 
 
-def rss_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def test_five_million_rows_stream_with_the_servers_memory_bounded(sqe, duck):
     # 5M rows of (bigint, bigint, 24-character varchar): 200 MB as Arrow arrays, 220 MB as
     # DuckDB chunks. The server's resident memory is sampled while DuckDB fetches them.
-    before = rss_kib(sqe.process.pid)
-    peak = [before]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], rss_kib(sqe.process.pid))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
+    with rss_growth(sqe.process.pid) as grown:
         rows = remote(
             duck,
             sqe,
@@ -163,35 +144,18 @@ def test_five_million_rows_stream_with_the_servers_memory_bounded(sqe, duck):
             "SELECT value AS a, value * 2 AS b, lpad(CAST(value AS VARCHAR), 24, 'x') AS c FROM range(5000000)",
             "count(*), sum(a), sum(b), sum(length(c)), max(c)",
         )
-    finally:
-        done.set()
-        sampler.join()
     assert rows == [(5000000, 12499997500000, 24999995000000, 120000000, "x" * 23 + "9")]
-    assert peak[0] - before < 100 * 1024, f"the server grew by {(peak[0] - before) // 1024} MB"
+    assert grown[0] < 100 * 1024, f"the server grew by {grown[0] // 1024} MB"
 
 
 def test_wide_rows_stream_in_bounded_answers(sqe, duck):
     # 500 rows of a megabyte: answers of about 16 MB each, not one of 500 MB. The engine makes
     # the 500 rows as one batch (500 MB), which the server holds while it sends it; answers the
     # size of the batch would double that.
-    before = rss_kib(sqe.process.pid)
-    peak = [before]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], rss_kib(sqe.process.pid))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
+    with rss_growth(sqe.process.pid) as grown:
         rows = remote(duck, sqe, "alice", "SELECT repeat('x', 1000000) AS w FROM range(500)", "count(*), sum(length(w))")
-    finally:
-        done.set()
-        sampler.join()
     assert rows == [(500, 500000000)]
-    assert peak[0] - before < 800 * 1024, f"the server grew by {(peak[0] - before) // 1024} MB"
+    assert grown[0] < 800 * 1024, f"the server grew by {grown[0] // 1024} MB"
 
 
 def attach(duck, sqe, user, alias):

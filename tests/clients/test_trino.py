@@ -9,6 +9,8 @@ import pytest
 import trino
 from trino.exceptions import TrinoUserError
 
+from conftest import rss_growth
+
 
 def connect(server, user="alice", **kwargs):
     return trino.dbapi.connect(
@@ -208,36 +210,15 @@ def test_time_zones_reach_the_client_as_trino_sends_them(server):
     assert run(server, "SELECT 1") == [[1]]
 
 
-def rss_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def test_wide_rows_come_in_short_pages(server):
     # 200 rows of a megabyte, made by the engine as one batch: pages of about 8 MB, not one of
     # 200 MB of JSON built beside the batch.
-    before = rss_kib(server.process.pid)
-    peak = [before]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], rss_kib(server.process.pid))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
+    with rss_growth(server.process.pid) as grown:
         cur = connect(server).cursor()
         cur.execute("SELECT length(w), substr(w, 1, 3) FROM (SELECT repeat('x', 1000000) AS w FROM range(200))")
         lengths = cur.fetchall()
         cur.execute("SELECT repeat('x', 1000000) AS w FROM range(200)")
         total = sum(len(row[0]) for row in cur.fetchall())
-    finally:
-        done.set()
-        sampler.join()
     assert lengths == [[1000000, "xxx"]] * 200
     assert total == 200 * 1000000
-    assert peak[0] - before < 450 * 1024, f"the server grew by {(peak[0] - before) // 1024} MB"
+    assert grown[0] < 450 * 1024, f"the server grew by {grown[0] // 1024} MB"

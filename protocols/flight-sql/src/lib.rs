@@ -54,8 +54,8 @@ use session_options::{
 };
 use sqe_sessions::{
     Credential, ErrorCode, IfExists, IfMissing, IngestTarget, MAX_PARAMETERS, Principal,
-    QueryResult, QueryService, Session, SessionStore, SqeError, bind_parameters, random_handle,
-    too_many_parameters,
+    QueryResult, QueryService, Session, SessionStore, SqeError, bind_parameters, quote_identifier,
+    random_handle, too_many_parameters,
 };
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
@@ -548,7 +548,11 @@ impl SqeFlightSql {
         if (catalog.as_str(), schema.as_str())
             != (session.catalog.as_str(), session.schema.as_str())
         {
-            let sql = format!("USE {}.{}", quote_ident(&catalog), quote_ident(&schema));
+            let sql = format!(
+                "USE {}.{}",
+                quote_identifier(&catalog),
+                quote_identifier(&schema)
+            );
             match self.run(&session, &sql).await {
                 Ok(result) => {
                     if let Some(update) = &result.session_update {
@@ -622,7 +626,7 @@ impl SqeFlightSql {
         schema: &str,
         table: &str,
     ) -> Result<Schema, Status> {
-        let name = [catalog, schema, table].map(quote_ident).join(".");
+        let name = [catalog, schema, table].map(quote_identifier).join(".");
         let session = self.session(request);
         match self
             .run(&session, &format!("SELECT * FROM {name} LIMIT 0"))
@@ -648,7 +652,7 @@ impl SqeFlightSql {
         if columns.is_empty() {
             return Ok(Schema::empty());
         }
-        let list: Vec<String> = columns.iter().map(|c| quote_ident(&c[0])).collect();
+        let list: Vec<String> = columns.iter().map(|c| quote_identifier(&c[0])).collect();
         let sql = format!("SELECT {} FROM {name} LIMIT 0", list.join(", "));
         match self.run(&session, &sql).await {
             Ok(result) => Ok(result.schema.as_ref().clone()),
@@ -685,10 +689,6 @@ fn conditions(filters: &[(&str, &str, Option<&str>)]) -> String {
         parts.push("TRUE".to_string());
     }
     parts.join(" AND ")
-}
-
-fn quote_ident(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
 }
 
 #[tonic::async_trait]
@@ -1065,9 +1065,9 @@ impl FlightSqlService for SqeFlightSql {
         let session = self.session(&request);
         let name = format!(
             "{}.{}.{}",
-            quote_ident(query.catalog.as_deref().unwrap_or(&session.catalog)),
-            quote_ident(query.db_schema.as_deref().unwrap_or(&session.schema)),
-            quote_ident(&query.table)
+            quote_identifier(query.catalog.as_deref().unwrap_or(&session.catalog)),
+            quote_identifier(query.db_schema.as_deref().unwrap_or(&session.schema)),
+            quote_identifier(&query.table)
         );
         self.run(&session, &format!("SELECT * FROM {name} LIMIT 0"))
             .await?;

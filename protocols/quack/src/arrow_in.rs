@@ -145,18 +145,16 @@ fn row_bytes(array: &dyn Array) -> Vec<usize> {
             .collect()
     }
     match array.data_type() {
-        DataType::Utf8 => array
-            .as_string::<i32>()
-            .offsets()
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize + 4)
-            .collect(),
-        DataType::Binary => array
-            .as_binary::<i32>()
-            .offsets()
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize + 4)
-            .collect(),
+        DataType::Utf8 | DataType::Binary => {
+            let offsets = match array.as_string_opt::<i32>() {
+                Some(text) => text.offsets(),
+                None => array.as_binary::<i32>().offsets(),
+            };
+            offsets
+                .windows(2)
+                .map(|w| (w[1] - w[0]) as usize + 4)
+                .collect()
+        }
         DataType::List(_) => {
             let list = array.as_list::<i32>();
             let child = row_bytes(list.values().as_ref());

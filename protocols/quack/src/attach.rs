@@ -17,7 +17,8 @@ use futures::StreamExt;
 use sqe_sessions::{ErrorCode, QueryResult, QueryService, Session, SqeError, SqeResult};
 
 use crate::arrow_out::logical_type;
-use crate::chunk::{LogicalType, quote_identifier};
+use crate::chunk::LogicalType;
+use sqe_sessions::quote_identifier;
 
 /// What DuckDB sent, when it is one of the shapes its ATTACH sends.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,6 +4,7 @@
 //! nothing is expanded until the rows are turned into Arrow arrays.
 
 use crate::codec::{DecodeResult, Reader, Writer};
+use sqe_sessions::quote_identifier;
 
 /// The most rows one chunk holds (DuckDB's vector size).
 pub const MAX_ROWS: usize = 2048;
@@ -341,11 +342,6 @@ impl LogicalType {
         };
         name.into()
     }
-}
-
-/// A name as DuckDB's SQL quotes it: always in double quotes, inner quotes doubled.
-pub fn quote_identifier(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// One column of a chunk, as sent.

@@ -295,6 +295,21 @@ mod tests {
         w.into_bytes()
     }
 
+    /// An append of one INTEGER column to `main.t`, as DuckDB sends it.
+    fn append_request(values: &[Option<i32>]) -> Vec<u8> {
+        request(kind::APPEND_REQUEST, |w| {
+            w.field(1)
+                .string("main")
+                .field(2)
+                .string("t")
+                .field(3)
+                .bool(true);
+            w.field(300);
+            crate::chunk::tests::write_int_chunk(w, values);
+            w.end();
+        })
+    }
+
     #[test]
     fn requests_read_as_duckdb_writes_them() {
         let connect = request(kind::CONNECTION_REQUEST, |w| {
@@ -333,17 +348,7 @@ mod tests {
             read_request(&fetch).map(|(_, b)| b),
             Ok(Request::Fetch { result: -5 })
         );
-        let append = request(kind::APPEND_REQUEST, |w| {
-            w.field(1)
-                .string("main")
-                .field(2)
-                .string("t")
-                .field(3)
-                .bool(true);
-            w.field(300);
-            crate::chunk::tests::write_int_chunk(w, &[Some(1), None]);
-            w.end();
-        });
+        let append = append_request(&[Some(1), None]);
         match read_request(&append) {
             Ok((
                 _,
@@ -437,17 +442,7 @@ mod tests {
             request(kind::FETCH_REQUEST, |w| {
                 w.field(1).hugeint(1 << 90);
             }),
-            request(kind::APPEND_REQUEST, |w| {
-                w.field(1)
-                    .string("main")
-                    .field(2)
-                    .string("t")
-                    .field(3)
-                    .bool(true);
-                w.field(300);
-                crate::chunk::tests::write_int_chunk(w, &[Some(1), None, Some(3)]);
-                w.end();
-            }),
+            append_request(&[Some(1), None, Some(3)]),
         ];
         for round in 0..200_000u64 {
             let mut bytes = valid[(round % valid.len() as u64) as usize].clone();

@@ -309,20 +309,6 @@ impl QuackServer {
         if let Some(update) = &result.session_update {
             session.session.apply(update);
         }
-        let changed = result.schema.fields().is_empty() || result.update_count.is_some();
-        if changed
-            && let Some(statements) = &mut session.transaction
-            && !matches!(attach::recognize(sql), Some(Asked::Begin))
-        {
-            // Named by its first words: `CREATE TABLE s.t`.
-            let head = sql.split(['(', ';']).next().unwrap_or_default();
-            statements.push(
-                head.split_whitespace()
-                    .take(4)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            );
-        }
         if let Some(expected) = &expected
             && let Err(e) = same_types(&result.schema, expected)
         {
@@ -371,7 +357,17 @@ impl QuackServer {
         let service = self.service.as_ref();
         let catalog = s.session.catalog.clone();
         let ran = match attach::recognize(sql) {
-            None => service.execute(&s.session, sql).await?,
+            None => {
+                let ran = service.execute(&s.session, sql).await?;
+                let changed = ran.schema.fields().is_empty() || ran.update_count.is_some();
+                if changed && let Some(statements) = &mut s.transaction {
+                    // Kept for ROLLBACK to name, by its first words: `CREATE TABLE s.t`.
+                    let head = sql.split(['(', ';']).next().unwrap_or_default();
+                    let words: Vec<&str> = head.split_whitespace().take(4).collect();
+                    statements.push(words.join(" "));
+                }
+                ran
+            }
             Some(Asked::Schemata) => attach::schemata(service, &s.session).await?,
             Some(Asked::Tables) => {
                 let directory = Directory::list(service, &s.session).await?;
@@ -384,7 +380,7 @@ impl QuackServer {
                     if items.is_empty() {
                         // `FROM t` of a table no ATTACH listed: DuckDB's shorthand.
                         let sql =
-                            format!("SELECT * FROM {}", crate::chunk::quote_identifier(&table));
+                            format!("SELECT * FROM {}", sqe_sessions::quote_identifier(&table));
                         return Ok((service.execute(&s.session, &sql).await?, None));
                     }
                     return Err(SqeError::not_found(format!(
@@ -398,7 +394,7 @@ impl QuackServer {
             Some(Asked::From { name }) => {
                 let name: Vec<String> = std::iter::once(catalog.as_str())
                     .chain(name.iter().map(String::as_str))
-                    .map(crate::chunk::quote_identifier)
+                    .map(sqe_sessions::quote_identifier)
                     .collect();
                 let sql = format!("SELECT * FROM {}", name.join("."));
                 service.execute(&s.session, &sql).await?
@@ -740,12 +736,7 @@ async fn next_chunks(batches: &mut BatchStream, pending: &mut Option<RecordBatch
         if batch.num_rows() == 0 {
             continue;
         }
-        let mut take = batch.num_rows().min(MAX_ROWS);
-        let mut size = slice_bytes(&batch.slice(0, take));
-        while take > 1 && bytes + size > ANSWER_BYTES {
-            take /= 2;
-            size = slice_bytes(&batch.slice(0, take));
-        }
+        let (take, size) = sqe_sessions::rows_within(&batch, ANSWER_BYTES - bytes, MAX_ROWS);
         if take < batch.num_rows() {
             *pending = Some(batch.slice(take, batch.num_rows() - take));
         }
@@ -753,15 +744,6 @@ async fn next_chunks(batches: &mut BatchStream, pending: &mut Option<RecordBatch
         bytes += size;
     }
     Ok((chunks, false))
-}
-
-/// The bytes of a batch's rows (of its slice only).
-fn slice_bytes(batch: &RecordBatch) -> usize {
-    batch
-        .columns()
-        .iter()
-        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(ANSWER_BYTES))
-        .fold(0, usize::saturating_add)
 }
 
 #[cfg(test)]
@@ -982,21 +964,8 @@ mod tests {
                 w.field(1).string("rows 60000");
             }))
             .await;
-        let (kind, _, mut r) = answer(&prepared);
-        assert_eq!(kind, message::kind::PREPARE_RESPONSE);
-        r.begin().unwrap_or_else(|e| panic!("{e}"));
-        r.expect(1).unwrap_or_else(|e| panic!("{e}"));
-        for _ in 0..r.count().unwrap_or(0) {
-            crate::chunk::LogicalType::read(&mut r).unwrap_or_else(|e| panic!("{e}"));
-        }
-        r.expect(2).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.count().and_then(|_| r.string()), Ok("n".to_string()));
-        assert_eq!(r.expect(3).and_then(|_| r.bool()), Ok(true));
-        r.expect(4).unwrap_or_else(|e| panic!("{e}"));
-        let mut total = rows_in(&mut r);
+        let (mut total, result) = prepared_rows(&prepared, "n");
         assert_eq!(total, 4 * 5000);
-        r.expect(5).unwrap_or_else(|e| panic!("{e}"));
-        let result = r.hugeint().unwrap_or_else(|e| panic!("{e}"));
         let mut indices = Vec::new();
         loop {
             let fetched = quack
@@ -1122,6 +1091,24 @@ mod tests {
             crate::arrow_out::write_chunk(w, &batch).unwrap_or_else(|e| panic!("{e}"));
             w.end();
         })
+    }
+
+    /// A prepare answer of one column `name` with more to fetch: its rows and its result id.
+    fn prepared_rows(bytes: &[u8], name: &str) -> (usize, i128) {
+        let (kind, _, mut r) = answer(bytes);
+        assert_eq!(kind, message::kind::PREPARE_RESPONSE);
+        r.begin().unwrap_or_else(|e| panic!("{e}"));
+        r.expect(1).unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..r.count().unwrap_or(0) {
+            crate::chunk::LogicalType::read(&mut r).unwrap_or_else(|e| panic!("{e}"));
+        }
+        r.expect(2).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.count().and_then(|_| r.string()), Ok(name.to_string()));
+        assert_eq!(r.expect(3).and_then(|_| r.bool()), Ok(true));
+        r.expect(4).unwrap_or_else(|e| panic!("{e}"));
+        let rows = rows_in(&mut r);
+        r.expect(5).unwrap_or_else(|e| panic!("{e}"));
+        (rows, r.hugeint().unwrap_or_else(|e| panic!("{e}")))
     }
 
     fn is_success(bytes: &[u8]) -> bool {
@@ -1298,19 +1285,7 @@ mod tests {
         let session = connect(&quack).await;
         // 40 rows of a megabyte: no answer carries much more than ANSWER_BYTES.
         let mut answered = vec![prepare(&quack, &session, "wide 40").await];
-        let (_, _, mut r) = answer(&answered[0]);
-        r.begin().unwrap_or_else(|e| panic!("{e}"));
-        r.expect(1).unwrap_or_else(|e| panic!("{e}"));
-        for _ in 0..r.count().unwrap_or(0) {
-            crate::chunk::LogicalType::read(&mut r).unwrap_or_else(|e| panic!("{e}"));
-        }
-        r.expect(2).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.count().and_then(|_| r.string()), Ok("w".to_string()));
-        assert_eq!(r.expect(3).and_then(|_| r.bool()), Ok(true));
-        r.expect(4).unwrap_or_else(|e| panic!("{e}"));
-        let mut total = rows_in(&mut r);
-        r.expect(5).unwrap_or_else(|e| panic!("{e}"));
-        let result = r.hugeint().unwrap_or_else(|e| panic!("{e}"));
+        let (mut total, result) = prepared_rows(&answered[0], "w");
         loop {
             let fetched = quack
                 .handle(&request(message::kind::FETCH_REQUEST, &session, |w| {

@@ -612,7 +612,7 @@ async fn get_page(
             }
             Event::Batch(batch) => {
                 let (take, size) =
-                    rows_that_fit(&batch, PAGE_BYTES - bytes, PAGE_ROWS - data.len());
+                    sqe_sessions::rows_within(&batch, PAGE_BYTES - bytes, PAGE_ROWS - data.len());
                 if take < batch.num_rows() {
                     pages.pending = Some(batch.slice(take, batch.num_rows() - take));
                 }
@@ -758,26 +758,6 @@ async fn kill(
         }
         None => not_found(&id),
     }
-}
-
-/// How many of `batch`'s first rows fit in `room` bytes and `rows` rows (one at least), and their
-/// bytes.
-fn rows_that_fit(batch: &RecordBatch, room: usize, rows: usize) -> (usize, usize) {
-    let bytes = |n: usize| {
-        batch
-            .slice(0, n)
-            .columns()
-            .iter()
-            .map(|c| c.to_data().get_slice_memory_size().unwrap_or(room))
-            .fold(0usize, usize::saturating_add)
-    };
-    let mut take = batch.num_rows().min(rows.max(1));
-    let mut size = bytes(take);
-    while take > 1 && size > room {
-        take /= 2;
-        size = bytes(take);
-    }
-    (take, size)
 }
 
 #[cfg(test)]
