@@ -13,6 +13,14 @@ for each user, and the record shows whose token every request carried.
              the same principals with the same grants on s3dev.bronze / s3dev.silver.
     proxy:   missing/invalid token -> 401 (not forwarded); valid JWT of a user with no lakana
              principal -> 403 (not forwarded); otherwise forwarded, answer relayed.
+    views:   lakana 0.20 serves no view endpoints, and no REST catalog that does (Polaris, Nessie,
+             Lakekeeper) can run here. So the proxy serves the REST spec's view endpoints itself
+             (`ViewStore`: list, create, load, replace, drop, with the spec's request and answer
+             shapes, paging when asked with `pageToken`, metadata files written under the
+             environment's storage root) and adds them to lakana's `/v1/config` as `endpoints`.
+             Whether a user may read a namespace's views is lakana's answer to that user's own
+             `GET /v1/{prefix}/namespaces/{ns}`; writing them takes a DATA_ENGINEER grant there,
+             as writing its tables does.
 
 Clients connect with `uri=<proxy_url>` and `prefix=dev` (lakana's /v1/config gives no prefix), or
 `prefix=s3dev` plus the S3 properties (`s3_properties()`): lakana vends no storage credentials (the
@@ -29,6 +37,7 @@ Use it from a test module with `from rest_catalog import rest_catalog  # noqa: F
 """
 
 import base64
+import copy
 import json
 import os
 import secrets
@@ -38,13 +47,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import namedtuple
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import jwt
 import pytest
@@ -93,10 +103,206 @@ def iceberg_error(status: int, kind: str, message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
 
 
+# What the proxy says it serves (`/v1/config`'s `endpoints`): lakana's own, and the view endpoints.
+ENDPOINTS = [
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
+    "POST /v1/{prefix}/tables/rename",
+    "GET /v1/{prefix}/namespaces/{namespace}/views",
+    "POST /v1/{prefix}/namespaces/{namespace}/views",
+    "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
+]
+
+# Views listed per page when a client asks for pages (`pageToken`).
+VIEW_PAGE = 2
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+
+def _require(condition, message):
+    if not condition:
+        raise BadRequest(400, "BadRequestException", message)
+
+
+def _check_version(version) -> None:
+    _require(isinstance(version, dict), "view-version must be an object")
+    for key in ("version-id", "timestamp-ms", "schema-id", "summary", "representations", "default-namespace"):
+        _require(key in version, f"view-version lacks {key}")
+    _require(isinstance(version["summary"], dict), "summary must be an object")
+    representations = version["representations"]
+    _require(isinstance(representations, list) and representations, "representations must be a non-empty list")
+    for r in representations:
+        _require(
+            isinstance(r, dict) and r.get("type") == "sql" and isinstance(r.get("sql"), str)
+            and isinstance(r.get("dialect"), str),
+            "a representation must be {type: sql, sql, dialect}",
+        )
+    _require(isinstance(version["default-namespace"], list), "default-namespace must be a list")
+
+
+def _check_schema(schema) -> None:
+    _require(isinstance(schema, dict) and schema.get("type") == "struct", "schema must be a struct")
+    _require(isinstance(schema.get("fields"), list), "schema must have fields")
+
+
+def _check_properties(properties) -> None:
+    _require(
+        isinstance(properties, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items()),
+        "properties must map strings to strings",
+    )
+
+
+class ViewStore:
+    """Iceberg views kept as the REST spec says a catalog keeps them, by (prefix, namespace, name)."""
+
+    def __init__(self, roots: dict):
+        self.roots = roots  # prefix -> storage root (file:// only; views of other roots stay in memory)
+        self.views = {}
+        self.lock = threading.Lock()
+
+    def _write(self, entry: dict, number: int) -> None:
+        metadata = entry["metadata"]
+        location = f"{metadata['location']}/metadata/{number:05d}-{uuid.uuid4()}.metadata.json"
+        if location.startswith("file://"):
+            path = Path(location.removeprefix("file://"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(metadata))
+        entry["metadata-location"] = location
+
+    def names(self, prefix: str, namespace: tuple) -> list:
+        with self.lock:
+            return sorted(n for (p, ns, n) in self.views if p == prefix and ns == namespace)
+
+    def load(self, prefix: str, namespace: tuple, name: str) -> dict:
+        with self.lock:
+            entry = self.views.get((prefix, namespace, name))
+            if entry is None:
+                raise BadRequest(404, "NoSuchViewException", f"View does not exist: {'.'.join(namespace)}.{name}")
+            return copy.deepcopy(entry)
+
+    def create(self, prefix: str, namespace: tuple, request) -> dict:
+        _require(isinstance(request, dict), "the request must be an object")
+        for key in ("name", "schema", "view-version", "properties"):
+            _require(key in request, f"CreateViewRequest lacks {key}")
+        name = request["name"]
+        _require(isinstance(name, str) and name, "name must be a non-empty string")
+        _check_schema(request["schema"])
+        _check_version(request["view-version"])
+        _check_properties(request["properties"])
+        now = int(time.time() * 1000)
+        schema = {**request["schema"], "schema-id": 0}
+        version = {**request["view-version"], "version-id": 1, "schema-id": 0}
+        root = self.roots.get(prefix, "memory://")
+        metadata = {
+            "view-uuid": str(uuid.uuid4()),
+            "format-version": 1,
+            "location": request.get("location") or f"{root}/{'/'.join(namespace)}/{name}",
+            "current-version-id": 1,
+            "versions": [version],
+            "version-log": [{"version-id": 1, "timestamp-ms": now}],
+            "schemas": [schema],
+            "properties": dict(request["properties"]),
+        }
+        with self.lock:
+            key = (prefix, namespace, name)
+            if key in self.views:
+                raise BadRequest(409, "AlreadyExistsException", f"View already exists: {'.'.join(namespace)}.{name}")
+            entry = {"metadata": metadata}
+            self._write(entry, 0)
+            self.views[key] = entry
+            return copy.deepcopy(entry)
+
+    def commit(self, prefix: str, namespace: tuple, name: str, request) -> dict:
+        _require(isinstance(request, dict) and isinstance(request.get("updates"), list), "CommitViewRequest lacks updates")
+        with self.lock:
+            key = (prefix, namespace, name)
+            if key not in self.views:
+                raise BadRequest(404, "NoSuchViewException", f"View does not exist: {'.'.join(namespace)}.{name}")
+            metadata = copy.deepcopy(self.views[key]["metadata"])
+            for requirement in request.get("requirements") or []:
+                _require(isinstance(requirement, dict), "a requirement must be an object")
+                if requirement.get("type") != "assert-view-uuid":
+                    raise BadRequest(400, "BadRequestException", f"unknown requirement {requirement.get('type')!r}")
+                if requirement.get("uuid") != metadata["view-uuid"]:
+                    raise BadRequest(409, "CommitFailedException", "Requirement failed: view UUID does not match")
+            last_schema = last_version = None
+            for update in request["updates"]:
+                _require(isinstance(update, dict), "an update must be an object")
+                action = update.get("action")
+                if action == "add-schema":
+                    _check_schema(update.get("schema"))
+                    last_schema = max(s["schema-id"] for s in metadata["schemas"]) + 1
+                    metadata["schemas"].append({**update["schema"], "schema-id": last_schema})
+                elif action == "add-view-version":
+                    version = update.get("view-version")
+                    _check_version(version)
+                    schema_id = version["schema-id"]
+                    if schema_id == -1:
+                        _require(last_schema is not None, "schema-id -1 without an added schema")
+                        schema_id = last_schema
+                    _require(any(s["schema-id"] == schema_id for s in metadata["schemas"]), f"no schema {schema_id}")
+                    last_version = max(v["version-id"] for v in metadata["versions"]) + 1
+                    metadata["versions"].append({**version, "version-id": last_version, "schema-id": schema_id})
+                elif action == "set-current-view-version":
+                    chosen = update.get("view-version-id")
+                    if chosen == -1:
+                        _require(last_version is not None, "view-version-id -1 without an added version")
+                        chosen = last_version
+                    _require(any(v["version-id"] == chosen for v in metadata["versions"]), f"no version {chosen}")
+                    metadata["current-version-id"] = chosen
+                    metadata["version-log"].append({"version-id": chosen, "timestamp-ms": int(time.time() * 1000)})
+                elif action == "set-properties":
+                    _check_properties(update.get("updates"))
+                    metadata["properties"].update(update["updates"])
+                elif action == "remove-properties":
+                    removals = update.get("removals")
+                    _require(isinstance(removals, list), "removals must be a list")
+                    for k in removals:
+                        metadata["properties"].pop(k, None)
+                else:
+                    raise BadRequest(400, "BadRequestException", f"unsupported view update {action!r}")
+            entry = {"metadata": metadata}
+            self._write(entry, len(metadata["version-log"]) - 1)
+            self.views[key] = entry
+            return copy.deepcopy(entry)
+
+    def drop(self, prefix: str, namespace: tuple, name: str) -> None:
+        with self.lock:
+            if self.views.pop((prefix, namespace, name), None) is None:
+                raise BadRequest(404, "NoSuchViewException", f"View does not exist: {'.'.join(namespace)}.{name}")
+
+
+def view_route(path: str):
+    """`(prefix, namespace, view or None)` of a view endpoint's path, else None."""
+    parts = [unquote(p) for p in path.split("/")]
+    # "", "v1", prefix, "namespaces", ns, "views"[, name]
+    if len(parts) in (6, 7) and parts[1] == "v1" and parts[3] == "namespaces" and parts[5] == "views":
+        return parts[2], tuple(parts[4].split("\x1f")), (parts[6] if len(parts) == 7 else None)
+    return None
+
+
 class Proxy(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, upstream: str, issuer: str, tokens: dict, records: Records, port: int = 0):
+    def __init__(self, upstream: str, issuer: str, tokens: dict, records: Records, port: int = 0,
+                 views: ViewStore = None, writers: dict = None):
         super().__init__(("127.0.0.1", port), ProxyHandler)
         # Set when the proxy stops: connections it still holds open are closed unanswered.
         self.down = False
@@ -105,6 +311,8 @@ class Proxy(ThreadingHTTPServer):
         self.jwks = jwt.PyJWKClient(f"{issuer}/jwks")
         self.tokens = tokens
         self.records = records
+        self.views = views if views is not None else ViewStore({})
+        self.writers = writers or {}  # (prefix, namespace) -> users who may write its views
 
     def user_of(self, authorization):
         """The verified user of an `Authorization` header, or NO_TOKEN / INVALID_TOKEN."""
@@ -171,21 +379,80 @@ class ProxyHandler(BaseHTTPRequestHandler):
             status = 403
             answer = iceberg_error(403, "ForbiddenException", f"proxy: no catalog principal for {user!r}")
             headers = [("Content-Type", "application/json")]
+        elif (route := view_route(path)) is not None:
+            status, answer = self._view(user, route, body)
+            headers = [("Content-Type", "application/json")]
         else:
-            forward = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-            forward["Authorization"] = f"Bearer {self.server.tokens[user]}"
-            upstream = HTTPConnection(self.server.upstream.hostname, self.server.upstream.port, timeout=120)
-            try:
-                upstream.request(self.command, self.path, body=body or None, headers=forward)
-                response = upstream.getresponse()
-                status, answer = response.status, response.read()
-                headers = [
-                    (k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP | {"date", "server"}
-                ]
-            finally:
-                upstream.close()
+            status, answer, headers = self._forward(user, self.command, self.path, body)
+            if path == "/v1/config" and status == 200:
+                config = json.loads(answer)
+                config["endpoints"] = ENDPOINTS
+                answer = json.dumps(config).encode()
         self.server.records.append(Request(self.command, path, user, status))
         self._answer(status, answer, headers)
+
+    def _forward(self, user, method, target, body=b""):
+        """The request sent on to lakana with `user`'s own token: (status, body, headers)."""
+        forward = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+        forward["Authorization"] = f"Bearer {self.server.tokens[user]}"
+        upstream = HTTPConnection(self.server.upstream.hostname, self.server.upstream.port, timeout=120)
+        try:
+            upstream.request(method, target, body=body or None, headers=forward)
+            response = upstream.getresponse()
+            headers = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP | {"date", "server"}]
+            return response.status, response.read(), headers
+        finally:
+            upstream.close()
+
+    def _view(self, user, route, body):
+        """A view endpoint, answered by the proxy's ViewStore once lakana lets `user` read the namespace."""
+        prefix, namespace, name = route
+        store = self.server.views
+        ns_path = "/v1/" + "/".join(
+            p.replace("\x1f", "%1F") for p in (prefix, "namespaces", "\x1f".join(namespace))
+        )
+        status, answer, _ = self._forward(user, "GET", ns_path)
+        if status != 200:
+            return status, answer
+        writes = self.command in ("POST", "DELETE")
+        if writes and user not in self.server.writers.get((prefix, namespace), ()):
+            return 403, iceberg_error(403, "ForbiddenException", f"{user!r} may not write views in {'.'.join(namespace)}")
+        try:
+            if self.command == "GET" and name is None:
+                names = store.names(prefix, namespace)
+                query = parse_qs(urlsplit(self.path).query, keep_blank_values=True)
+                result = {}
+                if "pageToken" in query:
+                    start = int(query["pageToken"][0] or 0)
+                    if start + VIEW_PAGE < len(names):
+                        result["next-page-token"] = str(start + VIEW_PAGE)
+                    names = names[start:start + VIEW_PAGE]
+                result["identifiers"] = [{"namespace": list(namespace), "name": n} for n in names]
+                return 200, json.dumps(result).encode()
+            if self.command == "GET":
+                return 200, json.dumps(store.load(prefix, namespace, name)).encode()
+            if self.command == "HEAD" and name is not None:
+                store.load(prefix, namespace, name)
+                return 204, b""
+            if self.command == "DELETE" and name is not None:
+                store.drop(prefix, namespace, name)
+                return 204, b""
+            if self.command != "POST":
+                return 405, iceberg_error(405, "BadRequestException", f"{self.command} is not served here")
+            try:
+                request = json.loads(body)
+            except ValueError:
+                raise BadRequest(400, "BadRequestException", "the body is not JSON")
+            if name is None:
+                taken = isinstance(request, dict) and isinstance(request.get("name"), str) and self._forward(
+                    user, "GET", f"{ns_path}/tables/{request['name']}"
+                )[0] == 200
+                if taken:
+                    raise BadRequest(409, "AlreadyExistsException", f"Table already exists: {request['name']}")
+                return 200, json.dumps(store.create(prefix, namespace, request)).encode()
+            return 200, json.dumps(store.commit(prefix, namespace, name, request)).encode()
+        except BadRequest as e:
+            return e.status, iceberg_error(e.status, e.kind, str(e))
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = _handle
 
@@ -331,7 +598,8 @@ class RestCatalog:
         try:
             yield
         finally:
-            self.proxy = Proxy(self.lakana_url, old.issuer, old.tokens, old.records, old.server_address[1])
+            self.proxy = Proxy(self.lakana_url, old.issuer, old.tokens, old.records, old.server_address[1],
+                               old.views, old.writers)
             threading.Thread(target=self.proxy.serve_forever, daemon=True).start()
 
     def catalog_toml(self, name="lake", prefix=None, properties=None) -> str:
@@ -454,7 +722,14 @@ def rest_catalog(tmp_path_factory, idp):
                 lakana_cli(cli, "grant", "create", "--kind", "NAMESPACE", "--principal", user, "--role", role,
                            "--env", environment, "--ns", namespace)
         records = Records()
-        proxy = Proxy(lakana_url, f"http://127.0.0.1:{idp.port}", tokens, records)
+        views = ViewStore({ENVIRONMENT: f"file://{warehouse}"})
+        writers = {
+            (environment, (namespace,)): {user}
+            for environment in (ENVIRONMENT, S3_ENVIRONMENT)
+            for user, (role, namespace) in grants.items()
+            if role == "DATA_ENGINEER"
+        }
+        proxy = Proxy(lakana_url, f"http://127.0.0.1:{idp.port}", tokens, records, views=views, writers=writers)
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         catalog = RestCatalog(
             proxy_url=f"http://127.0.0.1:{proxy.server_address[1]}",

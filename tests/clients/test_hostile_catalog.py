@@ -1,7 +1,8 @@
 """A REST catalog that answers badly: garbage instead of JSON, an HTML error page, a table whose
 metadata points at nothing, a connection dropped mid-answer, a table whose files are the server's
-own. Each statement that needs it gets a clean error naming the problem, and sqe-server goes on
-serving, its own warehouse included."""
+own; and views that are garbage, 17 MiB of answer, unreadable metadata, a view reading itself, SQL
+nested 100,000 deep, a listing that pages forever. Each statement that needs it gets a clean error
+naming the problem, and sqe-server goes on serving, its own warehouse included."""
 
 import json
 import sqlite3
@@ -15,8 +16,34 @@ from trino.exceptions import TrinoQueryError
 from conftest import start_server
 
 
+def view_metadata(sql):
+    """Well-formed Iceberg view metadata whose SQL is `sql`."""
+    version = {
+        "version-id": 1, "schema-id": 0, "timestamp-ms": 0, "summary": {},
+        "representations": [{"type": "sql", "sql": sql, "dialect": "trino"}],
+        "default-catalog": "evil", "default-namespace": ["ns"],
+    }
+    return {
+        "view-uuid": "2f8a3c1e-8e0b-4a43-9d55-0b9a5a4cbe11", "format-version": 1, "location": "memory://v",
+        "current-version-id": 1, "versions": [version], "version-log": [{"version-id": 1, "timestamp-ms": 0}],
+        "schemas": [{"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "x", "required": False, "type": "long"}]}],
+        "properties": {},
+    }
+
+
+VIEWS = {
+    "view_garbage": b"\x00\xffthis is not json" * 1000,
+    "view_huge": b'{"metadata-location": "' + b"x" * (17 << 20) + b'"}',
+    "view_badmeta": json.dumps({"metadata-location": "m", "metadata": {"format-version": 1}}).encode(),
+    "view_loop": json.dumps({"metadata-location": "m", "metadata": view_metadata("SELECT * FROM evil.ns.view_loop")}).encode(),
+    "view_deep": json.dumps({"metadata-location": "m", "metadata": view_metadata(
+        "SELECT " + "(" * 100_000 + "1" + ")" * 100_000 + " AS x")}).encode(),
+}
+
+
 class Hostile(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as two writes
 
     def log_message(self, format, *args):
         pass
@@ -31,7 +58,23 @@ class Hostile(BaseHTTPRequestHandler):
     def do_GET(self):
         path = self.path.split("?")[0]
         if path == "/v1/config":
-            return self.answer(200, b'{"defaults": {}, "overrides": {}}')
+            endpoints = ["GET /v1/{prefix}/namespaces/{namespace}/views/{view}"]
+            return self.answer(200, json.dumps({"defaults": {}, "overrides": {}, "endpoints": endpoints}).encode())
+        if path == "/v1/namespaces/ns":
+            return self.answer(200, b'{"namespace": ["ns"], "properties": {}}')
+        if path.endswith("/tables"):
+            return self.answer(200, b'{"identifiers": []}')
+        if path.endswith("/views"):
+            # A listing that never ends: page after page, each with a new token.
+            self.server.pages += 1
+            return self.answer(200, json.dumps({"identifiers": [], "next-page-token": str(self.server.pages)}).encode())
+        if "/views/" in path:
+            view = path.rsplit("/", 1)[-1]
+            if view == "view_html":
+                return self.answer(500, b"<html><body>Internal Server Error</body></html>", "text/html")
+            if view in VIEWS:
+                return self.answer(200, VIEWS[view])
+            return self.answer(404, b'{"error": {"message": "no such view", "type": "NoSuchViewException", "code": 404}}')
         table = path.rsplit("/", 1)[-1]
         if table == "garbage":
             return self.answer(200, b"\x00\xffthis is not json" * 1000)
@@ -71,6 +114,7 @@ def hostile_server(tmp_path_factory):
     catalog.daemon_threads = True
     root = tmp_path_factory.mktemp("sqe-hostile")
     catalog.warehouse = root / "warehouse"
+    catalog.pages = 0
     threading.Thread(target=catalog.serve_forever, daemon=True).start()
     section = (
         "[auth]\nallow_anonymous = true\n\n"
@@ -110,6 +154,34 @@ def test_a_bad_answer_is_a_clean_error_and_the_server_serves_on(hostile_server, 
     sql(hostile_server, "CREATE TABLE IF NOT EXISTS iceberg.default.alive (id BIGINT)")
     assert sql(hostile_server, "SELECT count(*) FROM iceberg.default.alive") == [[0]]
     assert hostile_server.process.poll() is None
+
+
+@pytest.mark.parametrize(
+    "view, expected",
+    [
+        ("view_garbage", "answered with something that is not an Iceberg REST response"),
+        ("view_huge", "answered more than 16 MiB to one request"),
+        ("view_badmeta", "answered view metadata for 'ns.view_badmeta' that cannot be read"),
+        ("view_html", "answered HTTP 500"),
+        ("view_loop", "view 'evil.ns.view_loop' refers to itself"),
+        ("view_deep", "view 'evil.ns.view_deep' cannot be read"),
+    ],
+)
+def test_a_bad_view_is_a_clean_error_and_the_server_serves_on(hostile_server, view, expected):
+    with pytest.raises(TrinoQueryError) as failed:
+        sql(hostile_server, f"SELECT * FROM evil.ns.{view}")
+    assert expected in failed.value.message, failed.value.message
+    assert "internal error" not in failed.value.message
+    assert failed.value.error_name != "INTERNAL_ERROR", failed.value.message
+    assert sql(hostile_server, "SELECT 1") == [[1]]
+    assert hostile_server.process.poll() is None
+
+
+def test_a_view_listing_that_never_ends_is_cut_short(hostile_server):
+    with pytest.raises(TrinoQueryError) as failed:
+        sql(hostile_server, "SHOW TABLES FROM evil.ns")
+    assert "more than 1000 pages listing the views of schema 'ns'" in failed.value.message, failed.value.message
+    assert sql(hostile_server, "SELECT 1") == [[1]]
 
 
 def test_a_catalog_cannot_hand_out_the_servers_own_files(hostile_server):

@@ -13,6 +13,10 @@ lakana token; lakana lets alice create, write and read in namespace bronze and r
   for it carries his token; no request ever reaches the catalog without a user's token.
 - SQE and pyiceberg read each other's rows through the same catalog, and SQE time-travels on a REST
   table to a snapshot id the catalog reports.
+- Views live in the catalog through the REST spec's view endpoints (served by the fixture's proxy,
+  as lakana has none): SQE creates, lists (over pages), reads, replaces and drops them with alice's
+  token; pyiceberg reads SQE's view and SQE reads pyiceberg's; bob can neither read nor make views
+  where lakana refuses him; a catalog whose config lists no view endpoints keeps none.
 - A token that has expired gets an authentication error over both protocols and reaches no catalog,
   even right after the same user's live token made a client.
 - The catalog going away: a statement that needs it fails naming the catalog and its endpoint, the
@@ -100,8 +104,10 @@ def serving(tmp_path_factory, idp, rest_catalog, name, toml):
 
 @pytest.fixture(scope="module")
 def sqe(tmp_path_factory, idp, rest_catalog):
-    """The REST catalog mounted as `lake`, by passthrough."""
-    yield from serving(tmp_path_factory, idp, rest_catalog, "sqe-rest", rest_catalog.catalog_toml())
+    """The REST catalog mounted as `lake`, by passthrough; and lakana itself, without the proxy (so
+    without view endpoints) and without a token, as `plain`."""
+    plain = f'[catalogs.plain]\ntype = "rest"\nuri = "{rest_catalog.lakana_url}"\nprefix = "dev"\nauth = "none"\n\n'
+    yield from serving(tmp_path_factory, idp, rest_catalog, "sqe-rest", rest_catalog.catalog_toml() + plain)
 
 
 # The fixture, with pyiceberg alone.
@@ -229,6 +235,112 @@ def test_time_travel_on_a_rest_table(sqe, idp, rest_catalog):
     sql = f"SELECT count(*) FROM lake.bronze.versioned FOR VERSION AS OF {first}"
     assert trino_sql(sqe, idp, "alice", sql) == [[2]]
     assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.bronze.versioned") == [[3]]
+
+
+def test_views_live_in_the_catalog_through_its_view_endpoints(sqe, idp, rest_catalog):
+    records = rest_catalog.records
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.orders (id BIGINT, amount BIGINT)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.orders VALUES (1, 10), (2, 20), (3, 30)")
+    mark = records.mark()
+    body = "SELECT id, amount FROM orders WHERE amount > 15"
+    trino_sql(sqe, idp, "alice", f"CREATE VIEW lake.bronze.big_orders COMMENT 'over 15' AS {body}")
+    assert Request("POST", "/v1/dev/namespaces/bronze/views", "alice", 200) in records.since(mark)
+    assert trino_sql(sqe, idp, "alice", "SELECT * FROM lake.bronze.big_orders ORDER BY id") == [[2, 20], [3, 30]]
+    assert flight_sql_rows(sqe, idp, "alice", "SELECT * FROM lake.bronze.big_orders ORDER BY id") == [(2, 20), (3, 30)]
+    for name in ("all_orders", "one_order"):
+        trino_sql(sqe, idp, "alice", f"CREATE VIEW lake.bronze.{name} AS SELECT id FROM orders")
+    # The proxy lists two views a page: three views take two pages.
+    tables = [r[0] for r in trino_sql(sqe, idp, "alice", "SHOW TABLES FROM lake.bronze")]
+    assert {"orders", "big_orders", "all_orders", "one_order"} <= set(tables), tables
+    described = trino_sql(sqe, idp, "alice", "DESCRIBE lake.bronze.big_orders")
+    assert [row[:2] for row in described] == [["id", "bigint"], ["amount", "bigint"]]
+    (created,) = trino_sql(sqe, idp, "alice", "SHOW CREATE VIEW lake.bronze.big_orders")[0]
+    assert created == f"CREATE VIEW lake.bronze.big_orders COMMENT 'over 15' SECURITY INVOKER AS\n{body}"
+
+    # Iceberg's view spec, as pyiceberg reads it from the catalog.
+    view = rest_catalog.pyiceberg(jwt_of(idp, "alice")).load_view("bronze.big_orders")
+    version = next(v for v in view.metadata.versions if v.version_id == view.metadata.current_version_id)
+    (representation,) = version.representations
+    assert (representation.root.sql, representation.root.dialect) == (body, "trino")
+    assert (version.default_catalog, tuple(version.default_namespace)) == ("lake", ("bronze",))
+    schema = next(s for s in view.metadata.schemas if s.schema_id == version.schema_id)
+    assert [f.name for f in schema.fields] == ["id", "amount"]
+    assert view.metadata.properties["comment"] == "over 15"
+    assert view.metadata.properties["owner"] == "alice"
+
+    # CREATE OR REPLACE adds a version and a schema; the comment goes with the old version.
+    trino_sql(sqe, idp, "alice", "CREATE OR REPLACE VIEW lake.bronze.big_orders AS SELECT id FROM orders WHERE amount > 25")
+    assert trino_sql(sqe, idp, "alice", "SELECT * FROM lake.bronze.big_orders") == [[3]]
+    kept = rest_catalog.proxy.views.load("dev", ("bronze",), "big_orders")["metadata"]
+    assert (len(kept["versions"]), kept["current-version-id"], len(kept["schemas"])) == (2, 2, 2)
+    assert "comment" not in kept["properties"]
+    with pytest.raises(TrinoQueryError) as taken:
+        trino_sql(sqe, idp, "alice", "CREATE VIEW lake.bronze.big_orders AS SELECT 1 AS x")
+    assert taken.value.error_name == "ALREADY_EXISTS", taken.value.message
+    with pytest.raises(TrinoQueryError) as table:
+        trino_sql(sqe, idp, "alice", "CREATE VIEW lake.bronze.orders AS SELECT 1 AS x")
+    assert table.value.error_name == "ALREADY_EXISTS", table.value.message
+
+    for name in ("big_orders", "all_orders", "one_order"):
+        trino_sql(sqe, idp, "alice", f"DROP VIEW lake.bronze.{name}")
+    assert rest_catalog.proxy.views.names("dev", ("bronze",)) == []
+    with pytest.raises(TrinoQueryError) as gone:
+        trino_sql(sqe, idp, "alice", "SELECT * FROM lake.bronze.big_orders")
+    assert gone.value.error_name == "NOT_FOUND", gone.value.message
+    assert users(records.since(mark)) == {"alice"}
+
+
+def test_sqe_reads_a_view_pyiceberg_made(sqe, idp, rest_catalog):
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+    from pyiceberg.view.metadata import SQLViewRepresentation, ViewRepresentation, ViewVersion
+
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.py_base (id BIGINT)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.py_base VALUES (1), (2), (3)")
+    sql = "SELECT id * 10 AS tens FROM py_base WHERE id < 3"
+    rest_catalog.pyiceberg(jwt_of(idp, "alice")).create_view(
+        "bronze.py_view",
+        schema=Schema(NestedField(1, "tens", LongType(), required=False)),
+        view_version=ViewVersion(
+            schema_id=0,
+            representations=[ViewRepresentation(SQLViewRepresentation(type="sql", sql=sql, dialect="trino"))],
+            default_namespace=["bronze"],
+        ),
+    )
+    assert trino_sql(sqe, idp, "alice", "SELECT tens FROM lake.bronze.py_view ORDER BY tens") == [[10], [20]]
+    trino_sql(sqe, idp, "alice", "DROP VIEW lake.bronze.py_view")
+    assert not rest_catalog.pyiceberg(jwt_of(idp, "alice")).view_exists("bronze.py_view")
+
+
+def test_bob_can_neither_read_nor_make_views_where_the_catalog_refuses_him(sqe, idp, rest_catalog):
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.secret_base (id BIGINT)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.secret_base VALUES (42)")
+    trino_sql(sqe, idp, "alice", "CREATE VIEW lake.bronze.secret_view AS SELECT id FROM secret_base")
+    records = rest_catalog.records
+    mark = records.mark()
+    for sql in (
+        "SELECT * FROM lake.bronze.secret_view",
+        "CREATE VIEW lake.bronze.bobs AS SELECT 1 AS x",
+        "DROP VIEW lake.bronze.secret_view",
+        # bob may read silver, but writing views there takes more than VIEWER.
+        "CREATE VIEW lake.silver.bobs AS SELECT 1 AS x",
+    ):
+        with pytest.raises(TrinoQueryError) as refused:
+            trino_sql(sqe, idp, "bob", sql)
+        assert refused.value.error_name in ("PERMISSION_DENIED", "NOT_FOUND"), (sql, refused.value.message)
+        assert "42" not in refused.value.message
+    assert users(records.since(mark)) == {"bob"}
+    assert rest_catalog.proxy.views.names("dev", ("silver",)) == []
+    assert trino_sql(sqe, idp, "alice", "SELECT * FROM lake.bronze.secret_view") == [[42]]
+    trino_sql(sqe, idp, "alice", "DROP VIEW lake.bronze.secret_view")
+
+
+def test_a_catalog_listing_no_view_endpoints_keeps_no_views(sqe, idp):
+    """lakana alone (`plain`, no proxy): its /v1/config lists no endpoints, so it keeps no views."""
+    with pytest.raises(TrinoQueryError) as refused:
+        trino_sql(sqe, idp, "alice", "CREATE VIEW plain.bronze.v AS SELECT 1 AS x")
+    assert refused.value.error_name == "NOT_SUPPORTED", refused.value.message
+    assert "catalog 'plain' does not serve Iceberg's view endpoints" in refused.value.message
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,11 @@
 //! mount configures wins over a vended one (iceberg-rust merges them so), and OpenDAL falls back on
 //! the standard environment (`AWS_*`) for what neither gives.
 //!
+//! Views go through the REST spec's view endpoints when the catalog serves them: its `/v1/config`
+//! lists them among its `endpoints`, or the mount says so with `view-endpoints-supported = "true"`
+//! (pyiceberg's property, for catalogs that list no endpoints). Without them a catalog keeps no
+//! views for SQE, and no statement asks it for one.
+//!
 //! HTTP failures come back as the catalog said them (a refusal is the caller's permission error,
 //! naming the catalog), never as an internal error, and no token ever appears in a message or a
 //! log line.
@@ -23,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine as _;
+use iceberg::spec::ViewMetadata;
 use iceberg::table::Table;
 use iceberg::{
     Catalog, CatalogBuilder, Error, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit,
@@ -34,6 +40,7 @@ use sqe_sessions::{ErrorCode, Session, SqeError, SqeResult};
 
 use super::backend::{CatalogMount, CatalogRef, CatalogRefusal, SqeCatalog};
 use super::storage::CatalogStorageFactory;
+use super::view::{self, ViewChange, ViewDefinition};
 use crate::file_access::Confinement;
 
 /// How SQE authenticates to a REST catalog.
@@ -100,6 +107,18 @@ impl fmt::Debug for RestCatalogConfig {
             .finish()
     }
 }
+
+/// The mount property saying that the catalog serves Iceberg's view endpoints though its
+/// `/v1/config` lists no `endpoints` (the name pyiceberg reads).
+const VIEW_ENDPOINTS_SUPPORTED: &str = "view-endpoints-supported";
+/// The entry of `/v1/config`'s `endpoints` that says the catalog serves views.
+const LOAD_VIEW_ENDPOINT: &str = "GET /v1/{prefix}/namespaces/{namespace}/views/{view}";
+/// The most SQE reads of one answer to a request it sends itself.
+const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// The most view names SQE takes from one namespace's listing, over all its pages.
+const MAX_LISTED_VIEWS: usize = 100_000;
+/// The most pages SQE asks for of one listing.
+const MAX_LIST_PAGES: usize = 1_000;
 
 /// Clients kept for passthrough tokens; past this the expired ones go, then the oldest.
 const MAX_CLIENTS: usize = 1024;
@@ -318,11 +337,17 @@ fn client(
             headers,
         }),
     };
+    let views_declared = config
+        .properties
+        .get(VIEW_ENDPOINTS_SUPPORTED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     Ok(Arc::new(RestClient {
         name: name.to_string(),
         uri: config.uri.clone(),
         inner: catalog,
         committer,
+        views_declared,
+        settings: tokio::sync::OnceCell::new(),
     }))
 }
 
@@ -338,12 +363,24 @@ struct Committer {
     headers: Vec<(String, String)>,
 }
 
+/// What SQE reads of a catalog's `/v1/config`.
+struct Settings {
+    /// The path prefix after `/v1/`: the mount's, else the one the catalog hands out.
+    prefix: Option<String>,
+    /// Whether the catalog serves the view endpoints.
+    views: bool,
+}
+
 /// One client of a REST catalog. Its `Debug` shows no credential.
 struct RestClient {
     name: String,
     uri: String,
     inner: RestCatalog,
     committer: Option<Committer>,
+    /// The mount says the catalog serves views, whatever its config lists.
+    views_declared: bool,
+    /// Read from the catalog on the first request SQE sends itself.
+    settings: tokio::sync::OnceCell<Settings>,
 }
 
 impl fmt::Debug for RestClient {
@@ -401,33 +438,134 @@ impl RestClient {
         Ok(url)
     }
 
-    /// The path prefix: the mount's, or the one the catalog's `/v1/config` hands out.
-    async fn prefix(&self, committer: &Committer) -> Result<Option<String>> {
-        if committer.prefix.is_some() {
-            return Ok(committer.prefix.clone());
-        }
-        let mut url = self.url(&["v1", "config"])?;
-        if let Some(w) = &committer.warehouse {
-            url.query_pairs_mut().append_pair("warehouse", w);
-        }
-        let response = self
-            .request(committer, reqwest::Method::GET, url)
-            .send()
+    /// What the catalog's `/v1/config` says, asked once per client.
+    async fn settings(&self, committer: &Committer) -> Result<&Settings> {
+        self.settings
+            .get_or_try_init(|| async {
+                let mut url = self.url(&["v1", "config"])?;
+                if let Some(w) = &committer.warehouse {
+                    url.query_pairs_mut().append_pair("warehouse", w);
+                }
+                let (status, text) = self
+                    .call(committer, reqwest::Method::GET, url, None)
+                    .await?;
+                if status != 200 {
+                    return Err(self.refused(status, &text));
+                }
+                let config: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                let prefix = committer.prefix.clone().or_else(|| {
+                    config
+                        .pointer("/overrides/prefix")
+                        .and_then(|p| p.as_str())
+                        .map(str::to_string)
+                });
+                let listed = config
+                    .get("endpoints")
+                    .and_then(|e| e.as_array())
+                    .is_some_and(|list| {
+                        list.iter().any(|e| e.as_str() == Some(LOAD_VIEW_ENDPOINT))
+                    });
+                Ok(Settings {
+                    prefix,
+                    views: self.views_declared || listed,
+                })
+            })
             .await
-            .map_err(|e| self.unreachable(e))?;
-        let status = response.status().as_u16();
-        let text = response.text().await.map_err(|e| self.unreachable(e))?;
-        if status != 200 {
-            return Err(self.explain(Error::new(
-                ErrorKind::Unexpected,
-                format!("status: {status}, json: {text}"),
-            )));
+    }
+
+    /// Sends a request of SQE's own and reads the answer, up to [`MAX_ANSWER_BYTES`].
+    async fn call(
+        &self,
+        committer: &Committer,
+        method: reqwest::Method,
+        url: reqwest::Url,
+        body: Option<&serde_json::Value>,
+    ) -> Result<(u16, String)> {
+        let mut request = self.request(committer, method, url);
+        if let Some(body) = body {
+            request = request.json(body);
         }
-        let config: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        Ok(config
-            .pointer("/overrides/prefix")
-            .and_then(|p| p.as_str())
-            .map(str::to_string))
+        let mut response = request.send().await.map_err(|e| self.unreachable(e))?;
+        let status = response.status().as_u16();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.unreachable(e))? {
+            if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(self.answered(format!(
+                    "more than {} MiB to one request",
+                    MAX_ANSWER_BYTES >> 20
+                )));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// The catalog's refusal of a request SQE sent itself.
+    fn refused(&self, status: u16, text: &str) -> Error {
+        self.explain(Error::new(
+            ErrorKind::Unexpected,
+            format!("status: {status}, json: {text}"),
+        ))
+    }
+
+    /// An answer SQE cannot use: the catalog's fault, said with what was wrong.
+    fn answered(&self, what: String) -> Error {
+        let message = format!("catalog '{}' ({}) answered {what}", self.name, self.uri);
+        Error::new(ErrorKind::Unexpected, message.clone()).with_source(CatalogRefusal {
+            code: ErrorCode::External,
+            message,
+        })
+    }
+
+    /// The client's committer, when the catalog serves views.
+    async fn views(&self) -> Result<Option<&Committer>> {
+        let Some(committer) = &self.committer else {
+            return Ok(None);
+        };
+        Ok(self.settings(committer).await?.views.then_some(committer))
+    }
+
+    /// `…/namespaces/{namespace}/views[/{name}]`.
+    async fn view_url(
+        &self,
+        committer: &Committer,
+        namespace: &NamespaceIdent,
+        name: Option<&str>,
+    ) -> Result<reqwest::Url> {
+        let prefix = self.settings(committer).await?.prefix.clone();
+        let namespace = namespace.join("\u{1f}");
+        let mut segments = vec!["v1"];
+        segments.extend(prefix.as_deref());
+        segments.extend(["namespaces", &namespace, "views"]);
+        segments.extend(name);
+        self.url(&segments)
+    }
+
+    /// The view's metadata, if the catalog has a view of that name.
+    async fn fetch_view(&self, ident: &TableIdent) -> Result<Option<ViewMetadata>> {
+        let Some(committer) = self.views().await? else {
+            return Ok(None);
+        };
+        let url = self
+            .view_url(committer, &ident.namespace, Some(&ident.name))
+            .await?;
+        let (status, text) = self
+            .call(committer, reqwest::Method::GET, url, None)
+            .await?;
+        match status {
+            200 => {}
+            404 => return Ok(None),
+            _ => return Err(self.refused(status, &text)),
+        }
+        let answer: serde_json::Value = serde_json::from_str(&text).map_err(|_| {
+            self.answered("with something that is not an Iceberg REST response".to_string())
+        })?;
+        let metadata = answer.get("metadata").cloned().unwrap_or_default();
+        serde_json::from_value(metadata).map(Some).map_err(|e| {
+            self.answered(format!(
+                "view metadata for '{ident}' that cannot be read: {e}"
+            ))
+        })
     }
 
     /// The catalog's own words for a failed request: its HTTP status and the message of its
@@ -651,7 +789,7 @@ impl SqeCatalog for RestClient {
                 ),
             ));
         };
-        let prefix = self.prefix(committer).await?;
+        let prefix = self.settings(committer).await?.prefix.clone();
         let namespace = ident.namespace.join("\u{1f}");
         let mut segments = vec!["v1"];
         segments.extend(prefix.as_deref());
@@ -686,6 +824,149 @@ impl SqeCatalog for RestClient {
             }
         }
         self.load_table(ident).await
+    }
+
+    /// Asked of the catalog (its `/v1/config`) on first use; a catalog reached with
+    /// `client_credentials` keeps none for SQE (see [`Committer`]).
+    fn supports_views(&self) -> bool {
+        self.committer.is_some()
+    }
+
+    async fn load_view(&self, ident: &TableIdent) -> Result<Option<ViewDefinition>> {
+        match self.fetch_view(ident).await? {
+            Some(metadata) => view::definition(&metadata).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn view_exists(&self, ident: &TableIdent) -> Result<bool> {
+        Ok(self.fetch_view(ident).await?.is_some())
+    }
+
+    async fn view_names(&self, namespace: &str) -> Result<Vec<String>> {
+        let Some(committer) = self.views().await? else {
+            return Ok(Vec::new());
+        };
+        let ns = NamespaceIdent::new(namespace.to_string());
+        let mut names = Vec::new();
+        // An empty token asks a catalog that pages for its first page.
+        let mut page = String::new();
+        for pages in 1.. {
+            if pages > MAX_LIST_PAGES {
+                return Err(self.answered(format!(
+                    "more than {MAX_LIST_PAGES} pages listing the views of schema '{namespace}'"
+                )));
+            }
+            let mut url = self.view_url(committer, &ns, None).await?;
+            url.query_pairs_mut().append_pair("pageToken", &page);
+            let (status, text) = self
+                .call(committer, reqwest::Method::GET, url, None)
+                .await?;
+            if status != 200 {
+                return Err(self.refused(status, &text));
+            }
+            let answer: serde_json::Value = serde_json::from_str(&text).map_err(|_| {
+                self.answered("with something that is not an Iceberg REST response".to_string())
+            })?;
+            let listed = answer.get("identifiers").and_then(|i| i.as_array());
+            for id in listed.into_iter().flatten() {
+                if let Some(name) = id.get("name").and_then(|n| n.as_str()) {
+                    names.push(name.to_string());
+                }
+            }
+            if names.len() > MAX_LISTED_VIEWS {
+                return Err(self.answered(format!(
+                    "more than {MAX_LISTED_VIEWS} views in schema '{namespace}'"
+                )));
+            }
+            match answer.get("next-page-token").and_then(|t| t.as_str()) {
+                Some(token) if !token.is_empty() => page = token.to_string(),
+                _ => break,
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    async fn create_view(
+        &self,
+        ident: &TableIdent,
+        change: ViewChange,
+        replace: bool,
+    ) -> Result<()> {
+        let Some(committer) = self.views().await? else {
+            return Err(Error::new(
+                ErrorKind::FeatureUnsupported,
+                format!(
+                    "cannot create view '{ident}': catalog '{}' does not serve Iceberg's view endpoints (its /v1/config lists none; a mount property {VIEW_ENDPOINTS_SUPPORTED} = \"true\" says it does)",
+                    self.name
+                ),
+            ));
+        };
+        if self.table_exists(ident).await? {
+            return Err(Error::new(
+                ErrorKind::TableAlreadyExists,
+                format!("'{ident}' already exists"),
+            ));
+        }
+        let (url, body) = match self.fetch_view(ident).await? {
+            Some(_) if !replace => {
+                return Err(Error::new(
+                    ErrorKind::TableAlreadyExists,
+                    format!("view '{ident}' already exists"),
+                ));
+            }
+            Some(previous) => (
+                self.view_url(committer, &ident.namespace, Some(&ident.name))
+                    .await?,
+                view::replace_request(&ident.namespace, &ident.name, &previous, &change)?,
+            ),
+            None => (
+                self.view_url(committer, &ident.namespace, None).await?,
+                view::create_request(&ident.name, &change)?,
+            ),
+        };
+        let replacing = body.get("updates").is_some();
+        let (status, text) = self
+            .call(committer, reqwest::Method::POST, url, Some(&body))
+            .await?;
+        match status {
+            200 => Ok(()),
+            409 if replacing => Err(Error::new(
+                ErrorKind::CatalogCommitConflicts,
+                format!("view '{ident}' was changed meanwhile; try again"),
+            )
+            .with_retryable(true)),
+            409 => Err(Error::new(
+                ErrorKind::TableAlreadyExists,
+                format!("'{ident}' already exists"),
+            )),
+            _ => Err(self.refused(status, &text)),
+        }
+    }
+
+    async fn drop_view(&self, ident: &TableIdent) -> Result<()> {
+        let missing = || {
+            Error::new(
+                ErrorKind::TableNotFound,
+                format!("view '{ident}' does not exist"),
+            )
+        };
+        let Some(committer) = self.views().await? else {
+            return Err(missing());
+        };
+        let url = self
+            .view_url(committer, &ident.namespace, Some(&ident.name))
+            .await?;
+        let (status, text) = self
+            .call(committer, reqwest::Method::DELETE, url, None)
+            .await?;
+        match status {
+            200 | 204 => Ok(()),
+            404 => Err(missing()),
+            _ => Err(self.refused(status, &text)),
+        }
     }
 }
 

@@ -140,6 +140,57 @@ fn namespace_text(ns: &NamespaceIdent) -> String {
     ns.join(".")
 }
 
+/// A REST catalog's `CreateViewRequest` for a new view named `name` (the catalog chooses where
+/// its metadata goes and assigns the schema's id).
+pub fn create_request(name: &str, change: &ViewChange) -> Result<serde_json::Value> {
+    let mut schema = serde_json::to_value(&change.schema).map_err(invalid)?;
+    schema["schema-id"] = json!(0);
+    Ok(json!({
+        "name": name,
+        "schema": schema,
+        "view-version": version_json(change, 1, 0),
+        "properties": properties(change),
+    }))
+}
+
+/// A REST catalog's `CommitViewRequest` that makes `change` the current version of `previous`
+/// (CREATE OR REPLACE VIEW), if the view is still the one `previous` describes.
+pub fn replace_request(
+    namespace: &NamespaceIdent,
+    name: &str,
+    previous: &ViewMetadata,
+    change: &ViewChange,
+) -> Result<serde_json::Value> {
+    let next_version = previous
+        .versions()
+        .map(|v| v.version_id())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let next_schema = previous
+        .schemas_iter()
+        .map(|s| s.schema_id())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let mut schema = serde_json::to_value(&change.schema).map_err(invalid)?;
+    schema["schema-id"] = json!(next_schema);
+    let mut updates = vec![
+        json!({ "action": "add-schema", "schema": schema }),
+        json!({ "action": "add-view-version", "view-version": version_json(change, next_version, -1) }),
+        json!({ "action": "set-current-view-version", "view-version-id": -1 }),
+        json!({ "action": "set-properties", "updates": properties(change) }),
+    ];
+    if change.comment.is_none() && previous.properties().contains_key("comment") {
+        updates.push(json!({ "action": "remove-properties", "removals": ["comment"] }));
+    }
+    Ok(json!({
+        "identifier": { "namespace": namespace.as_ref(), "name": name },
+        "requirements": [{ "type": "assert-view-uuid", "uuid": previous.uuid().to_string() }],
+        "updates": updates,
+    }))
+}
+
 /// Where the next metadata file of a view at `location` goes.
 pub fn metadata_path(location: &str, version: usize) -> String {
     format!(
@@ -214,5 +265,58 @@ mod tests {
             definition(&back).map(|d| d.sql).ok().as_deref(),
             Some("SELECT 2 AS a")
         );
+    }
+
+    #[test]
+    fn rest_requests_carry_the_spec_s_shapes() {
+        let create = create_request("v", &change("SELECT 1 AS a", Some("first")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(create["name"], "v");
+        assert_eq!(create["schema"]["schema-id"], 0);
+        assert_eq!(create["view-version"]["version-id"], 1);
+        assert_eq!(
+            create["view-version"]["default-namespace"],
+            json!(["sales"])
+        );
+        assert_eq!(
+            create["view-version"]["representations"],
+            json!([{ "type": "sql", "sql": "SELECT 1 AS a", "dialect": "trino" }])
+        );
+        assert_eq!(
+            create["properties"],
+            json!({ "owner": "alice", "comment": "first" })
+        );
+
+        let first = new_metadata("/w/sales/v", &change("SELECT 1 AS a", Some("first")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ns = NamespaceIdent::new("sales".into());
+        let replace = replace_request(&ns, "v", &first, &change("SELECT 2 AS a", None))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            replace["requirements"],
+            json!([{ "type": "assert-view-uuid", "uuid": first.uuid().to_string() }])
+        );
+        let actions: Vec<&str> = replace["updates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|u| u["action"].as_str())
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "add-schema",
+                "add-view-version",
+                "set-current-view-version",
+                "set-properties",
+                "remove-properties"
+            ]
+        );
+        let updates = &replace["updates"];
+        assert_eq!(updates[0]["schema"]["schema-id"], 1);
+        assert_eq!(updates[1]["view-version"]["version-id"], 2);
+        assert_eq!(updates[1]["view-version"]["schema-id"], -1);
+        assert_eq!(updates[2]["view-version-id"], -1);
+        assert_eq!(updates[4]["removals"], json!(["comment"]));
     }
 }
