@@ -254,6 +254,29 @@ def test_views_live_in_the_catalog_through_its_view_endpoints(sqe, idp, rest_cat
     assert {"orders", "big_orders", "all_orders", "one_order"} <= set(tables), tables
     described = trino_sql(sqe, idp, "alice", "DESCRIBE lake.bronze.big_orders")
     assert [row[:2] for row in described] == [["id", "bigint"], ["amount", "bigint"]]
+    # lakana refuses alice a listing of all namespaces; the metadata tables list the one she names.
+    listed = trino_sql(
+        sqe, idp, "alice",
+        "SELECT table_name, view_definition FROM lake.information_schema.views "
+        "WHERE table_schema = 'bronze' ORDER BY table_name",
+    )
+    assert listed == [["all_orders", "SELECT id FROM orders"], ["big_orders", body], ["one_order", "SELECT id FROM orders"]]
+    kinds = trino_sql(
+        sqe, idp, "alice",
+        "SELECT table_name, table_type FROM lake.information_schema.tables WHERE table_schema = 'bronze' "
+        "AND table_name IN ('orders', 'big_orders') ORDER BY table_name",
+    )
+    assert kinds == [["big_orders", "VIEW"], ["orders", "BASE TABLE"]]
+    columns_mark = records.mark()
+    columns = trino_sql(
+        sqe, idp, "alice",
+        "SELECT column_name, data_type FROM lake.information_schema.columns "
+        "WHERE table_schema = 'bronze' AND table_name = 'orders' ORDER BY ordinal_position",
+    )
+    assert columns == [["id", "bigint"], ["amount", "bigint"]]
+    # Only the table asked about was read.
+    loaded = {r.path for r in records.since(columns_mark) if "/tables/" in r.path or "/views/" in r.path}
+    assert loaded <= {"/v1/dev/namespaces/bronze/tables/orders", "/v1/dev/namespaces/bronze/views/orders"}, loaded
     (created,) = trino_sql(sqe, idp, "alice", "SHOW CREATE VIEW lake.bronze.big_orders")[0]
     assert created == f"CREATE VIEW lake.bronze.big_orders COMMENT 'over 15' SECURITY INVOKER AS\n{body}"
 

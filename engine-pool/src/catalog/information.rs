@@ -2,7 +2,11 @@
 //! `information_schema` in every catalog (only that catalog's objects, Trino type names), and
 //! `system.jdbc.*` / `system.metadata.*` across all catalogs.
 //!
-//! Everything is listed when a table is looked up, so what another process created is seen.
+//! Everything is listed when a table is scanned, so what another process created is seen. The
+//! listings of tables, views and columns go only through the schemas and tables a statement names
+//! in its filters (`table_schema = 'x'`, `table_name IN (…)`, and `table_cat` in `system.jdbc`):
+//! a driver asking for one table's columns reads that table alone, and a user of a catalog that
+//! refuses them a listing of all its namespaces still sees the tables of the one they name.
 //! A table whose metadata cannot be read is left out of listings rather than failing them.
 
 use std::sync::{Arc, Weak};
@@ -11,8 +15,11 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider, TableProvider};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
+use futures::future::BoxFuture;
 use iceberg::TableIdent;
 use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
 
@@ -119,10 +126,143 @@ enum Detail {
     Columns,
 }
 
-async fn list_tables(catalogs: &[Named], detail: Detail) -> Vec<TableInfo> {
+/// The catalogs, schemas and tables a statement's filters narrow a listing to (`None`: all).
+#[derive(Debug, Clone, Default)]
+struct Scope {
+    catalogs: Option<Vec<String>>,
+    schemas: Option<Vec<String>>,
+    tables: Option<Vec<String>>,
+}
+
+impl Scope {
+    /// From filters over a listing whose catalog, schema and table columns are `keys`.
+    fn of(filters: &[Expr], keys: [&str; 3]) -> Self {
+        let [catalog, schema, table] = keys.map(|k| named(filters, k));
+        Self {
+            catalogs: catalog,
+            schemas: schema,
+            tables: table,
+        }
+    }
+
+    fn wants(list: &Option<Vec<String>>, name: &str) -> bool {
+        list.as_ref().is_none_or(|l| l.iter().any(|n| n == name))
+    }
+}
+
+/// Past this many names in an `IN` list a listing goes through everything instead: each name
+/// costs a request to a remote catalog.
+const MAX_SCOPED_NAMES: usize = 64;
+
+/// The names a filter conjunct `column = 'x'` or `column IN ('x', …)` allows, if there is one.
+fn named(filters: &[Expr], column: &str) -> Option<Vec<String>> {
+    let is_column = |e: &Expr| matches!(e, Expr::Column(c) if c.name == column);
+    let text = |e: &Expr| match e {
+        Expr::Literal(v, _) => literal_text(v),
+        Expr::Cast(c) => match c.expr.as_ref() {
+            Expr::Literal(v, _) => literal_text(v),
+            _ => None,
+        },
+        _ => None,
+    };
+    filters.iter().find_map(|f| match f {
+        Expr::BinaryExpr(b) if b.op == Operator::Eq => {
+            if is_column(&b.left) {
+                text(&b.right).map(|v| vec![v])
+            } else if is_column(&b.right) {
+                text(&b.left).map(|v| vec![v])
+            } else {
+                None
+            }
+        }
+        Expr::InList(l) if !l.negated && l.list.len() <= MAX_SCOPED_NAMES && is_column(&l.expr) => {
+            l.list.iter().map(text).collect()
+        }
+        _ => None,
+    })
+}
+
+fn literal_text(v: &ScalarValue) -> Option<String> {
+    v.try_as_str().flatten().map(str::to_string)
+}
+
+/// How a [`Deferred`] table lists its rows for a scope.
+type Lister =
+    Box<dyn Fn(Scope) -> BoxFuture<'static, DFResult<Arc<dyn TableProvider>>> + Send + Sync>;
+
+/// A metadata table listed when it is scanned, through the [`Scope`] of the scan's filters.
+struct Deferred {
+    columns: Columns,
+    /// Its catalog, schema and table columns.
+    keys: [&'static str; 3],
+    list: Lister,
+}
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deferred")
+            .field("keys", &self.keys)
+            .finish()
+    }
+}
+
+impl Deferred {
+    fn table<F>(columns: Columns, keys: [&'static str; 3], list: F) -> Arc<dyn TableProvider>
+    where
+        F: Fn(Scope) -> BoxFuture<'static, DFResult<Arc<dyn TableProvider>>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Arc::new(Self {
+            columns,
+            keys,
+            list: Box::new(list),
+        })
+    }
+}
+
+#[async_trait]
+impl TableProvider for Deferred {
+    fn schema(&self) -> SchemaRef {
+        schema_of_columns(self.columns)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    /// Every filter comes to the scan to narrow the listing, and is applied again above it.
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DFResult<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        let listed = (self.list)(Scope::of(filters, self.keys)).await?;
+        listed.scan(state, projection, filters, limit).await
+    }
+}
+
+async fn list_tables(catalogs: &[Named], detail: Detail, scope: &Scope) -> Vec<TableInfo> {
     let mut out = Vec::new();
     for catalog in catalogs {
-        for schema_name in schema_names(catalog).await {
+        if !Scope::wants(&scope.catalogs, &catalog.0) {
+            continue;
+        }
+        let schemas = match &scope.schemas {
+            Some(only) => only.clone(),
+            None => schema_names(catalog).await,
+        };
+        for schema_name in schemas {
             let Some(schema) = schema_of(catalog, &schema_name) else {
                 continue;
             };
@@ -140,6 +280,7 @@ async fn list_tables(catalogs: &[Named], detail: Detail) -> Vec<TableInfo> {
                     .map(|t| (t, false))
                     .collect(),
             };
+            names.retain(|(name, _)| Scope::wants(&scope.tables, name));
             names.sort();
             for (name, view) in names {
                 let mut info = TableInfo {
@@ -162,8 +303,8 @@ async fn list_tables(catalogs: &[Named], detail: Detail) -> Vec<TableInfo> {
 }
 
 /// The views of `catalogs`, with their SQL.
-async fn list_views(catalogs: &[Named]) -> Vec<TableInfo> {
-    let mut views = list_tables(catalogs, Detail::Names).await;
+async fn list_views(catalogs: &[Named], scope: &Scope) -> Vec<TableInfo> {
+    let mut views = list_tables(catalogs, Detail::Names, scope).await;
     views.retain(|t| t.view);
     let mut out = Vec::with_capacity(views.len());
     for mut info in views {
@@ -345,17 +486,21 @@ fn column_rows_table(
     listed_table(columns, rows, Some(field_ids))
 }
 
+fn schema_of_columns(columns: Columns) -> SchemaRef {
+    Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(name, ty)| Field::new(*name, ty.clone(), true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
 fn listed_table(
     columns: Columns,
     rows: Vec<Vec<Cell>>,
     field_ids: Option<Vec<Option<i32>>>,
 ) -> DFResult<Arc<dyn TableProvider>> {
-    let schema: SchemaRef = Arc::new(Schema::new(
-        columns
-            .iter()
-            .map(|(name, ty)| Field::new(*name, ty.clone(), true))
-            .collect::<Vec<_>>(),
-    ));
+    let schema = schema_of_columns(columns);
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for (i, (_, ty)) in columns.iter().enumerate() {
         let cells = rows.iter().map(|r| &r[i]);
@@ -630,7 +775,6 @@ impl SchemaProvider for InformationSchema {
     }
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        let catalogs = std::slice::from_ref(&self.catalog);
         let table = match name {
             "schemata" => rows_table(
                 SCHEMATA,
@@ -640,48 +784,26 @@ impl SchemaProvider for InformationSchema {
                     .map(|s| vec![text(&self.catalog.0), text(s)])
                     .collect(),
             )?,
-            "tables" => rows_table(
-                TABLES,
-                list_tables(catalogs, Detail::Names)
-                    .await
-                    .into_iter()
-                    .map(|t| {
-                        let kind = if t.view { "VIEW" } else { "BASE TABLE" };
-                        vec![text(t.catalog), text(t.schema), text(t.name), text(kind)]
-                    })
-                    .collect(),
-            )?,
-            "views" => rows_table(
-                VIEWS,
-                list_views(catalogs)
-                    .await
-                    .into_iter()
-                    .map(|t| {
-                        let sql = Cell::Text(t.definition);
-                        vec![text(t.catalog), text(t.schema), text(t.name), sql]
-                    })
-                    .collect(),
-            )?,
+            "tables" => {
+                let catalog = self.catalog.clone();
+                Deferred::table(TABLES, INFORMATION_KEYS, move |scope| {
+                    let catalogs = vec![catalog.clone()];
+                    Box::pin(async move { information_tables(&catalogs, &scope).await })
+                })
+            }
+            "views" => {
+                let catalog = self.catalog.clone();
+                Deferred::table(VIEWS, INFORMATION_KEYS, move |scope| {
+                    let catalogs = vec![catalog.clone()];
+                    Box::pin(async move { information_views(&catalogs, &scope).await })
+                })
+            }
             "columns" => {
-                let (mut rows, mut ids) = (Vec::new(), Vec::new());
-                for t in list_tables(catalogs, Detail::Columns).await {
-                    for (i, c) in t.columns.into_iter().enumerate() {
-                        ids.push(c.field_id);
-                        rows.push(vec![
-                            text(&t.catalog),
-                            text(&t.schema),
-                            text(&t.name),
-                            text(c.name),
-                            Cell::Int(Some(i as i64 + 1)),
-                            NULL_TEXT,
-                            text(if c.nullable { "YES" } else { "NO" }),
-                            text(c.type_name),
-                            Cell::Text(c.comment),
-                            NULL_TEXT,
-                        ]);
-                    }
-                }
-                column_rows_table(COLUMNS, rows, ids)?
+                let catalog = self.catalog.clone();
+                Deferred::table(COLUMNS, INFORMATION_KEYS, move |scope| {
+                    let catalogs = vec![catalog.clone()];
+                    Box::pin(async move { information_columns(&catalogs, &scope).await })
+                })
             }
             _ => return Ok(None),
         };
@@ -691,6 +813,64 @@ impl SchemaProvider for InformationSchema {
     fn table_exist(&self, name: &str) -> bool {
         columns_of(INFORMATION, name).is_some()
     }
+}
+
+/// The catalog, schema and table columns of `information_schema`'s listings.
+const INFORMATION_KEYS: [&str; 3] = ["table_catalog", "table_schema", "table_name"];
+/// The same in `system.jdbc`.
+const JDBC_KEYS: [&str; 3] = ["table_cat", "table_schem", "table_name"];
+
+async fn information_tables(catalogs: &[Named], scope: &Scope) -> DFResult<Arc<dyn TableProvider>> {
+    rows_table(
+        TABLES,
+        list_tables(catalogs, Detail::Names, scope)
+            .await
+            .into_iter()
+            .map(|t| {
+                let kind = if t.view { "VIEW" } else { "BASE TABLE" };
+                vec![text(t.catalog), text(t.schema), text(t.name), text(kind)]
+            })
+            .collect(),
+    )
+}
+
+async fn information_views(catalogs: &[Named], scope: &Scope) -> DFResult<Arc<dyn TableProvider>> {
+    rows_table(
+        VIEWS,
+        list_views(catalogs, scope)
+            .await
+            .into_iter()
+            .map(|t| {
+                let sql = Cell::Text(t.definition);
+                vec![text(t.catalog), text(t.schema), text(t.name), sql]
+            })
+            .collect(),
+    )
+}
+
+async fn information_columns(
+    catalogs: &[Named],
+    scope: &Scope,
+) -> DFResult<Arc<dyn TableProvider>> {
+    let (mut rows, mut ids) = (Vec::new(), Vec::new());
+    for t in list_tables(catalogs, Detail::Columns, scope).await {
+        for (i, c) in t.columns.into_iter().enumerate() {
+            ids.push(c.field_id);
+            rows.push(vec![
+                text(&t.catalog),
+                text(&t.schema),
+                text(&t.name),
+                text(c.name),
+                Cell::Int(Some(i as i64 + 1)),
+                NULL_TEXT,
+                text(if c.nullable { "YES" } else { "NO" }),
+                text(c.type_name),
+                Cell::Text(c.comment),
+                NULL_TEXT,
+            ]);
+        }
+    }
+    column_rows_table(COLUMNS, rows, ids)
 }
 
 /// The engine's catalogs, for the cross-catalog tables in `system`. Weak: the list holds `system`.
@@ -753,21 +933,14 @@ impl SchemaProvider for JdbcSchema {
                 JDBC_TABLE_TYPES,
                 vec![vec![text("TABLE")], vec![text("VIEW")]],
             )?,
-            "tables" => rows_table(
-                JDBC_TABLES_COLUMNS,
-                list_tables(&catalogs, Detail::Names)
-                    .await
-                    .into_iter()
-                    .map(|t| {
-                        let kind = if t.view { "VIEW" } else { "TABLE" };
-                        let mut row = vec![text(t.catalog), text(t.schema), text(t.name)];
-                        row.push(text(kind));
-                        row.extend(std::iter::repeat_with(|| NULL_TEXT).take(6));
-                        row
-                    })
-                    .collect(),
-            )?,
-            "columns" => jdbc_columns(&catalogs).await?,
+            "tables" => Deferred::table(JDBC_TABLES_COLUMNS, JDBC_KEYS, move |scope| {
+                let catalogs = catalogs.clone();
+                Box::pin(async move { jdbc_tables(&catalogs, &scope).await })
+            }),
+            "columns" => Deferred::table(JDBC_COLUMNS, JDBC_KEYS, move |scope| {
+                let catalogs = catalogs.clone();
+                Box::pin(async move { jdbc_columns(&catalogs, &scope).await })
+            }),
             "types" => jdbc_types()?,
             _ => return Ok(None),
         };
@@ -779,9 +952,26 @@ impl SchemaProvider for JdbcSchema {
     }
 }
 
-async fn jdbc_columns(catalogs: &[Named]) -> DFResult<Arc<dyn TableProvider>> {
+async fn jdbc_tables(catalogs: &[Named], scope: &Scope) -> DFResult<Arc<dyn TableProvider>> {
+    rows_table(
+        JDBC_TABLES_COLUMNS,
+        list_tables(catalogs, Detail::Names, scope)
+            .await
+            .into_iter()
+            .map(|t| {
+                let kind = if t.view { "VIEW" } else { "TABLE" };
+                let mut row = vec![text(t.catalog), text(t.schema), text(t.name)];
+                row.push(text(kind));
+                row.extend(std::iter::repeat_with(|| NULL_TEXT).take(6));
+                row
+            })
+            .collect(),
+    )
+}
+
+async fn jdbc_columns(catalogs: &[Named], scope: &Scope) -> DFResult<Arc<dyn TableProvider>> {
     let (mut rows, mut ids) = (Vec::new(), Vec::new());
-    for t in list_tables(catalogs, Detail::Columns).await {
+    for t in list_tables(catalogs, Detail::Columns, scope).await {
         for (i, c) in t.columns.into_iter().enumerate() {
             ids.push(c.field_id);
             let (size, digits) = precision_of(&c.type_name);
@@ -913,7 +1103,7 @@ impl SchemaProvider for MetadataSchema {
             )?,
             "table_comments" => rows_table(
                 TABLE_COMMENTS,
-                list_tables(&catalogs, Detail::Columns)
+                list_tables(&catalogs, Detail::Columns, &Scope::default())
                     .await
                     .into_iter()
                     .map(|t| {
