@@ -762,7 +762,10 @@ impl Engine {
         statement: Statement,
         tables: QueryTables,
     ) -> SqeResult<(SessionState, LogicalPlan)> {
-        let (state, plan) = self.plan_statement(session, statement, tables, &[]).await?;
+        let chain = crate::views::ViewChain::default();
+        let (state, plan) = self
+            .plan_statement(session, statement, tables, &chain)
+            .await?;
         if matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
             // A plan shows a filter's condition and (analyzed) the rows before it.
             crate::row_filters::refuse_describing_filtered(&plan, "EXPLAIN")?;
@@ -789,7 +792,7 @@ impl Engine {
         session: &Session,
         statement: Statement,
         tables: QueryTables,
-        chain: &[String],
+        chain: &crate::views::ViewChain,
     ) -> SqeResult<(SessionState, LogicalPlan)> {
         let statement = DFStatement::Statement(Box::new(statement));
         let mut state = self.state_for(session, tables.clone())?;

@@ -38,6 +38,30 @@ use crate::prepass::{Prepared, prepare};
 /// How deep views may read views.
 const MAX_VIEW_DEPTH: usize = 32;
 
+/// How many views one statement may expand, over all its levels: a view read twice by each view
+/// it is read by would otherwise double the work at every level.
+const MAX_VIEWS_PER_STATEMENT: usize = 500;
+
+/// The views being planned around a statement, outermost first, and how many its outermost
+/// statement has expanded so far.
+#[derive(Debug, Default)]
+pub(crate) struct ViewChain {
+    names: Vec<String>,
+    expanded: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ViewChain {
+    /// The chain inside the view `full`.
+    fn inside(&self, full: &str) -> Self {
+        let mut names = self.names.clone();
+        names.push(full.to_string());
+        Self {
+            names,
+            expanded: Arc::clone(&self.expanded),
+        }
+    }
+}
+
 /// A view a statement reads, planned: `(catalog, schema, view)`, and the view.
 pub(crate) type PlannedView = (String, String, String, Arc<dyn TableProvider>);
 
@@ -95,7 +119,7 @@ impl Engine {
         // Planned now as every reader will plan it: this checks it, and gives its columns.
         let as_view = in_view(session, &catalog_name, &schema_name);
         let (state, plan) = self
-            .plan_view_sql(&as_view, &sql, std::slice::from_ref(&full))
+            .plan_view_sql(&as_view, &sql, &ViewChain::default().inside(&full))
             .await?;
         let plan = state
             .analyzer()
@@ -142,7 +166,7 @@ impl Engine {
             owner: session.principal.name.clone(),
         };
         catalog
-            .create_view(&ident, change, cv.or_replace)
+            .create_view(&ident, change, replaces)
             .await
             .map_err(from_iceberg)?;
         // A replaced view keeps its owner and privileges.
@@ -239,7 +263,7 @@ impl Engine {
         session: &Session,
         state: &SessionState,
         statement: &DFStatement,
-        chain: &[String],
+        chain: &ViewChain,
     ) -> SqeResult<Vec<PlannedView>> {
         let references = state
             .resolve_table_references(statement)
@@ -271,21 +295,28 @@ impl Engine {
                 continue;
             };
             let full = qualified(&c, &ident);
-            if let Some(at) = chain.iter().position(|v| *v == full) {
-                let mut cycle = chain[at..].to_vec();
+            if let Some(at) = chain.names.iter().position(|v| *v == full) {
+                let mut cycle = chain.names[at..].to_vec();
                 cycle.push(full.clone());
                 return Err(SqeError::invalid(format!(
                     "view '{full}' refers to itself: {}",
                     cycle.join(" → ")
                 )));
             }
-            if chain.len() >= MAX_VIEW_DEPTH {
+            if chain.names.len() >= MAX_VIEW_DEPTH {
                 return Err(SqeError::invalid(format!(
                     "view '{full}' is nested more than {MAX_VIEW_DEPTH} views deep"
                 )));
             }
-            let mut inner = chain.to_vec();
-            inner.push(full.clone());
+            let expanded = chain
+                .expanded
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if expanded >= MAX_VIEWS_PER_STATEMENT {
+                return Err(SqeError::invalid(format!(
+                    "the statement reads more than {MAX_VIEWS_PER_STATEMENT} views, counting each time a view reads another"
+                )));
+            }
+            let inner = chain.inside(&full);
             let home = view.default_catalog.clone().unwrap_or_else(|| c.clone());
             let as_view = in_view(session, &home, &view.default_schema);
             let (_, plan) = Box::pin(self.plan_view_sql(&as_view, &view.sql, &inner))
@@ -311,7 +342,7 @@ impl Engine {
         &self,
         session: &Session,
         sql: &str,
-        chain: &[String],
+        chain: &ViewChain,
     ) -> SqeResult<(SessionState, LogicalPlan)> {
         let prepared = prepare(sql)?;
         let mut statements =

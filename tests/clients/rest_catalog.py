@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import jwt
 import pytest
@@ -445,7 +445,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 raise BadRequest(400, "BadRequestException", "the body is not JSON")
             if name is None:
                 taken = isinstance(request, dict) and isinstance(request.get("name"), str) and self._forward(
-                    user, "GET", f"{ns_path}/tables/{request['name']}"
+                    user, "GET", f"{ns_path}/tables/{quote(request['name'], safe='')}"
                 )[0] == 200
                 if taken:
                     raise BadRequest(409, "AlreadyExistsException", f"Table already exists: {request['name']}")

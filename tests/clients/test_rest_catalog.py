@@ -263,10 +263,12 @@ def test_views_live_in_the_catalog_through_its_view_endpoints(sqe, idp, rest_cat
     assert listed == [["all_orders", "SELECT id FROM orders"], ["big_orders", body], ["one_order", "SELECT id FROM orders"]]
     kinds = trino_sql(
         sqe, idp, "alice",
-        "SELECT table_name, table_type FROM lake.information_schema.tables WHERE table_schema = 'bronze' "
+        "SELECT table_name, table_type FROM lake.information_schema.tables WHERE table_schema IN ('bronze', 'gold') "
         "AND table_name IN ('orders', 'big_orders') ORDER BY table_name",
     )
     assert kinds == [["big_orders", "VIEW"], ["orders", "BASE TABLE"]]
+    # A schema is listed as the catalog spells it, never as the query does.
+    assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.information_schema.tables WHERE table_schema = 'BRONZE'") == [[0]]
     columns_mark = records.mark()
     columns = trino_sql(
         sqe, idp, "alice",
@@ -354,6 +356,7 @@ def test_bob_can_neither_read_nor_make_views_where_the_catalog_refuses_him(sqe, 
         assert "42" not in refused.value.message
     assert users(records.since(mark)) == {"bob"}
     assert rest_catalog.proxy.views.names("dev", ("silver",)) == []
+    assert "bobs" not in rest_catalog.proxy.views.names("dev", ("bronze",))
     assert trino_sql(sqe, idp, "alice", "SELECT * FROM lake.bronze.secret_view") == [[42]]
     trino_sql(sqe, idp, "alice", "DROP VIEW lake.bronze.secret_view")
 

@@ -20,8 +20,8 @@ use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
 use futures::future::BoxFuture;
-use iceberg::TableIdent;
 use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
+use iceberg::{NamespaceIdent, TableIdent};
 
 use super::provider::{IcebergCatalogProvider, load_table_opt};
 use crate::types::trino_type_name;
@@ -154,8 +154,16 @@ impl Scope {
 /// costs a request to a remote catalog.
 const MAX_SCOPED_NAMES: usize = 64;
 
-/// The names a filter conjunct `column = 'x'` or `column IN ('x', …)` allows, if there is one.
+/// The names a filter conjunct allows `column` to hold, if it allows only some: `column = 'x'`,
+/// `column IN ('x', …)`, or an OR of those; sorted, each once.
 fn named(filters: &[Expr], column: &str) -> Option<Vec<String>> {
+    let mut names = filters.iter().find_map(|f| names_in(f, column))?;
+    names.sort();
+    names.dedup();
+    (names.len() <= MAX_SCOPED_NAMES).then_some(names)
+}
+
+fn names_in(e: &Expr, column: &str) -> Option<Vec<String>> {
     let is_column = |e: &Expr| matches!(e, Expr::Column(c) if c.name == column);
     let text = |e: &Expr| match e {
         Expr::Literal(v, _) => literal_text(v),
@@ -165,7 +173,7 @@ fn named(filters: &[Expr], column: &str) -> Option<Vec<String>> {
         },
         _ => None,
     };
-    filters.iter().find_map(|f| match f {
+    match e {
         Expr::BinaryExpr(b) if b.op == Operator::Eq => {
             if is_column(&b.left) {
                 text(&b.right).map(|v| vec![v])
@@ -175,11 +183,14 @@ fn named(filters: &[Expr], column: &str) -> Option<Vec<String>> {
                 None
             }
         }
-        Expr::InList(l) if !l.negated && l.list.len() <= MAX_SCOPED_NAMES && is_column(&l.expr) => {
-            l.list.iter().map(text).collect()
+        Expr::BinaryExpr(b) if b.op == Operator::Or => {
+            let mut names = names_in(&b.left, column)?;
+            names.extend(names_in(&b.right, column)?);
+            Some(names)
         }
+        Expr::InList(l) if !l.negated && is_column(&l.expr) => l.list.iter().map(text).collect(),
         _ => None,
-    })
+    }
 }
 
 fn literal_text(v: &ScalarValue) -> Option<String> {
@@ -252,6 +263,34 @@ impl TableProvider for Deferred {
     }
 }
 
+/// The schemas named in `only` that `catalog` has, as the catalog spells them (a catalog that
+/// matches names in any case must not list a schema under the caller's spelling of it).
+async fn scoped_schemas(catalog: &Named, only: &[String]) -> Vec<String> {
+    let known = schema_names(catalog).await;
+    let iceberg = iceberg_of(catalog);
+    if known.iter().any(|n| n != INFORMATION_SCHEMA) || iceberg.is_none() {
+        return only.iter().filter(|n| known.contains(n)).cloned().collect();
+    }
+    // A catalog that lists no schema to this caller (a REST catalog may refuse them the whole
+    // listing) is asked for each named one.
+    let mut found = Vec::new();
+    for name in only {
+        if name == INFORMATION_SCHEMA {
+            found.push(name.clone());
+            continue;
+        }
+        let asked = NamespaceIdent::new(name.clone());
+        let answer = iceberg.map(|i| i.catalog());
+        if let Some(catalog) = answer
+            && let Ok(namespace) = catalog.get_namespace(&asked).await
+            && namespace.name().join(".") == *name
+        {
+            found.push(name.clone());
+        }
+    }
+    found
+}
+
 async fn list_tables(catalogs: &[Named], detail: Detail, scope: &Scope) -> Vec<TableInfo> {
     let mut out = Vec::new();
     for catalog in catalogs {
@@ -259,7 +298,7 @@ async fn list_tables(catalogs: &[Named], detail: Detail, scope: &Scope) -> Vec<T
             continue;
         }
         let schemas = match &scope.schemas {
-            Some(only) => only.clone(),
+            Some(only) => scoped_schemas(catalog, only).await,
             None => schema_names(catalog).await,
         };
         for schema_name in schemas {
@@ -1124,5 +1163,43 @@ impl SchemaProvider for MetadataSchema {
 
     fn table_exist(&self, name: &str) -> bool {
         columns_of(METADATA, name).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::logical_expr::{col, lit};
+
+    use super::*;
+
+    #[test]
+    fn a_listing_is_narrowed_only_by_filters_that_name_its_values() {
+        let schema = |f: Expr| named(&[f], "table_schema");
+        let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(schema(col("table_schema").eq(lit("a"))), names(&["a"]));
+        assert_eq!(schema(lit("a").eq(col("table_schema"))), names(&["a"]));
+        // IN lists and ORs of equalities (DataFusion writes short IN lists so), each name once.
+        let listed = col("table_schema").in_list(vec![lit("b"), lit("a"), lit("b")], false);
+        assert_eq!(schema(listed), names(&["a", "b"]));
+        let either = col("table_schema")
+            .eq(lit("b"))
+            .or(col("table_schema").eq(lit("a")));
+        assert_eq!(schema(either), names(&["a", "b"]));
+        // Anything that does not name every value it lets through lists everything.
+        for open in [
+            col("table_schema").in_list(vec![lit("a")], true),
+            col("table_schema").like(lit("a%")),
+            col("table_schema")
+                .eq(lit("a"))
+                .or(col("table_name").eq(lit("t"))),
+            col("table_name").eq(lit("t")),
+            col("table_schema").not_eq(lit("a")),
+        ] {
+            assert_eq!(schema(open.clone()), None, "{open}");
+        }
+        let many = (0..=MAX_SCOPED_NAMES)
+            .map(|i| lit(format!("s{i}")))
+            .collect();
+        assert_eq!(schema(col("table_schema").in_list(many, false)), None);
     }
 }

@@ -119,6 +119,10 @@ const MAX_ANSWER_BYTES: usize = 16 << 20;
 const MAX_LISTED_VIEWS: usize = 100_000;
 /// The most pages SQE asks for of one listing.
 const MAX_LIST_PAGES: usize = 1_000;
+/// The most bytes SQE reads of one listing, over all its pages.
+const MAX_LIST_BYTES: usize = 64 << 20;
+/// How long one listing may take, over all its pages.
+const LIST_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Clients kept for passthrough tokens; past this the expired ones go, then the oldest.
 const MAX_CLIENTS: usize = 1024;
@@ -452,7 +456,9 @@ impl RestClient {
                 if status != 200 {
                     return Err(self.refused(status, &text));
                 }
-                let config: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                let config: serde_json::Value = serde_json::from_str(&text).map_err(|_| {
+                    self.answered("its config with something that is not JSON".to_string())
+                })?;
                 let prefix = committer.prefix.clone().or_else(|| {
                     config
                         .pointer("/overrides/prefix")
@@ -851,10 +857,18 @@ impl SqeCatalog for RestClient {
         let mut names = Vec::new();
         // An empty token asks a catalog that pages for its first page.
         let mut page = String::new();
+        let (started, mut read) = (Instant::now(), 0);
         for pages in 1.. {
             if pages > MAX_LIST_PAGES {
                 return Err(self.answered(format!(
                     "more than {MAX_LIST_PAGES} pages listing the views of schema '{namespace}'"
+                )));
+            }
+            if read > MAX_LIST_BYTES || started.elapsed() > LIST_DEADLINE {
+                return Err(self.answered(format!(
+                    "more than {} MiB or {} s listing the views of schema '{namespace}'",
+                    MAX_LIST_BYTES >> 20,
+                    LIST_DEADLINE.as_secs()
                 )));
             }
             let mut url = self.view_url(committer, &ns, None).await?;
@@ -862,6 +876,7 @@ impl SqeCatalog for RestClient {
             let (status, text) = self
                 .call(committer, reqwest::Method::GET, url, None)
                 .await?;
+            read += text.len();
             if status != 200 {
                 return Err(self.refused(status, &text));
             }
@@ -880,7 +895,7 @@ impl SqeCatalog for RestClient {
                 )));
             }
             match answer.get("next-page-token").and_then(|t| t.as_str()) {
-                Some(token) if !token.is_empty() => page = token.to_string(),
+                Some(token) if !token.is_empty() && token != page => page = token.to_string(),
                 _ => break,
             }
         }
