@@ -70,6 +70,8 @@ class Hostile(BaseHTTPRequestHandler):
             return self.answer(200, json.dumps({"identifiers": [], "next-page-token": str(self.server.pages)}).encode())
         if "/views/" in path:
             view = path.rsplit("/", 1)[-1]
+            if view == "view_forbidden":
+                return self.answer(403, b'{"error": {"message": "no", "type": "ForbiddenException", "code": 403}}')
             if view == "view_html":
                 return self.answer(500, b"<html><body>Internal Server Error</body></html>", "text/html")
             if view in VIEWS:
@@ -163,6 +165,8 @@ def test_a_bad_answer_is_a_clean_error_and_the_server_serves_on(hostile_server, 
         ("view_huge", "answered more than 16 MiB to one request"),
         ("view_badmeta", "answered view metadata for 'ns.view_badmeta' that cannot be read"),
         ("view_html", "answered HTTP 500"),
+        # A view lookup refused: the name is looked up as a table, which says what it is.
+        ("view_forbidden", "not found"),
         ("view_loop", "view 'evil.ns.view_loop' refers to itself"),
         ("view_deep", "view 'evil.ns.view_deep' cannot be read"),
     ],

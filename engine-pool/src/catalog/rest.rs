@@ -547,20 +547,32 @@ impl RestClient {
         self.url(&segments)
     }
 
-    /// The view's metadata, if the catalog has a view of that name.
-    async fn fetch_view(&self, ident: &TableIdent) -> Result<Option<ViewMetadata>> {
+    /// A request about the view `ident`: its status and answer, or None if the catalog keeps no
+    /// views.
+    async fn on_view(
+        &self,
+        method: reqwest::Method,
+        ident: &TableIdent,
+    ) -> Result<Option<(u16, String)>> {
         let Some(committer) = self.views().await? else {
             return Ok(None);
         };
         let url = self
             .view_url(committer, &ident.namespace, Some(&ident.name))
             .await?;
-        let (status, text) = self
-            .call(committer, reqwest::Method::GET, url, None)
-            .await?;
+        self.call(committer, method, url, None).await.map(Some)
+    }
+
+    /// The view's metadata, if the catalog has a view of that name.
+    async fn fetch_view(&self, ident: &TableIdent) -> Result<Option<ViewMetadata>> {
+        let Some((status, text)) = self.on_view(reqwest::Method::GET, ident).await? else {
+            return Ok(None);
+        };
         match status {
             200 => {}
-            404 => return Ok(None),
+            // No view of that name, or none this caller may load as one: whatever holds the
+            // name (a table, nothing) is then looked up as a table, which says what it is.
+            403..=405 => return Ok(None),
             _ => return Err(self.refused(status, &text)),
         }
         let answer: serde_json::Value = serde_json::from_str(&text).map_err(|_| {
@@ -968,15 +980,9 @@ impl SqeCatalog for RestClient {
                 format!("view '{ident}' does not exist"),
             )
         };
-        let Some(committer) = self.views().await? else {
+        let Some((status, text)) = self.on_view(reqwest::Method::DELETE, ident).await? else {
             return Err(missing());
         };
-        let url = self
-            .view_url(committer, &ident.namespace, Some(&ident.name))
-            .await?;
-        let (status, text) = self
-            .call(committer, reqwest::Method::DELETE, url, None)
-            .await?;
         match status {
             200 | 204 => Ok(()),
             404 => Err(missing()),
