@@ -19,7 +19,6 @@ use datafusion::common::ScalarValue;
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
-use futures::future::BoxFuture;
 use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
 use iceberg::{NamespaceIdent, TableIdent};
 
@@ -197,46 +196,53 @@ fn literal_text(v: &ScalarValue) -> Option<String> {
     v.try_as_str().flatten().map(str::to_string)
 }
 
-/// How a [`Deferred`] table lists its rows for a scope.
-type Lister =
-    Box<dyn Fn(Scope) -> BoxFuture<'static, DFResult<Arc<dyn TableProvider>>> + Send + Sync>;
-
-/// A metadata table listed when it is scanned, through the [`Scope`] of the scan's filters.
-struct Deferred {
-    columns: Columns,
-    /// Its catalog, schema and table columns.
-    keys: [&'static str; 3],
-    list: Lister,
+/// The listings made when they are scanned.
+#[derive(Debug, Clone, Copy)]
+enum Listing {
+    InformationTables,
+    InformationViews,
+    InformationColumns,
+    JdbcTables,
+    JdbcColumns,
 }
 
-impl std::fmt::Debug for Deferred {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Deferred")
-            .field("keys", &self.keys)
-            .finish()
+impl Listing {
+    fn columns(self) -> Columns {
+        match self {
+            Listing::InformationTables => TABLES,
+            Listing::InformationViews => VIEWS,
+            Listing::InformationColumns => COLUMNS,
+            Listing::JdbcTables => JDBC_TABLES_COLUMNS,
+            Listing::JdbcColumns => JDBC_COLUMNS,
+        }
+    }
+
+    /// Its catalog, schema and table columns.
+    fn keys(self) -> [&'static str; 3] {
+        match self {
+            Listing::JdbcTables | Listing::JdbcColumns => JDBC_KEYS,
+            _ => INFORMATION_KEYS,
+        }
     }
 }
 
+/// A metadata table listed when it is scanned, through the [`Scope`] of the scan's filters.
+#[derive(Debug)]
+struct Deferred {
+    listing: Listing,
+    catalogs: Vec<Named>,
+}
+
 impl Deferred {
-    fn table<F>(columns: Columns, keys: [&'static str; 3], list: F) -> Arc<dyn TableProvider>
-    where
-        F: Fn(Scope) -> BoxFuture<'static, DFResult<Arc<dyn TableProvider>>>
-            + Send
-            + Sync
-            + 'static,
-    {
-        Arc::new(Self {
-            columns,
-            keys,
-            list: Box::new(list),
-        })
+    fn table(listing: Listing, catalogs: Vec<Named>) -> Arc<dyn TableProvider> {
+        Arc::new(Self { listing, catalogs })
     }
 }
 
 #[async_trait]
 impl TableProvider for Deferred {
     fn schema(&self) -> SchemaRef {
-        schema_of_columns(self.columns)
+        schema_of_columns(self.listing.columns())
     }
 
     fn table_type(&self) -> TableType {
@@ -258,7 +264,15 @@ impl TableProvider for Deferred {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
-        let listed = (self.list)(Scope::of(filters, self.keys)).await?;
+        let scope = Scope::of(filters, self.listing.keys());
+        let catalogs = &self.catalogs;
+        let listed = match self.listing {
+            Listing::InformationTables => information_tables(catalogs, &scope).await?,
+            Listing::InformationViews => information_views(catalogs, &scope).await?,
+            Listing::InformationColumns => information_columns(catalogs, &scope).await?,
+            Listing::JdbcTables => jdbc_tables(catalogs, &scope).await?,
+            Listing::JdbcColumns => jdbc_columns(catalogs, &scope).await?,
+        };
         listed.scan(state, projection, filters, limit).await
     }
 }
@@ -823,27 +837,9 @@ impl SchemaProvider for InformationSchema {
                     .map(|s| vec![text(&self.catalog.0), text(s)])
                     .collect(),
             )?,
-            "tables" => {
-                let catalog = self.catalog.clone();
-                Deferred::table(TABLES, INFORMATION_KEYS, move |scope| {
-                    let catalogs = vec![catalog.clone()];
-                    Box::pin(async move { information_tables(&catalogs, &scope).await })
-                })
-            }
-            "views" => {
-                let catalog = self.catalog.clone();
-                Deferred::table(VIEWS, INFORMATION_KEYS, move |scope| {
-                    let catalogs = vec![catalog.clone()];
-                    Box::pin(async move { information_views(&catalogs, &scope).await })
-                })
-            }
-            "columns" => {
-                let catalog = self.catalog.clone();
-                Deferred::table(COLUMNS, INFORMATION_KEYS, move |scope| {
-                    let catalogs = vec![catalog.clone()];
-                    Box::pin(async move { information_columns(&catalogs, &scope).await })
-                })
-            }
+            "tables" => Deferred::table(Listing::InformationTables, vec![self.catalog.clone()]),
+            "views" => Deferred::table(Listing::InformationViews, vec![self.catalog.clone()]),
+            "columns" => Deferred::table(Listing::InformationColumns, vec![self.catalog.clone()]),
             _ => return Ok(None),
         };
         Ok(Some(table))
@@ -972,14 +968,8 @@ impl SchemaProvider for JdbcSchema {
                 JDBC_TABLE_TYPES,
                 vec![vec![text("TABLE")], vec![text("VIEW")]],
             )?,
-            "tables" => Deferred::table(JDBC_TABLES_COLUMNS, JDBC_KEYS, move |scope| {
-                let catalogs = catalogs.clone();
-                Box::pin(async move { jdbc_tables(&catalogs, &scope).await })
-            }),
-            "columns" => Deferred::table(JDBC_COLUMNS, JDBC_KEYS, move |scope| {
-                let catalogs = catalogs.clone();
-                Box::pin(async move { jdbc_columns(&catalogs, &scope).await })
-            }),
+            "tables" => Deferred::table(Listing::JdbcTables, catalogs),
+            "columns" => Deferred::table(Listing::JdbcColumns, catalogs),
             "types" => jdbc_types()?,
             _ => return Ok(None),
         };
