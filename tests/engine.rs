@@ -580,7 +580,8 @@ async fn join_filters_drop_rows_at_the_scan() {
 
 /// A partitioned join's filter (a CASE over the key's hash, with a short IN list or a hash table
 /// per partition) drops the same rows at the scan, and runs after the query's own filter on that
-/// scan.
+/// scan. The bitmap of the build side's keys rules out most rows before the join's own filter
+/// looks at them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_join_filters_run_after_the_static_filter() {
     for (membership, largest_list) in [("IN (SET)", "150"), ("hash_lookup", "0")] {
@@ -616,10 +617,57 @@ async fn partitioned_join_filters_run_after_the_static_filter() {
         assert!(filter.contains("CASE hash_repartition"), "{filter}");
         assert!(filter.contains(membership), "{filter}");
         assert!(filter.contains("output_rows=15,"), "{filter}");
+        assert!(filter.contains("key_bitmaps=1,"), "{filter}");
+        // Of the 199.5 K rows the static filter keeps, 15 join; about 6% of the others may pass
+        // the bitmap.
+        let by_keys = metric(filter, "rows_pruned_by_keys");
+        assert!((180_000.0..=199_485.0).contains(&by_keys), "{filter}");
+        let build = plan
+            .lines()
+            .find(|l| l.contains("BuildKeysExec: keys=[k@0]"))
+            .unwrap_or_else(|| panic!("no BuildKeysExec in {plan}"));
+        assert_eq!(metric(build, "keys_recorded"), 20.0, "{build}");
         let below = steps.next().unwrap_or_default();
         assert!(below.contains("FilterExec: v@1 > 1000"), "{below}");
         assert!(below.contains("output_rows=199.5 K,"), "{below}");
     }
+}
+
+/// A metric's value in an EXPLAIN ANALYZE line (`1.5 K` is 1500).
+fn metric(line: &str, name: &str) -> f64 {
+    let text = line
+        .split(&format!("{name}="))
+        .nth(1)
+        .and_then(|rest| rest.split([',', ']']).next())
+        .unwrap_or_else(|| panic!("no {name} in {line}"));
+    let (number, scale) = match text.split_once(' ') {
+        Some((n, "K")) => (n, 1e3),
+        Some((n, "M")) => (n, 1e6),
+        _ => (text, 1.0),
+    };
+    number
+        .parse::<f64>()
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        * scale
+}
+
+/// A join inside a recursive query's step runs afresh each round: the build keys' bitmap and the
+/// dynamic filter of one round never filter the next (each round's keys differ), so every level
+/// of the walk is found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_in_a_recursive_query_filter_each_round_afresh() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    // A chain 1 -> 2 -> ... -> 50000: each round's single key is a new one.
+    run(
+        &engine,
+        "CREATE TABLE edges AS SELECT id AS src, id + 1 AS dst FROM generate_series(1, 50000) AS g(id)",
+    )
+    .await;
+    let walk = "WITH RECURSIVE w(node, depth) AS (SELECT 1, 0 UNION ALL \
+                SELECT e.dst, w.depth + 1 FROM w JOIN edges e ON e.src = w.node WHERE w.depth < 20) \
+                SELECT count(*), max(node), sum(node) FROM w";
+    assert_eq!(lines(&run(&engine, walk).await), ["21|21|231"]);
 }
 
 /// `IN (SELECT k … GROUP BY k HAVING …)` is a semi join whose built keys filter the outer tables'

@@ -11,6 +11,7 @@
 mod conjunction;
 mod decimal;
 mod dynamic_filter;
+mod key_bitmap;
 mod shared;
 
 use std::sync::Arc;
@@ -36,6 +37,8 @@ extensions_options! {
         pub share_aggregates: bool, default = true
         /// Dynamic filters drop rows above the Parquet scan (dynamic_filter.rs).
         pub dynamic_filter_rows: bool, default = true
+        /// Those of hash joins test a bitmap of the build side's keys first (key_bitmap.rs).
+        pub join_key_bitmaps: bool, default = true
         /// Filters evaluate their conjuncts over a bitmap of the passing rows (conjunction.rs).
         pub filter_conjunctions: bool, default = true
         /// Decimal `+ - *` skip per-row overflow checks that cannot fail (decimal.rs).
@@ -166,6 +169,7 @@ mod tests {
         for rule in [
             "share_aggregates",
             "dynamic_filter_rows",
+            "join_key_bitmaps",
             "filter_conjunctions",
             "decimal_arithmetic",
         ] {
@@ -177,6 +181,7 @@ mod tests {
         assert!(
             !(off.share_aggregates
                 || off.dynamic_filter_rows
+                || off.join_key_bitmaps
                 || off.filter_conjunctions
                 || off.decimal_arithmetic)
         );
