@@ -23,6 +23,11 @@
 //! keys (key_bitmap.rs): a cheap test that rules out most of the rows the join cannot match, so the
 //! join's own filter looks up only the few that pass.
 //!
+//! A join whose NULL semantics its dynamic filter would break loses the filter, whether this rule
+//! is on or not: DataFusion 54.1 builds it from the keys' bounds and values, which drops the NULL
+//! keys an INTERSECT or EXCEPT matches, and leaves a `NOT IN`'s anti join unaware of the NULL (or
+//! of any row at all) its subquery returns.
+//!
 //! What it still wins on DataFusion 54.1 (whose own dynamic filters still prune only row groups and
 //! pages unless `pushdown_filters` is on): TPC-H SF1 4.36 s against 5.29 s without it; q17 0.22 s
 //! against 0.61 s, q18 0.39 s against 0.75 s, q07 0.20 s against 0.35 s (`sqe-bench
@@ -34,9 +39,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::Schema;
-use datafusion::common::ScalarValue;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::{NullEquality, ScalarValue};
 use datafusion::common::{Result as DFResult, Statistics};
 use datafusion::datasource::physical_plan::{FileScanConfig, FileSource, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
@@ -83,17 +88,18 @@ impl PhysicalOptimizerRule for DynamicFilterRows {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let (plan, unsound) = without_unsound_join_filters(plan)?;
         let switches = super::switches(config);
         if !switches.dynamic_filter_rows {
             return Ok(plan);
         }
         let bitmaps = if switches.join_key_bitmaps {
-            join_key_bitmaps(&plan)?
+            join_key_bitmaps(&plan, &unsound)?
         } else {
             Vec::new()
         };
         plan.transform_up(|node| {
-            if let Some(predicate) = dynamic_filters_of_scan(&node) {
+            if let Some(predicate) = dynamic_filters_of_scan(&node, &unsound) {
                 let bitmaps = bitmaps_of(&predicate, &bitmaps);
                 return Ok(Transformed::yes(Arc::new(DynamicFilterExec::new(
                     predicate, bitmaps, node,
@@ -116,9 +122,41 @@ impl PhysicalOptimizerRule for DynamicFilterRows {
     }
 }
 
-/// The dynamic filters a Parquet scan received, over the scan's output columns; None when it has
-/// none, or filters its rows itself (`pushdown_filters`).
-fn dynamic_filters_of_scan(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn PhysicalExpr>> {
+/// Hash joins that would lose probe rows they need to their dynamic filters lose the filters
+/// instead (DataFusion 54.1 builds them from the keys' bounds and values, whatever the join's NULL
+/// semantics): a null-aware anti join (`x NOT IN (SELECT y …)`) must see whether its probe side
+/// has a NULL, or any row at all, and a join in which NULL equals NULL (INTERSECT, EXCEPT) must
+/// see the NULL keys. Without a filter to update, the copy the scans hold stays `true`, and prunes
+/// nothing. Returns the plan and the ids of the filters taken away.
+fn without_unsound_join_filters(
+    plan: Arc<dyn ExecutionPlan>,
+) -> DFResult<(Arc<dyn ExecutionPlan>, Vec<u64>)> {
+    let mut unsound = Vec::new();
+    let plan = plan
+        .transform_up(|node| {
+            let Some(join) = node.downcast_ref::<HashJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let Some(filter) = join.dynamic_filter_expr() else {
+                return Ok(Transformed::no(node));
+            };
+            if !join.null_aware && join.null_equality() != NullEquality::NullEqualsNull {
+                return Ok(Transformed::no(node));
+            }
+            unsound.extend(filter.expression_id());
+            Ok(Transformed::yes(join.builder().reset_state().build_exec()?))
+        })
+        .data()?;
+    Ok((plan, unsound))
+}
+
+/// The dynamic filters a Parquet scan received, over the scan's output columns, but for those
+/// whose ids are in `unsound`; None when it has none, or filters its rows itself
+/// (`pushdown_filters`).
+fn dynamic_filters_of_scan(
+    node: &Arc<dyn ExecutionPlan>,
+    unsound: &[u64],
+) -> Option<Arc<dyn PhysicalExpr>> {
     let scan = node.downcast_ref::<DataSourceExec>()?;
     let config = scan.data_source().downcast_ref::<FileScanConfig>()?;
     let parquet = config.file_source().downcast_ref::<ParquetSource>()?;
@@ -131,6 +169,7 @@ fn dynamic_filters_of_scan(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Phys
     let filters = split_conjunction(&predicate)
         .into_iter()
         .filter(|e| e.is::<DynamicFilterPhysicalExpr>())
+        .filter(|e| e.expression_id().is_none_or(|id| !unsound.contains(&id)))
         .map(|e| match projection {
             Some(p) => p.project_expr(e).ok(),
             None => Some(Arc::clone(e)),
@@ -144,10 +183,10 @@ type JoinBitmap = (Arc<DynamicFilterPhysicalExpr>, Arc<KeyBitmap>);
 
 /// A new [`KeyBitmap`] for each hash join whose dynamic filter reached a Parquet scan that filters
 /// rows with it (see key_bitmap.rs).
-fn join_key_bitmaps(plan: &Arc<dyn ExecutionPlan>) -> DFResult<Vec<JoinBitmap>> {
+fn join_key_bitmaps(plan: &Arc<dyn ExecutionPlan>, unsound: &[u64]) -> DFResult<Vec<JoinBitmap>> {
     let mut pushed: Vec<Arc<dyn PhysicalExpr>> = Vec::new();
     plan.apply(|node| {
-        if let Some(predicate) = dynamic_filters_of_scan(node) {
+        if let Some(predicate) = dynamic_filters_of_scan(node, unsound) {
             pushed.extend(split_conjunction(&predicate).into_iter().cloned());
         }
         Ok(TreeNodeRecursion::Continue)
@@ -373,7 +412,7 @@ impl DynamicFilterExec {
                     bitmap: Arc::clone(bitmap),
                     seen: 0,
                     kept: 0,
-                    on: true,
+                    state: Testing::On,
                 })
             })
             .collect()
@@ -390,7 +429,18 @@ struct Prefilter {
     bitmap: Arc<KeyBitmap>,
     seen: usize,
     kept: usize,
-    on: bool,
+    state: Testing,
+}
+
+/// Whether a [`Prefilter`] is tested.
+#[derive(Clone, Copy, PartialEq)]
+enum Testing {
+    On,
+    /// No bitmap, now or ever (given up, keys of other types, keys that fail to evaluate): the
+    /// join's own filter still runs.
+    NoBitmap,
+    /// It kept nearly every row: neither it nor its join's own filter is worth testing.
+    KeepsAll,
 }
 
 impl DisplayAs for DynamicFilterExec {
@@ -562,17 +612,30 @@ impl Trial {
     fn prefilter(&mut self, batch: &RecordBatch) -> DFResult<Option<RecordBatch>> {
         self.prefilters.sort_by_key(|p| p.bitmap.size());
         let mut kept: Option<RecordBatch> = None;
-        for prefilter in self.prefilters.iter_mut().filter(|p| p.on) {
+        for prefilter in self.prefilters.iter_mut() {
             let rows = kept.as_ref().unwrap_or(batch);
             if rows.num_rows() == 0 {
                 break;
             }
+            if prefilter.bitmap.withdrawn() {
+                prefilter.state = Testing::NoBitmap;
+            }
+            if prefilter.state != Testing::On || prefilter.bitmap.size().is_none() {
+                continue;
+            }
+            // Its keys are evaluated before the conjuncts ahead of it in the predicate have
+            // filtered the rows: an error is not the query's, the bitmap is left alone.
             let keys = prefilter
                 .keys
                 .iter()
                 .map(|k| k.evaluate(rows)?.into_array(rows.num_rows()))
-                .collect::<DFResult<Vec<_>>>()?;
-            let Some(mask) = prefilter.bitmap.mask(&keys)? else {
+                .collect::<DFResult<Vec<_>>>();
+            let Some(mask) = keys
+                .and_then(|keys| prefilter.bitmap.mask(&keys))
+                .ok()
+                .flatten()
+            else {
+                prefilter.state = Testing::NoBitmap;
                 continue;
             };
             prefilter.seen += rows.num_rows();
@@ -580,7 +643,7 @@ impl Trial {
             if prefilter.seen >= TRIAL_ROWS
                 && prefilter.kept as f64 > KEEPS_TOO_MANY * prefilter.seen as f64
             {
-                prefilter.on = false;
+                prefilter.state = Testing::KeepsAll;
                 // Its join's own filter keeps as much: the rest of the predicate goes on alone.
                 self.current = None;
             }
@@ -599,7 +662,7 @@ impl Trial {
                 !self
                     .prefilters
                     .iter()
-                    .any(|p| !p.on && Arc::ptr_eq(&p.conjunct, c))
+                    .any(|p| p.state == Testing::KeepsAll && Arc::ptr_eq(&p.conjunct, c))
             })
             .cloned()
             .collect();

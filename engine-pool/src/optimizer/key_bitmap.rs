@@ -10,9 +10,9 @@
 //! least 16 bits per key (a key not built passes with a chance of about 6%): 512 KiB for q05's
 //! 227 K orders, which stays in a core's cache. The `DynamicFilterExec` over the probe side's scan
 //! tests each row's keys there first, and evaluates the join's own filter only on the rows that
-//! pass, so the rows it keeps are exactly the ones it kept before. A bitmap that keeps nearly every
-//! row it tests (a join that matches nearly every row) is dropped after a trial, with its join's
-//! filter: a lookup in a table of megabytes costs a cache miss a row, for nothing.
+//! pass, so it keeps the rows it kept before. A bitmap that keeps nearly every row it tests (a join
+//! that matches nearly every row) is dropped after a trial, with its join's filter: a lookup in a
+//! table of megabytes costs a cache miss a row, for nothing, and the join checks every row anyway.
 //!
 //! The bitmap is only a pre-filter: until it is ready, or where it is given up (more keys than
 //! [`MOST_KEYS`], memory refused, key types that differ between the sides, a partition run twice),
@@ -20,6 +20,7 @@
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
@@ -39,8 +40,8 @@ use futures::{Stream, StreamExt};
 
 use super::dynamic_filter::only_input;
 
-/// Above this many build rows the bitmap is given up: in the largest bitmap more than a fifth of
-/// the keys not built would pass.
+/// Above this many build rows (keys, repeated or not) the bitmap is given up: in the largest
+/// bitmap more than a fifth of the keys not built would pass.
 pub(crate) const MOST_KEYS: usize = 1 << 21;
 
 /// Bits per built key (rounded up to a power of two), up to [`MOST_BITS`].
@@ -59,6 +60,8 @@ const SEED: u64 = 0x5153_455f_6b65_7973;
 pub(crate) struct KeyBitmap {
     building: Mutex<Building>,
     ready: OnceLock<Bits>,
+    /// Given up: no bitmap now, or ever again (even one already made).
+    withdrawn: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -66,7 +69,7 @@ struct Building {
     hashes: Vec<u64>,
     types: Option<Vec<DataType>>,
     finished: Vec<bool>,
-    given_up: bool,
+    /// Holds the memory of `hashes` (its capacity) against the query's pool.
     reservation: Option<MemoryReservation>,
 }
 
@@ -88,16 +91,24 @@ impl KeyBitmap {
                 ..Building::default()
             }),
             ready: OnceLock::new(),
+            withdrawn: AtomicBool::new(false),
         }
     }
 
-    /// Whether keys are still recorded (not given up).
-    fn wanted(&self) -> bool {
-        !self.building().given_up
+    /// Whether the bitmap has been given up, for good.
+    pub(crate) fn withdrawn(&self) -> bool {
+        self.withdrawn.load(Ordering::Acquire)
     }
 
     fn building(&self) -> std::sync::MutexGuard<'_, Building> {
         self.building.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Gives the bitmap up, and frees what it collected.
+    fn give_up(&self, building: &mut Building) {
+        self.withdrawn.store(true, Ordering::Release);
+        building.hashes = Vec::new();
+        building.reservation = None;
     }
 
     /// Records the hashes of one build batch's keys.
@@ -105,34 +116,34 @@ impl KeyBitmap {
         let Some(first) = keys.first() else {
             return;
         };
-        if self.building().given_up {
+        if self.withdrawn() {
             return;
         }
         let types: Vec<DataType> = keys.iter().map(|k| k.data_type().clone()).collect();
         let state = RandomState::with_seed(SEED);
         let recorded = with_hashes(keys, &state, |hashes| {
             let mut building = self.building();
-            if building.given_up {
+            if self.withdrawn() {
                 return Ok(());
             }
             if building.types.get_or_insert_with(|| types.clone()) != &types
                 || building.hashes.len() + first.len() > MOST_KEYS
             {
-                building.give_up();
-                return Ok(());
-            }
-            let reservation = building
-                .reservation
-                .get_or_insert_with(|| MemoryConsumer::new("BuildKeysExec").register(pool));
-            if reservation.try_grow(std::mem::size_of_val(hashes)).is_err() {
-                building.give_up();
+                self.give_up(&mut building);
                 return Ok(());
             }
             building.hashes.extend_from_slice(hashes);
+            let bytes = building.hashes.capacity() * 8;
+            let reservation = building
+                .reservation
+                .get_or_insert_with(|| MemoryConsumer::new("BuildKeysExec").register(pool));
+            if reservation.try_resize(bytes).is_err() {
+                self.give_up(&mut building);
+            }
             Ok(())
         });
         if recorded.is_err() {
-            self.building().give_up();
+            self.give_up(&mut self.building());
         }
     }
 
@@ -143,11 +154,11 @@ impl KeyBitmap {
             Some(done) if !*done => *done = true,
             // A partition run twice would mix two runs' keys.
             _ => {
-                building.give_up();
+                self.give_up(&mut building);
                 return;
             }
         }
-        if building.given_up || building.finished.iter().any(|done| !done) {
+        if self.withdrawn() || building.finished.iter().any(|done| !done) {
             return;
         }
         let hashes = std::mem::take(&mut building.hashes);
@@ -160,8 +171,8 @@ impl KeyBitmap {
             .next_power_of_two()
             .clamp(4096, MOST_BITS);
         let words = bits / 64;
-        if reservation.try_resize(words * 8).is_err() {
-            building.give_up();
+        if reservation.try_grow(words * 8).is_err() {
+            self.give_up(&mut building);
             return;
         }
         let shift = 64 - bits.trailing_zeros();
@@ -170,12 +181,19 @@ impl KeyBitmap {
             let bit = index(*h, shift);
             map[bit / 64] |= 1 << (bit % 64);
         }
+        drop(hashes);
+        reservation.resize(words * 8);
         let _ = self.ready.set(Bits {
             words: map,
             shift,
             types,
             _reservation: reservation,
         });
+    }
+
+    /// Records that a build partition failed to give its keys: no bitmap.
+    fn abandon(&self) {
+        self.give_up(&mut self.building());
     }
 
     /// The bitmap's size in bytes; None while it is not ready.
@@ -186,7 +204,7 @@ impl KeyBitmap {
     /// Whether each row's keys may be among the built ones (None while the bitmap is not ready, or
     /// for keys of other types than the built ones). A row with a NULL key passes.
     pub(crate) fn mask(&self, keys: &[ArrayRef]) -> DFResult<Option<BooleanArray>> {
-        let Some(bits) = self.ready.get() else {
+        let Some(bits) = self.ready.get().filter(|_| !self.withdrawn()) else {
             return Ok(None);
         };
         let Some(first) = keys.first() else {
@@ -213,14 +231,6 @@ impl KeyBitmap {
             .fold(found, |found, nulls| &found | &!nulls.inner());
         debug_assert_eq!(found.len(), first.len());
         Ok(Some(BooleanArray::new(found, None)))
-    }
-}
-
-impl Building {
-    fn give_up(&mut self) {
-        self.given_up = true;
-        self.hashes = Vec::new();
-        self.reservation = None;
     }
 }
 
@@ -339,7 +349,7 @@ impl Stream for RecordKeys {
         let polled = this.input.poll_next_unpin(cx);
         let timer = this.baseline.elapsed_compute().timer();
         match &polled {
-            Poll::Ready(Some(Ok(batch))) if this.bitmap.wanted() => {
+            Poll::Ready(Some(Ok(batch))) if !this.bitmap.withdrawn() => {
                 let rows = batch.num_rows();
                 let keys: DFResult<Vec<ArrayRef>> = this
                     .keys
@@ -348,7 +358,7 @@ impl Stream for RecordKeys {
                     .collect();
                 match keys {
                     Ok(keys) => this.bitmap.add(&keys, &this.pool),
-                    Err(_) => this.bitmap.building().give_up(),
+                    Err(_) => this.bitmap.abandon(),
                 }
                 this.recorded.add(rows);
             }
@@ -425,12 +435,41 @@ mod tests {
         twice.finish(1);
         assert!(mask(&twice, &[ints(&[Some(1)])]).is_none());
 
+        // Run again once the bitmap is made: it is withdrawn.
+        let again = KeyBitmap::new(1);
+        again.add(&[ints(&[Some(1)])], &pool);
+        again.finish(0);
+        assert_eq!(ready(&again, &[ints(&[Some(1)])]).true_count(), 1);
+        again.add(&[ints(&[Some(2)])], &pool);
+        again.finish(0);
+        assert!(again.withdrawn());
+        assert!(mask(&again, &[ints(&[Some(1)])]).is_none());
+
         let many = KeyBitmap::new(1);
         let keys: Vec<Option<i64>> = (0..MOST_KEYS as i64 / 2 + 1).map(Some).collect();
         many.add(&[ints(&keys)], &pool);
         many.add(&[ints(&keys)], &pool);
         many.finish(0);
         assert!(mask(&many, &[ints(&[Some(1)])]).is_none());
+    }
+
+    /// A plan run again (a recursive query's next round) leaves the node out.
+    #[test]
+    fn a_reset_plan_leaves_the_node_out() {
+        use datafusion::arrow::datatypes::{Field, Schema};
+        use datafusion::physical_expr::expressions::col;
+        use datafusion::physical_plan::empty::EmptyExec;
+
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+        let input: Arc<dyn ExecutionPlan> = Arc::new(EmptyExec::new(Arc::clone(&schema)));
+        let key = col("k", &schema).unwrap_or_else(|e| panic!("{e}"));
+        let node = Arc::new(BuildKeysExec::new(
+            Arc::clone(&input),
+            vec![key],
+            Arc::new(KeyBitmap::new(1)),
+        ));
+        let reset = node.reset_state().unwrap_or_else(|e| panic!("{e}"));
+        assert!(Arc::ptr_eq(&reset, &input));
     }
 
     #[test]
