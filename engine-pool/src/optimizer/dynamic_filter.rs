@@ -224,7 +224,8 @@ fn bitmaps_of(predicate: &Arc<dyn PhysicalExpr>, bitmaps: &[JoinBitmap]) -> Vec<
         .collect()
 }
 
-/// A hash join among `bitmaps`' with a [`BuildKeysExec`] recording its build side's keys.
+/// `node` with a [`BuildKeysExec`] over its build side, if it is a hash join with a bitmap in
+/// `bitmaps`.
 fn with_build_keys(
     node: &Arc<dyn ExecutionPlan>,
     bitmaps: &[JoinBitmap],
