@@ -113,10 +113,7 @@ impl KeyBitmap {
 
     /// Records the hashes of one build batch's keys.
     fn add(&self, keys: &[ArrayRef], pool: &Arc<dyn MemoryPool>) {
-        let Some(first) = keys.first() else {
-            return;
-        };
-        if self.withdrawn() {
+        if keys.is_empty() || self.withdrawn() {
             return;
         }
         let types: Vec<DataType> = keys.iter().map(|k| k.data_type().clone()).collect();
@@ -127,7 +124,7 @@ impl KeyBitmap {
                 return Ok(());
             }
             if building.types.get_or_insert_with(|| types.clone()) != &types
-                || building.hashes.len() + first.len() > MOST_KEYS
+                || building.hashes.len() + hashes.len() > MOST_KEYS
             {
                 self.give_up(&mut building);
                 return Ok(());
@@ -207,9 +204,9 @@ impl KeyBitmap {
         let Some(bits) = self.ready.get().filter(|_| !self.withdrawn()) else {
             return Ok(None);
         };
-        let Some(first) = keys.first() else {
+        if keys.is_empty() {
             return Ok(None);
-        };
+        }
         if keys.len() != bits.types.len()
             || keys
                 .iter()
@@ -229,7 +226,6 @@ impl KeyBitmap {
             .iter()
             .filter_map(|k| k.logical_nulls())
             .fold(found, |found, nulls| &found | &!nulls.inner());
-        debug_assert_eq!(found.len(), first.len());
         Ok(Some(BooleanArray::new(found, None)))
     }
 }
