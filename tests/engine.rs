@@ -312,6 +312,55 @@ async fn columns_resolve_by_field_id_after_renames() {
     );
 }
 
+/// The partitions of a scan share its byte ranges (DataFusion's work stealing): a partition that is
+/// done takes the next range left. Every row is still read exactly once, in a file cut into several
+/// ranges, with the sharing on (the default) and off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_ranges_read_every_row_once() {
+    for stealing in ["true", "false"] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let engine = open_in(
+            &dir,
+            EngineConfig {
+                target_partitions: Some(2),
+                options: vec![(
+                    "datafusion.execution.enable_file_stream_work_stealing".into(),
+                    stealing.into(),
+                )],
+                ..EngineConfig::default()
+            },
+        );
+        // Uncompressed, row groups of about 1 MB: 60,000 rows of over 300 bytes make a file of
+        // about 18 MB, which the scan cuts into ranges of at least 8 MB.
+        run(&engine, "CREATE TABLE t (id bigint, name varchar) WITH (\"write.parquet.compression-codec\" = 'uncompressed', \"write.parquet.row-group-size-bytes\" = '1048576')").await;
+        run(&engine, "INSERT INTO t SELECT value, concat(CAST(value AS varchar), repeat('x', 300)) FROM range(0, 60000)").await;
+        run(&engine, "INSERT INTO t VALUES (60000, 'last')").await;
+        let plan = lines(&run(&engine, "EXPLAIN SELECT id FROM t").await).join("\n");
+        let scan = plan
+            .lines()
+            .find(|l| l.contains("DataSourceExec: "))
+            .unwrap_or_else(|| panic!("no DataSourceExec in {plan}"));
+        // Three ranges of the big file, one of the small one.
+        let big = scan.matches("-00000.parquet:").count();
+        assert!(
+            big >= 4,
+            "{big} ranges of files with stealing={stealing}: {scan}"
+        );
+        let all = "SELECT count(*), count(DISTINCT id), sum(id), min(id), max(id) FROM t";
+        assert_eq!(
+            lines(&run(&engine, all).await),
+            ["60001|60001|1800030000|0|60000"],
+            "stealing={stealing}"
+        );
+        let some = "SELECT count(*), sum(id) FROM t WHERE id % 7 = 0 AND name <> 'last'";
+        assert_eq!(
+            lines(&run(&engine, some).await),
+            ["8572|257147142"],
+            "stealing={stealing}"
+        );
+    }
+}
+
 /// Position deletes committed by another engine (see [`position_deletes`]) hide exactly their rows
 /// in a scan spread over partitions: in small files, and in both byte ranges of a file the scan
 /// cuts in two (a position counts from the start of the file, not of the range). Filters and a

@@ -65,7 +65,11 @@ fn local_path(location: &str) -> Option<&str> {
 }
 
 /// The scan of `groups` (one per partition, each a list of byte ranges of files) of a table with
-/// `schema` (field ids in `ids`), as a DataFusion `DataSourceExec` that keeps the grouping.
+/// `schema` (field ids in `ids`), as a DataFusion `DataSourceExec`. Its partitions share the ranges
+/// (DataFusion's `enable_file_stream_work_stealing`, on by default): a partition that runs out of
+/// its own takes the next range left, so the groups are where each starts, not all it reads.
+/// DataFusion may cut the ranges again where its own even split of the bytes falls, which only adds
+/// a range or two.
 pub(crate) fn plan(
     state: &dyn Session,
     schema: SchemaRef,
@@ -100,8 +104,6 @@ pub(crate) fn plan(
     let config = FileScanConfigBuilder::new(url, Arc::new(source))
         .with_projection_indices(projection.cloned())?
         .with_file_groups(groups)
-        // The ranges are already spread over the partitions; DataFusion must not cut them again.
-        .with_partitioned_by_file_group(true)
         .with_limit(limit)
         .with_statistics(statistics)
         .with_expr_adapter(Some(Arc::new(FieldIds { ids: ids.clone() })))
