@@ -330,11 +330,7 @@ async fn shared_ranges_read_every_row_once() {
                 ..EngineConfig::default()
             },
         );
-        // Uncompressed, row groups of about 1 MB: 60,000 rows of over 300 bytes make a file of
-        // about 18 MB, which the scan cuts into ranges of at least 8 MB.
-        run(&engine, "CREATE TABLE t (id bigint, name varchar) WITH (\"write.parquet.compression-codec\" = 'uncompressed', \"write.parquet.row-group-size-bytes\" = '1048576')").await;
-        run(&engine, "INSERT INTO t SELECT value, concat(CAST(value AS varchar), repeat('x', 300)) FROM range(0, 60000)").await;
-        run(&engine, "INSERT INTO t VALUES (60000, 'last')").await;
+        create_ranged(&engine).await;
         let plan = lines(&run(&engine, "EXPLAIN SELECT id FROM t").await).join("\n");
         let scan = plan
             .lines()
@@ -359,6 +355,50 @@ async fn shared_ranges_read_every_row_once() {
             "stealing={stealing}"
         );
     }
+}
+
+/// Table `t` (id, name): ids 0 to 59,999 with names of their digits and 300 `x`s, uncompressed in
+/// row groups of about 1 MB, a file of about 18 MB that the scan cuts into ranges of at least 8 MB;
+/// then id 60,000 named `last`, in a small file of its own.
+async fn create_ranged(engine: &Engine) {
+    run(engine, "CREATE TABLE t (id bigint, name varchar) WITH (\"write.parquet.compression-codec\" = 'uncompressed', \"write.parquet.row-group-size-bytes\" = '1048576')").await;
+    run(engine, "INSERT INTO t SELECT value, concat(CAST(value AS varchar), repeat('x', 300)) FROM range(0, 60000)").await;
+    run(engine, "INSERT INTO t VALUES (60000, 'last')").await;
+}
+
+/// DataFusion's nested loop join runs its left side a second time (to spill it to disk) when
+/// holding it in memory fails. A scan there keeps its own ranges, so that the second run reads every
+/// row again instead of the ranges the first run left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_loop_join_that_spills_its_left_side_loses_no_rows() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(
+        &dir,
+        EngineConfig {
+            target_partitions: Some(2),
+            memory_limit: Some(12 * 1024 * 1024),
+            // The big table stays the join's left side, as written.
+            options: vec![(
+                "datafusion.optimizer.join_reordering".into(),
+                "false".into(),
+            )],
+            ..EngineConfig::default()
+        },
+    );
+    create_ranged(&engine).await;
+    run(&engine, "CREATE TABLE s (x bigint)").await;
+    run(&engine, "INSERT INTO s VALUES (10), (20000)").await;
+    let join = "SELECT count(*), sum(b.id), sum(length(b.name)) FROM t b JOIN s ON b.id < s.x";
+    assert_eq!(
+        lines(&run(&engine, join).await),
+        ["20010|199990045|6091900"]
+    );
+    let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {join}")).await).join("\n");
+    let nested = plan
+        .lines()
+        .find(|l| l.contains("NestedLoopJoinExec: "))
+        .unwrap_or_else(|| panic!("no NestedLoopJoinExec in {plan}"));
+    assert!(metric(nested, "spill_count") >= 1.0, "{nested}");
 }
 
 /// Position deletes committed by another engine (see [`position_deletes`]) hide exactly their rows
@@ -502,7 +542,7 @@ async fn a_statement_over_the_memory_limit_fails_alone() {
     let engine = open_in(
         &dir,
         EngineConfig {
-            memory_limit: Some(4 * 1024 * 1024),
+            memory_limit: Some(12 * 1024 * 1024),
             ..EngineConfig::default()
         },
     );

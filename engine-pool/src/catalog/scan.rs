@@ -3,9 +3,10 @@
 //! belongs to the range holding it), and the ranges are spread over DataFusion's target partitions
 //! so that every core reads. DataFusion's reader lets its partitions share the ranges (its work
 //! stealing): a partition that is done takes the next unread range, so the cores finish together
-//! however unevenly filters and joins thin the ranges' rows (TPC-H SF1: 0.94 to 0.96× the time of
-//! fixed groups, BENCHMARKS.md). Sixteen smaller ranges a partition (down to 4 MiB) were 4% slower
-//! than eight in one run. Files without delete files are read by DataFusion's own Parquet
+//! however unevenly filters and joins thin the ranges' rows (scans DataFusion may run twice keep
+//! their own: `optimizer::rerun`). TPC-H SF1 took 0.94 to 0.96× the time of fixed groups
+//! (BENCHMARKS.md); sixteen smaller ranges a partition (down to 4 MiB) were 4% slower than eight in
+//! one run. Files without delete files are read by DataFusion's own Parquet
 //! reader, columns resolved by field id (see `parquet_read`); files with delete files, and tables
 //! with nested columns, by iceberg-rust's reader, which applies the deletes.
 //!

@@ -12,6 +12,7 @@ mod conjunction;
 mod decimal;
 mod dynamic_filter;
 mod key_bitmap;
+mod rerun;
 mod shared;
 
 use std::sync::Arc;
@@ -88,6 +89,8 @@ fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
         .position(|r| r.name() == "FilterPushdown(Post)")
         .unwrap_or(rules.len());
     rules.insert(post, Arc::new(shared::ShareAggregates));
+    // Correctness, not a speed-up: after DataFusion's rules have placed the joins' sides.
+    rules.push(Arc::new(rerun::OwnRangesWhereRunTwice));
     rules.push(Arc::new(dynamic_filter::DynamicFilterRows));
     rules.push(Arc::new(conjunction::FilterConjunctions));
     rules.push(Arc::new(decimal::DecimalArithmetic));

@@ -1,0 +1,72 @@
+//! Scans that DataFusion may run twice keep their own byte ranges. Not a speed-up: without it a
+//! query can silently lose rows.
+//!
+//! The partitions of SQE's scans share their byte ranges (DataFusion's work stealing, see
+//! `catalog::scan`): each range is handed out once per execution of the scan. DataFusion 54.1's
+//! nested loop join, when holding its left side in memory fails, runs that side a second time to
+//! spill it to disk, without resetting it; the second run of a shared-range scan would then read
+//! only the ranges the first run left. The scans under a nested loop join's left side therefore
+//! keep the ranges they were given, which any run reads again in full.
+
+use std::sync::Arc;
+
+use datafusion::common::Result;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::datasource::physical_plan::{FileScanConfig, FileScanConfigBuilder};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::joins::NestedLoopJoinExec;
+
+#[derive(Debug)]
+pub(crate) struct OwnRangesWhereRunTwice;
+
+impl PhysicalOptimizerRule for OwnRangesWhereRunTwice {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(join) = node.downcast_ref::<NestedLoopJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let left = own_ranges(Arc::clone(join.left()))?;
+            if !left.transformed {
+                return Ok(Transformed::no(node));
+            }
+            let children = vec![left.data, Arc::clone(join.right())];
+            Ok(Transformed::yes(node.with_new_children(children)?))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "OwnRangesWhereRunTwice"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `plan` with each file scan in it reading only its own partitions' ranges.
+fn own_ranges(plan: Arc<dyn ExecutionPlan>) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
+    plan.transform_up(|node| {
+        let Some(scan) = node.downcast_ref::<DataSourceExec>() else {
+            return Ok(Transformed::no(node));
+        };
+        let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>() else {
+            return Ok(Transformed::no(node));
+        };
+        if config.partitioned_by_file_group {
+            return Ok(Transformed::no(node));
+        }
+        let own = FileScanConfigBuilder::from(config.clone())
+            .with_partitioned_by_file_group(true)
+            .build();
+        let scan = scan.clone().with_data_source(Arc::new(own));
+        Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
+    })
+}
