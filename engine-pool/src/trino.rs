@@ -845,16 +845,22 @@ fn rewrite_plan(
     .map(|t| t.data)
 }
 
-/// `left / right`, cast to Trino's type when both are decimals: scale max(s1, s2), precision
-/// p1 - s1 + s2 + scale, at most 38.
+/// `left / right`, cast to Trino's type when one is a decimal and the other a decimal or an
+/// integer (a `decimal(p, 0)` wide enough for its type, as Trino coerces it): scale max(s1, s2),
+/// precision p1 - s1 + s2 + scale, at most 38. So `x / count(*) / 3.0000` keeps scale 4 at each
+/// step, where DataFusion's quotient of a decimal and an integer is wider.
 fn trino_quotient(
     left: Box<Expr>,
     right: Box<Expr>,
     schema: &DFSchema,
 ) -> Result<Transformed<Expr>> {
-    let types = (left.get_type(schema), right.get_type(schema));
+    let types = match (left.get_type(schema), right.get_type(schema)) {
+        (Ok(l @ DataType::Decimal128(..)), Ok(r)) => (Some(l), as_decimal(&r)),
+        (Ok(l), Ok(r @ DataType::Decimal128(..))) => (as_decimal(&l), Some(r)),
+        _ => (None, None),
+    };
     let quotient = Expr::BinaryExpr(BinaryExpr::new(left, Operator::Divide, right));
-    if let (Ok(DataType::Decimal128(p1, s1)), Ok(DataType::Decimal128(_, s2))) = types {
+    if let (Some(DataType::Decimal128(p1, s1)), Some(DataType::Decimal128(_, s2))) = types {
         let scale = s1.max(s2);
         let precision =
             (i16::from(p1) - i16::from(s1) + i16::from(s2) + i16::from(scale)).clamp(1, 38) as u8;
@@ -867,6 +873,21 @@ fn trino_quotient(
         }
     }
     Ok(Transformed::no(quotient))
+}
+
+/// A decimal as itself, an integer as the `decimal(p, 0)` Trino reads it as (tinyint 3 digits,
+/// smallint 5, integer 10, bigint 19); `None` for anything else.
+fn as_decimal(t: &DataType) -> Option<DataType> {
+    let digits = match t {
+        DataType::Decimal128(..) => return Some(t.clone()),
+        DataType::Int8 | DataType::UInt8 => 3,
+        DataType::Int16 | DataType::UInt16 => 5,
+        DataType::Int32 | DataType::UInt32 => 10,
+        DataType::Int64 => 19,
+        DataType::UInt64 => 20,
+        _ => return None,
+    };
+    Some(DataType::Decimal128(digits, 0))
 }
 
 /// Trino's casts and decimal quotients, on a plan whose types are settled.
