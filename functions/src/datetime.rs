@@ -1,7 +1,8 @@
 //! Trino's date and time functions (`functions/datetime` in Trino's docs): `date_add`, `date_diff`,
 //! `date_trunc` (a DATE stays a DATE), the field functions (`year`, `day_of_week`, …, which
 //! `EXTRACT` uses too), `last_day_of_month`, `to_unixtime`, MySQL's `date_format`/`date_parse`,
-//! Joda's `format_datetime`/`parse_datetime`, and the ISO 8601 ones.
+//! Joda's `format_datetime` (its `parse_datetime`, which gives a zone, is in `timezone.rs`), and
+//! the ISO 8601 ones.
 //!
 //! Dates and timestamps are read as local date-times: a timestamp with a time zone in its own zone,
 //! as Trino does, so `hour(TIMESTAMP '2020-01-01 10:00 Europe/Berlin')` is 10. Results keep the
@@ -38,7 +39,6 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         date_format(),
         date_parse(),
         format_datetime(),
-        parse_datetime(),
         from_iso8601_date(),
         to_iso8601(),
         human_readable_seconds(),
@@ -882,6 +882,12 @@ fn date_format() -> Arc<ScalarUDF> {
 
 /// Parses `s` by chrono format `format`; a part the format lacks is taken from 1970-01-01 00:00.
 fn parse_local(s: &str, format: &str) -> Option<NaiveDateTime> {
+    parse_zoned(s, format).map(|(local, _)| local)
+}
+
+/// `s` read with chrono's `format`: the local date-time (fields the format lacks are those of
+/// 1970-01-01 00:00:00) and the offset from UTC in seconds, if the text gave one.
+pub(crate) fn parse_zoned(s: &str, format: &str) -> Option<(NaiveDateTime, Option<i64>)> {
     let mut parsed = Parsed::new();
     chrono::format::parse(&mut parsed, s, StrftimeItems::new(format)).ok()?;
     if parsed.year().is_none() && parsed.isoyear().is_none() {
@@ -907,7 +913,7 @@ fn parse_local(s: &str, format: &str) -> Option<NaiveDateTime> {
     }
     let date = parsed.to_naive_date().ok()?;
     let time = parsed.to_naive_time().ok()?;
-    Some(date.and_time(time))
+    Some((date.and_time(time), parsed.offset().map(i64::from)))
 }
 
 fn parse_rows(
@@ -949,7 +955,7 @@ fn date_parse() -> Arc<ScalarUDF> {
 }
 
 /// Joda-Time's pattern letters (`format_datetime`, `parse_datetime`) as chrono's specifiers.
-fn joda_format(pattern: &str) -> Result<String> {
+pub(crate) fn joda_format(pattern: &str) -> Result<String> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = String::with_capacity(pattern.len() * 2);
     let mut i = 0;
@@ -1049,20 +1055,6 @@ fn format_datetime() -> Arc<ScalarUDF> {
         ),
         |_| Ok(DataType::Utf8),
         |args, _| format_rows(args, joda_format),
-    )
-    .udf()
-}
-
-fn parse_datetime() -> Arc<ScalarUDF> {
-    Scalar::new(
-        "parse_datetime",
-        coerce(
-            "parse_datetime",
-            &[&[Arg::Text, Arg::Text]],
-            &["varchar, varchar"],
-        ),
-        |_| Ok(DataType::Timestamp(TimeUnit::Millisecond, None)),
-        |args, t| parse_rows(args, t, joda_format),
     )
     .udf()
 }

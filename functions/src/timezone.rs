@@ -1,11 +1,13 @@
 //! Time zones, the zone half of Trino's date and time functions: `with_timezone`, `at_timezone`
 //! (what `x AT TIME ZONE z` means), `timezone`, `timezone_hour`, `timezone_minute` (and EXTRACT's
-//! TIMEZONE_HOUR/TIMEZONE_MINUTE), and the ISO 8601 parsers, whose text may name an offset.
+//! TIMEZONE_HOUR/TIMEZONE_MINUTE), and the parsers whose text may name an offset: the ISO 8601
+//! ones and Joda's `parse_datetime`.
 //!
 //! A `timestamp(p) with time zone` is Arrow's `Timestamp(unit, Some(zone))`: instants since the
 //! epoch, read in the column's zone. Trino keeps a zone with each value; SQE keeps one per column,
-//! so a zone given to a function must be a constant, and a text parsed with its own offset is the
-//! same instant shown in the session's zone.
+//! so a zone given to a function must be a constant. A constant text parsed with its own offset
+//! keeps that offset as its zone; texts read from a column are the same instants shown in the
+//! session's zone.
 //!
 //! The session's zone (Trino's `X-Trino-Time-Zone`, `SET TIME ZONE`) is DataFusion's
 //! `execution.time_zone`: a timestamp without a zone is read in it when it meets one with a zone.
@@ -25,7 +27,7 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
-use crate::datetime::{iso_parts, text};
+use crate::datetime::{iso_parts, joda_format, parse_zoned, text};
 use crate::udf::{invalid, is_text, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
@@ -38,6 +40,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         Minute,
         Iso(TimeUnit::Millisecond),
         Iso(TimeUnit::Nanosecond),
+        Joda,
     ]
     .into_iter()
     .map(|kind| Arc::new(ScalarUDF::new_from_impl(Zoned::new(kind, "UTC".into()))))
@@ -208,6 +211,8 @@ enum Kind {
     Hour,
     Minute,
     Iso(TimeUnit),
+    /// `parse_datetime(text, joda_pattern)`.
+    Joda,
 }
 
 /// One of this module's functions, knowing the session's zone (set from the statement's
@@ -230,6 +235,18 @@ impl Zoned {
 
     fn session(&self) -> Result<Zone> {
         Zone::parse(&self.session_zone)
+    }
+}
+
+/// Argument `i`, when it is a constant text.
+fn constant_text<'a>(args: &ReturnFieldArgs<'a>, i: usize) -> Option<&'a str> {
+    match args.scalar_arguments.get(i) {
+        Some(Some(
+            ScalarValue::Utf8(Some(t))
+            | ScalarValue::Utf8View(Some(t))
+            | ScalarValue::LargeUtf8(Some(t)),
+        )) => Some(t),
+        _ => None,
     }
 }
 
@@ -258,6 +275,7 @@ impl ScalarUDFImpl for Zoned {
             Kind::Minute => "timezone_minute",
             Kind::Iso(TimeUnit::Nanosecond) => "from_iso8601_timestamp_nanos",
             Kind::Iso(_) => "from_iso8601_timestamp",
+            Kind::Joda => "parse_datetime",
         }
     }
 
@@ -298,6 +316,10 @@ impl ScalarUDFImpl for Zoned {
             }
             (Kind::Iso(_), [t]) if is_text(t) || t.is_null() => Ok(vec![DataType::Utf8]),
             (Kind::Iso(_), _) => unexpected(name, args, &["varchar"]),
+            (Kind::Joda, [t, f]) if (is_text(t) || t.is_null()) && (is_text(f) || f.is_null()) => {
+                Ok(vec![DataType::Utf8, DataType::Utf8])
+            }
+            (Kind::Joda, _) => unexpected(name, args, &["varchar, varchar"]),
         }
     }
 
@@ -318,7 +340,10 @@ impl ScalarUDFImpl for Zoned {
             }
             Kind::Name => DataType::Utf8,
             Kind::Hour | Kind::Minute => DataType::Int64,
-            Kind::Iso(unit) => DataType::Timestamp(unit, Some(self.session_zone.clone().into())),
+            Kind::Iso(unit) => DataType::Timestamp(unit, Some(self.iso_zone(&args).into())),
+            Kind::Joda => {
+                DataType::Timestamp(TimeUnit::Millisecond, Some(self.joda_zone(&args).into()))
+            }
         };
         Ok(Arc::new(Field::new(name, t, true)))
     }
@@ -338,6 +363,34 @@ impl ScalarUDFImpl for Zoned {
 }
 
 impl Zoned {
+    /// The zone of `from_iso8601_timestamp(text)`: a constant text's own offset (`Z` is UTC), as
+    /// Trino keeps it; otherwise, and for a text without one, the session's.
+    fn iso_zone(&self, args: &ReturnFieldArgs) -> String {
+        let offset = constant_text(args, 0).and_then(|t| iso_parts(t)?.1);
+        self.offset_zone(offset)
+    }
+
+    /// The zone of `parse_datetime(text, pattern)`: with both constant, the offset the text
+    /// gives (`Z`, `ZZ`); otherwise, and for a text without one, the session's.
+    fn joda_zone(&self, args: &ReturnFieldArgs) -> String {
+        let offset = match (constant_text(args, 0), constant_text(args, 1)) {
+            (Some(t), Some(f)) => joda_format(f).ok().and_then(|f| parse_zoned(t, &f)?.1),
+            _ => None,
+        };
+        self.offset_zone(offset)
+    }
+
+    /// An offset from UTC in seconds as a zone (`+01:00`; none, the session's zone).
+    fn offset_zone(&self, offset: Option<i64>) -> String {
+        let Some(offset) = offset else {
+            return self.session_zone.clone();
+        };
+        let sign = if offset < 0 { '-' } else { '+' };
+        let minutes = offset.abs() / 60;
+        zone_name(&format!("{sign}{:02}:{:02}", minutes / 60, minutes % 60))
+            .unwrap_or_else(|_| self.session_zone.clone())
+    }
+
     fn evaluate(&self, args: &[ArrayRef], returns: &DataType) -> Result<ArrayRef> {
         let input_zone = |t: &DataType| match t {
             DataType::Timestamp(_, Some(z)) => Zone::parse(z),
@@ -430,6 +483,40 @@ impl Zoned {
                     out.push(Some(nanos / (1_000_000_000 / per_second(unit))));
                 }
                 timestamps(out, unit, returns)
+            }
+            Kind::Joda => {
+                let session = self.session()?;
+                let mut out = Vec::with_capacity(args[0].len());
+                let mut pattern: Option<(String, String)> = None;
+                for i in 0..args[0].len() {
+                    let (Some(s), Some(f)) = (text(&args[0], i), text(&args[1], i)) else {
+                        out.push(None);
+                        continue;
+                    };
+                    if pattern.as_ref().is_none_or(|(joda, _)| joda != f) {
+                        pattern = Some((f.to_string(), joda_format(f)?));
+                    }
+                    let chrono = pattern
+                        .as_ref()
+                        .map(|(_, c)| c.as_str())
+                        .unwrap_or_default();
+                    let Some((local, offset)) = parse_zoned(s, chrono) else {
+                        return invalid(format!("Invalid format: \"{s}\" for format \"{f}\""));
+                    };
+                    let offset = match offset {
+                        Some(o) => o,
+                        None => session.offset_of_local(local)?,
+                    };
+                    let millis = local
+                        .and_utc()
+                        .timestamp_millis()
+                        .checked_sub(offset * 1000);
+                    let Some(millis) = millis else {
+                        return invalid(format!("timestamp out of range: \"{s}\""));
+                    };
+                    out.push(Some(millis));
+                }
+                timestamps(out, TimeUnit::Millisecond, returns)
             }
         }
     }
