@@ -220,6 +220,35 @@ impl VisitorMut for Rewriter {
                 let arg = std::mem::replace(inner.as_mut(), ast::Expr::value(Value::Null));
                 *expr = call("sqe_to_json", vec![arg]);
             }
+            // `CAST('2020-01-02 03:04:05 +01:00' AS TIMESTAMP WITH TIME ZONE)`: a constant text
+            // keeps the zone it names, as the literal below does. TRY_CAST too, when the text
+            // reads (otherwise it stays DataFusion's, which gives NULL).
+            ast::Expr::Cast {
+                kind:
+                    kind @ (ast::CastKind::Cast | ast::CastKind::TryCast | ast::CastKind::SafeCast),
+                expr: inner,
+                data_type:
+                    ast::DataType::Timestamp(
+                        precision,
+                        ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz,
+                    ),
+                ..
+            } if zoned_text(inner).is_some_and(|(local, zone)| {
+                matches!(kind, ast::CastKind::Cast) || reads_as_zoned(&local, &zone)
+            }) =>
+            {
+                if let Some((local, zone)) = zoned_text(inner) {
+                    let local = ast::Expr::Cast {
+                        kind: ast::CastKind::Cast,
+                        expr: Box::new(ast::Expr::value(Value::SingleQuotedString(local))),
+                        data_type: ast::DataType::Timestamp(*precision, ast::TimezoneInfo::None),
+                        array: false,
+                        format: None,
+                    };
+                    let zone = ast::Expr::value(Value::SingleQuotedString(zone));
+                    *expr = call("with_timezone", vec![local, zone]);
+                }
+            }
             // `TIMESTAMP '2020-01-02 03:04:05 Europe/Berlin'`: that wall-clock time in that zone.
             ast::Expr::TypedString(typed)
                 if matches!(typed.data_type, ast::DataType::Timestamp(..)) =>
@@ -727,6 +756,26 @@ fn timestamp_zone(text: &str) -> Option<(&str, &str)> {
     }
     let zone = text[end..].trim();
     (!zone.is_empty()).then(|| (text[..end].trim_end(), zone))
+}
+
+/// A constant text that names a zone after its date-time: the date-time (with its seconds) and
+/// the zone.
+fn zoned_text(e: &ast::Expr) -> Option<(String, String)> {
+    let ast::Expr::Value(v) = e else {
+        return None;
+    };
+    let Value::SingleQuotedString(text) = &v.value else {
+        return None;
+    };
+    timestamp_zone(text).map(|(local, zone)| (with_seconds(local), zone.to_string()))
+}
+
+/// Whether `local` is a date-time and `zone` a zone: TRY_CAST's text that with_timezone reads
+/// without an error.
+fn reads_as_zoned(local: &str, zone: &str) -> bool {
+    let date_time = chrono::NaiveDateTime::parse_from_str(local, "%Y-%m-%d %H:%M:%S%.f").is_ok()
+        || chrono::NaiveDate::parse_from_str(local, "%Y-%m-%d").is_ok();
+    date_time && sqe_functions::zone_name(zone).is_ok()
 }
 
 /// A timestamp's text with the seconds Trino lets it leave out (`2020-01-02 03:04` is
