@@ -41,6 +41,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         Iso(TimeUnit::Millisecond),
         Iso(TimeUnit::Nanosecond),
         Joda,
+        Unix,
     ]
     .into_iter()
     .map(|kind| Arc::new(ScalarUDF::new_from_impl(Zoned::new(kind, "UTC".into()))))
@@ -213,6 +214,8 @@ enum Kind {
     Iso(TimeUnit),
     /// `parse_datetime(text, joda_pattern)`.
     Joda,
+    /// `from_unixtime(seconds [, zone | , hours, minutes])`.
+    Unix,
 }
 
 /// One of this module's functions, knowing the session's zone (set from the statement's
@@ -250,6 +253,28 @@ fn constant_text<'a>(args: &ReturnFieldArgs<'a>, i: usize) -> Option<&'a str> {
     }
 }
 
+/// The zone of `from_unixtime(x, hours, minutes)`: the offset hours * 60 + minutes minutes, as
+/// constants (each column has one zone).
+fn offset_of_hours(name: &str, args: &ReturnFieldArgs) -> Result<String> {
+    let int = |i: usize| match args.scalar_arguments.get(i) {
+        Some(Some(v)) if v.is_null() => plan_err!("{name}: the time zone offset is NULL"),
+        Some(Some(v)) => match v.cast_to(&DataType::Int64)? {
+            ScalarValue::Int64(Some(n)) => Ok(n),
+            other => plan_err!("{name}: not an offset: {other}"),
+        },
+        _ => plan_err!(
+            "{name}: the time zone offset must be a constant (SQE keeps one time zone for a column)"
+        ),
+    };
+    let (hours, minutes) = (int(1)?, int(2)?);
+    let Some(minutes) = hours.checked_mul(60).and_then(|h| h.checked_add(minutes)) else {
+        return invalid(format!("Invalid offset: {hours} hours, {minutes} minutes"));
+    };
+    let sign = if minutes < 0 { '-' } else { '+' };
+    let text = format!("{sign}{:02}:{:02}", minutes.abs() / 60, minutes.abs() % 60);
+    zone_name(&text)
+}
+
 /// The zone a function was given: a constant, as each column has one zone.
 fn constant_zone(name: &str, args: &ReturnFieldArgs) -> Result<String> {
     match args.scalar_arguments.get(1) {
@@ -276,6 +301,7 @@ impl ScalarUDFImpl for Zoned {
             Kind::Iso(TimeUnit::Nanosecond) => "from_iso8601_timestamp_nanos",
             Kind::Iso(_) => "from_iso8601_timestamp",
             Kind::Joda => "parse_datetime",
+            Kind::Unix => "from_unixtime",
         }
     }
 
@@ -320,6 +346,23 @@ impl ScalarUDFImpl for Zoned {
                 Ok(vec![DataType::Utf8, DataType::Utf8])
             }
             (Kind::Joda, _) => unexpected(name, args, &["varchar, varchar"]),
+            (Kind::Unix, [x]) if x.is_numeric() || x.is_null() => Ok(vec![DataType::Float64]),
+            (Kind::Unix, [x, z])
+                if (x.is_numeric() || x.is_null()) && (is_text(z) || z.is_null()) =>
+            {
+                Ok(vec![DataType::Float64, DataType::Utf8])
+            }
+            (Kind::Unix, [x, h, m])
+                if [x, h, m].iter().all(|t| t.is_numeric() || t.is_null())
+                    && [h, m].iter().all(|t| t.is_integer() || t.is_null()) =>
+            {
+                Ok(vec![DataType::Float64, DataType::Int64, DataType::Int64])
+            }
+            (Kind::Unix, _) => unexpected(
+                name,
+                args,
+                &["double", "double, varchar", "double, bigint, bigint"],
+            ),
         }
     }
 
@@ -343,6 +386,14 @@ impl ScalarUDFImpl for Zoned {
             Kind::Iso(unit) => DataType::Timestamp(unit, Some(self.iso_zone(&args).into())),
             Kind::Joda => {
                 DataType::Timestamp(TimeUnit::Millisecond, Some(self.joda_zone(&args).into()))
+            }
+            Kind::Unix => {
+                let zone = match args.arg_fields.len() {
+                    1 => self.session_zone.clone(),
+                    2 => constant_zone(name, &args)?,
+                    _ => offset_of_hours(name, &args)?,
+                };
+                DataType::Timestamp(TimeUnit::Millisecond, Some(zone.into()))
             }
         };
         Ok(Arc::new(Field::new(name, t, true)))
@@ -483,6 +534,24 @@ impl Zoned {
                     out.push(Some(nanos / (1_000_000_000 / per_second(unit))));
                 }
                 timestamps(out, unit, returns)
+            }
+            Kind::Unix => {
+                let seconds = args[0].as_primitive::<arrow::datatypes::Float64Type>();
+                let mut out = Vec::with_capacity(seconds.len());
+                for v in seconds.iter() {
+                    let Some(v) = v else {
+                        out.push(None);
+                        continue;
+                    };
+                    let millis = (v * 1000.0).round();
+                    // Within the range of SQE's timestamps (nanoseconds since the epoch: the
+                    // years 1677 to 2262).
+                    if !millis.is_finite() || millis.abs() > 9.2e15 {
+                        return invalid(format!("timestamp out of range: unixtime {v:?}"));
+                    }
+                    out.push(Some(millis as i64));
+                }
+                timestamps(out, TimeUnit::Millisecond, returns)
             }
             Kind::Joda => {
                 let session = self.session()?;
