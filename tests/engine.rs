@@ -974,6 +974,15 @@ async fn trino_function_coverage() {
         ),
         ("collect", vec!["collect|array(T)|T|aggregate|true|"]),
         ("typeof", vec!["typeof|varchar|T|scalar|true|"]),
+        // Typed from a constant argument (a zone, an offset): shown with a sample one.
+        (
+            "from_unixtime",
+            vec![
+                "from_unixtime|timestamp(3) with time zone|double|scalar|true|",
+                "from_unixtime|timestamp(3) with time zone|double, bigint, bigint|scalar|true|",
+                "from_unixtime|timestamp(3) with time zone|double, varchar|scalar|true|",
+            ],
+        ),
     ] {
         let shown = run(&engine, &format!("SHOW FUNCTIONS LIKE '{pattern}'")).await;
         assert_eq!(lines(&shown), expected, "SHOW FUNCTIONS LIKE '{pattern}'");

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, TimeUnit};
-use datafusion::common::Result;
+use datafusion::common::{Result, ScalarValue};
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::function::WindowUDFFieldArgs;
 use datafusion::logical_expr::type_coercion::functions::{UDFCoercionExt, fields_with_udf};
@@ -68,6 +68,15 @@ fn probed_types_of_three() -> Vec<DataType> {
         DataType::Timestamp(TimeUnit::Microsecond, None),
         DataType::new_list(DataType::Int64, true),
     ]
+}
+
+/// A constant of type `t` for typing a function whose result type reads its constants: `UTC`
+/// for a text, 0 for a number.
+fn sample(t: &DataType) -> Option<ScalarValue> {
+    if matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) {
+        return Some(ScalarValue::Utf8(Some("UTC".into())));
+    }
+    ScalarValue::new_zero(t).ok().filter(|_| t.is_numeric())
 }
 
 fn fields(types: &[DataType]) -> Vec<FieldRef> {
@@ -305,13 +314,17 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
                 // Functions typing their result from argument fields answer only this way.
                 f.return_type(args).or_else(|_| {
                     let arg_fields = fields(args);
-                    let scalar_arguments = vec![None; args.len()];
-                    Ok(f.return_field_from_args(ReturnFieldArgs {
-                        arg_fields: &arg_fields,
-                        scalar_arguments: &scalar_arguments,
-                    })?
-                    .data_type()
-                    .clone())
+                    let typed = |scalar_arguments: &[Option<&ScalarValue>]| {
+                        f.return_field_from_args(ReturnFieldArgs {
+                            arg_fields: &arg_fields,
+                            scalar_arguments,
+                        })
+                        .map(|field| field.data_type().clone())
+                    };
+                    // Those that need a constant (a time zone, an offset) are given a sample one.
+                    let samples: Vec<Option<ScalarValue>> = args.iter().map(sample).collect();
+                    typed(&vec![None; args.len()])
+                        .or_else(|_| typed(&samples.iter().map(Option::as_ref).collect::<Vec<_>>()))
                 })
             })
         });
