@@ -880,11 +880,6 @@ fn date_format() -> Arc<ScalarUDF> {
     .udf()
 }
 
-/// Parses `s` by chrono format `format`; a part the format lacks is taken from 1970-01-01 00:00.
-fn parse_local(s: &str, format: &str) -> Option<NaiveDateTime> {
-    parse_zoned(s, format).map(|(local, _)| local)
-}
-
 /// `s` read with chrono's `format`: the local date-time (fields the format lacks are those of
 /// 1970-01-01 00:00:00) and the offset from UTC in seconds, if the text gave one.
 pub(crate) fn parse_zoned(s: &str, format: &str) -> Option<(NaiveDateTime, Option<i64>)> {
@@ -916,11 +911,16 @@ pub(crate) fn parse_zoned(s: &str, format: &str) -> Option<(NaiveDateTime, Optio
     Some((date.and_time(time), parsed.offset().map(i64::from)))
 }
 
-fn parse_rows(
-    args: &[ArrayRef],
-    t: &DataType,
+/// A text read as a date-time: the text, its local date-time and the offset from UTC in seconds
+/// it named, if any.
+pub(crate) type ReadText<'a> = (&'a str, NaiveDateTime, Option<i64>);
+
+/// Each row's text (`args[0]`) read by its pattern (`args[1]`, made chrono's by `to_chrono` once
+/// for each pattern in a row); NULL where either is.
+pub(crate) fn parse_each<'a>(
+    args: &'a [ArrayRef],
     to_chrono: impl Fn(&str) -> Result<String>,
-) -> Result<ArrayRef> {
+) -> Result<Vec<Option<ReadText<'a>>>> {
     let mut out = Vec::with_capacity(args[0].len());
     let mut cached: Option<(String, String)> = None;
     for i in 0..args[0].len() {
@@ -932,12 +932,27 @@ fn parse_rows(
             cached = Some((f.to_string(), to_chrono(f)?));
         }
         let chrono = cached.as_ref().map(|(_, c)| c.as_str()).unwrap_or_default();
-        match parse_local(s, chrono) {
-            Some(v) => out.push(Some(v)),
+        match parse_zoned(s, chrono) {
+            Some((local, offset)) => out.push(Some((s, local, offset))),
             None => return invalid(format!("Invalid format: \"{s}\" for format \"{f}\"")),
         }
     }
-    temporal_array(out, t)
+    Ok(out)
+}
+
+/// Each row's local date-time, as type `t`.
+fn parse_rows(
+    args: &[ArrayRef],
+    t: &DataType,
+    to_chrono: impl Fn(&str) -> Result<String>,
+) -> Result<ArrayRef> {
+    let rows = parse_each(args, to_chrono)?;
+    temporal_array(
+        rows.into_iter()
+            .map(|r| r.map(|(_, local, _)| local))
+            .collect(),
+        t,
+    )
 }
 
 fn date_parse() -> Arc<ScalarUDF> {

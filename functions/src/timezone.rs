@@ -27,7 +27,7 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
-use crate::datetime::{iso_parts, joda_format, parse_zoned, text};
+use crate::datetime::{ReadText, iso_parts, joda_format, parse_each, parse_zoned, text};
 use crate::udf::{invalid, is_text, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
@@ -510,30 +510,17 @@ impl Zoned {
                 Ok(Arc::new(out))
             }
             Kind::Iso(unit) => {
-                let session = self.session()?;
-                let mut out = Vec::with_capacity(args[0].len());
+                let mut rows = Vec::with_capacity(args[0].len());
                 for i in 0..args[0].len() {
-                    let Some(s) = text(&args[0], i) else {
-                        out.push(None);
-                        continue;
-                    };
-                    let Some((local, offset)) = iso_parts(s) else {
-                        return invalid(format!("Invalid format: \"{s}\""));
-                    };
-                    let offset = match offset {
-                        Some(o) => o,
-                        None => session.offset_of_local(local)?,
-                    };
-                    let nanos = local
-                        .and_utc()
-                        .timestamp_nanos_opt()
-                        .and_then(|n| n.checked_sub(offset * 1_000_000_000));
-                    let Some(nanos) = nanos else {
-                        return invalid(format!("timestamp out of range: \"{s}\""));
-                    };
-                    out.push(Some(nanos / (1_000_000_000 / per_second(unit))));
+                    rows.push(match text(&args[0], i) {
+                        None => None,
+                        Some(s) => match iso_parts(s) {
+                            Some((local, offset)) => Some((s, local, offset)),
+                            None => return invalid(format!("Invalid format: \"{s}\"")),
+                        },
+                    });
                 }
-                timestamps(out, unit, returns)
+                timestamps(instants(rows, unit, &self.session()?)?, unit, returns)
             }
             Kind::Unix => {
                 let seconds = args[0].as_primitive::<arrow::datatypes::Float64Type>();
@@ -554,41 +541,38 @@ impl Zoned {
                 timestamps(out, TimeUnit::Millisecond, returns)
             }
             Kind::Joda => {
-                let session = self.session()?;
-                let mut out = Vec::with_capacity(args[0].len());
-                let mut pattern: Option<(String, String)> = None;
-                for i in 0..args[0].len() {
-                    let (Some(s), Some(f)) = (text(&args[0], i), text(&args[1], i)) else {
-                        out.push(None);
-                        continue;
-                    };
-                    if pattern.as_ref().is_none_or(|(joda, _)| joda != f) {
-                        pattern = Some((f.to_string(), joda_format(f)?));
-                    }
-                    let chrono = pattern
-                        .as_ref()
-                        .map(|(_, c)| c.as_str())
-                        .unwrap_or_default();
-                    let Some((local, offset)) = parse_zoned(s, chrono) else {
-                        return invalid(format!("Invalid format: \"{s}\" for format \"{f}\""));
-                    };
-                    let offset = match offset {
-                        Some(o) => o,
-                        None => session.offset_of_local(local)?,
-                    };
-                    let millis = local
-                        .and_utc()
-                        .timestamp_millis()
-                        .checked_sub(offset * 1000);
-                    let Some(millis) = millis else {
-                        return invalid(format!("timestamp out of range: \"{s}\""));
-                    };
-                    out.push(Some(millis));
-                }
-                timestamps(out, TimeUnit::Millisecond, returns)
+                let rows = parse_each(args, joda_format)?;
+                let unit = TimeUnit::Millisecond;
+                timestamps(instants(rows, unit, &self.session()?)?, unit, returns)
             }
         }
     }
+}
+
+/// Each text's instant in `unit`: its local date-time at the offset it named, or in `zone`.
+fn instants(rows: Vec<Option<ReadText>>, unit: TimeUnit, zone: &Zone) -> Result<Vec<Option<i64>>> {
+    let per_unit = 1_000_000_000 / per_second(unit);
+    rows.into_iter()
+        .map(|row| {
+            let Some((s, local, offset)) = row else {
+                return Ok(None);
+            };
+            let offset = match offset {
+                Some(o) => o,
+                None => zone.offset_of_local(local)?,
+            };
+            let utc = local.and_utc();
+            let instant = utc
+                .timestamp()
+                .checked_sub(offset)
+                .and_then(|t| t.checked_mul(per_second(unit)))
+                .and_then(|t| t.checked_add(i64::from(utc.timestamp_subsec_nanos()) / per_unit));
+            match instant {
+                Some(v) => Ok(Some(v)),
+                None => invalid(format!("timestamp out of range: \"{s}\"")),
+            }
+        })
+        .collect()
 }
 
 /// A timestamp column's values, in `unit`.
