@@ -991,7 +991,7 @@ async fn trino_function_coverage() {
         "SELECT CAST('1' AS integer), try_cast('x' AS integer)",
         "SELECT extract(year FROM DATE '2020-01-01')",
         "SELECT if(true, 1, 2), coalesce(NULL, 1), nullif(1, 2)",
-        "SELECT current_date, current_timestamp, current_user",
+        "SELECT current_date, current_time, current_timestamp, current_user, localtime, localtimestamp",
     ] {
         run(&engine, probe).await;
     }

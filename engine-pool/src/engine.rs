@@ -280,7 +280,12 @@ impl Engine {
             .with_catalog_list(list)
             .with_default_features()
             .with_analyzer_rules(crate::trino::analyzer_rules());
-        let mut state = crate::optimizer::install(builder).build();
+        let mut builder = crate::optimizer::install(builder);
+        builder
+            .expr_planners()
+            .get_or_insert_with(Vec::new)
+            .insert(0, Arc::new(crate::trino::TrinoOperators));
+        let mut state = builder.build();
         // Trino's functions, over DataFusion's of the same names.
         sqe_functions::register(&mut state).map_err(from_datafusion)?;
         // Until a session says otherwise (state_for), the time zone is UTC, and no groups.
@@ -972,13 +977,18 @@ impl Engine {
                 let v = self
                     .eval_scalar(session, &travel.expr, Some("TIMESTAMP"))
                     .await?;
-                let ScalarValue::TimestampNanosecond(Some(nanos), _) = v else {
-                    return Err(SqeError::invalid(format!(
-                        "FOR TIMESTAMP AS OF needs a timestamp, got {}",
-                        travel.expr
-                    )));
+                let millis = match v {
+                    ScalarValue::TimestampSecond(Some(s), _) => s.saturating_mul(1_000),
+                    ScalarValue::TimestampMillisecond(Some(ms), _) => ms,
+                    ScalarValue::TimestampMicrosecond(Some(us), _) => us.div_euclid(1_000),
+                    ScalarValue::TimestampNanosecond(Some(ns), _) => ns.div_euclid(1_000_000),
+                    _ => {
+                        return Err(SqeError::invalid(format!(
+                            "FOR TIMESTAMP AS OF needs a timestamp, got {}",
+                            travel.expr
+                        )));
+                    }
                 };
-                let millis = nanos.div_euclid(1_000_000);
                 table
                     .metadata()
                     .history()

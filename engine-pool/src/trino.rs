@@ -8,10 +8,13 @@
 //!   `FROM t CROSS JOIN UNNEST(…)` is DataFusion's `unnest()` (unnest.rs); `WITH t(a, b)` names
 //!   reach a recursive term; `FETCH FIRST n ROWS ONLY` is a LIMIT; Trino's names for DataFusion's
 //!   functions (`approx_percentile`, `listagg`, `variance`, `every`, `any_value`) and `mod`/`date`
-//!   as the expressions they are.
-//!   (A `TIMESTAMP '…'` literal stays DataFusion's nanoseconds: DataFusion coerces two timestamp
-//!   precisions to the coarser one, so a literal of Trino's precision 0 would cut the fraction off
-//!   the microsecond column it is compared with);
+//!   as the expressions they are; a `TIMESTAMP '…'` literal's precision is its fraction's digits,
+//!   a cast's precision is 3 unless given, and `current_timestamp`, `localtimestamp` and
+//!   `localtime` are Trino's (precision 3 unless given). Arrow has four units, so a precision is
+//!   held in the next unit that holds it: 0, 3, 6 or 9 digits;
+//! - the plan, before type coercion ([`TrinoOperands`]): timestamps (and times) of different
+//!   precisions that meet are each cast to the finest of them, where DataFusion would cut the finer
+//!   ones down to the coarsest, and a decimal quotient takes Trino's type;
 //! - the plan, after type coercion ([`TrinoCasts`]): a cast of a DOUBLE or DECIMAL to an integer
 //!   rounds half away from zero (DataFusion truncates), a timestamp cast to VARCHAR is Trino's text
 //!   (`2020-01-02 03:04:05`, no `T`), and a DECIMAL quotient has Trino's scale, the larger of its
@@ -21,11 +24,12 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, Result};
+use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, Cast, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF, TryCast,
@@ -179,7 +183,25 @@ impl VisitorMut for Rewriter {
         ControlFlow::Continue(())
     }
 
+    /// A VALUES column of timestamp literals takes the finest of their precisions (DataFusion
+    /// would cut every row down to the coarsest).
+    fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<SqeError> {
+        if let SetExpr::Values(values) = query.body.as_mut() {
+            finest_literals(&mut values.rows);
+        }
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<SqeError> {
+        // A timestamp's precision as Trino gives it: 3 where the cast names none, and a
+        // precision Arrow has no unit for taken up to the next one that it has.
+        if let ast::Expr::Cast {
+            data_type: ast::DataType::Timestamp(precision, _),
+            ..
+        } = expr
+        {
+            *precision = Some(arrow_precision(precision.unwrap_or(3)));
+        }
         match expr {
             ast::Expr::Extract {
                 field: field @ (DateTimeField::TimezoneHour | DateTimeField::TimezoneMinute),
@@ -250,23 +272,45 @@ impl VisitorMut for Rewriter {
                 }
             }
             // `TIMESTAMP '2020-01-02 03:04:05 Europe/Berlin'`: that wall-clock time in that zone.
+            // Its precision is its fraction's digits (`TIMESTAMP '2020-01-02 03:04:05'` is a
+            // timestamp(0)).
             ast::Expr::TypedString(typed)
                 if matches!(typed.data_type, ast::DataType::Timestamp(..)) =>
             {
                 if let Value::SingleQuotedString(text) = &mut typed.value.value {
-                    match timestamp_zone(text) {
-                        Some((local, zone)) => {
-                            let local = ast::Expr::TypedString(ast::TypedString {
-                                data_type: ast::DataType::Timestamp(None, ast::TimezoneInfo::None),
-                                value: Value::SingleQuotedString(with_seconds(local)).into(),
-                                uses_odbc_syntax: false,
-                            });
-                            let zone =
-                                ast::Expr::value(Value::SingleQuotedString(zone.to_string()));
-                            *expr = call("with_timezone", vec![local, zone]);
-                        }
-                        None => *text = with_seconds(text),
-                    }
+                    let (local, zone) = match timestamp_zone(text) {
+                        Some((local, zone)) => (with_seconds(local), Some(zone.to_string())),
+                        None => (with_seconds(text), None),
+                    };
+                    let precision = Some(arrow_precision(fraction_digits(&local)));
+                    let local = ast::Expr::TypedString(ast::TypedString {
+                        data_type: ast::DataType::Timestamp(precision, ast::TimezoneInfo::None),
+                        value: Value::SingleQuotedString(local).into(),
+                        uses_odbc_syntax: false,
+                    });
+                    *expr = match zone {
+                        Some(zone) => call(
+                            "with_timezone",
+                            vec![local, ast::Expr::value(Value::SingleQuotedString(zone))],
+                        ),
+                        None => local,
+                    };
+                }
+            }
+            // `current_timestamp`, `localtimestamp` and `localtime` as Trino has them: precision 3
+            // unless given, in the session's zone (`localtimestamp` its wall-clock time).
+            ast::Expr::Identifier(ident)
+                if ident.quote_style.is_none()
+                    && matches!(
+                        ident.value.to_lowercase().as_str(),
+                        "localtimestamp" | "localtime"
+                    ) =>
+            {
+                *expr = clock(&ident.value.to_lowercase(), 3);
+            }
+            ast::Expr::Function(f) if clock_precision(f).is_some() => {
+                if let Some((name, precision)) = clock_precision(f) {
+                    *expr = clock(&name, precision);
                 }
             }
             ast::Expr::Extract {
@@ -758,6 +802,138 @@ fn timestamp_zone(text: &str) -> Option<(&str, &str)> {
     (!zone.is_empty()).then(|| (text[..end].trim_end(), zone))
 }
 
+/// The Arrow unit's precision that holds Trino's `precision`: 0, 3, 6 or 9 (Trino's 1, 2, 4, 5, 7
+/// and 8 take the next of these; beyond nanoseconds, nanoseconds).
+fn arrow_precision(precision: u64) -> u64 {
+    match precision {
+        0 => 0,
+        1..=3 => 3,
+        4..=6 => 6,
+        _ => 9,
+    }
+}
+
+/// The digits of a date-time text's fraction of a second.
+fn fraction_digits(local: &str) -> u64 {
+    match local.rsplit_once('.') {
+        Some((_, fraction)) if local.contains(':') => {
+            fraction.bytes().take_while(u8::is_ascii_digit).count() as u64
+        }
+        _ => 0,
+    }
+}
+
+/// The precision slot of a timestamp constant as the rewrite leaves it: a literal, a cast, or
+/// either in `with_timezone` (a zoned literal).
+fn literal_precision(e: &mut ast::Expr) -> Option<&mut Option<u64>> {
+    match e {
+        ast::Expr::TypedString(ast::TypedString {
+            data_type: ast::DataType::Timestamp(precision, _),
+            ..
+        })
+        | ast::Expr::Cast {
+            data_type: ast::DataType::Timestamp(precision, _),
+            ..
+        } => Some(precision),
+        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("with_timezone") => {
+            match &mut f.args {
+                FunctionArguments::List(list) => match list.args.first_mut() {
+                    Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) => {
+                        literal_precision(first)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Each column of VALUES rows: its timestamp constants at the finest precision among them.
+fn finest_literals(rows: &mut [ast::Parens<Vec<ast::Expr>>]) {
+    let width = rows.iter().map(|r| r.content.len()).max().unwrap_or(0);
+    for column in 0..width {
+        let finest = rows
+            .iter_mut()
+            .filter_map(|row| row.content.get_mut(column).and_then(literal_precision))
+            .filter_map(|p| *p)
+            .max();
+        for row in rows.iter_mut() {
+            if let Some(p) = row.content.get_mut(column).and_then(literal_precision) {
+                *p = finest;
+            }
+        }
+    }
+}
+
+/// `current_timestamp(p)`, `localtimestamp(p)`, `localtime(p)` and `now()`: the clock's name and
+/// precision (3 when none is given).
+fn clock_precision(f: &ast::Function) -> Option<(String, u64)> {
+    let [ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else {
+        return None;
+    };
+    let name = name.value.to_lowercase();
+    if !matches!(
+        name.as_str(),
+        "current_timestamp" | "localtimestamp" | "localtime" | "now"
+    ) {
+        return None;
+    }
+    let args = match &f.args {
+        FunctionArguments::None => return Some((name, 3)),
+        FunctionArguments::List(list) => &list.args,
+        FunctionArguments::Subquery(_) => return None,
+    };
+    match args.as_slice() {
+        [] => Some((name, 3)),
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(ast::Expr::Value(v)))] if name != "now" => {
+            match &v.value {
+                Value::Number(n, _) => n.parse::<u64>().ok().map(|p| (name, p)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The clock `name` at `precision`: DataFusion's `now()` (the statement's instant in the
+/// session's zone) cast to Trino's type.
+fn clock(name: &str, precision: u64) -> ast::Expr {
+    let now = call("now", vec![]);
+    let zone = match name {
+        "current_timestamp" | "now" => ast::TimezoneInfo::WithTimeZone,
+        _ => ast::TimezoneInfo::None,
+    };
+    let cast = |expr: ast::Expr, data_type: ast::DataType| ast::Expr::Cast {
+        kind: ast::CastKind::Cast,
+        expr: Box::new(expr),
+        data_type,
+        array: false,
+        format: None,
+    };
+    let timestamp = cast(
+        now,
+        ast::DataType::Timestamp(Some(arrow_precision(precision)), zone),
+    );
+    if name != "localtime" {
+        return timestamp;
+    }
+    let unit = match arrow_precision(precision) {
+        0 => "Time32(s)",
+        3 => "Time32(ms)",
+        6 => "Time64(us)",
+        _ => "Time64(ns)",
+    };
+    call(
+        "arrow_cast",
+        vec![
+            timestamp,
+            ast::Expr::value(Value::SingleQuotedString(unit.into())),
+        ],
+    )
+}
+
 /// A constant text that names a zone after its date-time: the date-time (with its seconds) and
 /// the zone.
 fn zoned_text(e: &ast::Expr) -> Option<(String, String)> {
@@ -826,48 +1002,294 @@ pub(crate) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
     })
 }
 
-/// DataFusion's analyzer rules with Trino's around its type coercion: decimal quotients typed
-/// before it (so that a CASE, COALESCE or UNION around one takes Trino's type, not DataFusion's),
-/// and Trino's casts after it ([`TrinoCasts`]).
+/// DataFusion's analyzer rules with Trino's around its type coercion: operand types settled
+/// before it ([`TrinoOperands`]: so that a CASE, COALESCE or UNION around them takes Trino's
+/// type, not DataFusion's), and Trino's casts after it ([`TrinoCasts`]).
 pub(crate) fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Analyzer::new().rules;
     let coercion = rules
         .iter()
         .position(|r| r.name() == "type_coercion")
         .unwrap_or(rules.len());
-    rules.insert(coercion, Arc::new(TrinoQuotients));
+    rules.insert(coercion, Arc::new(TrinoOperands));
     rules.push(Arc::new(TrinoCasts));
     rules
 }
 
-/// `a / b` of two decimals as `CAST(a / b AS <Trino's type>)`, before type coercion.
+/// Before type coercion: `a / b` of two decimals as `CAST(a / b AS <Trino's type>)`, and
+/// timestamps of different precisions that meet (compared, subtracted, in one CASE, COALESCE, IN
+/// list, function call or UNION column) each at the finest of them, as Trino coerces them, where
+/// DataFusion would cut the finer ones down to the coarsest.
 #[derive(Debug)]
-pub(crate) struct TrinoQuotients;
+pub(crate) struct TrinoOperands;
 
-impl AnalyzerRule for TrinoQuotients {
+impl AnalyzerRule for TrinoOperands {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        let quotients = |e: Expr, schema: &DFSchema| {
+        let operands = |e: Expr, schema: &DFSchema| {
             e.transform_up(|e| match e {
                 Expr::BinaryExpr(BinaryExpr {
                     left,
                     op: Operator::Divide,
                     right,
                 }) => trino_quotient(left, right, schema),
-                other => Ok(Transformed::no(other)),
+                other => finest_timestamps(other, schema),
             })
         };
         // A union keeps the types its planner gave it: taken again from its inputs.
-        rewrite_plan(plan, quotients, |node| match node {
+        rewrite_plan(plan, operands, |node| match node {
             LogicalPlan::Union(union) => Ok(LogicalPlan::Union(
-                datafusion::logical_expr::Union::try_new_with_loose_types(union.inputs)?,
+                datafusion::logical_expr::Union::try_new_with_loose_types(finest_union_inputs(
+                    union.inputs,
+                )?)?,
             )),
             other => other.recompute_schema(),
         })
     }
 
     fn name(&self) -> &str {
-        "trino_quotients"
+        "trino_operands"
     }
+}
+
+/// The unit of a timestamp or time type, finest first when sorted, and which of the two it is.
+fn temporal_unit(t: &DataType) -> Option<(bool, u8)> {
+    let (time, unit) = match t {
+        DataType::Timestamp(unit, _) => (false, unit),
+        DataType::Time32(unit) | DataType::Time64(unit) => (true, unit),
+        _ => return None,
+    };
+    let rank = match unit {
+        TimeUnit::Nanosecond => 0,
+        TimeUnit::Microsecond => 1,
+        TimeUnit::Millisecond => 2,
+        TimeUnit::Second => 3,
+    };
+    Some((time, rank))
+}
+
+fn unit_of(rank: u8) -> TimeUnit {
+    match rank {
+        0 => TimeUnit::Nanosecond,
+        1 => TimeUnit::Microsecond,
+        2 => TimeUnit::Millisecond,
+        _ => TimeUnit::Second,
+    }
+}
+
+/// The finest unit among `types` when they hold timestamps (or times) of more than one unit.
+fn finest_of<'a>(types: impl IntoIterator<Item = &'a DataType>) -> Option<TimeUnit> {
+    let units: Vec<(bool, u8)> = types.into_iter().filter_map(temporal_unit).collect();
+    let (kind, _) = *units.first()?;
+    let ranks: Vec<u8> = units
+        .iter()
+        .filter(|(k, _)| *k == kind)
+        .map(|(_, r)| *r)
+        .collect();
+    let finest = ranks.iter().min()?;
+    ranks.iter().any(|r| r != finest).then(|| unit_of(*finest))
+}
+
+/// `t`, a timestamp or time type, in `unit` (None when it is in that unit already).
+fn in_unit(t: &DataType, unit: TimeUnit) -> Option<DataType> {
+    let to = match t {
+        DataType::Timestamp(_, zone) => DataType::Timestamp(unit, zone.clone()),
+        DataType::Time32(_) | DataType::Time64(_) => match unit {
+            TimeUnit::Second | TimeUnit::Millisecond => DataType::Time32(unit),
+            _ => DataType::Time64(unit),
+        },
+        _ => return None,
+    };
+    (to != *t).then_some(to)
+}
+
+/// The operands of `e` that its coercion makes one type, grouped, for the node kinds where two
+/// timestamps meet.
+fn operand_groups(e: &mut Expr) -> Vec<Vec<&mut Expr>> {
+    match e {
+        Expr::BinaryExpr(b) => vec![vec![b.left.as_mut(), b.right.as_mut()]],
+        Expr::Between(b) => vec![vec![b.expr.as_mut(), b.low.as_mut(), b.high.as_mut()]],
+        Expr::InList(i) => {
+            let mut group = vec![i.expr.as_mut()];
+            group.extend(i.list.iter_mut());
+            vec![group]
+        }
+        Expr::Case(c) => {
+            let mut keys: Vec<&mut Expr> = c.expr.iter_mut().map(Box::as_mut).collect();
+            let mut results: Vec<&mut Expr> = c.else_expr.iter_mut().map(Box::as_mut).collect();
+            for (when, then) in &mut c.when_then_expr {
+                if !keys.is_empty() {
+                    keys.push(when.as_mut());
+                }
+                results.push(then.as_mut());
+            }
+            vec![keys, results]
+        }
+        Expr::ScalarFunction(f) => vec![f.args.iter_mut().collect()],
+        _ => vec![],
+    }
+}
+
+/// `e` with each group of its operands at one timestamp unit, the finest among them (see
+/// [`TrinoOperands`]).
+fn finest_timestamps(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let compares = match &e {
+        Expr::BinaryExpr(b) => {
+            b.op.supports_propagation()
+                || matches!(b.op, Operator::IsDistinctFrom | Operator::IsNotDistinctFrom)
+        }
+        Expr::Between(_) | Expr::InList(_) => true,
+        _ => false,
+    };
+    let mut changed = false;
+    for group in operand_groups(&mut e) {
+        changed |= finest_group(group, compares, schema);
+    }
+    Ok(if changed {
+        Transformed::yes(e)
+    } else {
+        Transformed::no(e)
+    })
+}
+
+/// Casts the timestamps (or times) of `group` to the finest unit among them, when they have more
+/// than one; whether it changed any. `compares`: the group's operands are compared.
+fn finest_group(group: Vec<&mut Expr>, compares: bool, schema: &DFSchema) -> bool {
+    let types: Vec<DataType> = group
+        .iter()
+        .map(|x| x.get_type(schema).unwrap_or(DataType::Null))
+        .collect();
+    let Some(unit) = finest_of(&types) else {
+        return false;
+    };
+    // The coarsest unit a non-constant operand is cast up from: DataFusion's simplifier takes such
+    // a cast off again by casting a constant down to that unit, which must then be exact.
+    let coarsest = types
+        .iter()
+        .zip(group.iter())
+        .filter(|(_, x)| !is_constant(x))
+        .filter_map(|(t, _)| temporal_unit(t).map(|(_, rank)| rank))
+        .max();
+    for (operand, t) in group.into_iter().zip(&types) {
+        if temporal_unit(t).is_none() {
+            continue;
+        }
+        let x = std::mem::replace(operand, Expr::Literal(ScalarValue::Null, None));
+        let x = match coarsest {
+            Some(c) if compares && is_constant(&x) && !exact_in(&x, unit_of(c)) => {
+                Expr::ScalarFunction(ScalarFunction::new_udf(sqe_functions::opaque(), vec![x]))
+            }
+            _ => x,
+        };
+        *operand = match in_unit(t, unit) {
+            Some(to) => Expr::Cast(Cast::new(Box::new(x), to)),
+            None => x,
+        };
+    }
+    true
+}
+
+/// The operands of a binary operator, at one timestamp (or time) unit before DataFusion types the
+/// operation: DataFusion refuses to compare times of two units while planning, before any
+/// analyzer rule runs.
+#[derive(Debug)]
+pub(crate) struct TrinoOperators;
+
+impl ExprPlanner for TrinoOperators {
+    fn plan_binary_op(
+        &self,
+        mut expr: RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> Result<PlannerResult<RawBinaryExpr>> {
+        use ast::BinaryOperator as Op;
+        let compares = matches!(
+            expr.op,
+            Op::Eq | Op::NotEq | Op::Lt | Op::LtEq | Op::Gt | Op::GtEq | Op::Spaceship
+        );
+        finest_group(vec![&mut expr.left, &mut expr.right], compares, schema);
+        Ok(PlannerResult::Original(expr))
+    }
+}
+
+/// Whether `e` reads no column.
+fn is_constant(e: &Expr) -> bool {
+    e.column_refs().is_empty()
+}
+
+/// Whether the constant `e` is known to be a whole number of `unit`s: a timestamp or time literal,
+/// or text cast to one (what `TIMESTAMP '…'` is until it is folded).
+fn exact_in(e: &Expr, unit: TimeUnit) -> bool {
+    let value = match e {
+        Expr::Literal(v, _) => v.clone(),
+        Expr::Cast(Cast { expr, field }) => match expr.as_ref() {
+            Expr::Literal(v, _) => match v.cast_to(field.data_type()) {
+                Ok(v) => v,
+                Err(_) => return false,
+            },
+            _ => return false,
+        },
+        _ => return false,
+    };
+    let per_second: i64 = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    let (value, own) = match value {
+        ScalarValue::TimestampSecond(x, _) => (x, 1),
+        ScalarValue::TimestampMillisecond(x, _) => (x, 1_000),
+        ScalarValue::TimestampMicrosecond(x, _) => (x, 1_000_000),
+        ScalarValue::TimestampNanosecond(x, _) => (x, 1_000_000_000),
+        ScalarValue::Time32Second(x) => (x.map(i64::from), 1),
+        ScalarValue::Time32Millisecond(x) => (x.map(i64::from), 1_000),
+        ScalarValue::Time64Microsecond(x) => (x, 1_000_000),
+        ScalarValue::Time64Nanosecond(x) => (x, 1_000_000_000),
+        _ => return false,
+    };
+    own <= per_second || value.is_none_or(|x| x % (own / per_second) == 0)
+}
+
+/// A UNION's inputs with each timestamp column at the finest unit any input has it in.
+fn finest_union_inputs(inputs: Vec<Arc<LogicalPlan>>) -> Result<Vec<Arc<LogicalPlan>>> {
+    let Some(width) = inputs.first().map(|i| i.schema().fields().len()) else {
+        return Ok(inputs);
+    };
+    let units: Vec<Option<TimeUnit>> = (0..width)
+        .map(|c| {
+            finest_of(
+                inputs
+                    .iter()
+                    .filter_map(|i| i.schema().fields().get(c).map(|f| f.data_type())),
+            )
+        })
+        .collect();
+    if units.iter().all(Option::is_none) {
+        return Ok(inputs);
+    }
+    inputs
+        .into_iter()
+        .map(|input| {
+            let exprs: Vec<Expr> = input
+                .schema()
+                .iter()
+                .zip(&units)
+                .map(|((qualifier, field), unit)| {
+                    let column = Expr::Column(datafusion::common::Column::from((qualifier, field)));
+                    match unit.and_then(|unit| in_unit(field.data_type(), unit)) {
+                        Some(to) => Expr::Cast(Cast::new(Box::new(column), to))
+                            .alias_qualified(qualifier.cloned(), field.name()),
+                        None => column,
+                    }
+                })
+                .collect();
+            if exprs.iter().all(|e| matches!(e, Expr::Column(_))) {
+                return Ok(input);
+            }
+            Ok(Arc::new(LogicalPlan::Projection(
+                datafusion::logical_expr::Projection::try_new(exprs, input)?,
+            )))
+        })
+        .collect()
 }
 
 /// Rewrites every expression of every node (subqueries too) with `rewrite`, given the schema

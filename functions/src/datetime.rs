@@ -1258,15 +1258,10 @@ pub fn timestamp_text() -> Arc<ScalarUDF> {
     .udf()
 }
 
-/// `.` and the first `digits` digits of `nanos` (a fraction of a second); nine digits, a literal's
-/// precision, are shown in groups of three, as few as the value needs (none for zero).
+/// `.` and the first `digits` digits of `nanos` (a fraction of a second): as many as the type's
+/// precision, as Trino shows them (none for a precision of 0).
 fn fraction(nanos: i64, digits: usize) -> String {
-    let shown = match digits {
-        9 if nanos == 0 => 0,
-        9 if nanos % 1_000_000 == 0 => 3,
-        9 if nanos % 1_000 == 0 => 6,
-        d => d,
-    };
+    let shown = digits.min(9);
     if shown == 0 {
         return String::new();
     }

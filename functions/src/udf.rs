@@ -177,15 +177,9 @@ pub fn type_name(ty: &DataType) -> String {
         D::Utf8 | D::LargeUtf8 | D::Utf8View => "varchar".into(),
         D::Binary | D::LargeBinary | D::BinaryView | D::FixedSizeBinary(_) => "varbinary".into(),
         D::Date32 | D::Date64 => "date".into(),
-        D::Time32(_) => "time(3)".into(),
-        D::Time64(_) => "time(6)".into(),
+        D::Time32(unit) | D::Time64(unit) => format!("time({})", precision(unit)),
         D::Timestamp(unit, tz) => {
-            let p = match unit {
-                TimeUnit::Second => 0,
-                TimeUnit::Millisecond => 3,
-                TimeUnit::Microsecond => 6,
-                TimeUnit::Nanosecond => 9,
-            };
+            let p = precision(unit);
             match tz {
                 Some(_) => format!("timestamp({p}) with time zone"),
                 None => format!("timestamp({p})"),
@@ -437,4 +431,14 @@ pub(crate) fn is_binary(t: &DataType) -> bool {
         t,
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::Null
     )
+}
+
+/// The digits of a second's fraction that a time unit holds.
+fn precision(unit: &TimeUnit) -> u8 {
+    match unit {
+        TimeUnit::Second => 0,
+        TimeUnit::Millisecond => 3,
+        TimeUnit::Microsecond => 6,
+        TimeUnit::Nanosecond => 9,
+    }
 }

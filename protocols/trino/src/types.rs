@@ -184,11 +184,20 @@ pub fn value(array: &dyn Array, row: usize) -> Value {
                 (other, _) => other,
             }
         }
-        DataType::Time32(_) | DataType::Time64(_) => text(
-            array,
-            row,
-            &FormatOptions::default().with_time_format(Some("%H:%M:%S%.6f")),
-        ),
+        // As many fraction digits as the type's precision, as for timestamps.
+        DataType::Time32(unit) | DataType::Time64(unit) => {
+            let format = match unit {
+                TimeUnit::Second => "%H:%M:%S",
+                TimeUnit::Millisecond => "%H:%M:%S%.3f",
+                TimeUnit::Microsecond => "%H:%M:%S%.6f",
+                TimeUnit::Nanosecond => "%H:%M:%S%.9f",
+            };
+            text(
+                array,
+                row,
+                &FormatOptions::default().with_time_format(Some(format)),
+            )
+        }
         DataType::FixedSizeBinary(16) => {
             let bytes = array.as_fixed_size_binary().value(row);
             match uuid::Uuid::from_slice(bytes) {
