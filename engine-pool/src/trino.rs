@@ -52,6 +52,11 @@ pub(crate) fn configure(config: &mut SessionConfig) {
 
 /// Rewrites a parsed statement into what DataFusion plans with Trino's meaning.
 pub(crate) fn rewrite_statement(statement: &mut Statement) -> SqeResult<()> {
+    // A SET statement's value is read as written (`SET TIME ZONE INTERVAL '-08:00' HOUR TO
+    // MINUTE` is an offset, not an interval to plan).
+    if matches!(statement, Statement::Set(_)) {
+        return Ok(());
+    }
     match statement.visit(&mut Rewriter) {
         ControlFlow::Continue(()) => Ok(()),
         ControlFlow::Break(e) => Err(e),
@@ -295,6 +300,14 @@ impl VisitorMut for Rewriter {
                         ),
                         None => local,
                     };
+                }
+            }
+            // Trino's interval literals: YEAR and MONTH ones (`'1-2' YEAR TO MONTH` too) are
+            // year-to-month intervals; the ranges of DAY to SECOND (`'2 03:04:05.678' DAY TO
+            // SECOND`) day-to-second ones, to the millisecond.
+            ast::Expr::Interval(interval) => {
+                if let Some(rewritten) = trino_interval(interval) {
+                    *expr = rewritten;
                 }
             }
             // `current_timestamp`, `localtimestamp` and `localtime` as Trino has them: precision 3
@@ -934,6 +947,108 @@ fn clock(name: &str, precision: u64) -> ast::Expr {
     )
 }
 
+/// A Trino interval literal as DataFusion plans it: a year-to-month one as an Arrow year-month
+/// interval, a range of day-to-second fields as the days and milliseconds it adds up to. None
+/// for what DataFusion reads as it is (a single day-to-second field) or refuses itself.
+fn trino_interval(interval: &ast::Interval) -> Option<ast::Expr> {
+    use DateTimeField as F;
+    let ast::Expr::Value(v) = interval.value.as_ref() else {
+        return None;
+    };
+    let Value::SingleQuotedString(text) = &v.value else {
+        return None;
+    };
+    if interval.leading_precision.is_some() || interval.fractional_seconds_precision.is_some() {
+        return None;
+    }
+    let text = text.trim();
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let number = |s: &str| s.trim().parse::<i64>().ok();
+    let string = |s: String| ast::Expr::value(Value::SingleQuotedString(s));
+    match (&interval.leading_field, &interval.last_field) {
+        (Some(F::Year | F::Month), None) | (Some(F::Year), Some(F::Month)) => {
+            let months = match (&interval.leading_field, &interval.last_field) {
+                (Some(F::Year), None) => number(body)?.checked_mul(12)?,
+                (Some(F::Month), None) => number(body)?,
+                _ => {
+                    let (years, months) = body.split_once('-')?;
+                    number(years)?
+                        .checked_mul(12)?
+                        .checked_add(number(months)?)?
+                }
+            };
+            let months = i32::try_from(if negative { -months } else { months }).ok()?;
+            Some(call(
+                "arrow_cast",
+                vec![
+                    string(format!("{months} months")),
+                    string("Interval(YearMonth)".into()),
+                ],
+            ))
+        }
+        (Some(leading), Some(last)) => {
+            const FIELDS: [(F, i64); 4] = [
+                (F::Day, 86_400_000),
+                (F::Hour, 3_600_000),
+                (F::Minute, 60_000),
+                (F::Second, 1_000),
+            ];
+            let from = FIELDS.iter().position(|(f, _)| f == leading)?;
+            let to = FIELDS.iter().position(|(f, _)| f == last)?;
+            let (mut parts, rest) = match from {
+                0 => {
+                    let (days, rest) = body.trim().split_once(' ')?;
+                    (vec![days], rest)
+                }
+                _ => (vec![], body),
+            };
+            parts.extend(rest.split(':'));
+            if to <= from || parts.len() != to - from + 1 {
+                return None;
+            }
+            let mut millis: i64 = 0;
+            for (part, (field, unit)) in parts.iter().zip(&FIELDS[from..=to]) {
+                let ms = match field {
+                    F::Second => second_millis(part)?,
+                    _ => number(part)?.checked_mul(*unit)?,
+                };
+                millis = millis.checked_add(ms)?;
+            }
+            let millis = if negative { -millis } else { millis };
+            Some(ast::Expr::Interval(ast::Interval {
+                value: Box::new(string(format!(
+                    "{} days {} milliseconds",
+                    millis / 86_400_000,
+                    millis % 86_400_000
+                ))),
+                leading_field: None,
+                leading_precision: None,
+                last_field: None,
+                fractional_seconds_precision: None,
+            }))
+        }
+        _ => None,
+    }
+}
+
+/// `12.345` seconds as 12345 milliseconds (digits past the millisecond are dropped, as Trino's
+/// intervals hold milliseconds).
+fn second_millis(text: &str) -> Option<i64> {
+    let (whole, fraction) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+    if !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits: String = fraction.chars().chain("000".chars()).take(3).collect();
+    whole
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(1_000)?
+        .checked_add(digits.parse::<i64>().ok()?)
+}
+
 /// A constant text that names a zone after its date-time: the date-time (with its seconds) and
 /// the zone.
 fn zoned_text(e: &ast::Expr) -> Option<(String, String)> {
@@ -1201,6 +1316,34 @@ impl ExprPlanner for TrinoOperators {
         schema: &DFSchema,
     ) -> Result<PlannerResult<RawBinaryExpr>> {
         use ast::BinaryOperator as Op;
+        // `interval * n`, `n * interval` and `interval / n`, which DataFusion has not.
+        let is_interval = |e: &Expr| {
+            matches!(
+                e.get_type(schema),
+                Ok(DataType::Interval(_) | DataType::Duration(_))
+            )
+        };
+        let is_number = |e: &Expr| e.get_type(schema).is_ok_and(|t| t.is_numeric());
+        let scaled = match expr.op {
+            Op::Multiply if is_interval(&expr.left) && is_number(&expr.right) => {
+                Some((expr.left.clone(), expr.right.clone(), false))
+            }
+            Op::Multiply if is_number(&expr.left) && is_interval(&expr.right) => {
+                Some((expr.right.clone(), expr.left.clone(), false))
+            }
+            Op::Divide if is_interval(&expr.left) && is_number(&expr.right) => {
+                Some((expr.left.clone(), expr.right.clone(), true))
+            }
+            _ => None,
+        };
+        if let Some((interval, factor, divide)) = scaled {
+            return Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                ScalarFunction::new_udf(
+                    sqe_functions::interval_scaled(),
+                    vec![interval, factor, datafusion::prelude::lit(divide)],
+                ),
+            )));
+        }
         let compares = matches!(
             expr.op,
             Op::Eq | Op::NotEq | Op::Lt | Op::LtEq | Op::Gt | Op::GtEq | Op::Spaceship
@@ -1638,6 +1781,17 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             if let Some(wall) = wall_clock(&expr, &from, &data_type) {
                 return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
                     Box::new(wall),
+                    field,
+                ))));
+            }
+            if is_text(&data_type) && matches!(from, DataType::Interval(_) | DataType::Duration(_))
+            {
+                let text = Expr::ScalarFunction(ScalarFunction::new_udf(
+                    sqe_functions::interval_text(),
+                    vec![*expr],
+                ));
+                return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
+                    Box::new(text),
                     field,
                 ))));
             }

@@ -1203,10 +1203,158 @@ fn to_iso8601() -> Arc<ScalarUDF> {
     .udf()
 }
 
+/// `sqe_interval_scaled(interval, n, divide)`: Trino's `interval * n`, `n * interval` and
+/// `interval / n`. An integer factor multiplies exactly (an overflow is an error); any other
+/// number is a double, and the product or quotient drops its fraction, as Trino's does. A
+/// day-to-second interval's result is in days and milliseconds; a year-to-month one's in months.
+pub fn interval_scaled() -> Arc<ScalarUDF> {
+    use arrow::datatypes::{IntervalMonthDayNano, IntervalUnit};
+    let number = |t: &DataType| match t {
+        t if is_integer(t) => Some(DataType::Int64),
+        DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Decimal128(..) => {
+            Some(DataType::Float64)
+        }
+        DataType::Null => Some(DataType::Int64),
+        _ => None,
+    };
+    crate::udf::per_row(
+        "sqe_interval_scaled",
+        move |args| match args {
+            [
+                t @ DataType::Interval(IntervalUnit::YearMonth),
+                n,
+                DataType::Boolean,
+            ] if number(n).is_some() => Ok(vec![
+                t.clone(),
+                number(n).unwrap_or(DataType::Int64),
+                DataType::Boolean,
+            ]),
+            [
+                DataType::Interval(_) | DataType::Duration(_),
+                n,
+                DataType::Boolean,
+            ] if number(n).is_some() => Ok(vec![
+                DataType::Interval(IntervalUnit::MonthDayNano),
+                number(n).unwrap_or(DataType::Int64),
+                DataType::Boolean,
+            ]),
+            _ => unexpected("*", args, &["interval, bigint", "interval, double"]),
+        },
+        |args| Ok(args[0].clone()),
+        |row| {
+            let divide = matches!(row[2], ScalarValue::Boolean(Some(true)));
+            let scaled = |x: i64| -> Result<i64> {
+                match (&row[1], divide) {
+                    (ScalarValue::Int64(Some(n)), false) => x
+                        .checked_mul(*n)
+                        .map_or_else(|| invalid("interval multiplication overflow"), Ok),
+                    (ScalarValue::Int64(Some(n)), true) => by_double(x, *n as f64, true),
+                    (ScalarValue::Float64(Some(d)), divide) => by_double(x, *d, divide),
+                    _ => invalid("an interval is scaled by a number"),
+                }
+            };
+            match &row[0] {
+                ScalarValue::IntervalYearMonth(Some(months)) => {
+                    let months = i32::try_from(scaled(i64::from(*months))?)
+                        .or_else(|_| invalid("interval out of range"))?;
+                    Ok(ScalarValue::IntervalYearMonth(Some(months)))
+                }
+                ScalarValue::IntervalMonthDayNano(Some(v)) => {
+                    if v.months != 0 {
+                        return invalid("an interval of months and days cannot be scaled");
+                    }
+                    let millis = i64::from(v.days)
+                        .checked_mul(86_400_000)
+                        .and_then(|d| d.checked_add(v.nanoseconds / 1_000_000));
+                    let Some(millis) = millis else {
+                        return invalid("interval out of range");
+                    };
+                    let millis = scaled(millis)?;
+                    let days = i32::try_from(millis / 86_400_000)
+                        .or_else(|_| invalid("interval out of range"))?;
+                    Ok(ScalarValue::IntervalMonthDayNano(Some(
+                        IntervalMonthDayNano::new(0, days, millis % 86_400_000 * 1_000_000),
+                    )))
+                }
+                _ => invalid("an interval is scaled by a number"),
+            }
+        },
+    )
+    .udf()
+}
+
+/// `x * d` or `x / d` with the fraction dropped, as Trino computes an interval by a double.
+fn by_double(x: i64, d: f64, divide: bool) -> Result<i64> {
+    if d.is_nan() || (divide && d == 0.0) {
+        let verb = if divide { "divide" } else { "multiply" };
+        return invalid(format!("Cannot {verb} an interval by double {d}"));
+    }
+    let v = if divide { x as f64 / d } else { x as f64 * d };
+    if !v.is_finite() || v.abs() >= 9.2e18 {
+        return invalid("interval out of range");
+    }
+    Ok(v as i64)
+}
+
+/// An interval's text as Trino casts it to VARCHAR: `1-2` for a year-to-month interval (a year
+/// and two months), `3 04:05:06.789` for a day-to-second one (to the millisecond), a minus sign
+/// before a negative one.
+pub fn interval_text() -> Arc<ScalarUDF> {
+    use arrow::datatypes::IntervalUnit;
+    crate::udf::per_row(
+        "sqe_interval_text",
+        |args| match args {
+            [t @ DataType::Interval(IntervalUnit::YearMonth)] => Ok(vec![t.clone()]),
+            [DataType::Interval(_) | DataType::Duration(_)] => {
+                Ok(vec![DataType::Interval(IntervalUnit::MonthDayNano)])
+            }
+            _ => unexpected("cast", args, &["interval"]),
+        },
+        |_| Ok(DataType::Utf8),
+        |row| {
+            let text = match &row[0] {
+                ScalarValue::IntervalYearMonth(Some(months)) => year_to_month(*months),
+                ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+                    day_to_second(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
+                }
+                ScalarValue::IntervalMonthDayNano(Some(v)) if v.days == 0 && v.nanoseconds == 0 => {
+                    year_to_month(v.months)
+                }
+                ScalarValue::IntervalMonthDayNano(Some(_)) => {
+                    return invalid("an interval of months and days has no Trino text");
+                }
+                _ => return Ok(ScalarValue::Utf8(None)),
+            };
+            Ok(ScalarValue::Utf8(Some(text)))
+        },
+    )
+    .udf()
+}
+
+/// `1-2`: years and months, as Trino writes an interval year to month.
+fn year_to_month(months: i32) -> String {
+    let sign = if months < 0 { "-" } else { "" };
+    let months = months.unsigned_abs();
+    format!("{sign}{}-{}", months / 12, months % 12)
+}
+
+/// `3 04:05:06.789`: days, then the time of day to the millisecond, as Trino writes an interval
+/// day to second.
+fn day_to_second(millis: i64) -> String {
+    let sign = if millis < 0 { "-" } else { "" };
+    let ms = millis.unsigned_abs();
+    let (days, ms) = (ms / 86_400_000, ms % 86_400_000);
+    let (hours, ms) = (ms / 3_600_000, ms % 3_600_000);
+    let (minutes, ms) = (ms / 60_000, ms % 60_000);
+    format!(
+        "{sign}{days} {hours:02}:{minutes:02}:{:02}.{:03}",
+        ms / 1_000,
+        ms % 1_000
+    )
+}
+
 /// A timestamp's text as Trino casts it to VARCHAR: `2020-01-02 03:04:05`, the fraction with as
-/// many digits as the type's precision, and a zoned timestamp's zone after a space. Nanoseconds
-/// are what a `TIMESTAMP '…'` literal is, whatever digits its text had: those print in groups of
-/// three, as few as the value needs (none for whole seconds).
+/// many digits as the type's precision, and a zoned timestamp's zone after a space.
 pub fn timestamp_text() -> Arc<ScalarUDF> {
     Scalar::new(
         "sqe_timestamp_text",

@@ -178,6 +178,8 @@ pub fn type_name(ty: &DataType) -> String {
         D::Binary | D::LargeBinary | D::BinaryView | D::FixedSizeBinary(_) => "varbinary".into(),
         D::Date32 | D::Date64 => "date".into(),
         D::Time32(unit) | D::Time64(unit) => format!("time({})", precision(unit)),
+        D::Interval(arrow::datatypes::IntervalUnit::YearMonth) => "interval year to month".into(),
+        D::Interval(_) | D::Duration(_) => "interval day to second".into(),
         D::Timestamp(unit, tz) => {
             let p = precision(unit);
             match tz {

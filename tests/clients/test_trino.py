@@ -210,6 +210,36 @@ def test_time_zones_reach_the_client_as_trino_sends_them(server):
     assert run(server, "SELECT 1") == [[1]]
 
 
+def test_timestamps_and_intervals_have_trinos_types_and_text(server):
+    # A literal's precision is its fraction's digits; intervals are Trino's two interval types,
+    # which the client reads as a timedelta and a relativedelta.
+    from datetime import timedelta
+
+    from dateutil.relativedelta import relativedelta
+
+    cur = connect(server).cursor()
+    cur.execute(
+        "SELECT TIMESTAMP '2024-01-02 03:04:05' AS s, TIMESTAMP '2024-01-02 03:04:05.250' AS ms, "
+        "localtimestamp AS lt, INTERVAL '2 03:04:05.678' DAY TO SECOND AS ds, "
+        "INTERVAL '-1-2' YEAR TO MONTH AS ym, "
+        "TIMESTAMP '2024-01-02 00:00:00' - TIMESTAMP '2024-01-01 12:00:00.500' AS diff"
+    )
+    [[s, ms, lt, ds, ym, diff]] = cur.fetchall()
+    assert [(d[0], d[1]) for d in cur.description] == [
+        ("s", "timestamp(0)"),
+        ("ms", "timestamp(3)"),
+        ("lt", "timestamp(3)"),
+        ("ds", "interval day to second"),
+        ("ym", "interval year to month"),
+        ("diff", "interval day to second"),
+    ]
+    assert (s, ms) == (datetime(2024, 1, 2, 3, 4, 5), datetime(2024, 1, 2, 3, 4, 5, 250000))
+    assert lt.microsecond % 1000 == 0
+    assert ds == timedelta(days=2, hours=3, minutes=4, seconds=5, milliseconds=678)
+    assert ym == relativedelta(years=-1, months=-2)
+    assert diff == timedelta(hours=11, minutes=59, seconds=59, milliseconds=500)
+
+
 def test_wide_rows_come_in_short_pages(server):
     # 200 rows of a megabyte, made by the engine as one batch: pages of about 8 MB, not one of
     # 200 MB of JSON built beside the batch.

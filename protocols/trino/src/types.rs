@@ -3,7 +3,9 @@
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{
-    DataType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, TimeUnit,
+    DataType, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType,
+    DurationSecondType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    IntervalDayTimeType, IntervalMonthDayNanoType, IntervalUnit, IntervalYearMonthType, TimeUnit,
     UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -118,6 +120,8 @@ pub fn trino_type(t: &DataType) -> (String, Value) {
             )
         }
         DataType::Dictionary(_, v) => trino_type(v),
+        DataType::Interval(IntervalUnit::YearMonth) => simple("interval year to month"),
+        DataType::Interval(_) | DataType::Duration(_) => simple("interval day to second"),
         // Everything else travels as text.
         _ => (
             "varchar".to_string(),
@@ -141,6 +145,28 @@ fn text(array: &dyn Array, row: usize, options: &FormatOptions<'_>) -> Value {
         Ok(f) => Value::String(f.value(row).to_string()),
         Err(_) => Value::Null,
     }
+}
+
+/// An interval year to month as Trino sends it: `1-2`, `-0-3`.
+fn year_to_month(months: i32) -> String {
+    let sign = if months < 0 { "-" } else { "" };
+    let m = months.unsigned_abs();
+    format!("{sign}{}-{}", m / 12, m % 12)
+}
+
+/// An interval day to second as Trino sends it, to the millisecond: `3 04:05:06.789`.
+fn day_to_second(millis: i64) -> String {
+    let sign = if millis < 0 { "-" } else { "" };
+    let total = millis.unsigned_abs();
+    let seconds = total / 1_000;
+    format!(
+        "{sign}{} {:02}:{:02}:{:02}.{:03}",
+        seconds / 86_400,
+        seconds / 3_600 % 24,
+        seconds / 60 % 60,
+        seconds % 60,
+        total % 1_000
+    )
 }
 
 /// The JSON for one value, in the form Trino clients parse.
@@ -197,6 +223,42 @@ pub fn value(array: &dyn Array, row: usize) -> Value {
                 row,
                 &FormatOptions::default().with_time_format(Some(format)),
             )
+        }
+        DataType::Interval(IntervalUnit::YearMonth) => json!(year_to_month(
+            array.as_primitive::<IntervalYearMonthType>().value(row)
+        )),
+        DataType::Interval(IntervalUnit::DayTime) => {
+            let v = array.as_primitive::<IntervalDayTimeType>().value(row);
+            json!(day_to_second(
+                i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds)
+            ))
+        }
+        // Trino's interval literals give months alone or days and nanoseconds alone.
+        DataType::Interval(IntervalUnit::MonthDayNano) => {
+            let v = array.as_primitive::<IntervalMonthDayNanoType>().value(row);
+            if v.months == 0 {
+                json!(day_to_second(
+                    i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000
+                ))
+            } else {
+                text(array, row, &plain)
+            }
+        }
+        DataType::Duration(unit) => {
+            let millis = match unit {
+                TimeUnit::Second => array
+                    .as_primitive::<DurationSecondType>()
+                    .value(row)
+                    .saturating_mul(1_000),
+                TimeUnit::Millisecond => array.as_primitive::<DurationMillisecondType>().value(row),
+                TimeUnit::Microsecond => {
+                    array.as_primitive::<DurationMicrosecondType>().value(row) / 1_000
+                }
+                TimeUnit::Nanosecond => {
+                    array.as_primitive::<DurationNanosecondType>().value(row) / 1_000_000
+                }
+            };
+            json!(day_to_second(millis))
         }
         DataType::FixedSizeBinary(16) => {
             let bytes = array.as_fixed_size_binary().value(row);
@@ -330,5 +392,37 @@ mod tests {
         ])
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(rows(&batch), vec![json!([1, "x"]), json!([null, "y"])]);
+    }
+
+    #[test]
+    fn times_and_intervals_in_trino_form() {
+        use arrow::array::{
+            DurationMicrosecondArray, IntervalMonthDayNanoArray, IntervalYearMonthArray,
+            Time32MillisecondArray, Time32SecondArray,
+        };
+        use arrow::datatypes::IntervalMonthDayNano;
+
+        assert_eq!(
+            value(&Time32SecondArray::from(vec![Some(3_723)]), 0),
+            json!("01:02:03")
+        );
+        assert_eq!(
+            value(&Time32MillisecondArray::from(vec![Some(3_723_456)]), 0),
+            json!("01:02:03.456")
+        );
+        let months = IntervalYearMonthArray::from(vec![Some(14), Some(-3), Some(0)]);
+        assert_eq!(trino_type(months.data_type()).0, "interval year to month");
+        let shown: Vec<Value> = (0..3).map(|i| value(&months, i)).collect();
+        assert_eq!(shown, vec![json!("1-2"), json!("-0-3"), json!("0-0")]);
+        let days = IntervalMonthDayNanoArray::from(vec![
+            Some(IntervalMonthDayNano::new(0, 2, 3_723_456_000_000)),
+            Some(IntervalMonthDayNano::new(0, -1, -1_000_000)),
+        ]);
+        assert_eq!(trino_type(days.data_type()).0, "interval day to second");
+        assert_eq!(value(&days, 0), json!("2 01:02:03.456"));
+        assert_eq!(value(&days, 1), json!("-1 00:00:00.001"));
+        let elapsed = DurationMicrosecondArray::from(vec![Some(90_061_001_000)]);
+        assert_eq!(trino_type(elapsed.data_type()).0, "interval day to second");
+        assert_eq!(value(&elapsed, 0), json!("1 01:01:01.001"));
     }
 }
