@@ -305,11 +305,22 @@ impl VisitorMut for Rewriter {
             // Trino's interval literals: YEAR and MONTH ones (`'1-2' YEAR TO MONTH` too) are
             // year-to-month intervals; the ranges of DAY to SECOND (`'2 03:04:05.678' DAY TO
             // SECOND`) day-to-second ones, to the millisecond.
-            ast::Expr::Interval(interval) => {
-                if let Some(rewritten) = trino_interval(interval) {
-                    *expr = rewritten;
+            ast::Expr::Interval(interval) => match trino_interval(interval) {
+                Some(rewritten) => *expr = rewritten,
+                // A YEAR or MONTH interval, or a range, whose text does not read: Trino's error
+                // (DataFusion's would not name the problem, or would read `'1.5' YEAR`).
+                None if interval.last_field.is_some()
+                    || matches!(
+                        interval.leading_field,
+                        Some(DateTimeField::Year | DateTimeField::Month)
+                    ) =>
+                {
+                    return ControlFlow::Break(SqeError::invalid(format!(
+                        "Invalid INTERVAL literal: {interval}"
+                    )));
                 }
-            }
+                None => {}
+            },
             // `current_timestamp`, `localtimestamp` and `localtime` as Trino has them: precision 3
             // unless given, in the session's zone (`localtimestamp` its wall-clock time).
             ast::Expr::Identifier(ident)
