@@ -24,7 +24,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, IntervalUnit, TimeUnit};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result, ScalarValue};
@@ -1266,7 +1266,7 @@ fn finest_timestamps(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>
         Expr::Between(_) | Expr::InList(_) => true,
         _ => false,
     };
-    let mut changed = false;
+    let mut changed = millis_for_intervals(&mut e, schema);
     for group in operand_groups(&mut e) {
         changed |= finest_group(group, compares, schema);
     }
@@ -1275,6 +1275,42 @@ fn finest_timestamps(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>
     } else {
         Transformed::no(e)
     })
+}
+
+/// `timestamp(0) ± interval day to second` is a timestamp(3), as Trino types it: the interval's
+/// milliseconds are kept, where DataFusion would keep the timestamp's unit and drop them. Whether
+/// it changed `e`.
+fn millis_for_intervals(e: &mut Expr, schema: &DFSchema) -> bool {
+    let Expr::BinaryExpr(b) = e else {
+        return false;
+    };
+    let day_second = |x: &Expr| {
+        matches!(
+            x.get_type(schema),
+            Ok(
+                DataType::Interval(IntervalUnit::DayTime | IntervalUnit::MonthDayNano)
+                    | DataType::Duration(_)
+            )
+        )
+    };
+    let seconds = |x: &Expr| match x.get_type(schema) {
+        Ok(DataType::Timestamp(TimeUnit::Second, zone)) => Some(zone),
+        _ => None,
+    };
+    let side = match b.op {
+        Operator::Plus | Operator::Minus if day_second(&b.right) => &mut b.left,
+        Operator::Plus if day_second(&b.left) => &mut b.right,
+        _ => return false,
+    };
+    let Some(zone) = seconds(side) else {
+        return false;
+    };
+    let x = std::mem::replace(side.as_mut(), Expr::Literal(ScalarValue::Null, None));
+    **side = Expr::Cast(Cast::new(
+        Box::new(x),
+        DataType::Timestamp(TimeUnit::Millisecond, zone),
+    ));
+    true
 }
 
 /// Casts the timestamps (or times) of `group` to the finest unit among them, when they have more
