@@ -1268,13 +1268,47 @@ fn finest_timestamps(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>
     };
     let mut changed = millis_for_intervals(&mut e, schema);
     for group in operand_groups(&mut e) {
-        changed |= finest_group(group, compares, schema);
+        changed |= if compares && day_second_intervals(&group, schema) {
+            compared_as_millis(group)
+        } else {
+            finest_group(group, compares, schema)
+        };
     }
     Ok(if changed {
         Transformed::yes(e)
     } else {
         Transformed::no(e)
     })
+}
+
+/// Whether `group` holds day-to-second intervals, not all of them durations (which compare as
+/// they are).
+fn day_second_intervals(group: &[&mut Expr], schema: &DFSchema) -> bool {
+    let types: Vec<DataType> = group
+        .iter()
+        .map(|x| x.get_type(schema).unwrap_or(DataType::Null))
+        .collect();
+    types.iter().all(|t| {
+        matches!(
+            t,
+            DataType::Interval(IntervalUnit::DayTime | IntervalUnit::MonthDayNano)
+                | DataType::Duration(_)
+                | DataType::Null
+        )
+    }) && types.iter().any(|t| matches!(t, DataType::Interval(_)))
+}
+
+/// Day-to-second intervals compared by their milliseconds, as Trino compares them (DataFusion
+/// compares days, then nanoseconds: `INTERVAL '25' HOUR` would be less than `INTERVAL '1' DAY`).
+fn compared_as_millis(group: Vec<&mut Expr>) -> bool {
+    for operand in group {
+        let x = std::mem::replace(operand, Expr::Literal(ScalarValue::Null, None));
+        *operand = Expr::ScalarFunction(ScalarFunction::new_udf(
+            sqe_functions::to_milliseconds(),
+            vec![x],
+        ));
+    }
+    true
 }
 
 /// `timestamp(0) ± interval day to second` is a timestamp(3), as Trino types it: the interval's

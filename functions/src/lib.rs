@@ -30,7 +30,9 @@ use datafusion::common::Result;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
-pub use datetime::{extract_function, interval_scaled, interval_text, timestamp_text};
+pub use datetime::{
+    extract_function, interval_scaled, interval_text, timestamp_text, to_milliseconds,
+};
 pub use json::from_json;
 pub use lambda::{opaque, use_every_lambda_parameter};
 pub use timezone::{with_timezone, zone_name};
