@@ -91,7 +91,6 @@ fn human_readable_seconds() -> Arc<ScalarUDF> {
 }
 
 /// `to_milliseconds(interval)`: a day-to-second interval in milliseconds.
-/// `to_milliseconds(interval)`: a day-to-second interval's milliseconds.
 pub fn to_milliseconds() -> Arc<ScalarUDF> {
     crate::udf::per_row(
         "to_milliseconds",
