@@ -1266,7 +1266,7 @@ fn finest_timestamps(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>
         Expr::Between(_) | Expr::InList(_) => true,
         _ => false,
     };
-    let mut changed = millis_for_intervals(&mut e, schema);
+    let mut changed = millis_for_intervals(&mut e, schema) | elapsed_for_zoned(&mut e, schema);
     for group in operand_groups(&mut e) {
         changed |= if compares && day_second_intervals(&group, schema) {
             compared_as_millis(group)
@@ -1308,6 +1308,35 @@ fn compared_as_millis(group: Vec<&mut Expr>) -> bool {
             vec![x],
         ));
     }
+    true
+}
+
+/// `zoned ± interval day to second` adds the time the interval spans, its days as 24 hours each,
+/// as Trino adds it (DataFusion adds calendar days in the zone, 23 or 25 hours across a change of
+/// offset). Whether it changed `e`.
+fn elapsed_for_zoned(e: &mut Expr, schema: &DFSchema) -> bool {
+    let Expr::BinaryExpr(b) = e else {
+        return false;
+    };
+    let zoned = |x: &Expr| matches!(x.get_type(schema), Ok(DataType::Timestamp(_, Some(_))));
+    let calendar = |x: &Expr| {
+        matches!(
+            x.get_type(schema),
+            Ok(DataType::Interval(
+                IntervalUnit::DayTime | IntervalUnit::MonthDayNano
+            ))
+        )
+    };
+    let interval = match b.op {
+        Operator::Plus | Operator::Minus if zoned(&b.left) && calendar(&b.right) => &mut b.right,
+        Operator::Plus if zoned(&b.right) && calendar(&b.left) => &mut b.left,
+        _ => return false,
+    };
+    let x = std::mem::replace(interval.as_mut(), Expr::Literal(ScalarValue::Null, None));
+    **interval = Expr::ScalarFunction(ScalarFunction::new_udf(
+        sqe_functions::interval_elapsed(),
+        vec![x],
+    ));
     true
 }
 

@@ -1283,6 +1283,38 @@ pub fn interval_scaled() -> Arc<ScalarUDF> {
     .udf()
 }
 
+/// `sqe_interval_elapsed(interval)`: a day-to-second interval as the time it spans, its days as
+/// 24 hours each (an Arrow interval's days are calendar days, which a zone's change of offset
+/// lengthens or shortens; Trino adds a zoned timestamp's interval as elapsed time).
+pub fn interval_elapsed() -> Arc<ScalarUDF> {
+    use arrow::datatypes::{IntervalMonthDayNano, IntervalUnit};
+    crate::udf::per_row(
+        "sqe_interval_elapsed",
+        |args| match args {
+            [DataType::Interval(IntervalUnit::DayTime | IntervalUnit::MonthDayNano)] => {
+                Ok(vec![DataType::Interval(IntervalUnit::MonthDayNano)])
+            }
+            _ => unexpected("+", args, &["interval day to second"]),
+        },
+        |_| Ok(DataType::Interval(IntervalUnit::MonthDayNano)),
+        |row| match &row[0] {
+            ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+                let nanos = i64::from(v.days)
+                    .checked_mul(86_400_000_000_000)
+                    .and_then(|d| d.checked_add(v.nanoseconds));
+                match nanos {
+                    Some(n) => Ok(ScalarValue::IntervalMonthDayNano(Some(
+                        IntervalMonthDayNano::new(0, 0, n),
+                    ))),
+                    None => invalid("interval out of range"),
+                }
+            }
+            other => Ok(other.clone()),
+        },
+    )
+    .udf()
+}
+
 /// `x * d` or `x / d` with the fraction dropped, as Trino computes an interval by a double.
 fn by_double(x: i64, d: f64, divide: bool) -> Result<i64> {
     if d.is_nan() || (divide && d == 0.0) {

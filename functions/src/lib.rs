@@ -31,7 +31,8 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use datetime::{
-    extract_function, interval_scaled, interval_text, timestamp_text, to_milliseconds,
+    extract_function, interval_elapsed, interval_scaled, interval_text, timestamp_text,
+    to_milliseconds,
 };
 pub use json::from_json;
 pub use lambda::{opaque, use_every_lambda_parameter};
