@@ -1177,42 +1177,27 @@ impl AnalyzerRule for TrinoOperands {
     }
 }
 
-/// The unit of a timestamp or time type, finest first when sorted, and which of the two it is.
-fn temporal_unit(t: &DataType) -> Option<(bool, u8)> {
-    let (time, unit) = match t {
-        DataType::Timestamp(unit, _) => (false, unit),
-        DataType::Time32(unit) | DataType::Time64(unit) => (true, unit),
-        _ => return None,
-    };
-    let rank = match unit {
-        TimeUnit::Nanosecond => 0,
-        TimeUnit::Microsecond => 1,
-        TimeUnit::Millisecond => 2,
-        TimeUnit::Second => 3,
-    };
-    Some((time, rank))
-}
-
-fn unit_of(rank: u8) -> TimeUnit {
-    match rank {
-        0 => TimeUnit::Nanosecond,
-        1 => TimeUnit::Microsecond,
-        2 => TimeUnit::Millisecond,
-        _ => TimeUnit::Second,
+/// The unit of a timestamp or time type, and whether it is a time. (Arrow orders units from
+/// seconds to nanoseconds: the finest is the largest.)
+fn temporal_unit(t: &DataType) -> Option<(bool, TimeUnit)> {
+    match t {
+        DataType::Timestamp(unit, _) => Some((false, *unit)),
+        DataType::Time32(unit) | DataType::Time64(unit) => Some((true, *unit)),
+        _ => None,
     }
 }
 
 /// The finest unit among `types` when they hold timestamps (or times) of more than one unit.
 fn finest_of<'a>(types: impl IntoIterator<Item = &'a DataType>) -> Option<TimeUnit> {
-    let units: Vec<(bool, u8)> = types.into_iter().filter_map(temporal_unit).collect();
+    let units: Vec<(bool, TimeUnit)> = types.into_iter().filter_map(temporal_unit).collect();
     let (kind, _) = *units.first()?;
-    let ranks: Vec<u8> = units
-        .iter()
+    let units: Vec<TimeUnit> = units
+        .into_iter()
         .filter(|(k, _)| *k == kind)
-        .map(|(_, r)| *r)
+        .map(|(_, u)| u)
         .collect();
-    let finest = ranks.iter().min()?;
-    ranks.iter().any(|r| r != finest).then(|| unit_of(*finest))
+    let finest = *units.iter().max()?;
+    units.iter().any(|u| *u != finest).then_some(finest)
 }
 
 /// `t`, a timestamp or time type, in `unit` (None when it is in that unit already).
@@ -1226,6 +1211,25 @@ fn in_unit(t: &DataType, unit: TimeUnit) -> Option<DataType> {
         _ => return None,
     };
     (to != *t).then_some(to)
+}
+
+/// Whether `t` is an Arrow interval that stands for Trino's interval day to second (a duration
+/// does too, but compares and adds as the time it spans already).
+fn is_day_second(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Interval(IntervalUnit::DayTime | IntervalUnit::MonthDayNano)
+    )
+}
+
+/// Replaces `x` with `f(x)`.
+fn wrap(x: &mut Expr, f: impl FnOnce(Expr) -> Expr) {
+    let inner = std::mem::replace(x, Expr::Literal(ScalarValue::Null, None));
+    *x = f(inner);
+}
+
+fn call_udf(f: Arc<ScalarUDF>, x: Expr) -> Expr {
+    Expr::ScalarFunction(ScalarFunction::new_udf(f, vec![x]))
 }
 
 /// The operands of `e` that its coercion makes one type, grouped, for the node kinds where two
@@ -1255,8 +1259,9 @@ fn operand_groups(e: &mut Expr) -> Vec<Vec<&mut Expr>> {
     }
 }
 
-/// `e` with each group of its operands at one timestamp unit, the finest among them (see
-/// [`TrinoOperands`]).
+/// `e` with Trino's meaning where its operands are timestamps or intervals (see
+/// [`TrinoOperands`]): a timestamp plus an interval, and each group of operands at one timestamp
+/// unit, or, for day-to-second intervals compared, by their milliseconds.
 fn finest_timestamps(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let compares = match &e {
         Expr::BinaryExpr(b) => {
@@ -1266,12 +1271,13 @@ fn finest_timestamps(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>
         Expr::Between(_) | Expr::InList(_) => true,
         _ => false,
     };
-    let mut changed = millis_for_intervals(&mut e, schema) | elapsed_for_zoned(&mut e, schema);
+    let mut changed = timestamp_plus_interval(&mut e, schema);
     for group in operand_groups(&mut e) {
-        changed |= if compares && day_second_intervals(&group, schema) {
+        let types = types_of(&group, schema);
+        changed |= if compares && day_second_intervals(&types) {
             compared_as_millis(group)
         } else {
-            finest_group(group, compares, schema)
+            finest_group(group, &types, compares)
         };
     }
     Ok(if changed {
@@ -1281,109 +1287,69 @@ fn finest_timestamps(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>
     })
 }
 
-/// Whether `group` holds day-to-second intervals, not all of them durations (which compare as
-/// they are).
-fn day_second_intervals(group: &[&mut Expr], schema: &DFSchema) -> bool {
-    let types: Vec<DataType> = group
+fn types_of(group: &[&mut Expr], schema: &DFSchema) -> Vec<DataType> {
+    group
         .iter()
         .map(|x| x.get_type(schema).unwrap_or(DataType::Null))
-        .collect();
-    types.iter().all(|t| {
-        matches!(
-            t,
-            DataType::Interval(IntervalUnit::DayTime | IntervalUnit::MonthDayNano)
-                | DataType::Duration(_)
-                | DataType::Null
-        )
-    }) && types.iter().any(|t| matches!(t, DataType::Interval(_)))
+        .collect()
+}
+
+/// Whether `types` are day-to-second intervals (or durations, or NULL), not all of them durations
+/// (which compare as they are).
+fn day_second_intervals(types: &[DataType]) -> bool {
+    types
+        .iter()
+        .all(|t| is_day_second(t) || matches!(t, DataType::Duration(_) | DataType::Null))
+        && types.iter().any(is_day_second)
 }
 
 /// Day-to-second intervals compared by their milliseconds, as Trino compares them (DataFusion
 /// compares days, then nanoseconds: `INTERVAL '25' HOUR` would be less than `INTERVAL '1' DAY`).
 fn compared_as_millis(group: Vec<&mut Expr>) -> bool {
     for operand in group {
-        let x = std::mem::replace(operand, Expr::Literal(ScalarValue::Null, None));
-        *operand = Expr::ScalarFunction(ScalarFunction::new_udf(
-            sqe_functions::to_milliseconds(),
-            vec![x],
-        ));
+        wrap(operand, |x| call_udf(sqe_functions::to_milliseconds(), x));
     }
     true
 }
 
-/// `zoned ± interval day to second` adds the time the interval spans, its days as 24 hours each,
-/// as Trino adds it (DataFusion adds calendar days in the zone, 23 or 25 hours across a change of
-/// offset). Whether it changed `e`.
-fn elapsed_for_zoned(e: &mut Expr, schema: &DFSchema) -> bool {
+/// `timestamp ± interval day to second` as Trino computes it; whether it changed `e`:
+/// - a timestamp(0) is a timestamp(3) first, so that the interval's milliseconds are kept (Trino
+///   types the sum a timestamp(3); DataFusion keeps the timestamp's unit and drops them);
+/// - a zoned timestamp moves by the time the interval spans, its days as 24 hours each (DataFusion
+///   adds calendar days in the zone, 23 or 25 hours across a change of offset).
+fn timestamp_plus_interval(e: &mut Expr, schema: &DFSchema) -> bool {
     let Expr::BinaryExpr(b) = e else {
         return false;
     };
-    let zoned = |x: &Expr| matches!(x.get_type(schema), Ok(DataType::Timestamp(_, Some(_))));
-    let calendar = |x: &Expr| {
-        matches!(
-            x.get_type(schema),
-            Ok(DataType::Interval(
-                IntervalUnit::DayTime | IntervalUnit::MonthDayNano
-            ))
-        )
-    };
-    let interval = match b.op {
-        Operator::Plus | Operator::Minus if zoned(&b.left) && calendar(&b.right) => &mut b.right,
-        Operator::Plus if zoned(&b.right) && calendar(&b.left) => &mut b.left,
+    let type_of = |x: &Expr| x.get_type(schema).unwrap_or(DataType::Null);
+    let (left, right) = (type_of(&b.left), type_of(&b.right));
+    let interval = |t: &DataType| is_day_second(t) || matches!(t, DataType::Duration(_));
+    let (timestamp, with, (unit, zone), added) = match (b.op, &left, &right) {
+        (Operator::Plus | Operator::Minus, DataType::Timestamp(u, z), i) if interval(i) => {
+            (&mut b.left, &mut b.right, (*u, z.clone()), i)
+        }
+        (Operator::Plus, i, DataType::Timestamp(u, z)) if interval(i) => {
+            (&mut b.right, &mut b.left, (*u, z.clone()), i)
+        }
         _ => return false,
     };
-    let x = std::mem::replace(interval.as_mut(), Expr::Literal(ScalarValue::Null, None));
-    **interval = Expr::ScalarFunction(ScalarFunction::new_udf(
-        sqe_functions::interval_elapsed(),
-        vec![x],
-    ));
-    true
+    let mut changed = false;
+    if unit == TimeUnit::Second {
+        let to = DataType::Timestamp(TimeUnit::Millisecond, zone.clone());
+        wrap(timestamp, |x| Expr::Cast(Cast::new(Box::new(x), to)));
+        changed = true;
+    }
+    if zone.is_some() && is_day_second(added) {
+        wrap(with, |x| call_udf(sqe_functions::interval_elapsed(), x));
+        changed = true;
+    }
+    changed
 }
 
-/// `timestamp(0) ± interval day to second` is a timestamp(3), as Trino types it: the interval's
-/// milliseconds are kept, where DataFusion would keep the timestamp's unit and drop them. Whether
-/// it changed `e`.
-fn millis_for_intervals(e: &mut Expr, schema: &DFSchema) -> bool {
-    let Expr::BinaryExpr(b) = e else {
-        return false;
-    };
-    let day_second = |x: &Expr| {
-        matches!(
-            x.get_type(schema),
-            Ok(
-                DataType::Interval(IntervalUnit::DayTime | IntervalUnit::MonthDayNano)
-                    | DataType::Duration(_)
-            )
-        )
-    };
-    let seconds = |x: &Expr| match x.get_type(schema) {
-        Ok(DataType::Timestamp(TimeUnit::Second, zone)) => Some(zone),
-        _ => None,
-    };
-    let side = match b.op {
-        Operator::Plus | Operator::Minus if day_second(&b.right) => &mut b.left,
-        Operator::Plus if day_second(&b.left) => &mut b.right,
-        _ => return false,
-    };
-    let Some(zone) = seconds(side) else {
-        return false;
-    };
-    let x = std::mem::replace(side.as_mut(), Expr::Literal(ScalarValue::Null, None));
-    **side = Expr::Cast(Cast::new(
-        Box::new(x),
-        DataType::Timestamp(TimeUnit::Millisecond, zone),
-    ));
-    true
-}
-
-/// Casts the timestamps (or times) of `group` to the finest unit among them, when they have more
-/// than one; whether it changed any. `compares`: the group's operands are compared.
-fn finest_group(group: Vec<&mut Expr>, compares: bool, schema: &DFSchema) -> bool {
-    let types: Vec<DataType> = group
-        .iter()
-        .map(|x| x.get_type(schema).unwrap_or(DataType::Null))
-        .collect();
-    let Some(unit) = finest_of(&types) else {
+/// Casts the timestamps (or times) of `group`, of `types`, to the finest unit among them, when
+/// they have more than one; whether it changed any. `compares`: the group's operands are compared.
+fn finest_group(group: Vec<&mut Expr>, types: &[DataType], compares: bool) -> bool {
+    let Some(unit) = finest_of(types) else {
         return false;
     };
     // The coarsest unit a non-constant operand is cast up from: DataFusion's simplifier takes such
@@ -1392,30 +1358,30 @@ fn finest_group(group: Vec<&mut Expr>, compares: bool, schema: &DFSchema) -> boo
         .iter()
         .zip(group.iter())
         .filter(|(_, x)| !is_constant(x))
-        .filter_map(|(t, _)| temporal_unit(t).map(|(_, rank)| rank))
-        .max();
-    for (operand, t) in group.into_iter().zip(&types) {
+        .filter_map(|(t, _)| temporal_unit(t).map(|(_, unit)| unit))
+        .min();
+    for (operand, t) in group.into_iter().zip(types) {
         if temporal_unit(t).is_none() {
             continue;
         }
-        let x = std::mem::replace(operand, Expr::Literal(ScalarValue::Null, None));
-        let x = match coarsest {
-            Some(c) if compares && is_constant(&x) && !exact_in(&x, unit_of(c)) => {
-                Expr::ScalarFunction(ScalarFunction::new_udf(sqe_functions::opaque(), vec![x]))
-            }
-            _ => x,
-        };
-        *operand = match in_unit(t, unit) {
-            Some(to) => Expr::Cast(Cast::new(Box::new(x), to)),
-            None => x,
-        };
+        if let Some(c) = coarsest
+            && compares
+            && is_constant(operand)
+            && !exact_in(operand, c)
+        {
+            wrap(operand, |x| call_udf(sqe_functions::opaque(), x));
+        }
+        if let Some(to) = in_unit(t, unit) {
+            wrap(operand, |x| Expr::Cast(Cast::new(Box::new(x), to)));
+        }
     }
     true
 }
 
 /// The operands of a binary operator, at one timestamp (or time) unit before DataFusion types the
 /// operation: DataFusion refuses to compare times of two units while planning, before any
-/// analyzer rule runs.
+/// analyzer rule runs. And `interval * n`, `n * interval` and `interval / n`, which DataFusion
+/// has not.
 #[derive(Debug)]
 pub(crate) struct TrinoOperators;
 
@@ -1426,31 +1392,23 @@ impl ExprPlanner for TrinoOperators {
         schema: &DFSchema,
     ) -> Result<PlannerResult<RawBinaryExpr>> {
         use ast::BinaryOperator as Op;
-        // `interval * n`, `n * interval` and `interval / n`, which DataFusion has not.
-        let is_interval = |e: &Expr| {
-            matches!(
-                e.get_type(schema),
-                Ok(DataType::Interval(_) | DataType::Duration(_))
-            )
-        };
-        let is_number = |e: &Expr| e.get_type(schema).is_ok_and(|t| t.is_numeric());
-        let scaled = match expr.op {
-            Op::Multiply if is_interval(&expr.left) && is_number(&expr.right) => {
-                Some((expr.left.clone(), expr.right.clone(), false))
+        let types = types_of(&[&mut expr.left, &mut expr.right], schema);
+        let interval = |t: &DataType| matches!(t, DataType::Interval(_) | DataType::Duration(_));
+        let scaled = match (&expr.op, &types[0], &types[1]) {
+            (Op::Multiply | Op::Divide, l, r) if interval(l) && r.is_numeric() => {
+                Some((expr.left.clone(), expr.right.clone()))
             }
-            Op::Multiply if is_number(&expr.left) && is_interval(&expr.right) => {
-                Some((expr.right.clone(), expr.left.clone(), false))
-            }
-            Op::Divide if is_interval(&expr.left) && is_number(&expr.right) => {
-                Some((expr.left.clone(), expr.right.clone(), true))
+            (Op::Multiply, l, r) if l.is_numeric() && interval(r) => {
+                Some((expr.right.clone(), expr.left.clone()))
             }
             _ => None,
         };
-        if let Some((interval, factor, divide)) = scaled {
+        if let Some((interval, factor)) = scaled {
+            let divide = datafusion::prelude::lit(matches!(expr.op, Op::Divide));
             return Ok(PlannerResult::Planned(Expr::ScalarFunction(
                 ScalarFunction::new_udf(
                     sqe_functions::interval_scaled(),
-                    vec![interval, factor, datafusion::prelude::lit(divide)],
+                    vec![interval, factor, divide],
                 ),
             )));
         }
@@ -1458,7 +1416,7 @@ impl ExprPlanner for TrinoOperators {
             expr.op,
             Op::Eq | Op::NotEq | Op::Lt | Op::LtEq | Op::Gt | Op::GtEq | Op::Spaceship
         );
-        finest_group(vec![&mut expr.left, &mut expr.right], compares, schema);
+        finest_group(vec![&mut expr.left, &mut expr.right], &types, compares);
         Ok(PlannerResult::Original(expr))
     }
 }

@@ -1330,7 +1330,8 @@ fn by_double(x: i64, d: f64, divide: bool) -> Result<i64> {
 
 /// An interval's text as Trino casts it to VARCHAR: `1-2` for a year-to-month interval (a year
 /// and two months), `3 04:05:06.789` for a day-to-second one (to the millisecond), a minus sign
-/// before a negative one.
+/// before a negative one. (The Trino protocol writes the same text for its values with its own
+/// two small formatters: protocol crates build without the engine's crates.)
 pub fn interval_text() -> Arc<ScalarUDF> {
     use arrow::datatypes::IntervalUnit;
     crate::udf::per_row(
