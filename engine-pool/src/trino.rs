@@ -14,7 +14,8 @@
 //!   held in the next unit that holds it: 0, 3, 6 or 9 digits;
 //! - the plan, before type coercion ([`TrinoOperands`]): timestamps (and times) of different
 //!   precisions that meet are each cast to the finest of them, where DataFusion would cut the finer
-//!   ones down to the coarsest, and a decimal quotient takes Trino's type;
+//!   ones down to the coarsest, a decimal quotient takes Trino's type, and text cast to a
+//!   timestamp is read as Trino reads it (no `T`, zone names, a longer fraction rounded);
 //! - the plan, after type coercion ([`TrinoCasts`]): a cast of a DOUBLE or DECIMAL to an integer
 //!   rounds half away from zero (DataFusion truncates), a timestamp cast to VARCHAR is Trino's text
 //!   (`2020-01-02 03:04:05`, no `T`), and a DECIMAL quotient has Trino's scale, the larger of its
@@ -249,7 +250,7 @@ impl VisitorMut for Rewriter {
             }
             // `CAST('2020-01-02 03:04:05 +01:00' AS TIMESTAMP WITH TIME ZONE)`: a constant text
             // keeps the zone it names, as the literal below does. TRY_CAST too, when the text
-            // reads (otherwise it stays DataFusion's, which gives NULL).
+            // reads (otherwise it is read as a text from a column is, to NULL: TrinoOperands).
             ast::Expr::Cast {
                 kind:
                     kind @ (ast::CastKind::Cast | ast::CastKind::TryCast | ast::CastKind::SafeCast),
@@ -261,7 +262,8 @@ impl VisitorMut for Rewriter {
                     ),
                 ..
             } if zoned_text(inner).is_some_and(|(local, zone)| {
-                matches!(kind, ast::CastKind::Cast) || reads_as_zoned(&local, &zone)
+                reads_as_date_time(&local)
+                    && (matches!(kind, ast::CastKind::Cast) || zone_name_reads(&zone))
             }) =>
             {
                 if let Some((local, zone)) = zoned_text(inner) {
@@ -802,8 +804,8 @@ fn rename_function(f: &mut ast::Function) {
 }
 
 /// A timestamp literal's text split into its date-time and the zone after it (a region or an
-/// offset, after a space or not: `2020-01-02 03:04:05.6 +01:00`, `2020-01-02 03:04+01:00`); None
-/// when it names no zone.
+/// offset, after a time with a space or not: `2020-01-02 03:04:05.6 +01:00`,
+/// `2020-01-02 03:04+01:00`, `2020-01-02 UTC`); None when it names no zone.
 fn timestamp_zone(text: &str) -> Option<(&str, &str)> {
     let text = text.trim();
     let bytes = text.as_bytes();
@@ -811,6 +813,10 @@ fn timestamp_zone(text: &str) -> Option<(&str, &str)> {
     let mut end = usize::from(bytes.first().is_some_and(|b| *b == b'+' || *b == b'-'));
     while end < bytes.len() && (bytes[end].is_ascii_digit() || bytes[end] == b'-') {
         end += 1;
+    }
+    // After the date, a space (`2020-01-02T03:04` names no zone: it is not Trino's text).
+    if bytes.get(end).is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
     }
     // The time, after one space: digits, colons and the fraction's point.
     if end < bytes.len() && bytes[end] == b' ' && bytes.get(end + 1).is_some_and(u8::is_ascii_digit)
@@ -1072,12 +1078,16 @@ fn zoned_text(e: &ast::Expr) -> Option<(String, String)> {
     timestamp_zone(text).map(|(local, zone)| (with_seconds(local), zone.to_string()))
 }
 
-/// Whether `local` is a date-time and `zone` a zone: TRY_CAST's text that with_timezone reads
-/// without an error.
-fn reads_as_zoned(local: &str, zone: &str) -> bool {
-    let date_time = chrono::NaiveDateTime::parse_from_str(local, "%Y-%m-%d %H:%M:%S%.f").is_ok()
-        || chrono::NaiveDate::parse_from_str(local, "%Y-%m-%d").is_ok();
-    date_time && sqe_functions::zone_name(zone).is_ok()
+/// Whether `local` is a date-time (a text with a zone after something else is not read as one:
+/// its cast fails as Trino's does, "Value cannot be cast to timestamp").
+fn reads_as_date_time(local: &str) -> bool {
+    chrono::NaiveDateTime::parse_from_str(local, "%Y-%m-%d %H:%M:%S%.f").is_ok()
+        || chrono::NaiveDate::parse_from_str(local, "%Y-%m-%d").is_ok()
+}
+
+/// Whether `zone` names a zone: TRY_CAST's text that with_timezone reads without an error.
+fn zone_name_reads(zone: &str) -> bool {
+    sqe_functions::zone_name(zone).is_ok()
 }
 
 /// A timestamp's text with the seconds Trino lets it leave out (`2020-01-02 03:04` is
@@ -1158,6 +1168,20 @@ impl AnalyzerRule for TrinoOperands {
                     op: Operator::Divide,
                     right,
                 }) => trino_quotient(left, right, schema),
+                Expr::Cast(Cast { expr, field }) => Ok(
+                    match text_to_timestamp(&expr, field.data_type(), false, schema)? {
+                        Some(read) => Transformed::yes(read),
+                        None => Transformed::no(Expr::Cast(Cast::new_from_field(expr, field))),
+                    },
+                ),
+                Expr::TryCast(TryCast { expr, field }) => Ok(
+                    match text_to_timestamp(&expr, field.data_type(), true, schema)? {
+                        Some(read) => Transformed::yes(read),
+                        None => {
+                            Transformed::no(Expr::TryCast(TryCast::new_from_field(expr, field)))
+                        }
+                    },
+                ),
                 other => finest_timestamps(other, schema),
             })
         };
@@ -1175,6 +1199,25 @@ impl AnalyzerRule for TrinoOperands {
     fn name(&self) -> &str {
         "trino_operands"
     }
+}
+
+/// Text cast to a timestamp, read as Trino reads it (`sqe_cast_timestamp`, whose second argument
+/// is a NULL of the type cast to), where DataFusion's cast would read a `T`, or a zone into a
+/// timestamp without one, and no zone names. Only casts the query spells: a text DataFusion's
+/// coercion casts (a timestamp compared with text) is its own.
+fn text_to_timestamp(
+    x: &Expr,
+    to: &DataType,
+    lenient: bool,
+    schema: &DFSchema,
+) -> Result<Option<Expr>> {
+    if !matches!(to, DataType::Timestamp(..)) || !is_text(&x.get_type(schema)?) {
+        return Ok(None);
+    }
+    Ok(Some(Expr::ScalarFunction(ScalarFunction::new_udf(
+        sqe_functions::cast_timestamp(lenient),
+        vec![x.clone(), Expr::Literal(ScalarValue::try_from(to)?, None)],
+    ))))
 }
 
 /// The unit of a timestamp or time type, and whether it is a time. (Arrow orders units from
@@ -1436,6 +1479,19 @@ fn exact_in(e: &Expr, unit: TimeUnit) -> bool {
                 Ok(v) => v,
                 Err(_) => return false,
             },
+            _ => return false,
+        },
+        Expr::ScalarFunction(f) if f.name().ends_with("cast_timestamp") => match &f.args[..] {
+            [Expr::Literal(text, _), Expr::Literal(to, _)] => {
+                let to = to.data_type();
+                let read = text.try_as_str().flatten().map(|t| {
+                    ScalarValue::Int64(Some(sqe_functions::read_timestamp(t, &to)?)).cast_to(&to)
+                });
+                match read {
+                    Some(Ok(v)) => v,
+                    _ => return false,
+                }
+            }
             _ => return false,
         },
         _ => return false,

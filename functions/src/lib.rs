@@ -36,7 +36,7 @@ pub use datetime::{
 };
 pub use json::from_json;
 pub use lambda::{opaque, use_every_lambda_parameter};
-pub use timezone::{with_timezone, zone_name};
+pub use timezone::{cast_timestamp, read_timestamp, with_timezone, zone_name};
 pub use udf::{JSON_EXTENSION, is_json, type_name};
 
 /// Every scalar function of this crate.

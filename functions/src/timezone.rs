@@ -594,6 +594,156 @@ fn timestamps(values: Vec<Option<i64>>, unit: TimeUnit, t: &DataType) -> Result<
     Ok(arrow::array::make_array(data))
 }
 
+/// `CAST(text AS timestamp(p) [WITH TIME ZONE])` as Trino reads the text (`TRY_CAST` when
+/// `lenient`: NULL where the cast fails): `yyyy-mm-dd`, then ` hh:mm`, `:ss` and a fraction, each
+/// optional, the fraction rounded half up to the type's digits; into a timestamp with a time zone
+/// also a zone (`UTC`, `+01:00`, `Europe/Berlin`; none, the type's zone, the session's). Where
+/// DataFusion's cast reads more (a `T`, a zone into a timestamp without one, which it moves to
+/// UTC) or less (zone names), or cuts a longer fraction down, this is Trino's. The second argument
+/// is a NULL of the type cast to.
+pub fn cast_timestamp(lenient: bool) -> Arc<ScalarUDF> {
+    let name = if lenient {
+        "sqe_try_cast_timestamp"
+    } else {
+        "sqe_cast_timestamp"
+    };
+    crate::udf::Scalar::new(
+        name,
+        |args| match args {
+            [t, to @ DataType::Timestamp(..)] if is_text(t) || t.is_null() => {
+                Ok(vec![DataType::Utf8, to.clone()])
+            }
+            _ => unexpected("cast", args, &["varchar, timestamp"]),
+        },
+        |args| Ok(args[1].clone()),
+        move |args, returns| {
+            let DataType::Timestamp(unit, _) = returns else {
+                return exec_err!("cast: not a timestamp: {returns}");
+            };
+            let mut out = Vec::with_capacity(args[0].len());
+            for i in 0..args[0].len() {
+                out.push(match text(&args[0], i) {
+                    None => None,
+                    Some(s) => match read_timestamp(s, returns) {
+                        Ok(v) => Some(v),
+                        Err(_) if lenient => None,
+                        Err(e) => return Err(e),
+                    },
+                });
+            }
+            timestamps(out, *unit, returns)
+        },
+    )
+    .udf()
+}
+
+/// A text as Trino casts it to the timestamp type `to` (see [`cast_timestamp`]): the value in
+/// `to`'s unit.
+pub fn read_timestamp(text: &str, to: &DataType) -> Result<i64> {
+    let refused = || invalid(format!("Value cannot be cast to timestamp: {text}"));
+    let DataType::Timestamp(unit, zone) = to else {
+        return refused();
+    };
+    let Some((local, fraction, named)) = datetime_text(text) else {
+        return refused();
+    };
+    let digits = match unit {
+        TimeUnit::Second => 0,
+        TimeUnit::Millisecond => 3,
+        TimeUnit::Microsecond => 6,
+        TimeUnit::Nanosecond => 9,
+    };
+    // The fraction in the unit, rounded half up (18 digits at most, as Trino reads it).
+    let f: i64 = match fraction.parse() {
+        Ok(f) => f,
+        Err(_) if fraction.is_empty() => 0,
+        Err(_) => return refused(),
+    };
+    let given = fraction.len() as u32;
+    let sub = if given > digits {
+        let m = 10i64.pow(given - digits);
+        (f + m / 2) / m
+    } else {
+        f * 10i64.pow(digits - given)
+    };
+    let Some(wall) = local
+        .and_utc()
+        .timestamp()
+        .checked_mul(per_second(*unit))
+        .and_then(|v| v.checked_add(sub))
+    else {
+        return refused();
+    };
+    let zone = match (named, zone) {
+        (None, None) => return Ok(wall),
+        (Some(_), None) => return refused(),
+        (Some(named), Some(_)) => Zone::parse(named)?,
+        (None, Some(zone)) => Zone::parse(zone)?,
+    };
+    wall_to_instant(wall, *unit, &zone)
+}
+
+/// Trino's date-time text: `[+-]yyyy-m-d`, then after a space `h:m`, `:s` and `.fraction`, each
+/// optional, and a zone (any text after them): the date-time to the second, the fraction's
+/// digits and the zone.
+fn datetime_text(text: &str) -> Option<(NaiveDateTime, &str, Option<&str>)> {
+    /// Leading ASCII digits of `s`, from `min` to `max` of them, as a number, and what follows.
+    fn number(s: &str, min: usize, max: usize) -> Option<(i64, &str)> {
+        let n = s.bytes().take_while(u8::is_ascii_digit).count();
+        if n < min || n > max {
+            return None;
+        }
+        Some((s[..n].parse().ok()?, &s[n..]))
+    }
+    let s = text.trim();
+    let (sign, s) = match s.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let (year, s) = number(s, 4, 9)?;
+    let (month, s) = number(s.strip_prefix('-')?, 1, 2)?;
+    let (day, mut s) = number(s.strip_prefix('-')?, 1, 2)?;
+    let date = chrono::NaiveDate::from_ymd_opt(
+        i32::try_from(sign * year).ok()?,
+        u32::try_from(month).ok()?,
+        u32::try_from(day).ok()?,
+    )?;
+    let (mut hms, mut fraction, mut zone) = ((0, 0, 0), "", None);
+    if !s.is_empty() {
+        s = s.strip_prefix(' ')?;
+        if let Some((h, rest)) = number(s, 1, 2)
+            && let Some(rest) = rest.strip_prefix(':')
+        {
+            let (m, rest) = number(rest, 1, 2)?;
+            hms = (h, m, 0);
+            s = rest;
+            if let Some(rest) = s.strip_prefix(':') {
+                let (sec, rest) = number(rest, 1, 2)?;
+                hms.2 = sec;
+                s = rest;
+                if let Some(rest) = s.strip_prefix('.') {
+                    let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+                    if n == 0 {
+                        return None;
+                    }
+                    (fraction, s) = rest.split_at(n);
+                }
+            }
+        }
+        let z = s.trim_start();
+        if !z.is_empty() {
+            zone = Some(z);
+        }
+    }
+    let (h, m, sec) = hms;
+    let time = chrono::NaiveTime::from_hms_opt(
+        u32::try_from(h).ok()?,
+        u32::try_from(m).ok()?,
+        u32::try_from(sec).ok()?,
+    )?;
+    Some((date.and_time(time), fraction, zone))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -611,6 +761,46 @@ mod tests {
         let e = zone_name("Mars/Olympus").err().map(|e| e.to_string());
         assert!(e.is_some_and(|e| e.contains("Time zone not supported: Mars/Olympus")));
         assert!(zone_name("+25:00").is_err());
+    }
+
+    #[test]
+    fn texts_cast_to_timestamps_as_trino_reads_them() {
+        let ms = DataType::Timestamp(TimeUnit::Millisecond, None);
+        let zoned = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+        let read = |s: &str, t: &DataType| read_timestamp(s, t).map_err(|e| e.to_string());
+        // 2020-01-02 03:04:05 UTC is 1577934245 seconds after the epoch.
+        assert_eq!(read("2020-01-02 03:04:05.1234", &ms), Ok(1_577_934_245_123));
+        assert_eq!(read(" 2020-1-2 3:4:5.1235 ", &ms), Ok(1_577_934_245_124));
+        assert_eq!(read("2020-01-02 03:04:05.9996", &ms), Ok(1_577_934_246_000));
+        assert_eq!(read("2020-01-02 03:04", &ms), Ok(1_577_934_240_000));
+        assert_eq!(read("2020-01-02", &ms), Ok(1_577_923_200_000));
+        assert_eq!(
+            read("2020-01-02 03:04:05 +01:00", &zoned),
+            Ok(1_577_930_645_000)
+        );
+        assert_eq!(
+            read("2020-01-02 03:04:05 Asia/Tokyo", &zoned),
+            Ok(1_577_901_845_000)
+        );
+        assert_eq!(read("2020-01-02 UTC", &zoned), Ok(1_577_923_200_000));
+        for bad in [
+            "2020-01-02T03:04:05",
+            "2020-01-02 03:04:05 +01:00",
+            "2020-13-02",
+            "2020-01-02 24:00",
+            "2020-01-02 03:04:05.",
+            "20-01-02",
+            "",
+        ] {
+            assert_eq!(
+                read(bad, &ms),
+                Err(format!(
+                    "Execution error: Value cannot be cast to timestamp: {bad}"
+                ))
+            );
+        }
+        let mars = read("2020-01-02 03:04 Mars/Base", &zoned);
+        assert!(mars.is_err_and(|e| e.contains("Time zone not supported: Mars/Base")));
     }
 
     #[test]
