@@ -1908,6 +1908,19 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     field,
                 ))));
             }
+            // An interval day to second as a duration (how sum and avg read it: Arrow's cast
+            // refuses days): its milliseconds.
+            if matches!(data_type, DataType::Duration(_)) && is_day_second(&from) {
+                let millis = call_udf(sqe_functions::to_milliseconds(), *expr);
+                let duration = Expr::Cast(Cast::new(
+                    Box::new(millis),
+                    DataType::Duration(TimeUnit::Millisecond),
+                ));
+                return Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
+                    Box::new(duration),
+                    field,
+                ))));
+            }
             if is_text(&data_type) && matches!(from, DataType::Interval(_) | DataType::Duration(_))
             {
                 let text = Expr::ScalarFunction(ScalarFunction::new_udf(

@@ -3,15 +3,25 @@
 //! zero (DataFusion's has s + 4 decimals, truncated). Both run on DataFusion's own accumulators and
 //! their grouped forms: the sum with Trino's wider type, the average at DataFusion's scale and then
 //! rounded to Trino's (which gives the same digits as rounding the exact mean: a truncation at
-//! s + 4 decimals never crosses a rounding boundary at s). Other argument types are DataFusion's.
+//! s + 4 decimals never crosses a rounding boundary at s). An interval day to second (and a
+//! duration, which SQE shows as one) is a duration in milliseconds here (the engine casts an
+//! interval with `to_milliseconds`): summed by DataFusion, averaged by [`IntervalAvg`], rounded
+//! half up to the millisecond as Trino's is (DataFusion's truncates). Other argument types are
+//! DataFusion's.
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, BooleanArray, Decimal128Array};
-use arrow::datatypes::{DataType, Decimal128Type, Field, FieldRef};
-use datafusion::common::{Result, ScalarValue};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Decimal128Array};
+use arrow::datatypes::{
+    DataType, Decimal128Type, DurationMillisecondType, Field, FieldRef, Int64Type, IntervalUnit,
+    TimeUnit, UInt64Type,
+};
+use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::functions_aggregate::{average::avg_udaf, sum::sum_udaf};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
+
+use crate::udf::unexpected;
 use datafusion::logical_expr::utils::AggregateOrderSensitivity;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator,
@@ -22,21 +32,32 @@ use datafusion::logical_expr::{
 pub(super) struct TrinoDecimal {
     inner: AggregateUDF,
     avg: bool,
+    /// DataFusion's types, and intervals (see [`AggregateUDFImpl::coerce_types`]).
+    signature: Signature,
 }
 
 impl TrinoDecimal {
     pub(super) fn sum() -> Self {
-        Self {
-            inner: sum_udaf().as_ref().clone(),
-            avg: false,
-        }
+        Self::new(sum_udaf().as_ref().clone(), false)
     }
 
     pub(super) fn avg() -> Self {
+        Self::new(avg_udaf().as_ref().clone(), true)
+    }
+
+    fn new(inner: AggregateUDF, avg: bool) -> Self {
+        let signature = Signature::user_defined(inner.signature().volatility);
         Self {
-            inner: avg_udaf().as_ref().clone(),
-            avg: true,
+            inner,
+            avg,
+            signature,
         }
+    }
+
+    /// Whether this is an average of intervals day to second (durations in milliseconds, as
+    /// coerced).
+    fn interval_avg(&self, args: &[FieldRef]) -> bool {
+        self.avg && matches!(args, [f] if matches!(f.data_type(), DataType::Duration(_)))
     }
 
     /// Trino's type of the answer, where it differs from DataFusion's.
@@ -99,14 +120,41 @@ impl AggregateUDFImpl for TrinoDecimal {
     }
 
     fn signature(&self) -> &Signature {
-        self.inner.signature()
+        &self.signature
     }
 
+    /// An interval day to second as a duration in milliseconds; other types as DataFusion's
+    /// signature coerces them.
     fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
-        self.inner.coerce_types(args)
+        match args {
+            [DataType::Interval(IntervalUnit::DayTime | IntervalUnit::MonthDayNano)] => {
+                return Ok(vec![DataType::Duration(TimeUnit::Millisecond)]);
+            }
+            [DataType::Duration(_)] if self.avg => {
+                return Ok(vec![DataType::Duration(TimeUnit::Millisecond)]);
+            }
+            // A NULL: bigint's.
+            [DataType::Null] => return Ok(vec![DataType::Int64]),
+            _ => {}
+        }
+        let fields: Vec<FieldRef> = args
+            .iter()
+            .map(|t| Arc::new(Field::new("x", t.clone(), true)))
+            .collect();
+        match fields_with_udf(&fields, &self.inner) {
+            Ok(fields) => Ok(fields.iter().map(|f| f.data_type().clone()).collect()),
+            Err(_) => unexpected(
+                self.name(),
+                args,
+                &["bigint", "double", "decimal(p,s)", "interval day to second"],
+            ),
+        }
     }
 
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        if self.avg && matches!(args, [DataType::Duration(_)]) {
+            return Ok(DataType::Duration(TimeUnit::Millisecond));
+        }
         match self.trino_type(args) {
             Some(t) => Ok(t),
             None => self.inner.return_type(args),
@@ -126,14 +174,34 @@ impl AggregateUDFImpl for TrinoDecimal {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        if self.interval_avg(args.expr_fields) {
+            return Ok(Box::<IntervalAvg>::default());
+        }
         self.rounded(args, AggregateUDF::accumulator)
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        if self.interval_avg(args.expr_fields) {
+            return Ok(Box::<IntervalAvg>::default());
+        }
         self.rounded(args, AggregateUDF::create_sliding_accumulator)
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        if self.interval_avg(args.input_fields) {
+            return Ok(vec![
+                Arc::new(Field::new(
+                    format!("{}[count]", args.name),
+                    DataType::UInt64,
+                    true,
+                )),
+                Arc::new(Field::new(
+                    format!("{}[sum]", args.name),
+                    DataType::Int64,
+                    true,
+                )),
+            ]);
+        }
         match self.rounding(args.input_fields)? {
             Some((theirs, _)) => self.inner.state_fields(StateFieldsArgs {
                 return_field: theirs,
@@ -144,6 +212,9 @@ impl AggregateUDFImpl for TrinoDecimal {
     }
 
     fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        if self.interval_avg(args.expr_fields) {
+            return false;
+        }
         match self.rounding(args.expr_fields) {
             Ok(Some((theirs, _))) => self.inner.groups_accumulator_supported(AccumulatorArgs {
                 return_field: theirs,
@@ -233,6 +304,97 @@ impl Accumulator for Rounded {
 
     fn size(&self) -> usize {
         size_of::<Self>() + self.inner.size()
+    }
+}
+
+/// The average of intervals day to second (durations in milliseconds), rounded half up to the
+/// millisecond as Trino's is; the sum is exact, and an error where it overflows.
+#[derive(Debug, Default)]
+struct IntervalAvg {
+    count: u64,
+    sum: i64,
+}
+
+impl IntervalAvg {
+    fn add(&mut self, count: u64, sum: Option<i64>, sign: i64) -> Result<()> {
+        let Some(sum) = sum else {
+            return Ok(());
+        };
+        let count = if sign < 0 {
+            self.count.checked_sub(count)
+        } else {
+            self.count.checked_add(count)
+        };
+        match (
+            count,
+            sum.checked_mul(sign).and_then(|s| self.sum.checked_add(s)),
+        ) {
+            (Some(count), Some(sum)) => {
+                (self.count, self.sum) = (count, sum);
+                Ok(())
+            }
+            _ => exec_err!("avg: the sum of the intervals is out of range"),
+        }
+    }
+
+    fn values(values: &[ArrayRef]) -> Result<(u64, Option<i64>)> {
+        let array = values[0].as_primitive::<DurationMillisecondType>();
+        let mut sum: Option<i64> = None;
+        for v in array.iter().flatten() {
+            match sum.unwrap_or(0).checked_add(v) {
+                Some(s) => sum = Some(s),
+                None => return exec_err!("avg: the sum of the intervals is out of range"),
+            }
+        }
+        Ok(((array.len() - array.null_count()) as u64, sum))
+    }
+}
+
+impl Accumulator for IntervalAvg {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let (count, sum) = Self::values(values)?;
+        self.add(count, sum, 1)
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let (count, sum) = Self::values(values)?;
+        self.add(count, sum, -1)
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let counts = states[0].as_primitive::<UInt64Type>();
+        let sums = states[1].as_primitive::<Int64Type>();
+        for i in 0..counts.len() {
+            if !counts.is_null(i) {
+                self.add(counts.value(i), sums.is_valid(i).then(|| sums.value(i)), 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![
+            ScalarValue::UInt64(Some(self.count)),
+            ScalarValue::Int64(Some(self.sum)),
+        ])
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        if self.count == 0 {
+            return Ok(ScalarValue::DurationMillisecond(None));
+        }
+        // Half up: floor(sum / count + 1/2).
+        let (sum, count) = (i128::from(self.sum), i128::from(self.count));
+        let avg = (2 * sum + count).div_euclid(2 * count);
+        Ok(ScalarValue::DurationMillisecond(i64::try_from(avg).ok()))
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>()
     }
 }
 
