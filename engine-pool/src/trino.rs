@@ -15,10 +15,12 @@
 //! - the plan, before type coercion ([`TrinoOperands`]): timestamps (and times) of different
 //!   precisions that meet are each cast to the finest of them, where DataFusion would cut the finer
 //!   ones down to the coarsest, a decimal quotient takes Trino's type, and text cast to a
-//!   timestamp is read as Trino reads it (no `T`, zone names, a longer fraction rounded);
+//!   timestamp is read as Trino reads it (no `T`, zone names, a longer fraction rounded); a
+//!   timestamp with a time zone per value (functions/src/zoned.rs) is compared by its instant,
+//!   shifted by an interval in its zone, and meets timestamps with one zone in its per-value form;
 //! - the plan, after type coercion ([`TrinoCasts`]): a cast of a DOUBLE or DECIMAL to an integer
 //!   rounds half away from zero (DataFusion truncates), a timestamp cast to VARCHAR is Trino's text
-//!   (`2020-01-02 03:04:05`, no `T`), and a DECIMAL quotient has Trino's scale, the larger of its
+//!   (`2020-01-02 03:04:05`, no `T`; with a zone per value, each in its own), and a DECIMAL quotient has Trino's scale, the larger of its
 //!   operands' (rounded half up); integer `+ - *` of constants fail on overflow (and of columns,
 //!   in the physical plan: overflow.rs).
 
@@ -853,6 +855,28 @@ fn fraction_digits(local: &str) -> u64 {
     }
 }
 
+/// The zone of a zoned timestamp constant as the rewrite leaves it (`with_timezone(…, 'zone')`).
+fn literal_zone(e: &ast::Expr) -> Option<String> {
+    let ast::Expr::Function(f) = e else {
+        return None;
+    };
+    if !f.name.to_string().eq_ignore_ascii_case("with_timezone") {
+        return None;
+    }
+    match &f.args {
+        FunctionArguments::List(list) => match list.args.get(1) {
+            Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(ast::Expr::Value(v)))) => {
+                match &v.value {
+                    Value::SingleQuotedString(zone) => Some(zone.clone()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The precision slot of a timestamp constant as the rewrite leaves it: a literal, a cast, or
 /// either in `with_timezone` (a zoned literal).
 fn literal_precision(e: &mut ast::Expr) -> Option<&mut Option<u64>> {
@@ -880,7 +904,8 @@ fn literal_precision(e: &mut ast::Expr) -> Option<&mut Option<u64>> {
     }
 }
 
-/// Each column of VALUES rows: its timestamp constants at the finest precision among them.
+/// Each column of VALUES rows: its timestamp constants at the finest precision among them, and
+/// zoned ones in different zones each keeping its own (`sqe_zoned`: functions/src/zoned.rs).
 fn finest_literals(rows: &mut [ast::Parens<Vec<ast::Expr>>]) {
     let width = rows.iter().map(|r| r.content.len()).max().unwrap_or(0);
     for column in 0..width {
@@ -892,6 +917,21 @@ fn finest_literals(rows: &mut [ast::Parens<Vec<ast::Expr>>]) {
         for row in rows.iter_mut() {
             if let Some(p) = row.content.get_mut(column).and_then(literal_precision) {
                 *p = finest;
+            }
+        }
+        let zones: std::collections::BTreeSet<String> = rows
+            .iter()
+            .filter_map(|row| row.content.get(column).and_then(literal_zone))
+            .collect();
+        if zones.len() < 2 {
+            continue;
+        }
+        for row in rows.iter_mut() {
+            if let Some(x) = row.content.get_mut(column)
+                && literal_zone(x).is_some()
+            {
+                let zoned = std::mem::replace(x, ast::Expr::value(Value::Null));
+                *x = call("sqe_zoned", vec![zoned]);
             }
         }
     }
@@ -1182,7 +1222,8 @@ impl AnalyzerRule for TrinoOperands {
                         }
                     },
                 ),
-                other => finest_timestamps(other, schema),
+                other => zoned_operands_of(other, schema)?
+                    .transform_data(|e| finest_timestamps(e, schema)),
             })
         };
         // A union keeps the types its planner gave it: taken again from its inputs.
@@ -1214,9 +1255,14 @@ fn text_to_timestamp(
     if !matches!(to, DataType::Timestamp(..)) || !is_text(&x.get_type(schema)?) {
         return Ok(None);
     }
+    let mut args = vec![x.clone(), Expr::Literal(ScalarValue::try_from(to)?, None)];
+    // Texts from a column into a timestamp with a time zone: each keeps its own zone.
+    if matches!(to, DataType::Timestamp(_, Some(_))) && !is_constant(x) {
+        args.push(datafusion::prelude::lit(true));
+    }
     Ok(Some(Expr::ScalarFunction(ScalarFunction::new_udf(
         sqe_functions::cast_timestamp(lenient),
-        vec![x.clone(), Expr::Literal(ScalarValue::try_from(to)?, None)],
+        args,
     ))))
 }
 
@@ -1226,8 +1272,29 @@ fn temporal_unit(t: &DataType) -> Option<(bool, TimeUnit)> {
     match t {
         DataType::Timestamp(unit, _) => Some((false, *unit)),
         DataType::Time32(unit) | DataType::Time64(unit) => Some((true, *unit)),
-        _ => None,
+        other => sqe_functions::zoned_unit(other).map(|unit| (false, unit)),
     }
+}
+
+/// The unit timestamps of `types` meet at: the finest, when their units differ or when a zone
+/// per value meets a timestamp with one zone (which then takes the per-value form).
+fn meeting_unit(types: &[DataType]) -> Option<TimeUnit> {
+    finest_of(types).or_else(|| {
+        let one_zone = types
+            .iter()
+            .any(|t| matches!(t, DataType::Timestamp(_, Some(_))));
+        let zoned = types.iter().find_map(sqe_functions::zoned_unit);
+        zoned.filter(|_| one_zone)
+    })
+}
+
+/// The type `t` is cast to where timestamps meet at `unit` ([`meeting_unit`]), a zone per value
+/// among them (`zoned`) or not; None when it stays.
+fn meeting_type(t: &DataType, unit: TimeUnit, zoned: bool) -> Option<DataType> {
+    if zoned && matches!(t, DataType::Timestamp(_, Some(_))) {
+        return Some(sqe_functions::zoned_type(unit));
+    }
+    in_unit(t, unit)
 }
 
 /// The finest unit among `types` when they hold timestamps (or times) of more than one unit.
@@ -1251,6 +1318,7 @@ fn in_unit(t: &DataType, unit: TimeUnit) -> Option<DataType> {
             TimeUnit::Second | TimeUnit::Millisecond => DataType::Time32(unit),
             _ => DataType::Time64(unit),
         },
+        other if is_zoned(other) => sqe_functions::zoned_type(unit),
         _ => return None,
     };
     (to != *t).then_some(to)
@@ -1392,9 +1460,10 @@ fn timestamp_plus_interval(e: &mut Expr, schema: &DFSchema) -> bool {
 /// Casts the timestamps (or times) of `group`, of `types`, to the finest unit among them, when
 /// they have more than one; whether it changed any. `compares`: the group's operands are compared.
 fn finest_group(group: Vec<&mut Expr>, types: &[DataType], compares: bool) -> bool {
-    let Some(unit) = finest_of(types) else {
+    let Some(unit) = meeting_unit(types) else {
         return false;
     };
+    let zoned = types.iter().any(is_zoned);
     // The coarsest unit a non-constant operand is cast up from: DataFusion's simplifier takes such
     // a cast off again by casting a constant down to that unit, which must then be exact.
     let coarsest = types
@@ -1414,7 +1483,7 @@ fn finest_group(group: Vec<&mut Expr>, types: &[DataType], compares: bool) -> bo
         {
             wrap(operand, |x| call_udf(sqe_functions::opaque(), x));
         }
-        if let Some(to) = in_unit(t, unit) {
+        if let Some(to) = meeting_type(t, unit, zoned) {
             wrap(operand, |x| Expr::Cast(Cast::new(Box::new(x), to)));
         }
     }
@@ -1435,7 +1504,18 @@ impl ExprPlanner for TrinoOperators {
         schema: &DFSchema,
     ) -> Result<PlannerResult<RawBinaryExpr>> {
         use ast::BinaryOperator as Op;
-        let types = types_of(&[&mut expr.left, &mut expr.right], schema);
+        let mut types = types_of(&[&mut expr.left, &mut expr.right], schema);
+        if types.iter().any(is_zoned) {
+            let shift = match expr.op {
+                Op::Plus => Some(Operator::Plus),
+                Op::Minus => Some(Operator::Minus),
+                _ => None,
+            };
+            if let Some(shifted) = zoned_operands(&mut expr.left, shift, &mut expr.right, &types) {
+                return Ok(PlannerResult::Planned(shifted));
+            }
+            types = types_of(&[&mut expr.left, &mut expr.right], schema);
+        }
         let interval = |t: &DataType| matches!(t, DataType::Interval(_) | DataType::Duration(_));
         let scaled = match (&expr.op, &types[0], &types[1]) {
             (Op::Multiply | Op::Divide, l, r) if interval(l) && r.is_numeric() => {
@@ -1462,6 +1542,86 @@ impl ExprPlanner for TrinoOperators {
         finest_group(vec![&mut expr.left, &mut expr.right], &types, compares);
         Ok(PlannerResult::Original(expr))
     }
+}
+
+/// Whether `t` is a timestamp with a time zone per value (functions/src/zoned.rs).
+fn is_zoned(t: &DataType) -> bool {
+    sqe_functions::zoned_unit(t).is_some()
+}
+
+/// The instant of a timestamp with a time zone per value (a timestamp in UTC).
+fn instant_of(x: Expr) -> Expr {
+    datafusion::functions::core::expr_fn::get_field(x, sqe_functions::INSTANT)
+}
+
+/// Operands that are timestamps with a time zone per value: `x + interval`, `interval + x` and
+/// `x - interval` keep each value's zone (its instant shifted, as Trino shifts it: elapsed time,
+/// months on the UTC clock), given back; otherwise each such operand becomes its instant (what
+/// comparisons and differences read).
+fn zoned_operands(
+    left: &mut Expr,
+    shift: Option<Operator>,
+    right: &mut Expr,
+    types: &[DataType],
+) -> Option<Expr> {
+    let interval = |t: &DataType| matches!(t, DataType::Interval(_) | DataType::Duration(_));
+    let shifted = |x: &Expr, op: Operator, by: &Expr| {
+        let zone = datafusion::functions::core::expr_fn::get_field(x.clone(), sqe_functions::ZONE);
+        let instant = Expr::BinaryExpr(BinaryExpr::new(
+            Box::new(instant_of(x.clone())),
+            op,
+            Box::new(by.clone()),
+        ));
+        Expr::ScalarFunction(ScalarFunction::new_udf(
+            sqe_functions::zoned_value(),
+            vec![instant, zone],
+        ))
+    };
+    match (shift, types) {
+        (Some(op), [l, r]) if is_zoned(l) && interval(r) => return Some(shifted(left, op, right)),
+        (Some(Operator::Plus), [l, r]) if interval(l) && is_zoned(r) => {
+            return Some(shifted(right, Operator::Plus, left));
+        }
+        _ => {}
+    }
+    for (x, t) in [left, right].into_iter().zip(types) {
+        if is_zoned(t) {
+            wrap(x, instant_of);
+        }
+    }
+    None
+}
+
+/// [`zoned_operands`] on a plan's expression: a binary operator, BETWEEN or IN whose operands
+/// are timestamps with a time zone per value (as a cast of text from a column gives them).
+fn zoned_operands_of(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let group = match &mut e {
+        Expr::BinaryExpr(b) => {
+            let types = types_of(&[&mut b.left, &mut b.right], schema);
+            if !types.iter().any(is_zoned) {
+                return Ok(Transformed::no(e));
+            }
+            let shift = matches!(b.op, Operator::Plus | Operator::Minus).then_some(b.op);
+            if let Some(shifted) = zoned_operands(&mut b.left, shift, &mut b.right, &types) {
+                return Ok(Transformed::yes(shifted));
+            }
+            return Ok(Transformed::yes(e));
+        }
+        Expr::Between(_) | Expr::InList(_) => operand_groups(&mut e).into_iter().flatten(),
+        _ => return Ok(Transformed::no(e)),
+    };
+    let mut changed = false;
+    for x in group {
+        if x.get_type(schema).is_ok_and(|t| is_zoned(&t)) {
+            wrap(x, instant_of);
+            changed = true;
+        }
+    }
+    Ok(if changed {
+        Transformed::yes(e)
+    } else {
+        Transformed::no(e)
+    })
 }
 
 /// Whether `e` reads no column.
@@ -1521,13 +1681,13 @@ fn finest_union_inputs(inputs: Vec<Arc<LogicalPlan>>) -> Result<Vec<Arc<LogicalP
     let Some(width) = inputs.first().map(|i| i.schema().fields().len()) else {
         return Ok(inputs);
     };
-    let units: Vec<Option<TimeUnit>> = (0..width)
+    let units: Vec<Option<(TimeUnit, bool)>> = (0..width)
         .map(|c| {
-            finest_of(
-                inputs
-                    .iter()
-                    .filter_map(|i| i.schema().fields().get(c).map(|f| f.data_type())),
-            )
+            let types: Vec<DataType> = inputs
+                .iter()
+                .filter_map(|i| i.schema().fields().get(c).map(|f| f.data_type().clone()))
+                .collect();
+            meeting_unit(&types).map(|unit| (unit, types.iter().any(is_zoned)))
         })
         .collect();
     if units.iter().all(Option::is_none) {
@@ -1542,7 +1702,9 @@ fn finest_union_inputs(inputs: Vec<Arc<LogicalPlan>>) -> Result<Vec<Arc<LogicalP
                 .zip(&units)
                 .map(|((qualifier, field), unit)| {
                     let column = Expr::Column(datafusion::common::Column::from((qualifier, field)));
-                    match unit.and_then(|unit| in_unit(field.data_type(), unit)) {
+                    match unit
+                        .and_then(|(unit, zoned)| meeting_type(field.data_type(), unit, zoned))
+                    {
                         Some(to) => Expr::Cast(Cast::new(Box::new(column), to))
                             .alias_qualified(qualifier.cloned(), field.name()),
                         None => column,
@@ -1701,6 +1863,14 @@ fn opaque_try_constants(e: Expr) -> Result<Transformed<Expr>> {
 /// keep the time in UTC): `with_timezone(x, 'UTC')`, whose UTC time is that wall-clock time.
 fn wall_clock(x: &Expr, from: &DataType, to: &DataType) -> Option<Expr> {
     match (from, to) {
+        // A zone per value: its wall-clock time, its date; or its instant.
+        (f, DataType::Timestamp(_, None) | DataType::Date32 | DataType::Date64) if is_zoned(f) => {
+            Some(Expr::ScalarFunction(ScalarFunction::new_udf(
+                sqe_functions::with_timezone(),
+                vec![x.clone(), datafusion::prelude::lit("UTC")],
+            )))
+        }
+        (f, DataType::Timestamp(_, Some(_))) if is_zoned(f) => Some(instant_of(x.clone())),
         (DataType::Timestamp(_, Some(zone)), DataType::Timestamp(_, None))
             if zone.as_ref() != "UTC" =>
         {
@@ -1711,6 +1881,35 @@ fn wall_clock(x: &Expr, from: &DataType, to: &DataType) -> Option<Expr> {
         }
         _ => None,
     }
+}
+
+/// A timestamp with a time zone in the per-value form at `unit` (where it meets per-value ones:
+/// a CASE, a UNION, …): one zone for all of its values, or each value's own.
+fn to_zoned(x: &Expr, from: &DataType, unit: TimeUnit) -> Option<Expr> {
+    let (instant, zone) = match from {
+        DataType::Timestamp(_, Some(zone)) => (
+            Expr::Cast(Cast::new(
+                Box::new(x.clone()),
+                DataType::Timestamp(unit, Some(zone.clone())),
+            )),
+            None,
+        ),
+        f if is_zoned(f) && sqe_functions::zoned_unit(f) != Some(unit) => (
+            Expr::Cast(Cast::new(
+                Box::new(instant_of(x.clone())),
+                DataType::Timestamp(unit, Some("UTC".into())),
+            )),
+            Some(datafusion::functions::core::expr_fn::get_field(
+                x.clone(),
+                sqe_functions::ZONE,
+            )),
+        ),
+        _ => return None,
+    };
+    Some(Expr::ScalarFunction(ScalarFunction::new_udf(
+        sqe_functions::zoned_value(),
+        std::iter::once(instant).chain(zone).collect(),
+    )))
 }
 
 fn round() -> Arc<ScalarUDF> {
@@ -1891,6 +2090,11 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     expr, field,
                 ))));
             };
+            if let Some(unit) = sqe_functions::zoned_unit(&data_type)
+                && let Some(zoned) = to_zoned(&expr, &from, unit)
+            {
+                return Ok(Transformed::yes(zoned));
+            }
             if let Some((have, want)) = renamed_fields(&from, &data_type) {
                 return row_cast(*expr, have, want, schema, false).map(Transformed::yes);
             }
@@ -1932,7 +2136,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                     field,
                 ))));
             }
-            if is_text(&data_type) && matches!(from, DataType::Timestamp(..)) {
+            if is_text(&data_type) && (matches!(from, DataType::Timestamp(..)) || is_zoned(&from)) {
                 let text = Expr::ScalarFunction(ScalarFunction::new_udf(
                     sqe_functions::timestamp_text(),
                     vec![*expr],

@@ -169,9 +169,14 @@ pub fn trino_type_name(ty: &Type) -> String {
 
 /// The Arrow type a query result column should be cast to before it can be stored in Iceberg
 /// (CREATE TABLE AS): narrow integers widen, views and large variants become plain, nanosecond
-/// timestamps become microseconds (Iceberg v2 stores microseconds).
+/// timestamps become microseconds (Iceberg v2 stores microseconds), a timestamp with a time zone
+/// per value its instant.
 pub fn storable_arrow_type(ty: &DataType) -> SqeResult<DataType> {
     use DataType as D;
+    // A zone per value (functions/src/zoned.rs): Iceberg's timestamptz keeps the instant.
+    if sqe_functions::zoned_unit(ty).is_some() {
+        return Ok(D::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())));
+    }
     Ok(match ty {
         D::Null => D::Utf8,
         D::Boolean

@@ -48,6 +48,9 @@ type QueryTables = Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>;
 /// varchar does not silently become a number).
 fn family(t: &DataType) -> u8 {
     use DataType as D;
+    if sqe_functions::zoned_unit(t).is_some() {
+        return 5;
+    }
     match t {
         D::Null => 0,
         D::Boolean => 1,
@@ -253,7 +256,14 @@ fn cast_to_table(
                         trino_name(from)
                     )));
                 }
-                cast(DFExpr::Column(Column::from((qualifier, src))), to.clone())
+                let value = DFExpr::Column(Column::from((qualifier, src)));
+                // A timestamp with a time zone per value is stored as its instant.
+                let value = if sqe_functions::zoned_unit(from).is_some() {
+                    datafusion::functions::core::expr_fn::get_field(value, sqe_functions::INSTANT)
+                } else {
+                    value
+                };
+                cast(value, to.clone())
             }
             None if !field.is_nullable() => {
                 return Err(SqeError::invalid(format!(

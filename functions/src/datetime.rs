@@ -1387,8 +1387,13 @@ fn day_to_second(millis: i64) -> String {
 }
 
 /// A timestamp's text as Trino casts it to VARCHAR: `2020-01-02 03:04:05`, the fraction with as
-/// many digits as the type's precision, and a zoned timestamp's zone after a space.
+/// many digits as the type's precision, and a zoned timestamp's zone after a space (each value's
+/// own, where each has one: zoned.rs).
 pub fn timestamp_text() -> Arc<ScalarUDF> {
+    crate::zoned::each_zone(timestamp_text_of_column())
+}
+
+fn timestamp_text_of_column() -> Arc<ScalarUDF> {
     Scalar::new(
         "sqe_timestamp_text",
         |args| match args {
@@ -1405,7 +1410,9 @@ pub fn timestamp_text() -> Arc<ScalarUDF> {
                         TimeUnit::Microsecond => 6,
                         TimeUnit::Nanosecond => 9,
                     },
-                    tz.clone(),
+                    // As Trino names it: an Iceberg column's `+00:00` is `UTC`.
+                    tz.as_deref()
+                        .map(|z| crate::timezone::zone_name(z).unwrap_or_else(|_| z.to_string())),
                 ),
                 _ => (0, None),
             };

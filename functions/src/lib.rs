@@ -23,6 +23,7 @@ mod string;
 mod timezone;
 mod udf;
 mod url;
+mod zoned;
 
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ pub use json::from_json;
 pub use lambda::{opaque, use_every_lambda_parameter};
 pub use timezone::{cast_timestamp, read_timestamp, with_timezone, zone_name};
 pub use udf::{JSON_EXTENSION, is_json, type_name};
+pub use zoned::{INSTANT, ZONE, zoned_type, zoned_unit, zoned_value};
 
 /// Every scalar function of this crate.
 pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
@@ -57,8 +59,48 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     out.extend(bitwise::functions());
     out.extend(url::functions());
     out.extend(multiset::functions());
-    out
+    out.push(zoned::same_zone(datafusion::functions::core::coalesce()));
+    out.push(zoned::zoned_value());
+    out.into_iter()
+        .map(|f| {
+            if READ_ZONES.contains(&f.name()) {
+                zoned::each_zone(f)
+            } else {
+                f
+            }
+        })
+        .collect()
 }
+
+/// The functions that read a timestamp with a time zone, which take a zone per value too
+/// (zoned.rs).
+const READ_ZONES: &[&str] = &[
+    "date_add",
+    "date_diff",
+    "date_trunc",
+    "last_day_of_month",
+    "to_unixtime",
+    "date_format",
+    "format_datetime",
+    "to_iso8601",
+    "year",
+    "quarter",
+    "month",
+    "week",
+    "day",
+    "day_of_week",
+    "day_of_year",
+    "year_of_week",
+    "hour",
+    "minute",
+    "second",
+    "millisecond",
+    "with_timezone",
+    "at_timezone",
+    "timezone",
+    "timezone_hour",
+    "timezone_minute",
+];
 
 /// Every aggregate function of this crate.
 pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {

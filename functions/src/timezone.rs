@@ -4,14 +4,14 @@
 //! ones and Joda's `parse_datetime`.
 //!
 //! A `timestamp(p) with time zone` is Arrow's `Timestamp(unit, Some(zone))`: instants since the
-//! epoch, read in the column's zone. Trino keeps a zone with each value; SQE keeps one per column,
-//! so a zone given to a function must be a constant. A constant text parsed with its own offset
-//! keeps that offset as its zone; texts read from a column are the same instants shown in the
-//! session's zone.
+//! epoch, read in the column's zone, wherever one zone does (a constant zone, a constant text's
+//! own offset, the session's). Where the zone may differ from row to row (a zone from a column,
+//! texts from a column with their own offsets) each value keeps its own: zoned.rs.
 //!
 //! The session's zone (Trino's `X-Trino-Time-Zone`, `SET TIME ZONE`) is DataFusion's
 //! `execution.time_zone`: a timestamp without a zone is read in it when it meets one with a zone.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ use datafusion::logical_expr::{
 
 use crate::datetime::{ReadText, iso_parts, joda_format, parse_each, parse_zoned, text};
 use crate::udf::{invalid, is_text, unexpected};
+use crate::zoned::{zoned_array, zoned_type, zoned_unit};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     use Kind::*;
@@ -51,10 +52,10 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
 /// `with_timezone(x, zone)`, for plans that keep a wall-clock time (a cast to a timestamp without
 /// a zone).
 pub fn with_timezone() -> Arc<ScalarUDF> {
-    Arc::new(ScalarUDF::new_from_impl(Zoned::new(
+    crate::zoned::each_zone(Arc::new(ScalarUDF::new_from_impl(Zoned::new(
         Kind::With,
         "UTC".into(),
-    )))
+    ))))
 }
 
 /// A zone as Trino names it: a region (`America/New_York`, in any letter case, given back as the
@@ -254,7 +255,7 @@ fn constant_text<'a>(args: &ReturnFieldArgs<'a>, i: usize) -> Option<&'a str> {
 }
 
 /// The zone of `from_unixtime(x, hours, minutes)`: the offset hours * 60 + minutes minutes, as
-/// constants (each column has one zone).
+/// constants.
 fn offset_of_hours(name: &str, args: &ReturnFieldArgs) -> Result<String> {
     let int = |i: usize| match args.scalar_arguments.get(i) {
         Some(Some(v)) if v.is_null() => plan_err!("{name}: the time zone offset is NULL"),
@@ -262,9 +263,7 @@ fn offset_of_hours(name: &str, args: &ReturnFieldArgs) -> Result<String> {
             ScalarValue::Int64(Some(n)) => Ok(n),
             other => plan_err!("{name}: not an offset: {other}"),
         },
-        _ => plan_err!(
-            "{name}: the time zone offset must be a constant (SQE keeps one time zone for a column)"
-        ),
+        _ => plan_err!("{name}: the time zone offset must be a constant"),
     };
     let (hours, minutes) = (int(1)?, int(2)?);
     let Some(minutes) = hours.checked_mul(60).and_then(|h| h.checked_add(minutes)) else {
@@ -275,7 +274,7 @@ fn offset_of_hours(name: &str, args: &ReturnFieldArgs) -> Result<String> {
     zone_name(&text)
 }
 
-/// The zone a function was given: a constant, as each column has one zone.
+/// The zone a function was given as a constant.
 fn constant_zone(name: &str, args: &ReturnFieldArgs) -> Result<String> {
     match args.scalar_arguments.get(1) {
         Some(Some(
@@ -284,9 +283,7 @@ fn constant_zone(name: &str, args: &ReturnFieldArgs) -> Result<String> {
             | ScalarValue::LargeUtf8(Some(z)),
         )) => zone_name(z),
         Some(Some(s)) if s.is_null() => plan_err!("{name}: the time zone is NULL"),
-        _ => plan_err!(
-            "{name}: the time zone must be a constant (SQE keeps one time zone for a column)"
-        ),
+        _ => plan_err!("{name}: the time zone must be a constant"),
     }
 }
 
@@ -374,16 +371,21 @@ impl ScalarUDFImpl for Zoned {
         let name = self.name();
         let t = match self.kind {
             Kind::With | Kind::At => {
-                let zone = constant_zone(name, &args)?;
                 let unit = match args.arg_fields[0].data_type() {
                     DataType::Timestamp(unit, _) => *unit,
                     other => return plan_err!("{name}: not a timestamp: {other}"),
                 };
-                DataType::Timestamp(unit, Some(zone.into()))
+                if varies(&args, 1) {
+                    zoned_type(unit)
+                } else {
+                    DataType::Timestamp(unit, Some(constant_zone(name, &args)?.into()))
+                }
             }
             Kind::Name => DataType::Utf8,
             Kind::Hour | Kind::Minute => DataType::Int64,
+            Kind::Iso(unit) if varies(&args, 0) => zoned_type(unit),
             Kind::Iso(unit) => DataType::Timestamp(unit, Some(self.iso_zone(&args).into())),
+            Kind::Joda if varies(&args, 0) || varies(&args, 1) => zoned_type(TimeUnit::Millisecond),
             Kind::Joda => {
                 DataType::Timestamp(TimeUnit::Millisecond, Some(self.joda_zone(&args).into()))
             }
@@ -431,6 +433,26 @@ impl Zoned {
         self.offset_zone(offset)
     }
 
+    /// The instants of texts read, as the type `returns`: with a zone per value, each text's own
+    /// offset (or the session's zone, for a text without one).
+    fn read_instants(
+        &self,
+        rows: Vec<Option<ReadText>>,
+        unit: TimeUnit,
+        returns: &DataType,
+    ) -> Result<ArrayRef> {
+        let zones: Option<StringArray> = zoned_unit(returns).map(|_| {
+            rows.iter()
+                .map(|row| row.as_ref().map(|(_, _, offset)| self.offset_zone(*offset)))
+                .collect()
+        });
+        let values = instants(rows, unit, &self.session()?)?;
+        match zones {
+            Some(zones) => zoned_array(&timestamps(values, unit, &in_utc(unit))?, zones),
+            None => timestamps(values, unit, returns),
+        }
+    }
+
     /// An offset from UTC in seconds as a zone (`+01:00`; none, the session's zone).
     fn offset_zone(&self, offset: Option<i64>) -> String {
         let Some(offset) = offset else {
@@ -449,11 +471,22 @@ impl Zoned {
         };
         match self.kind {
             Kind::With | Kind::At => {
-                let DataType::Timestamp(unit, Some(target)) = returns else {
-                    return exec_err!("{}: returns {returns}", self.name());
+                // The zone to move to: the type's, or each row's (its name as Trino gives it).
+                let (unit, fixed) = match returns {
+                    DataType::Timestamp(unit, Some(target)) => (*unit, Some(target.to_string())),
+                    t => match zoned_unit(t) {
+                        Some(unit) => (unit, None),
+                        None => return exec_err!("{}: returns {returns}", self.name()),
+                    },
                 };
-                let target = Zone::parse(target)?;
-                let unit = *unit;
+                let n = args[0].len();
+                let targets: Vec<Option<String>> = match &fixed {
+                    Some(zone) => vec![Some(zone.clone()); n],
+                    None => (0..n)
+                        .map(|i| text(&args[1], i).map(zone_name).transpose())
+                        .collect::<Result<_>>()?,
+                };
+                let mut read: HashMap<&str, Zone> = HashMap::new();
                 let from = args[0].data_type().clone();
                 let source = match &from {
                     DataType::Timestamp(_, Some(z)) => Some(Zone::parse(z)?),
@@ -462,27 +495,42 @@ impl Zoned {
                 let session = self.session()?;
                 let values = as_i64(&args[0], unit)?;
                 let mut out = Vec::with_capacity(values.len());
-                for v in values.iter() {
-                    out.push(match v {
-                        None => None,
-                        Some(v) => Some(match (self.kind, &source) {
-                            // The same instant, shown in another zone.
-                            (Kind::At, Some(_)) => v,
-                            // A timestamp without a zone is read in the session's.
-                            (Kind::At, None) => wall_to_instant(v, unit, &session)?,
-                            // The same wall-clock time, in another zone.
-                            (_, None) => wall_to_instant(v, unit, &target)?,
-                            (_, Some(source)) => {
-                                wall_to_instant(instant_to_wall(v, unit, source)?, unit, &target)?
-                            }
-                        }),
-                    });
+                for (v, target) in values.iter().zip(&targets) {
+                    let (Some(v), Some(target)) = (v, target) else {
+                        out.push(None);
+                        continue;
+                    };
+                    let target = match read.get(target.as_str()) {
+                        Some(zone) => *zone,
+                        None => *read.entry(target.as_str()).or_insert(Zone::parse(target)?),
+                    };
+                    out.push(Some(match (self.kind, &source) {
+                        // The same instant, shown in another zone.
+                        (Kind::At, Some(_)) => v,
+                        // A timestamp without a zone is read in the session's.
+                        (Kind::At, None) => wall_to_instant(v, unit, &session)?,
+                        // The same wall-clock time, in another zone.
+                        (_, None) => wall_to_instant(v, unit, &target)?,
+                        (_, Some(source)) => {
+                            wall_to_instant(instant_to_wall(v, unit, source)?, unit, &target)?
+                        }
+                    }));
                 }
-                timestamps(out, unit, returns)
+                if fixed.is_some() {
+                    return timestamps(out, unit, returns);
+                }
+                let zones: StringArray = out
+                    .iter()
+                    .zip(targets)
+                    .map(|(v, zone)| v.and(zone))
+                    .collect();
+                zoned_array(&timestamps(out, unit, &in_utc(unit))?, zones)
             }
             Kind::Name => {
                 let zone = match args[0].data_type() {
-                    DataType::Timestamp(_, Some(z)) => z.to_string(),
+                    DataType::Timestamp(_, Some(z)) => {
+                        zone_name(z).unwrap_or_else(|_| z.to_string())
+                    }
                     _ => self.session_zone.clone(),
                 };
                 let out: StringArray = (0..args[0].len())
@@ -520,7 +568,7 @@ impl Zoned {
                         },
                     });
                 }
-                timestamps(instants(rows, unit, &self.session()?)?, unit, returns)
+                self.read_instants(rows, unit, returns)
             }
             Kind::Unix => {
                 let seconds = args[0].as_primitive::<arrow::datatypes::Float64Type>();
@@ -542,8 +590,7 @@ impl Zoned {
             }
             Kind::Joda => {
                 let rows = parse_each(args, joda_format)?;
-                let unit = TimeUnit::Millisecond;
-                timestamps(instants(rows, unit, &self.session()?)?, unit, returns)
+                self.read_instants(rows, TimeUnit::Millisecond, returns)
             }
         }
     }
@@ -575,6 +622,16 @@ fn instants(rows: Vec<Option<ReadText>>, unit: TimeUnit, zone: &Zone) -> Result<
         .collect()
 }
 
+/// A timestamp type in `unit`, in UTC.
+fn in_utc(unit: TimeUnit) -> DataType {
+    DataType::Timestamp(unit, Some("UTC".into()))
+}
+
+/// Whether argument `i` is not a constant (its zone may differ from row to row).
+fn varies(args: &ReturnFieldArgs, i: usize) -> bool {
+    matches!(args.scalar_arguments.get(i), Some(None))
+}
+
 /// A timestamp column's values, in `unit`.
 fn as_i64(array: &ArrayRef, unit: TimeUnit) -> Result<PrimitiveArray<arrow::datatypes::Int64Type>> {
     let t = cast(array, &DataType::Timestamp(unit, None))?;
@@ -600,7 +657,8 @@ fn timestamps(values: Vec<Option<i64>>, unit: TimeUnit, t: &DataType) -> Result<
 /// also a zone (`UTC`, `+01:00`, `Europe/Berlin`; none, the type's zone, the session's). Where
 /// DataFusion's cast reads more (a `T`, a zone into a timestamp without one, which it moves to
 /// UTC) or less (zone names), or cuts a longer fraction down, this is Trino's. The second argument
-/// is a NULL of the type cast to.
+/// is a NULL of the type cast to; a third (any value) asks for a zone per value, each text's own
+/// (zoned.rs).
 pub fn cast_timestamp(lenient: bool) -> Arc<ScalarUDF> {
     let name = if lenient {
         "sqe_try_cast_timestamp"
@@ -610,28 +668,44 @@ pub fn cast_timestamp(lenient: bool) -> Arc<ScalarUDF> {
     crate::udf::Scalar::new(
         name,
         |args| match args {
-            [t, to @ DataType::Timestamp(..)] if is_text(t) || t.is_null() => {
-                Ok(vec![DataType::Utf8, to.clone()])
+            [t, to @ DataType::Timestamp(..), rest @ ..]
+                if (is_text(t) || t.is_null()) && rest.len() < 2 =>
+            {
+                let mut types = vec![DataType::Utf8, to.clone()];
+                types.extend(rest.iter().cloned());
+                Ok(types)
             }
             _ => unexpected("cast", args, &["varchar, timestamp"]),
         },
-        |args| Ok(args[1].clone()),
+        |args| match args {
+            [_, DataType::Timestamp(unit, Some(_)), _] => Ok(zoned_type(*unit)),
+            _ => Ok(args[1].clone()),
+        },
         move |args, returns| {
-            let DataType::Timestamp(unit, _) = returns else {
-                return exec_err!("cast: not a timestamp: {returns}");
+            let to = args[1].data_type();
+            let DataType::Timestamp(unit, _) = to else {
+                return exec_err!("cast: not a timestamp: {to}");
             };
+            let per_value = zoned_unit(returns).is_some();
             let mut out = Vec::with_capacity(args[0].len());
+            let mut zones = Vec::with_capacity(args[0].len());
             for i in 0..args[0].len() {
-                out.push(match text(&args[0], i) {
+                let read = match text(&args[0], i) {
                     None => None,
-                    Some(s) => match read_timestamp(s, returns) {
-                        Ok(v) => Some(v),
+                    Some(s) => match read_in(s, to) {
+                        Ok(read) => Some(read),
                         Err(_) if lenient => None,
                         Err(e) => return Err(e),
                     },
-                });
+                };
+                out.push(read.as_ref().map(|(v, _)| *v));
+                zones.push(read.and_then(|(_, zone)| zone));
             }
-            timestamps(out, *unit, returns)
+            if per_value {
+                let instants = timestamps(out, *unit, &in_utc(*unit))?;
+                return zoned_array(&instants, StringArray::from(zones));
+            }
+            timestamps(out, *unit, to)
         },
     )
     .udf()
@@ -640,6 +714,12 @@ pub fn cast_timestamp(lenient: bool) -> Arc<ScalarUDF> {
 /// A text as Trino casts it to the timestamp type `to` (see [`cast_timestamp`]): the value in
 /// `to`'s unit.
 pub fn read_timestamp(text: &str, to: &DataType) -> Result<i64> {
+    read_in(text, to).map(|(v, _)| v)
+}
+
+/// [`read_timestamp`], and for a timestamp with a time zone the name of the zone it was read in
+/// (the text's, or `to`'s).
+fn read_in(text: &str, to: &DataType) -> Result<(i64, Option<String>)> {
     let refused = || invalid(format!("Value cannot be cast to timestamp: {text}"));
     let DataType::Timestamp(unit, zone) = to else {
         return refused();
@@ -674,13 +754,14 @@ pub fn read_timestamp(text: &str, to: &DataType) -> Result<i64> {
     else {
         return refused();
     };
-    let zone = match (named, zone) {
-        (None, None) => return Ok(wall),
+    let name = match (named, zone) {
+        (None, None) => return Ok((wall, None)),
         (Some(_), None) => return refused(),
-        (Some(named), Some(_)) => Zone::parse(named)?,
-        (None, Some(zone)) => Zone::parse(zone)?,
+        (Some(named), Some(_)) => zone_name(named)?,
+        (None, Some(zone)) => zone.to_string(),
     };
-    wall_to_instant(wall, *unit, &zone)
+    let instant = wall_to_instant(wall, *unit, &Zone::parse(&name)?)?;
+    Ok((instant, Some(name)))
 }
 
 /// Trino's date-time text: `[+-]yyyy-m-d`, then after a space `h:m`, `:s` and `.fraction`, each

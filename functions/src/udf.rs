@@ -163,6 +163,9 @@ impl ScalarUDFImpl for Scalar {
 /// views of tables that are not Iceberg tables.
 pub fn type_name(ty: &DataType) -> String {
     use DataType as D;
+    if let Some(unit) = crate::zoned::zoned_unit(ty) {
+        return format!("timestamp({}) with time zone", precision(&unit));
+    }
     match ty {
         D::Null => "unknown".into(),
         D::Boolean => "boolean".into(),

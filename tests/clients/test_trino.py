@@ -240,6 +240,28 @@ def test_timestamps_and_intervals_have_trinos_types_and_text(server):
     assert diff == timedelta(hours=11, minutes=59, seconds=59, milliseconds=500)
 
 
+def test_each_value_keeps_its_own_time_zone(server):
+    # Texts with their own offsets or zones, read from a column: one column of
+    # `timestamp(3) with time zone` whose values each arrive in their own zone.
+    from zoneinfo import ZoneInfo
+
+    cur = connect(server).cursor()
+    cur.execute(
+        "SELECT from_iso8601_timestamp(s) AS ts, CAST(z AS TIMESTAMP WITH TIME ZONE) AS named "
+        "FROM (VALUES ('2020-05-11T23:15:05.250+01:00', '2020-05-11 23:15:05 Asia/Tokyo'), "
+        "('2020-05-11T23:15:05-05:00', '2020-05-11 23:15:05 America/New_York')) t(s, z) ORDER BY ts"
+    )
+    rows = cur.fetchall()
+    assert [(d[0], d[1]) for d in cur.description] == [
+        ("ts", "timestamp(3) with time zone"),
+        ("named", "timestamp(3) with time zone"),
+    ]
+    assert [[v.hour for v in row] for row in rows] == [[23, 23], [23, 23]]
+    assert [[v.utcoffset().total_seconds() / 3600 for v in row] for row in rows] == [[1, 9], [-5, -4]]
+    assert rows[0][0] == datetime(2020, 5, 11, 22, 15, 5, 250000, tzinfo=ZoneInfo("UTC"))
+    assert rows[1][1] == datetime(2020, 5, 11, 23, 15, 5, tzinfo=ZoneInfo("America/New_York"))
+
+
 def test_wide_rows_come_in_short_pages(server):
     # 200 rows of a megabyte, made by the engine as one batch: pages of about 8 MB, not one of
     # 200 MB of JSON built beside the batch.

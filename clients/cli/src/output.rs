@@ -2,9 +2,11 @@
 
 use std::io::Write;
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
-use arrow::util::display::FormatOptions;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, make_array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow::util::pretty::{pretty_format_batches_with_options, pretty_format_batches_with_schema};
 
 use crate::args::Format;
@@ -31,6 +33,8 @@ impl Printer {
 
     pub fn push(&mut self, out: &mut impl Write, batch: RecordBatch) -> Result<(), String> {
         self.rows += batch.num_rows();
+        let batch = shown(batch, matches!(self.format, Format::Csv | Format::Tsv))
+            .map_err(|e| e.to_string())?;
         match self.format {
             Format::Table => {
                 self.buffered.push(batch);
@@ -95,4 +99,81 @@ impl Printer {
         }
         Ok(self.rows)
     }
+}
+
+/// `batch` with the columns a format cannot show as they are turned into text: a timestamp with a
+/// time zone per value (SQE's struct of instant and zone: each value shown as a timestamp in its
+/// zone), and for CSV and TSV (`nested`) any struct, list or map (as the table shows it).
+fn shown(batch: RecordBatch, nested: bool) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let is_nested = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Struct(_)
+                | DataType::List(_)
+                | DataType::LargeList(_)
+                | DataType::FixedSizeList(..)
+                | DataType::Map(..)
+        )
+    };
+    let change = |t: &DataType| sqe_functions::zoned_unit(t).is_some() || (nested && is_nested(t));
+    if !batch
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| change(f.data_type()))
+    {
+        return Ok(batch);
+    }
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        if !change(field.data_type()) {
+            fields.push(field.as_ref().clone());
+            columns.push(Arc::clone(column));
+            continue;
+        }
+        fields.push(Field::new(field.name(), DataType::Utf8, true));
+        columns.push(text(column)?);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
+/// Each value of `column` as the table shows it; a timestamp with a time zone per value as a
+/// timestamp in its zone.
+fn text(column: &ArrayRef) -> Result<ArrayRef, arrow::error::ArrowError> {
+    let options = FormatOptions::default();
+    let values: Vec<Option<String>> = match sqe_functions::zoned_unit(column.data_type()) {
+        Some(unit) => {
+            let s = column.as_struct();
+            let (instants, zones) = (s.column(0), s.column(1).as_string::<i32>());
+            (0..column.len())
+                .map(|i| {
+                    if column.is_null(i) || instants.is_null(i) || zones.is_null(i) {
+                        return Ok(None);
+                    }
+                    let t = DataType::Timestamp(unit, Some(zones.value(i).into()));
+                    let one = make_array(
+                        instants
+                            .slice(i, 1)
+                            .to_data()
+                            .into_builder()
+                            .data_type(t)
+                            .build()?,
+                    );
+                    Ok(Some(
+                        ArrayFormatter::try_new(one.as_ref(), &options)?
+                            .value(0)
+                            .to_string(),
+                    ))
+                })
+                .collect::<Result<_, arrow::error::ArrowError>>()?
+        }
+        None => {
+            let f = ArrayFormatter::try_new(column.as_ref(), &options)?;
+            (0..column.len())
+                .map(|i| (!column.is_null(i)).then(|| f.value(i).to_string()))
+                .collect()
+        }
+    };
+    Ok(Arc::new(StringArray::from(values)))
 }

@@ -79,6 +79,34 @@ fn formats_json_and_tsv() {
 }
 
 #[test]
+fn nested_values_and_a_zone_per_value_print_in_every_format() {
+    let dir = tempdir();
+    let w = dir.path().join("w");
+    // CSV and TSV have no nested values: a row, array or map is its table text. A timestamp with
+    // a zone per value is shown in its zone (as a timestamp column with one zone is).
+    let sql = "SELECT from_iso8601_timestamp(s) AS x, named_struct('a', 1, 'b', [1, 2]) AS r \
+               FROM (VALUES '2020-05-11T23:15:05.5+01:00', '2020-05-11T23:15:05-05:00') t(s)";
+    let tsv = sqe(&w, &["-f", "tsv", "-e", sql]);
+    assert_eq!(
+        stdout(&tsv),
+        "x\tr\n2020-05-11T23:15:05.500+01:00\t{a: 1, b: [1, 2]}\n\
+         2020-05-11T23:15:05-05:00\t{a: 1, b: [1, 2]}\n",
+        "{}",
+        stderr(&tsv)
+    );
+    let csv = sqe(&w, &["-f", "csv", "-e", sql]);
+    assert_eq!(
+        stdout(&csv).lines().nth(1),
+        Some("2020-05-11T23:15:05.500+01:00,\"{a: 1, b: [1, 2]}\"")
+    );
+    let json = sqe(&w, &["-f", "json", "-e", sql]);
+    assert_eq!(
+        stdout(&json).lines().next(),
+        Some("{\"x\":\"2020-05-11T23:15:05.500+01:00\",\"r\":{\"a\":1,\"b\":[1,2]}}")
+    );
+}
+
+#[test]
 fn scripts_go_on_past_errors_unless_told_to_stop() {
     let dir = tempdir();
     let w = dir.path().join("w");

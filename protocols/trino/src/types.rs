@@ -35,9 +35,35 @@ fn timestamp_precision(unit: &TimeUnit) -> i64 {
 /// The Arrow extension type SQE marks Trino's JSON type with (VARCHAR storage).
 const JSON_EXTENSION: &str = "arrow.json";
 
+/// The unit of a timestamp with a time zone per value: SQE's struct of the instant (a timestamp
+/// in UTC) and the zone's name, fields `instant` and `zone` (sqe-functions' zoned.rs; this crate
+/// builds without it).
+fn zoned_unit(t: &DataType) -> Option<TimeUnit> {
+    let DataType::Struct(fields) = t else {
+        return None;
+    };
+    match (fields.first(), fields.get(1), fields.len()) {
+        (Some(i), Some(z), 2)
+            if i.name() == "instant"
+                && z.name() == "zone"
+                && *z.data_type() == DataType::Utf8
+                && matches!(i.data_type(), DataType::Timestamp(_, Some(utc)) if utc.as_ref() == "UTC") =>
+        {
+            match i.data_type() {
+                DataType::Timestamp(unit, _) => Some(*unit),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 /// (type name, typeSignature) for an Arrow type.
 pub fn trino_type(t: &DataType) -> (String, Value) {
     let simple = |name: &str| (name.to_string(), json!({"rawType": name, "arguments": []}));
+    if let Some(unit) = zoned_unit(t) {
+        return trino_type(&DataType::Timestamp(unit, Some("UTC".into())));
+    }
     match t {
         DataType::Null => simple("unknown"),
         DataType::Boolean => simple("boolean"),
@@ -176,6 +202,25 @@ pub fn value(array: &dyn Array, row: usize) -> Value {
         return Value::Null;
     }
     let plain = FormatOptions::default();
+    if let Some(unit) = zoned_unit(array.data_type()) {
+        // The instant in its own zone: a timestamp of that zone, one row long.
+        let s = array.as_struct();
+        let (instant, zone) = (s.column(0), s.column(1).as_string::<i32>());
+        if instant.is_null(row) || zone.is_null(row) {
+            return Value::Null;
+        }
+        let t = DataType::Timestamp(unit, Some(zone.value(row).into()));
+        return match instant
+            .slice(row, 1)
+            .to_data()
+            .into_builder()
+            .data_type(t)
+            .build()
+        {
+            Ok(data) => value(arrow::array::make_array(data).as_ref(), 0),
+            Err(_) => Value::Null,
+        };
+    }
     match array.data_type() {
         DataType::Boolean => json!(array.as_boolean().value(row)),
         DataType::Int8 => json!(array.as_primitive::<Int8Type>().value(row)),
@@ -425,5 +470,42 @@ mod tests {
         let elapsed = DurationMicrosecondArray::from(vec![Some(90_061_001_000)]);
         assert_eq!(trino_type(elapsed.data_type()).0, "interval day to second");
         assert_eq!(value(&elapsed, 0), json!("1 01:01:01.001"));
+    }
+
+    #[test]
+    fn a_zone_per_value_shows_each_value_in_its_zone() {
+        use arrow::array::{ArrayRef, StructArray, TimestampMillisecondArray};
+        use arrow::datatypes::Field;
+
+        let instants = TimestampMillisecondArray::from(vec![
+            Some(1_767_261_600_000),
+            Some(1_767_261_600_000),
+            None,
+        ])
+        .with_timezone("UTC");
+        let zones = StringArray::from(vec![Some("Asia/Tokyo"), Some("-05:00"), Some("UTC")]);
+        let zoned = StructArray::from(vec![
+            (
+                Arc::new(Field::new("instant", instants.data_type().clone(), true)),
+                Arc::new(instants) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("zone", DataType::Utf8, true)),
+                Arc::new(zones) as ArrayRef,
+            ),
+        ]);
+        assert_eq!(
+            trino_type(zoned.data_type()).0,
+            "timestamp(3) with time zone"
+        );
+        let shown: Vec<Value> = (0..3).map(|i| value(&zoned, i)).collect();
+        assert_eq!(
+            shown,
+            vec![
+                json!("2026-01-01 19:00:00.000 Asia/Tokyo"),
+                json!("2026-01-01 05:00:00.000 -05:00"),
+                Value::Null
+            ]
+        );
     }
 }
