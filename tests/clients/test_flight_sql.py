@@ -215,3 +215,27 @@ def test_strings_arrive_as_classic_arrow_strings(server):
             table = cur.fetch_arrow_table()
         assert [str(t) for t in table.schema.types] == ["int64", "string", "string"]
         assert table.to_pylist() == [{"id": 1, "name": "a", "t": "1"}]
+
+
+def test_a_zone_per_value_arrives_as_the_instant_and_its_zone(server):
+    # Arrow's timestamp has one zone for a column: a column whose values each keep their own zone
+    # arrives as a struct of the instant (UTC) and the zone's name; one with a single zone as a
+    # timestamp in that zone.
+    from datetime import datetime, timezone
+
+    with connect(server) as conn:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT from_iso8601_timestamp(s) AS each, TIMESTAMP '2020-05-11 23:15:05.000 Asia/Tokyo' AS one "
+                "FROM (VALUES '2020-05-11T23:15:05+01:00', '2020-05-11T23:15:05-05:00') t(s) ORDER BY each"
+            )
+            table = cur.fetch_arrow_table()
+    assert [str(t) for t in table.schema.types] == [
+        "struct<instant: timestamp[ms, tz=UTC], zone: string>",
+        "timestamp[ms, tz=Asia/Tokyo]",
+    ]
+    each = table.column("each").to_pylist()
+    assert [(v["instant"], v["zone"]) for v in each] == [
+        (datetime(2020, 5, 11, 22, 15, 5, tzinfo=timezone.utc), "+01:00"),
+        (datetime(2020, 5, 12, 4, 15, 5, tzinfo=timezone.utc), "-05:00"),
+    ]
