@@ -983,10 +983,35 @@ async fn trino_function_coverage() {
                 "from_unixtime|timestamp(3) with time zone|double, varchar|scalar|true|",
             ],
         ),
+        // Trino's documented signature, where probing shows none (lambdas, forms planned as
+        // expressions).
+        (
+            "transform",
+            vec![
+                "transform|array(U)|array(T), function(T,U)|scalar|true|transforms the values of an array",
+            ],
+        ),
+        (
+            "listagg",
+            vec!["listagg|varchar|varchar, varchar|aggregate|true|"],
+        ),
     ] {
         let shown = run(&engine, &format!("SHOW FUNCTIONS LIKE '{pattern}'")).await;
         assert_eq!(lines(&shown), expected, "SHOW FUNCTIONS LIKE '{pattern}'");
     }
+    // Every function of Trino's list shows its types.
+    let untyped: Vec<String> = lines(&shown)
+        .into_iter()
+        .filter(|l| {
+            let mut cells = l.split('|');
+            let name = cells.next().unwrap_or_default();
+            wanted.contains(&name) && cells.next() == Some("")
+        })
+        .collect();
+    assert!(
+        untyped.is_empty(),
+        "Trino's functions shown without types: {untyped:?}"
+    );
     for probe in [
         "SELECT CAST('1' AS integer), try_cast('x' AS integer)",
         "SELECT extract(year FROM DATE '2020-01-01')",

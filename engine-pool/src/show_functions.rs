@@ -21,6 +21,160 @@ use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 use crate::engine::rows_result;
 
+/// Trino's signatures (return type, argument types) of the functions whose types probing cannot
+/// show: those taking lambdas or any type, and those SQE plans as expressions.
+const DOCUMENTED: &[(&str, &str, &[(&str, &str)])] = &[
+    (
+        "all_match",
+        "scalar",
+        &[("boolean", "array(T), function(T,boolean)")],
+    ),
+    (
+        "any_match",
+        "scalar",
+        &[("boolean", "array(T), function(T,boolean)")],
+    ),
+    (
+        "none_match",
+        "scalar",
+        &[("boolean", "array(T), function(T,boolean)")],
+    ),
+    (
+        "filter",
+        "scalar",
+        &[("array(T)", "array(T), function(T,boolean)")],
+    ),
+    (
+        "transform",
+        "scalar",
+        &[("array(U)", "array(T), function(T,U)")],
+    ),
+    (
+        "reduce",
+        "scalar",
+        &[("R", "array(T), S, function(S,T,S), function(S,R)")],
+    ),
+    (
+        "zip_with",
+        "scalar",
+        &[("array(R)", "array(T), array(U), function(T,U,R)")],
+    ),
+    (
+        "map_filter",
+        "scalar",
+        &[("map(K,V)", "map(K,V), function(K,V,boolean)")],
+    ),
+    (
+        "transform_keys",
+        "scalar",
+        &[("map(K2,V)", "map(K1,V), function(K1,V,K2)")],
+    ),
+    (
+        "transform_values",
+        "scalar",
+        &[("map(K,V2)", "map(K,V1), function(K,V1,V2)")],
+    ),
+    (
+        "map_zip_with",
+        "scalar",
+        &[("map(K,V3)", "map(K,V1), map(K,V2), function(K,V1,V2,V3)")],
+    ),
+    (
+        "map_from_entries",
+        "scalar",
+        &[("map(K,V)", "array(row(K,V))")],
+    ),
+    (
+        "multimap_from_entries",
+        "scalar",
+        &[("map(K,array(V))", "array(row(K,V))")],
+    ),
+    ("try", "scalar", &[("T", "T")]),
+    (
+        "date",
+        "scalar",
+        &[
+            ("date", "varchar"),
+            ("date", "timestamp(p)"),
+            ("date", "timestamp(p) with time zone"),
+        ],
+    ),
+    (
+        "mod",
+        "scalar",
+        &[
+            ("bigint", "bigint, bigint"),
+            ("decimal(p,s)", "decimal(p,s), decimal(p,s)"),
+            ("double", "double, double"),
+        ],
+    ),
+    (
+        "to_milliseconds",
+        "scalar",
+        &[("bigint", "interval day to second")],
+    ),
+    (
+        "width_bucket",
+        "scalar",
+        &[
+            ("bigint", "double, array(double)"),
+            ("bigint", "double, double, double, bigint"),
+        ],
+    ),
+    ("to_ieee754_32", "scalar", &[("varbinary", "real")]),
+    (
+        "cosine_distance",
+        "scalar",
+        &[
+            ("double", "array(double), array(double)"),
+            ("double", "map(varchar,double), map(varchar,double)"),
+        ],
+    ),
+    (
+        "map",
+        "scalar",
+        &[
+            ("map(unknown,unknown)", ""),
+            ("map(K,V)", "array(K), array(V)"),
+        ],
+    ),
+    (
+        "exclude_columns",
+        "table",
+        &[("table", "table, descriptor")],
+    ),
+    ("any_value", "aggregate", &[("T", "T")]),
+    (
+        "approx_percentile",
+        "aggregate",
+        &[
+            ("bigint", "bigint, double"),
+            ("double", "double, double"),
+            ("array(bigint)", "bigint, array(double)"),
+            ("array(double)", "double, array(double)"),
+            ("bigint", "bigint, bigint, double"),
+            ("double", "double, bigint, double"),
+        ],
+    ),
+    ("every", "aggregate", &[("boolean", "boolean")]),
+    ("histogram", "aggregate", &[("map(T,bigint)", "T")]),
+    ("listagg", "aggregate", &[("varchar", "varchar, varchar")]),
+    ("map_agg", "aggregate", &[("map(K,V)", "K, V")]),
+    ("multimap_agg", "aggregate", &[("map(K,array(V))", "K, V")]),
+    (
+        "reduce_agg",
+        "aggregate",
+        &[("S", "T, S, function(S,T,S), function(S,S,S)")],
+    ),
+    (
+        "variance",
+        "aggregate",
+        &[("double", "bigint"), ("double", "double")],
+    ),
+    ("first_value", "aggregate", &[("T", "T")]),
+    ("last_value", "aggregate", &[("T", "T")]),
+];
+
 struct Row {
     name: String,
     kind: &'static str,
@@ -394,6 +548,24 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
         ("exclude_columns", "table"),
     ] {
         add(name, kind, Vec::new(), Volatility::Immutable, None);
+    }
+    // Trino's documented signatures where probing shows none (lambdas, type variables, forms
+    // planned as expressions): they replace the probed ones of that name and kind.
+    for (name, kind, documented) in DOCUMENTED {
+        let Some(at) = rows.iter().position(|r| r.name == *name && r.kind == *kind) else {
+            continue;
+        };
+        let (deterministic, description) = (rows[at].deterministic, rows[at].description.clone());
+        rows.retain(|r| !(r.name == *name && r.kind == *kind));
+        for (returns, args) in *documented {
+            rows.push(Row {
+                name: name.to_string(),
+                kind: *kind,
+                signature: (returns.to_string(), args.to_string()),
+                deterministic,
+                description: description.clone(),
+            });
+        }
     }
     // SQE's own internals (what TRY and casts become) are not for calling.
     rows.retain(|r| !r.name.starts_with("sqe_") && r.name != "lambda_uses");
