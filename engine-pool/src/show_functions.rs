@@ -21,9 +21,12 @@ use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 use crate::engine::rows_result;
 
+/// A documented signature: return type and argument types, in Trino's names.
+type Signed = (&'static str, &'static str);
+
 /// Trino's signatures (return type, argument types) of the functions whose types probing cannot
 /// show: those taking lambdas or any type, and those SQE plans as expressions.
-const DOCUMENTED: &[(&str, &str, &[(&str, &str)])] = &[
+const DOCUMENTED: &[(&str, &str, &[Signed])] = &[
     (
         "all_match",
         "scalar",
@@ -560,7 +563,7 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
         for (returns, args) in *documented {
             rows.push(Row {
                 name: name.to_string(),
-                kind: *kind,
+                kind,
                 signature: (returns.to_string(), args.to_string()),
                 deterministic,
                 description: description.clone(),
