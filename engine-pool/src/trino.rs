@@ -1554,6 +1554,11 @@ fn instant_of(x: Expr) -> Expr {
     datafusion::functions::core::expr_fn::get_field(x, sqe_functions::INSTANT)
 }
 
+/// The zone's name of a timestamp with a time zone per value.
+fn zone_of(x: Expr) -> Expr {
+    datafusion::functions::core::expr_fn::get_field(x, sqe_functions::ZONE)
+}
+
 /// Operands that are timestamps with a time zone per value: `x + interval`, `interval + x` and
 /// `x - interval` keep each value's zone (its instant shifted, as Trino shifts it: elapsed time,
 /// months on the UTC clock), given back; otherwise each such operand becomes its instant (what
@@ -1566,7 +1571,7 @@ fn zoned_operands(
 ) -> Option<Expr> {
     let interval = |t: &DataType| matches!(t, DataType::Interval(_) | DataType::Duration(_));
     let shifted = |x: &Expr, op: Operator, by: &Expr| {
-        let zone = datafusion::functions::core::expr_fn::get_field(x.clone(), sqe_functions::ZONE);
+        let zone = zone_of(x.clone());
         let instant = Expr::BinaryExpr(BinaryExpr::new(
             Box::new(instant_of(x.clone())),
             op,
@@ -1899,10 +1904,7 @@ fn to_zoned(x: &Expr, from: &DataType, unit: TimeUnit) -> Option<Expr> {
                 Box::new(instant_of(x.clone())),
                 DataType::Timestamp(unit, Some("UTC".into())),
             )),
-            Some(datafusion::functions::core::expr_fn::get_field(
-                x.clone(),
-                sqe_functions::ZONE,
-            )),
+            Some(zone_of(x.clone())),
         ),
         _ => return None,
     };

@@ -12,6 +12,7 @@
 //! `execution.time_zone`: a timestamp without a zone is read in it when it meets one with a zone.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -500,9 +501,9 @@ impl Zoned {
                         out.push(None);
                         continue;
                     };
-                    let target = match read.get(target.as_str()) {
-                        Some(zone) => *zone,
-                        None => *read.entry(target.as_str()).or_insert(Zone::parse(target)?),
+                    let target = match read.entry(target.as_str()) {
+                        Entry::Occupied(zone) => *zone.get(),
+                        Entry::Vacant(slot) => *slot.insert(Zone::parse(target)?),
                     };
                     out.push(Some(match (self.kind, &source) {
                         // The same instant, shown in another zone.

@@ -23,12 +23,12 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields, TimeUnit};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
-
-use crate::udf::{is_text, unexpected};
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
     Signature,
 };
+
+use crate::udf::{is_text, unexpected};
 
 /// The struct's field holding the instant, a timestamp in UTC.
 pub const INSTANT: &str = "instant";

@@ -105,17 +105,7 @@ impl Printer {
 /// time zone per value (SQE's struct of instant and zone: each value shown as a timestamp in its
 /// zone), and for CSV and TSV (`nested`) any struct, list or map (as the table shows it).
 fn shown(batch: RecordBatch, nested: bool) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let is_nested = |t: &DataType| {
-        matches!(
-            t,
-            DataType::Struct(_)
-                | DataType::List(_)
-                | DataType::LargeList(_)
-                | DataType::FixedSizeList(..)
-                | DataType::Map(..)
-        )
-    };
-    let change = |t: &DataType| sqe_functions::zoned_unit(t).is_some() || (nested && is_nested(t));
+    let change = |t: &DataType| sqe_functions::zoned_unit(t).is_some() || (nested && t.is_nested());
     if !batch
         .schema()
         .fields()
