@@ -8,7 +8,10 @@
 //! renamed column reads its old data and a column added later reads as NULL.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::Session;
@@ -16,7 +19,9 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{ScalarValue, Statistics};
 use datafusion::config::TableParquetOptions;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::parquet::{
+    CachedParquetFileReaderFactory, ParquetFileReaderFactory,
+};
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result as DFResult};
@@ -29,8 +34,13 @@ use datafusion::physical_expr_adapter::{
     DefaultPhysicalExprAdapter, PhysicalExprAdapter, PhysicalExprAdapterFactory,
 };
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use futures::future::BoxFuture;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::DataFileFormat;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 
 /// Whether DataFusion's reader reads these tasks of a table with `schema` exactly as Iceberg
 /// means: Parquet files on the local file system, no delete files, and only top-level primitive
@@ -88,8 +98,8 @@ pub(crate) fn plan(
     };
     let source = ParquetSource::new(schema)
         .with_table_parquet_options(options)
-        .with_parquet_file_reader_factory(Arc::new(CachedParquetFileReaderFactory::new(
-            store, footers,
+        .with_parquet_file_reader_factory(Arc::new(WithPageIndex(
+            CachedParquetFileReaderFactory::new(store, footers),
         )));
     let groups = groups
         .iter()
@@ -109,6 +119,63 @@ pub(crate) fn plan(
         .with_expr_adapter(Some(Arc::new(FieldIds { ids: ids.clone() })))
         .build();
     Ok(DataSourceExec::from_data_source(config))
+}
+
+/// DataFusion's cached reader, asked for each file's page index together with its footer.
+/// DataFusion 54.1 asks for the footer alone and then, where a filter could prune pages, reads and
+/// parses the page index of every column again on each open of each byte range, without caching
+/// it: 30% of the work of `count(*)` under a filter on TPC-H's `lineitem` (18 ranges). Asked for
+/// both, the metadata cache keeps both, and later opens of the file find the index parsed.
+#[derive(Debug)]
+struct WithPageIndex(CachedParquetFileReaderFactory);
+
+impl ParquetFileReaderFactory for WithPageIndex {
+    fn create_reader(
+        &self,
+        partition_index: usize,
+        file: PartitionedFile,
+        metadata_size_hint: Option<usize>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> DFResult<Box<dyn AsyncFileReader + Send>> {
+        let inner = self
+            .0
+            .create_reader(partition_index, file, metadata_size_hint, metrics)?;
+        Ok(Box::new(PageIndexReader {
+            inner,
+            options: ArrowReaderOptions::new(),
+        }))
+    }
+}
+
+/// A reader that asks for the page index whenever it is asked for metadata.
+struct PageIndexReader {
+    inner: Box<dyn AsyncFileReader + Send>,
+    /// The options of the last metadata request, with the page index asked for.
+    options: ArrowReaderOptions,
+}
+
+impl AsyncFileReader for PageIndexReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        self.inner.get_bytes(range)
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        self.inner.get_byte_ranges(ranges)
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        self.options = options
+            .cloned()
+            .unwrap_or_default()
+            .with_page_index_policy(PageIndexPolicy::Optional);
+        self.inner.get_metadata(Some(&self.options))
+    }
 }
 
 /// One byte range of a file. The path goes in literally: Iceberg writes partition values into
