@@ -1009,7 +1009,8 @@ impl Engine {
         // Known as its table, so that its row filters and column masks apply (row_filters.rs).
         let provider = crate::catalog::scan::IcebergScanProvider::try_new(table, Some(snapshot_id))
             .map_err(from_iceberg)?
-            .in_catalog(&catalog_name);
+            .in_catalog(&catalog_name)
+            .with_manifests(catalog.manifest_cache());
         Ok(Arc::new(provider))
     }
 

@@ -41,6 +41,12 @@ pub trait SqeCatalog: Catalog {
         None
     }
 
+    /// The manifests this catalog's scans have read, if it keeps them (a catalog every session
+    /// reaches the same way).
+    fn manifest_cache(&self) -> Option<Arc<super::column_stats::ManifestCache>> {
+        None
+    }
+
     /// Namespace names, sorted, when they can be had without waiting on the network (DataFusion
     /// asks for listings synchronously); `None` for a remote catalog.
     fn namespace_names_now(&self) -> Option<Vec<String>> {

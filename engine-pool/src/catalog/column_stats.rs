@@ -4,17 +4,98 @@
 //! dimension at 5 rows; a key's range caps that estimate.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, ScalarValue};
-use iceberg::spec::{DataContentType, Datum, PrimitiveLiteral, PrimitiveType};
+use iceberg::spec::{
+    DataContentType, Datum, Manifest, ManifestFile, ManifestList, PrimitiveLiteral, PrimitiveType,
+    SnapshotRef,
+};
 use iceberg::table::Table;
 
+/// Manifest lists and manifests a catalog has read, by path, so that planning a scan does not
+/// parse them again (a manifest's Avro schema alone took a millisecond to parse). Iceberg never
+/// rewrites a metadata file: a path names the same contents for good. A catalog keeps one for the
+/// tables every session reaches the same way; a scan reads only what its table's own metadata,
+/// loaded by the caller, names. At most [`HELD_ENTRIES`] data-file entries are held; past that
+/// the cache starts over.
+#[derive(Default)]
+pub struct ManifestCache {
+    held: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    lists: HashMap<String, Arc<ManifestList>>,
+    manifests: HashMap<String, Arc<Manifest>>,
+    entries: usize,
+}
+
+const HELD_ENTRIES: usize = 200_000;
+
+/// Counts only: the paths and bounds are the tables' own.
+impl fmt::Debug for ManifestCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let held = self.held();
+        f.debug_struct("ManifestCache")
+            .field("lists", &held.lists.len())
+            .field("manifests", &held.manifests.len())
+            .finish()
+    }
+}
+
+impl ManifestCache {
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn list(
+        &self,
+        table: &Table,
+        snapshot: &SnapshotRef,
+    ) -> iceberg::Result<Arc<ManifestList>> {
+        let path = snapshot.manifest_list();
+        if let Some(list) = self.held().lists.get(path) {
+            return Ok(list.clone());
+        }
+        let list = Arc::new(table.manifest_list_reader(snapshot).load().await?);
+        let mut held = self.held();
+        held.make_room(list.entries().len());
+        held.lists.insert(path.to_string(), list.clone());
+        Ok(list)
+    }
+
+    async fn manifest(&self, table: &Table, file: &ManifestFile) -> iceberg::Result<Arc<Manifest>> {
+        if let Some(manifest) = self.held().manifests.get(&file.manifest_path) {
+            return Ok(manifest.clone());
+        }
+        let manifest = Arc::new(file.load_manifest(table.file_io()).await?);
+        let mut held = self.held();
+        held.make_room(manifest.entries().len());
+        held.manifests
+            .insert(file.manifest_path.clone(), manifest.clone());
+        Ok(manifest)
+    }
+}
+
+impl Held {
+    fn make_room(&mut self, entries: usize) {
+        if self.entries + entries > HELD_ENTRIES {
+            *self = Held::default();
+        }
+        self.entries += entries;
+    }
+}
+
 /// Statistics of the columns of `schema` (field ids in `ids`) over the data files at `paths` in
-/// `snapshot_id` (the current snapshot if None). Bounds and counts are estimates: Iceberg may
-/// truncate a string's bounds, and delete files and filters remove rows.
+/// `snapshot_id` (the current snapshot if None), reading the manifests through `cache` if there
+/// is one. Bounds and counts are estimates: Iceberg may truncate a string's bounds, and delete
+/// files and filters remove rows.
 pub(crate) async fn from_manifests(
+    cache: Option<&ManifestCache>,
     table: &Table,
     snapshot_id: Option<i64>,
     schema: &Schema,
@@ -40,10 +121,16 @@ pub(crate) async fn from_manifests(
     let Some(snapshot) = snapshot else {
         return Ok(vec![ColumnStatistics::new_unknown(); schema.fields().len()]);
     };
-    let list = table.manifest_list_reader(snapshot).load().await?;
+    let list = match cache {
+        Some(cache) => cache.list(table, snapshot).await?,
+        None => Arc::new(table.manifest_list_reader(snapshot).load().await?),
+    };
     let mut seen = 0;
     for manifest_file in list.entries() {
-        let manifest = manifest_file.load_manifest(table.file_io()).await?;
+        let manifest = match cache {
+            Some(cache) => cache.manifest(table, manifest_file).await?,
+            None => Arc::new(manifest_file.load_manifest(table.file_io()).await?),
+        };
         for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
             let file = entry.data_file();
             if file.content_type() != DataContentType::Data || !paths.contains(file.file_path()) {

@@ -86,6 +86,7 @@ pub async fn scan_provider(
     table: Table,
     snapshot_id: Option<i64>,
     catalog_name: &str,
+    catalog: &dyn SqeCatalog,
 ) -> DFResult<Arc<dyn TableProvider>> {
     let table = match snapshot_id {
         Some(_) => table,
@@ -93,7 +94,8 @@ pub async fn scan_provider(
     };
     let provider = IcebergScanProvider::try_new(table, snapshot_id)
         .map_err(df_err)?
-        .in_catalog(catalog_name);
+        .in_catalog(catalog_name)
+        .with_manifests(catalog.manifest_cache());
     Ok(Arc::new(provider))
 }
 
@@ -168,7 +170,9 @@ impl SchemaProvider for IcebergSchemaProvider {
                     .await
                     .map_err(df_err)?,
             )),
-            None => Ok(Some(scan_provider(table, None, &self.catalog_name).await?)),
+            None => Ok(Some(
+                scan_provider(table, None, &self.catalog_name, self.catalog.as_ref()).await?,
+            )),
         }
     }
 

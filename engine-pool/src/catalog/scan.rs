@@ -71,6 +71,8 @@ pub struct IcebergScanProvider {
     /// The SQE catalog the table is in, so that the table's policies find its scans by the
     /// table itself, whatever name the statement used (a view's, time travel's).
     catalog_name: Option<String>,
+    /// The catalog's manifests already read, for the column statistics.
+    manifests: Option<Arc<column_stats::ManifestCache>>,
 }
 
 /// Without the table's file IO, whose properties may hold the caller's token and storage keys.
@@ -134,12 +136,19 @@ impl IcebergScanProvider {
             iceberg_schema: schema,
             field_ids,
             catalog_name: None,
+            manifests: None,
         })
     }
 
     /// This scan, known as a table of the SQE catalog `name`.
     pub fn in_catalog(mut self, name: &str) -> Self {
         self.catalog_name = Some(name.to_string());
+        self
+    }
+
+    /// Reads the manifests for the column statistics through the catalog's `cache`.
+    pub fn with_manifests(mut self, cache: Option<Arc<column_stats::ManifestCache>>) -> Self {
+        self.manifests = cache;
         self
     }
 
@@ -227,6 +236,7 @@ impl TableProvider for IcebergScanProvider {
         // planner needs them to choose a join's build side.
         let mut statistics = row_count(&self.schema, &all, predicate.is_none(), None);
         statistics.column_statistics = column_stats::from_manifests(
+            self.manifests.as_deref(),
             &self.table,
             self.snapshot_id,
             &self.schema,

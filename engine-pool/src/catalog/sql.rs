@@ -28,6 +28,7 @@ use iceberg::{
 use rusqlite::Connection;
 
 use super::backend::{CatalogRefusal, SqeCatalog};
+use super::column_stats::ManifestCache;
 use super::storage::CatalogStorageFactory;
 use super::view::{self, ViewChange, ViewDefinition};
 use crate::file_access::Confinement;
@@ -51,6 +52,8 @@ pub struct SqlCatalog {
     /// points at its file; each lookup reads the row first, which sees commits by other processes.
     /// A cached table also keeps its manifests cached (iceberg-rust's object cache).
     tables: Mutex<HashMap<(String, String), Table>>,
+    /// Manifests the scans of these tables have read (column statistics).
+    manifests: Arc<ManifestCache>,
 }
 
 /// The catalog's rows: its name and connection, shared with the blocking threads that use them.
@@ -297,6 +300,7 @@ impl SqlCatalog {
             )))
             .build(),
             tables: Mutex::new(HashMap::new()),
+            manifests: Arc::default(),
         }
     }
 
@@ -1222,6 +1226,10 @@ impl SqeCatalog for SqlCatalog {
 
     fn policy_db(&self) -> Option<&dyn crate::access::PolicyDb> {
         Some(self.db.as_ref())
+    }
+
+    fn manifest_cache(&self) -> Option<Arc<ManifestCache>> {
+        Some(self.manifests.clone())
     }
 
     /// SQLite answers at once; PostgreSQL is a network call, never made on a runtime thread.
