@@ -600,7 +600,11 @@ impl Db {
         let mut conn = self.conn()?;
         match &mut *conn {
             Conn::Sqlite(c) => {
-                let mut stmt = c.prepare(&sql.replace('$', "?")).map_err(sqlite_err)?;
+                // Kept compiled by the connection: planning a query looks tables up by the same
+                // few statements.
+                let mut stmt = c
+                    .prepare_cached(&sql.replace('$', "?"))
+                    .map_err(sqlite_err)?;
                 let columns = stmt.column_count();
                 let rows = stmt
                     .query_map(rusqlite::params_from_iter(args), |r| {
