@@ -63,6 +63,9 @@ impl ManifestCache {
         }
         let list = Arc::new(table.manifest_list_reader(snapshot).load().await?);
         let mut held = self.held();
+        if let Some(read) = held.lists.get(path) {
+            return Ok(read.clone()); // read meanwhile by another scan
+        }
         held.make_room(list.entries().len());
         held.lists.insert(path.to_string(), list.clone());
         Ok(list)
@@ -74,6 +77,9 @@ impl ManifestCache {
         }
         let manifest = Arc::new(file.load_manifest(table.file_io()).await?);
         let mut held = self.held();
+        if let Some(read) = held.manifests.get(&file.manifest_path) {
+            return Ok(read.clone());
+        }
         held.make_room(manifest.entries().len());
         held.manifests
             .insert(file.manifest_path.clone(), manifest.clone());
