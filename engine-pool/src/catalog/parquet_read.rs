@@ -12,7 +12,6 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
