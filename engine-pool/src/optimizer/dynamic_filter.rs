@@ -21,7 +21,8 @@
 //!
 //! Before any of that, a join's filter tests each row's keys in a bitmap of the join's build-side
 //! keys (key_bitmap.rs): a cheap test that rules out most of the rows the join cannot match, so the
-//! join's own filter looks up only the few that pass.
+//! join's own filter looks up only the few that pass; where the bitmap is exact (one integer key
+//! whose built values span few enough), the join's own filter is not evaluated at all.
 //!
 //! A join whose NULL semantics its dynamic filter would break loses the filter, whether this rule
 //! is on or not: DataFusion 54.1 builds it from the keys' bounds and values, which drops the NULL
@@ -433,6 +434,15 @@ struct Prefilter {
     state: Testing,
 }
 
+impl Prefilter {
+    /// No bitmap from now on; true where that puts the join's own filter back in the predicate.
+    fn without_bitmap(&mut self) -> bool {
+        let replaced = self.state.replaces_join_filter();
+        self.state = Testing::NoBitmap;
+        replaced
+    }
+}
+
 /// Whether a [`Prefilter`] is tested.
 #[derive(Clone, Copy, PartialEq)]
 enum Testing {
@@ -442,6 +452,16 @@ enum Testing {
     NoBitmap,
     /// It kept nearly every row: neither it nor its join's own filter is worth testing.
     KeepsAll,
+    /// Its bitmap is exact: it keeps exactly the rows its join's own filter would, so that filter
+    /// is not evaluated.
+    Exact,
+}
+
+impl Testing {
+    /// Whether the join's own filter is left out of the predicate.
+    fn replaces_join_filter(self) -> bool {
+        matches!(self, Testing::KeepsAll | Testing::Exact)
+    }
 }
 
 impl DisplayAs for DynamicFilterExec {
@@ -618,10 +638,11 @@ impl Trial {
             if rows.num_rows() == 0 {
                 break;
             }
-            if prefilter.bitmap.withdrawn() {
-                prefilter.state = Testing::NoBitmap;
+            if prefilter.bitmap.withdrawn() && prefilter.without_bitmap() {
+                self.current = None;
             }
-            if prefilter.state != Testing::On || prefilter.bitmap.size().is_none() {
+            let testing = matches!(prefilter.state, Testing::On | Testing::Exact);
+            if !testing || prefilter.bitmap.size().is_none() {
                 continue;
             }
             // Its keys are evaluated before the conjuncts ahead of it in the predicate have
@@ -636,9 +657,16 @@ impl Trial {
                 .ok()
                 .flatten()
             else {
-                prefilter.state = Testing::NoBitmap;
+                if prefilter.without_bitmap() {
+                    self.current = None;
+                }
                 continue;
             };
+            if prefilter.state == Testing::On && prefilter.bitmap.exact() {
+                // The join's own filter is implied from now on.
+                prefilter.state = Testing::Exact;
+                self.current = None;
+            }
             prefilter.seen += rows.num_rows();
             prefilter.kept += mask.true_count();
             if prefilter.seen >= TRIAL_ROWS
@@ -653,9 +681,10 @@ impl Trial {
         Ok(kept)
     }
 
-    /// The predicate without the joins whose bitmaps keep nearly every row: a join that matches
-    /// nearly every row is not worth a lookup in its table either (TPC-H q09's `lineitem` against
-    /// all of `orders`: a cache miss a row, for nothing).
+    /// The predicate without the joins whose bitmaps keep nearly every row, or are exact: a join
+    /// that matches nearly every row is not worth a lookup in its table either (TPC-H q09's
+    /// `lineitem` against all of `orders`: a cache miss a row, for nothing), and one whose bitmap
+    /// is exact would keep the rows the bitmap kept.
     fn live_predicate(&self) -> Arc<dyn PhysicalExpr> {
         let live: Vec<_> = split_conjunction(&self.predicate)
             .into_iter()
@@ -663,7 +692,7 @@ impl Trial {
                 !self
                     .prefilters
                     .iter()
-                    .any(|p| p.state == Testing::KeepsAll && Arc::ptr_eq(&p.conjunct, c))
+                    .any(|p| p.state.replaces_join_filter() && Arc::ptr_eq(&p.conjunct, c))
             })
             .cloned()
             .collect();
