@@ -269,7 +269,7 @@ impl KeyBitmap {
         }
     }
 
-    /// Marks a build partition as ended; the last one turns the hashes into the bitmap.
+    /// Marks a build partition as ended; the last one turns the keys into the bitmap.
     fn finish(&self, partition: usize) {
         let mut building = self.building();
         match building.finished.get_mut(partition) {
