@@ -23,9 +23,10 @@
 //! trial, with its join's filter: a lookup in a table of megabytes costs a cache miss a row, for
 //! nothing, and the join checks every row anyway.
 //!
-//! The bitmap is only a pre-filter: until it is ready, or where it is given up (more keys than
-//! [`MOST_KEYS`], memory refused, key types that differ between the sides, a partition run twice),
-//! the join's filter runs alone, as before. Rows with a NULL key always pass it.
+//! The bitmap is a pre-filter (an exact one stands in for the join's filter): until it is ready, or
+//! where it is given up (more keys than [`MOST_KEYS`], memory refused, key types that differ
+//! between the sides, a partition run twice), the join's filter runs alone, as before. Rows with a
+//! NULL key always pass it (the join drops them).
 
 use std::fmt;
 use std::pin::Pin;
