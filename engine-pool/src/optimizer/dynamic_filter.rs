@@ -435,11 +435,20 @@ struct Prefilter {
 }
 
 impl Prefilter {
-    /// No bitmap from now on; true where that puts the join's own filter back in the predicate.
+    /// No bitmap from now on; true where that puts the join's own filter back in the predicate
+    /// (it stood in for it). One that kept nearly every row stays out, with its join's filter.
     fn without_bitmap(&mut self) -> bool {
-        let replaced = self.state.replaces_join_filter();
-        self.state = Testing::NoBitmap;
-        replaced
+        match self.state {
+            Testing::KeepsAll => false,
+            Testing::Exact => {
+                self.state = Testing::NoBitmap;
+                true
+            }
+            Testing::On | Testing::NoBitmap => {
+                self.state = Testing::NoBitmap;
+                false
+            }
+        }
     }
 }
 
@@ -697,5 +706,32 @@ impl Trial {
             .cloned()
             .collect();
         conjunction(live)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Losing its bitmap brings the join's own filter back only where the bitmap stood in for it.
+    #[test]
+    fn a_lost_bitmap_brings_back_only_the_filter_it_stood_in_for() {
+        for (state, back, after) in [
+            (Testing::Exact, true, Testing::NoBitmap),
+            (Testing::KeepsAll, false, Testing::KeepsAll),
+            (Testing::On, false, Testing::NoBitmap),
+            (Testing::NoBitmap, false, Testing::NoBitmap),
+        ] {
+            let mut prefilter = Prefilter {
+                conjunct: lit(true),
+                keys: Vec::new(),
+                bitmap: Arc::new(KeyBitmap::new(1)),
+                seen: 0,
+                kept: 0,
+                state,
+            };
+            assert_eq!(prefilter.without_bitmap(), back);
+            assert!(prefilter.state == after);
+        }
     }
 }
