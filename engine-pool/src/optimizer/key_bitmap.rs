@@ -28,16 +28,21 @@
 //! between the sides, a partition run twice), the join's filter runs alone, as before. Rows with a
 //! NULL key always pass it (the join drops them).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
+use datafusion::arrow::array::AsArray;
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{
+    DataType, Date32Type, Int8Type, Int16Type, Int32Type, Int64Type, SchemaRef, UInt8Type,
+    UInt16Type, UInt32Type,
+};
 use datafusion::common::hash_utils::{RandomState, with_hashes};
 use datafusion::common::{Result as DFResult, Statistics};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
@@ -121,57 +126,23 @@ fn has(words: &[u64], bit: usize) -> bool {
     words[bit / 64] & (1 << (bit % 64)) != 0
 }
 
-/// `$body` over the values of an integer array of a type an exact bitmap takes, as `$values`
-/// (a slice of its native type, each value widened with [`wide`]); None for any other type.
-macro_rules! with_integers {
-    ($array:expr, |$values:ident| $body:expr) => {{
-        use datafusion::arrow::array::AsArray;
-        use datafusion::arrow::datatypes::{
-            Date32Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
-            UInt32Type,
-        };
-        let array: &dyn Array = $array;
-        match array.data_type() {
-            DataType::Int8 => {
-                let $values = array.as_primitive::<Int8Type>().values();
-                Some($body)
-            }
-            DataType::Int16 => {
-                let $values = array.as_primitive::<Int16Type>().values();
-                Some($body)
-            }
-            DataType::Int32 => {
-                let $values = array.as_primitive::<Int32Type>().values();
-                Some($body)
-            }
-            DataType::Int64 => {
-                let $values = array.as_primitive::<Int64Type>().values();
-                Some($body)
-            }
-            DataType::UInt8 => {
-                let $values = array.as_primitive::<UInt8Type>().values();
-                Some($body)
-            }
-            DataType::UInt16 => {
-                let $values = array.as_primitive::<UInt16Type>().values();
-                Some($body)
-            }
-            DataType::UInt32 => {
-                let $values = array.as_primitive::<UInt32Type>().values();
-                Some($body)
-            }
-            DataType::Date32 => {
-                let $values = array.as_primitive::<Date32Type>().values();
-                Some($body)
-            }
-            _ => None,
-        }
-    }};
-}
-
-/// An integer key's value as `i64`.
-fn wide<T: Into<i64>>(v: T) -> i64 {
-    v.into()
+/// The values of an integer array of a type an exact bitmap takes, as `i64` (borrowed for `Int64`,
+/// widened otherwise), null slots included; None for any other type.
+fn as_i64(array: &dyn Array) -> Option<Cow<'_, [i64]>> {
+    fn widen<T: Copy + Into<i64>>(values: &[T]) -> Option<Cow<'_, [i64]>> {
+        Some(Cow::Owned(values.iter().map(|v| (*v).into()).collect()))
+    }
+    match array.data_type() {
+        DataType::Int64 => Some(Cow::Borrowed(array.as_primitive::<Int64Type>().values())),
+        DataType::Int32 => widen(array.as_primitive::<Int32Type>().values()),
+        DataType::Int16 => widen(array.as_primitive::<Int16Type>().values()),
+        DataType::Int8 => widen(array.as_primitive::<Int8Type>().values()),
+        DataType::UInt32 => widen(array.as_primitive::<UInt32Type>().values()),
+        DataType::UInt16 => widen(array.as_primitive::<UInt16Type>().values()),
+        DataType::UInt8 => widen(array.as_primitive::<UInt8Type>().values()),
+        DataType::Date32 => widen(array.as_primitive::<Date32Type>().values()),
+        _ => None,
+    }
 }
 
 /// Whether a join key of this type can have an exact bitmap.
@@ -383,16 +354,12 @@ impl KeyBitmap {
         }
         let found = match bits.index {
             Index::Exact { min, len } => {
-                let words = &bits.words;
-                let found = with_integers!(keys[0].as_ref(), |values| {
-                    BooleanBuffer::collect_bool(values.len(), |row| {
-                        offset(min, len, wide(values[row])).is_some_and(|bit| has(words, bit))
-                    })
-                });
-                match found {
-                    Some(found) => found,
-                    None => return Ok(None),
-                }
+                let Some(values) = as_i64(keys[0].as_ref()) else {
+                    return Ok(None);
+                };
+                BooleanBuffer::collect_bool(values.len(), |row| {
+                    offset(min, len, values[row]).is_some_and(|bit| has(&bits.words, bit))
+                })
             }
             Index::Hashed { shift } => {
                 let state = RandomState::with_seed(SEED);
@@ -418,12 +385,13 @@ fn hashed(hash: u64, shift: u32) -> usize {
 
 /// The values of an integer key column but its NULLs, as `i64`.
 fn integers_of(key: &dyn Array) -> Vec<i64> {
-    let valid = key.logical_nulls();
-    with_integers!(key, |values| match &valid {
-        None => values.iter().map(|v| wide(*v)).collect(),
-        Some(valid) => valid.valid_indices().map(|row| wide(values[row])).collect(),
-    })
-    .unwrap_or_default()
+    let Some(values) = as_i64(key) else {
+        return Vec::new();
+    };
+    match key.logical_nulls() {
+        None => values.into_owned(),
+        Some(valid) => valid.valid_indices().map(|row| values[row]).collect(),
+    }
 }
 
 /// The smallest of `values`, and how many values lie from it to the largest (0 for none).
