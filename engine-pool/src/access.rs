@@ -36,6 +36,7 @@ use datafusion::sql::sqlparser::ast::{
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::engine::Engine;
+use crate::names::{resolve_name, schema_name};
 
 /// What no privilege row decides: `[access] default`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -874,7 +875,7 @@ impl Engine {
             }
             let full = name.resolve(&session.catalog, &session.schema);
             let (catalog, schema, table) = (&*full.catalog, &*full.schema, &*full.table);
-            if catalog == crate::engine::QUERY_CATALOG
+            if catalog == crate::names::QUERY_CATALOG
                 || catalog == "system"
                 || schema == "information_schema"
                 || self.mount(session, catalog).is_err()
@@ -893,7 +894,7 @@ impl Engine {
             && let Statement::Insert(insert) = statement.as_ref()
             && let datafusion::sql::sqlparser::ast::TableObject::TableName(name) = &insert.table
         {
-            let (catalog, schema, table) = self.resolve_name(session, name)?;
+            let (catalog, schema, table) = resolve_name(session, name)?;
             let object = Object::table(&catalog, &schema, &table);
             self.authorize(session, Privilege::Insert, &object, || {
                 SqeError::not_found(format!("table '{object}' not found"))
@@ -973,7 +974,7 @@ impl Engine {
                 .names
                 .iter()
                 .try_for_each(|n| self.create_role(session, n, c.if_not_exists))
-                .map(|_| crate::engine::empty_result()),
+                .map(|_| QueryResult::empty()),
             _ => return None,
         };
         Some(result)
@@ -1092,7 +1093,7 @@ impl Engine {
                 }
             }
         }
-        Ok(crate::engine::empty_result())
+        Ok(QueryResult::empty())
     }
 
     async fn change_privileges(
@@ -1197,7 +1198,7 @@ impl Engine {
                 }
             }
         }
-        Ok(crate::engine::empty_result())
+        Ok(QueryResult::empty())
     }
 
     /// The schemas and tables a GRANT names, qualified by the session's catalog and schema.
@@ -1210,14 +1211,14 @@ impl Engine {
             Some(GrantObjects::Tables(names)) => names
                 .iter()
                 .map(|n| {
-                    let (c, s, t) = self.resolve_name(session, n)?;
+                    let (c, s, t) = resolve_name(session, n)?;
                     Ok(Object::table(&c, &s, &t))
                 })
                 .collect(),
             Some(GrantObjects::Schemas(names)) => names
                 .iter()
                 .map(|n| {
-                    let (c, s) = self.schema_name(session, n)?;
+                    let (c, s) = schema_name(session, n)?;
                     Ok(Object::schema(&c, &s))
                 })
                 .collect(),
@@ -1339,7 +1340,7 @@ impl Engine {
             })
             .collect();
         rows.sort();
-        crate::ddl::text_rows(
+        QueryResult::text(
             &[
                 "Grantee",
                 "Grantee Type",
@@ -1484,7 +1485,7 @@ fn table_function_calls(statement: &datafusion::sql::parser::Statement) -> BTree
         type Break = ();
         fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
             if let TableFactor::Table { name, args, .. } = factor {
-                let text = crate::engine::object_parts(name)
+                let text = crate::names::object_parts(name)
                     .map(|p| p.join("."))
                     .unwrap_or_default();
                 match args {
@@ -1518,7 +1519,7 @@ impl Engine {
 
 /// A one-part name (a role, a user), at most 255 characters.
 fn single_name(name: &ObjectName, what: &str) -> SqeResult<String> {
-    let parts = crate::engine::object_parts(name)?;
+    let parts = crate::names::object_parts(name)?;
     match parts.as_slice() {
         [one] if !one.is_empty() && one.len() <= 255 => Ok(one.clone()),
         _ => Err(SqeError::invalid(format!(

@@ -26,9 +26,10 @@ use crate::catalog::backend::{CatalogMount, SharedMount};
 use crate::catalog::hms::{HmsCatalog, HmsConfig};
 use crate::catalog::rest::{RestAuth, RestCatalogConfig, RestMount};
 use crate::catalog::sql::{PostgresConfig, SqlCatalog};
-use crate::engine::{Engine, QUERY_CATALOG, SYSTEM_CATALOG, empty_result};
+use crate::engine::Engine;
 use crate::error::from_iceberg;
 use crate::file_access::Access;
+use crate::names::{QUERY_CATALOG, SYSTEM_CATALOG};
 
 /// Catalogs (or secrets) one session may hold at once.
 const MAX_PER_SESSION: usize = 16;
@@ -369,7 +370,7 @@ impl Engine {
         }
         if self.session_mounts.get(session, &name).is_some() {
             if attach.if_not_exists {
-                return Ok(empty_result());
+                return Ok(QueryResult::empty());
             }
             return Err(SqeError::already_exists(format!(
                 "catalog '{name}' is already attached"
@@ -488,13 +489,13 @@ impl Engine {
             }
         };
         self.session_mounts.add(session, attach.name, mount)?;
-        Ok(empty_result())
+        Ok(QueryResult::empty())
     }
 
     pub(crate) fn detach(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         let detach = parse_detach(sql)?;
         if self.session_mounts.remove(session, &detach.name) || detach.if_exists {
-            return Ok(empty_result());
+            return Ok(QueryResult::empty());
         }
         if self.catalogs.contains_key(&detach.name) {
             return Err(SqeError::new(

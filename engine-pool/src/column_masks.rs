@@ -57,11 +57,11 @@ use datafusion::logical_expr::{
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
-use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
+use sqe_sessions::{QueryResult, Session, SqeError, SqeResult, quote_identifier};
 
 use crate::access::{Object, PolicyDb};
 use crate::engine::Engine;
-use crate::row_filters::{normalized, quoted};
+use crate::names::{normalize_ident, resolve_name};
 
 /// What a mask shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -527,7 +527,7 @@ impl Engine {
                 }
             }
         }
-        Ok(crate::engine::empty_result())
+        Ok(QueryResult::empty())
     }
 
     async fn mask_statement(
@@ -536,7 +536,7 @@ impl Engine {
         table_name: datafusion::sql::sqlparser::ast::ObjectName,
         action: Action,
     ) -> SqeResult<QueryResult> {
-        let (catalog, schema, table) = self.resolve_name(session, &table_name)?;
+        let (catalog, schema, table) = resolve_name(session, &table_name)?;
         let object = Object::table(&catalog, &schema, &table);
         self.authorize_owner(session, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
@@ -600,7 +600,7 @@ impl Engine {
                     .filter_map(|(id, tag)| Some(vec![names.get(&id)?.clone(), tag]))
                     .collect();
                 rows.sort();
-                return crate::ddl::text_rows(&["Column", "Tag"], &rows);
+                return QueryResult::text(&["Column", "Tag"], &rows);
             }
             Action::Set {
                 column,
@@ -680,13 +680,10 @@ impl Engine {
                     }
                 }
                 rows.sort();
-                return crate::ddl::text_rows(
-                    &["Column", "Mask", "Grantee Type", "Grantee"],
-                    &rows,
-                );
+                return QueryResult::text(&["Column", "Mask", "Grantee Type", "Grantee"], &rows);
             }
         }
-        Ok(crate::engine::empty_result())
+        Ok(QueryResult::empty())
     }
 
     /// Refuses a mask that cannot keep the column's type.
@@ -713,9 +710,9 @@ impl Engine {
         }
         let check = format!(
             "SELECT ({sql}) FROM {}.{}.{}",
-            quoted(&object.catalog),
-            quoted(&object.schema),
-            quoted(object.table.as_deref().unwrap_or_default()),
+            quote_identifier(&object.catalog),
+            quote_identifier(&object.schema),
+            quote_identifier(object.table.as_deref().unwrap_or_default()),
         );
         let (_, plan) = Box::pin(self.plan_sql(session, &check))
             .await
@@ -785,7 +782,7 @@ fn parse(sql: &str) -> Option<SqeResult<Parsed>> {
         _ => false,
     };
     let name = |p: &mut Parser, what: &str| -> SqeResult<String> {
-        let name = normalized(p.parse_identifier().map_err(syntax)?);
+        let name = normalize_ident(&p.parse_identifier().map_err(syntax)?);
         if name.is_empty() || name.len() > 255 {
             return Err(SqeError::invalid(format!(
                 "a {what}'s name is 1 to 255 characters"
@@ -869,7 +866,7 @@ fn parse(sql: &str) -> Option<SqeResult<Parsed>> {
         return None;
     }
     let _ = p.parse_keyword(Keyword::COLUMN);
-    let column = normalized(p.parse_identifier().ok()?);
+    let column = normalize_ident(&p.parse_identifier().ok()?);
     let verb = if p.parse_keyword(Keyword::SET) {
         "set"
     } else if p.parse_keyword(Keyword::DROP) {

@@ -24,6 +24,7 @@ use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 use crate::access::{ColumnAccess, Object};
 use crate::catalog::scan::IcebergScanProvider;
 use crate::engine::Engine;
+use crate::names::resolve_name;
 
 impl Engine {
     /// GRANT / DENY (`effect`) or REVOKE (`None`) of SELECT on `columns` of one table.
@@ -46,14 +47,14 @@ impl Engine {
                 "SELECT on columns is granted on one table at a time",
             ));
         };
-        let (catalog, schema, table) = self.resolve_name(session, name)?;
+        let (catalog, schema, table) = resolve_name(session, name)?;
         let object = Object::table(&catalog, &schema, &table);
         self.may_change_columns(session, &object, grant)?;
         let (_, _, loaded) = self.load(session, name).await?;
         let current = loaded.metadata().current_schema().clone();
         let mut field_ids = Vec::with_capacity(columns.len());
         for column in columns {
-            let wanted = crate::row_filters::normalized(column.clone());
+            let wanted = crate::names::normalize_ident(column);
             let field = current
                 .as_struct()
                 .fields()
@@ -105,7 +106,7 @@ impl Engine {
                 }
             }
         }
-        Ok(crate::engine::empty_result())
+        Ok(QueryResult::empty())
     }
 
     /// Refuses a planned statement that reads a column the caller may not read (see the module
@@ -295,7 +296,7 @@ impl Engine {
         // A catalog's tables are Iceberg scans, its metadata tables `t$…`; anything else (a file
         // read as `?table?`) is none.
         if (iceberg.is_none() && !table.contains('$'))
-            || catalog == crate::engine::QUERY_CATALOG
+            || catalog == crate::names::QUERY_CATALOG
             || catalog == "system"
             || schema == "information_schema"
             || self.mount(session, &catalog).is_err()

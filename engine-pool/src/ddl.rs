@@ -5,7 +5,7 @@ use crate::access::{Object, Privilege};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::array::StringArray;
 use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use datafusion::sql::sqlparser::ast::{
     AlterTableOperation, ColumnOption, CreateTable, CreateTableOptions, Expr, ObjectName,
@@ -22,11 +22,10 @@ use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
 
 use crate::catalog::backend::CatalogRef;
 use crate::catalog::provider::load_table_opt;
-use crate::engine::{
-    Engine, SYSTEM_CATALOG, empty_result, normalize_ident, object_parts, rows_result,
-};
+use crate::engine::Engine;
 use crate::error::from_iceberg;
 use crate::file_access::Access;
+use crate::names::{SYSTEM_CATALOG, normalize_ident, object_parts, schema_name, table_ident};
 use crate::prepass::Prepared;
 use crate::session_properties::{reset_session, set_session, show_session};
 use crate::types::{FieldIds, sql_to_iceberg, trino_type_name};
@@ -67,28 +66,6 @@ fn show_in(options: &ShowStatementOptions) -> Option<&ObjectName> {
         .show_in
         .as_ref()
         .and_then(|ShowStatementIn { parent_name, .. }| parent_name.as_ref())
-}
-
-/// A result of text columns named `names`, a row for each of `rows`.
-pub(crate) fn text_rows(names: &[&str], rows: &[Vec<String>]) -> SqeResult<QueryResult> {
-    let fields: Vec<Field> = names
-        .iter()
-        .map(|n| Field::new(*n, DataType::Utf8, false))
-        .collect();
-    let columns = (0..names.len())
-        .map(|i| {
-            let values = rows.iter().map(|r| r.get(i).map_or("", String::as_str));
-            Arc::new(StringArray::from_iter_values(values)) as ArrayRef
-        })
-        .collect();
-    rows_result(ArrowSchema::new(fields), columns)
-}
-
-pub(crate) fn one_column(name: &str, values: Vec<String>) -> SqeResult<QueryResult> {
-    rows_result(
-        ArrowSchema::new(vec![Field::new(name, DataType::Utf8, false)]),
-        vec![Arc::new(StringArray::from(values)) as ArrayRef],
-    )
 }
 
 /// A partition field as written in Trino (`'bucket(id, 16)'`) or Spark (`bucket(16, id)`, `days(ts)`).
@@ -310,21 +287,12 @@ fn create_schema(ct: &CreateTable) -> SqeResult<Schema> {
 }
 
 impl Engine {
-    pub(crate) fn table_ident(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-    ) -> SqeResult<(String, TableIdent)> {
-        let (catalog, schema, table) = self.resolve_name(session, name)?;
-        Ok((catalog, TableIdent::new(NamespaceIdent::new(schema), table)))
-    }
-
     pub(crate) async fn load(
         &self,
         session: &Session,
         name: &ObjectName,
     ) -> SqeResult<(String, TableIdent, Table)> {
-        let (catalog, ident) = self.table_ident(session, name)?;
+        let (catalog, ident) = table_ident(session, name)?;
         let handle = self.catalog(session, &catalog)?;
         let Some(table) = load_table_opt(handle.as_ref(), &ident)
             .await
@@ -376,21 +344,6 @@ impl Engine {
         })
     }
 
-    /// (catalog, schema) for a schema name, qualified by the session's current catalog.
-    pub(crate) fn schema_name(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-    ) -> SqeResult<(String, String)> {
-        match object_parts(name)?.as_slice() {
-            [s] => Ok((session.catalog.clone(), s.clone())),
-            [c, s] => Ok((c.clone(), s.clone())),
-            _ => Err(SqeError::invalid(format!(
-                "'{name}' is not a valid schema name"
-            ))),
-        }
-    }
-
     /// Creates a table, failing if it exists (or doing nothing under IF NOT EXISTS: returns `None`).
     pub(crate) async fn create_iceberg_table(
         &self,
@@ -409,7 +362,7 @@ impl Engine {
                 "only managed Iceberg tables can be created",
             ));
         }
-        let (catalog_name, ident) = self.table_ident(session, &ct.name)?;
+        let (catalog_name, ident) = table_ident(session, &ct.name)?;
         let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
         self.authorize(session, Privilege::Create, &schema_object, || {
             SqeError::internal("a schema is never hidden")
@@ -464,19 +417,19 @@ impl Engine {
                 let schema = create_schema(&ct)?;
                 self.create_iceberg_table(session, &ct, schema, prepared.partitioned_by)
                     .await?;
-                Ok(empty_result())
+                Ok(QueryResult::empty())
             }
             Statement::CreateSchema {
-                schema_name,
+                schema_name: created,
                 if_not_exists,
                 ..
             } => {
-                let SchemaName::Simple(name) = schema_name else {
+                let SchemaName::Simple(name) = created else {
                     return Err(SqeError::unsupported(
                         "CREATE SCHEMA ... AUTHORIZATION is not supported",
                     ));
                 };
-                let (catalog_name, schema) = self.schema_name(session, &name)?;
+                let (catalog_name, schema) = schema_name(session, &name)?;
                 let object = Object::schema(&catalog_name, &schema);
                 self.authorize(session, Privilege::Create, &object, || {
                     SqeError::internal("a schema is never hidden")
@@ -485,7 +438,7 @@ impl Engine {
                 let ns = NamespaceIdent::new(schema.clone());
                 if catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
                     if if_not_exists {
-                        return Ok(empty_result());
+                        return Ok(QueryResult::empty());
                     }
                     return Err(SqeError::already_exists(format!(
                         "schema '{catalog_name}.{schema}' already exists"
@@ -497,7 +450,7 @@ impl Engine {
                     .map_err(from_iceberg)?;
                 self.forget_object(session, &object)?;
                 self.record_owner(session, &object)?;
-                Ok(empty_result())
+                Ok(QueryResult::empty())
             }
             Statement::Drop {
                 object_type,
@@ -521,14 +474,14 @@ impl Engine {
                         }
                     }
                 }
-                Ok(empty_result())
+                Ok(QueryResult::empty())
             }
             Statement::AlterTable(alter) => {
                 for op in alter.operations {
                     self.alter_table(session, &alter.name, alter.if_exists, op)
                         .await?;
                 }
-                Ok(empty_result())
+                Ok(QueryResult::empty())
             }
             Statement::Use(u) => self.use_statement(session, u).await,
             Statement::Set(set) => set_session(&set),
@@ -573,7 +526,7 @@ impl Engine {
                     .map(str::to_string)
                     .collect();
                 names.sort();
-                one_column("Catalog", names)
+                QueryResult::column("Catalog", names)
             }
             Statement::ShowSchemas { show_options, .. }
             | Statement::ShowDatabases { show_options, .. } => {
@@ -587,11 +540,11 @@ impl Engine {
                 names.push("information_schema".to_string());
                 names.sort();
                 names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
-                one_column("Schema", names)
+                QueryResult::column("Schema", names)
             }
             Statement::ShowTables { show_options, .. } => {
                 let (catalog_name, schema) = match show_in(&show_options) {
-                    Some(n) => self.schema_name(session, n)?,
+                    Some(n) => schema_name(session, n)?,
                     None => (session.catalog.clone(), session.schema.clone()),
                 };
                 let catalog = self
@@ -603,7 +556,7 @@ impl Engine {
                 let mut names = self.visible_tables(session, &catalog_name, &schema, names)?;
                 names.sort();
                 names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
-                one_column("Table", names)
+                QueryResult::column("Table", names)
             }
             Statement::ShowColumns { show_options, .. } => {
                 let Some(name) = show_in(&show_options) else {
@@ -633,7 +586,7 @@ impl Engine {
         name: &ObjectName,
         if_exists: bool,
     ) -> SqeResult<()> {
-        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let (catalog_name, ident) = table_ident(session, name)?;
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
         match self.authorize(session, Privilege::Drop, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
@@ -674,7 +627,7 @@ impl Engine {
         if_exists: bool,
         cascade: bool,
     ) -> SqeResult<()> {
-        let (catalog_name, schema) = self.schema_name(session, name)?;
+        let (catalog_name, schema) = schema_name(session, name)?;
         let object = Object::schema(&catalog_name, &schema);
         self.authorize(session, Privilege::Drop, &object, || {
             SqeError::internal("a schema is never hidden")
@@ -745,7 +698,7 @@ impl Engine {
         if_exists: bool,
         op: AlterTableOperation,
     ) -> SqeResult<()> {
-        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let (catalog_name, ident) = table_ident(session, name)?;
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
         match self.authorize(session, Privilege::Alter, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
@@ -879,7 +832,7 @@ impl Engine {
                     datafusion::sql::sqlparser::ast::RenameTableNameKind::To(n)
                     | datafusion::sql::sqlparser::ast::RenameTableNameKind::As(n) => n,
                 };
-                let (target_catalog, target_ident) = self.table_ident(session, &target)?;
+                let (target_catalog, target_ident) = table_ident(session, &target)?;
                 if target_catalog != catalog_name {
                     return Err(SqeError::unsupported(
                         "a table cannot be renamed into another catalog",
@@ -924,12 +877,12 @@ impl Engine {
                         catalog: Some(c.clone()),
                         ..SessionUpdate::default()
                     }),
-                    ..empty_result()
+                    ..QueryResult::empty()
                 });
             }
             other => return Err(SqeError::unsupported(format!("{other} is not supported"))),
         };
-        let (catalog_name, schema) = self.schema_name(session, &name)?;
+        let (catalog_name, schema) = schema_name(session, &name)?;
         self.existing_schema(session, &catalog_name, &schema)
             .await?;
         Ok(QueryResult {
@@ -938,12 +891,12 @@ impl Engine {
                 schema: Some(schema),
                 ..SessionUpdate::default()
             }),
-            ..empty_result()
+            ..QueryResult::empty()
         })
     }
 
     async fn describe(&self, session: &Session, name: &ObjectName) -> SqeResult<QueryResult> {
-        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let (catalog_name, ident) = table_ident(session, name)?;
         self.hidden_is_absent(session, &catalog_name, &ident)?;
         let catalog = self.catalog(session, &catalog_name)?;
         if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
@@ -995,7 +948,7 @@ impl Engine {
         session: &Session,
         name: &ObjectName,
     ) -> SqeResult<QueryResult> {
-        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let (catalog_name, ident) = table_ident(session, name)?;
         self.hidden_is_absent(session, &catalog_name, &ident)?;
         let (catalog, ident, table) = self.load(session, name).await?;
         let schema = table.metadata().current_schema();
@@ -1040,13 +993,13 @@ impl Engine {
             columns.join(",\n"),
             with.join(",\n")
         );
-        one_column("Create Table", vec![text])
+        QueryResult::column("Create Table", vec![text])
     }
 }
 
 /// DESCRIBE's rows, in Trino's shape: one per column, `extra` saying more of each.
 fn describe_rows(fields: &[NestedFieldRef], extra: Vec<String>) -> SqeResult<QueryResult> {
-    rows_result(
+    QueryResult::rows(
         ArrowSchema::new(vec![
             Field::new("Column", DataType::Utf8, false),
             Field::new("Type", DataType::Utf8, false),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
     MemorySchemaProvider, SchemaProvider, TableProvider,
@@ -47,6 +47,7 @@ use crate::error::{from_datafusion, from_iceberg};
 use crate::file_access::{Access, Confinement, FileAccess};
 use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::guard::{Planning, check_depth, check_length};
+use crate::names::{QUERY_CATALOG, QUERY_SCHEMA, SYSTEM_CATALOG, resolve_name};
 use crate::object_stores::{ObjectStores, S3Settings};
 use crate::optimizer::SqeOptimizerOptions;
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
@@ -54,13 +55,6 @@ use crate::secret_store::SecretStore;
 use crate::secrets::{CreateSecret, Secret, is_create_secret, recorded_text};
 use crate::session_properties::{check_session, max_run_time, time_zone};
 use crate::views::{PlannedView, WithViews};
-
-/// Trino's `system` catalog: `system.runtime.queries`.
-pub(crate) const SYSTEM_CATALOG: &str = "system";
-
-/// The catalog that holds per-query tables (time travel, file functions); never listed.
-pub(crate) const QUERY_CATALOG: &str = "__sqe";
-pub(crate) const QUERY_SCHEMA: &str = "q";
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
 #[derive(Debug, Clone, Default)]
@@ -936,7 +930,7 @@ impl Engine {
         session: &Session,
         travel: &TimeTravel,
     ) -> SqeResult<Arc<dyn TableProvider>> {
-        let (catalog_name, namespace, name) = self.resolve_name(session, &travel.table)?;
+        let (catalog_name, namespace, name) = resolve_name(session, &travel.table)?;
         let object = crate::access::Object::table(&catalog_name, &namespace, &name);
         self.authorize_read(session, &object, || {
             SqeError::not_found(format!(
@@ -1012,23 +1006,6 @@ impl Engine {
             .in_catalog(&catalog_name)
             .with_manifests(catalog.manifest_cache());
         Ok(Arc::new(provider))
-    }
-
-    /// (catalog, schema, table) for a name, qualified by the session's current catalog and schema.
-    pub(crate) fn resolve_name(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-    ) -> SqeResult<(String, String, String)> {
-        let parts = object_parts(name)?;
-        match parts.as_slice() {
-            [t] => Ok((session.catalog.clone(), session.schema.clone(), t.clone())),
-            [s, t] => Ok((session.catalog.clone(), s.clone(), t.clone())),
-            [c, s, t] => Ok((c.clone(), s.clone(), t.clone())),
-            _ => Err(SqeError::invalid(format!(
-                "'{name}' is not a valid table name"
-            ))),
-        }
     }
 }
 
@@ -1199,26 +1176,6 @@ fn plan_has_side_effects(plan: &LogicalPlan) -> bool {
             | LogicalPlan::Copy(_)
             | LogicalPlan::Statement(_)
     )
-}
-
-/// Normalised identifier parts: unquoted names fold to lower case, quoted ones stay as written.
-pub(crate) fn object_parts(name: &ObjectName) -> SqeResult<Vec<String>> {
-    name.0
-        .iter()
-        .map(|p| {
-            p.as_ident()
-                .map(normalize_ident)
-                .ok_or_else(|| SqeError::invalid(format!("'{name}' is not a valid name")))
-        })
-        .collect()
-}
-
-pub(crate) fn normalize_ident(id: &Ident) -> String {
-    if id.quote_style.is_some() {
-        id.value.clone()
-    } else {
-        id.value.to_lowercase()
-    }
 }
 
 enum RelationJob {
@@ -1455,48 +1412,6 @@ impl QueryService for Engine {
         })
         .await
     }
-}
-
-/// A result of rows built in memory (SHOW, DESCRIBE).
-pub(crate) fn rows_result(
-    schema: Schema,
-    columns: Vec<datafusion::arrow::array::ArrayRef>,
-) -> SqeResult<QueryResult> {
-    let schema = Arc::new(schema);
-    let batch = RecordBatch::try_new(schema.clone(), columns)
-        .map_err(|e| SqeError::internal(e.to_string()))?;
-    Ok(QueryResult {
-        schema,
-        batches: futures::stream::once(async move { Ok(batch) }).boxed(),
-        update_count: None,
-        session_update: None,
-    })
-}
-
-/// A result for a statement that returns nothing.
-pub(crate) fn empty_result() -> QueryResult {
-    QueryResult {
-        schema: Arc::new(Schema::empty()),
-        batches: futures::stream::empty().boxed(),
-        update_count: None,
-        session_update: None,
-    }
-}
-
-/// A one-row `rows` result for writes, as Trino reports them.
-pub(crate) fn update_result(rows: u64) -> SqeResult<QueryResult> {
-    let mut r = rows_result(
-        Schema::new(vec![datafusion::arrow::datatypes::Field::new(
-            "rows",
-            DataType::Int64,
-            false,
-        )]),
-        vec![Arc::new(datafusion::arrow::array::Int64Array::from(vec![
-            rows as i64,
-        ]))],
-    )?;
-    r.update_count = Some(rows);
-    Ok(r)
 }
 
 /// The secret store `config` names, if it names one.

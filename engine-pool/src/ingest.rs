@@ -22,8 +22,9 @@ use sqe_sessions::{
     BatchStream, IfExists, IfMissing, IngestTarget, QueryResult, Session, SqeError, SqeResult,
 };
 
-use crate::engine::{Engine, QUERY_CATALOG, QUERY_SCHEMA};
+use crate::engine::Engine;
 use crate::error::from_iceberg;
+use crate::names::{QUERY_CATALOG, QUERY_SCHEMA};
 
 const SOURCE: &str = "ingest";
 

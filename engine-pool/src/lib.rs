@@ -17,6 +17,7 @@ mod file_access;
 mod files;
 pub mod guard;
 mod ingest;
+mod names;
 mod object_stores;
 mod optimizer;
 mod overflow;

@@ -365,7 +365,7 @@ impl RangerPolicies {
             "MASK_DATE_SHOW_YEAR" => Mask::Truncate("year"),
             "CUSTOM" => match &info.value_expr {
                 Some(e) if !e.trim().is_empty() => {
-                    let quoted = crate::row_filters::quoted(column);
+                    let quoted = sqe_sessions::quote_identifier(column);
                     Mask::Custom(e.replace("{col}", &quoted))
                 }
                 _ => Mask::Null,

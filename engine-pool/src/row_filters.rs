@@ -32,11 +32,12 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
-use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
+use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult, quote_identifier};
 
 use crate::access::{Object, PolicyDb};
 use crate::column_masks::Mask;
 use crate::engine::Engine;
+use crate::names::{normalize_ident, resolve_name};
 
 /// A row filter in a statement's plan: its condition over the rows of the scan below, and a
 /// barrier to the optimizer. DataFusion's rules see a node they do not know: no condition of the
@@ -630,7 +631,7 @@ impl Engine {
             table_name,
             rule,
         } = parse(sql)?;
-        let (catalog, schema, table) = self.resolve_name(session, &table_name)?;
+        let (catalog, schema, table) = resolve_name(session, &table_name)?;
         let object = Object::table(&catalog, &schema, &table);
         // Only a table's owner or an admin sees and changes its filters; to anyone else it is
         // as absent as a table they cannot see, or refused.
@@ -654,9 +655,9 @@ impl Engine {
                 // The condition must be a boolean over the table's own columns.
                 let check = format!(
                     "SELECT count(*) FROM {catalog_q}.{schema_q}.{table_q} WHERE ({condition})",
-                    catalog_q = quoted(&catalog),
-                    schema_q = quoted(&schema),
-                    table_q = quoted(&table),
+                    catalog_q = quote_identifier(&catalog),
+                    schema_q = quote_identifier(&schema),
+                    table_q = quote_identifier(&table),
                 );
                 Box::pin(self.plan_sql(session, &check))
                     .await
@@ -683,7 +684,7 @@ impl Engine {
                      grantee_kind, grantee, expression) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                     &[&catalog, &schema, &table, &name, grantee_kind, &grantee, &condition],
                 )?;
-                Ok(crate::engine::empty_result())
+                Ok(QueryResult::empty())
             }
             (Kind::Drop { if_exists }, Some(name), _) => {
                 let removed = db.execute(
@@ -696,7 +697,7 @@ impl Engine {
                         "row filter '{name}' on {object} does not exist"
                     )));
                 }
-                Ok(crate::engine::empty_result())
+                Ok(QueryResult::empty())
             }
             _ => {
                 let rows: Vec<Vec<String>> = db
@@ -716,7 +717,7 @@ impl Engine {
                         r
                     })
                     .collect();
-                crate::ddl::text_rows(&["Filter", "Grantee Type", "Grantee", "Condition"], &rows)
+                QueryResult::text(&["Filter", "Grantee Type", "Grantee", "Condition"], &rows)
             }
         }
     }
@@ -765,7 +766,7 @@ fn parse(sql: &str) -> SqeResult<Parsed> {
             }
             None
         }
-        _ => Some(normalized(p.parse_identifier().map_err(syntax)?)),
+        _ => Some(normalize_ident(&p.parse_identifier().map_err(syntax)?)),
     };
     p.expect_keyword(Keyword::ON).map_err(syntax)?;
     let table_name = p.parse_object_name(false).map_err(syntax)?;
@@ -781,7 +782,7 @@ fn parse(sql: &str) -> SqeResult<Parsed> {
             p.expect_keyword(Keyword::ROLE).map_err(syntax)?;
             "role"
         };
-        let grantee = normalized(p.parse_identifier().map_err(syntax)?);
+        let grantee = normalize_ident(&p.parse_identifier().map_err(syntax)?);
         Some((condition.to_string(), grantee_kind, grantee))
     } else {
         None
@@ -799,16 +800,4 @@ fn parse(sql: &str) -> SqeResult<Parsed> {
         table_name,
         rule,
     })
-}
-
-/// A name as SQL compares it: an unquoted one in lower case, as GRANT keeps user and role names.
-pub(crate) fn normalized(ident: datafusion::sql::sqlparser::ast::Ident) -> String {
-    match ident.quote_style {
-        Some(_) => ident.value,
-        None => ident.value.to_lowercase(),
-    }
-}
-
-pub(crate) fn quoted(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }

@@ -20,7 +20,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{Ident, SecretOption};
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
-use crate::engine::{Engine, empty_result, normalize_ident, rows_result};
+use crate::engine::Engine;
+use crate::names::normalize_ident;
 use crate::secret_store::SecretStore;
 
 /// What a secret is for.
@@ -210,18 +211,18 @@ impl Engine {
             let owner = &session.principal.name;
             if store.has(owner, &name)? && !create.or_replace {
                 if create.if_not_exists {
-                    return Ok(empty_result());
+                    return Ok(QueryResult::empty());
                 }
                 return Err(SqeError::already_exists(format!(
                     "persistent secret '{name}' already exists"
                 )));
             }
             store.put(owner, &name, kind.name(), &values)?;
-            return Ok(empty_result());
+            return Ok(QueryResult::empty());
         }
         if self.session_secrets.get(session, &name).is_some() && !create.or_replace {
             if create.if_not_exists {
-                return Ok(empty_result());
+                return Ok(QueryResult::empty());
             }
             return Err(SqeError::already_exists(format!(
                 "secret '{name}' already exists"
@@ -229,7 +230,7 @@ impl Engine {
         }
         self.session_secrets
             .add(session, name, Secret { kind, values })?;
-        Ok(empty_result())
+        Ok(QueryResult::empty())
     }
 
     pub(crate) fn drop_secret(
@@ -240,15 +241,15 @@ impl Engine {
     ) -> SqeResult<QueryResult> {
         let name = normalize_ident(name);
         if self.session_secrets.remove(session, &name) {
-            return Ok(empty_result());
+            return Ok(QueryResult::empty());
         }
         if let Some(store) = &self.persistent_secrets
             && store.remove(&session.principal.name, &name)?
         {
-            return Ok(empty_result());
+            return Ok(QueryResult::empty());
         }
         if if_exists {
-            return Ok(empty_result());
+            return Ok(QueryResult::empty());
         }
         Err(SqeError::not_found(format!(
             "secret '{name}' does not exist"
@@ -276,7 +277,7 @@ impl Engine {
             Field::new("type", DataType::Utf8, false),
             Field::new("scope", DataType::Utf8, false),
         ]);
-        rows_result(
+        QueryResult::rows(
             schema,
             vec![
                 Arc::new(StringArray::from(names)),

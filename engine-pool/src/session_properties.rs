@@ -9,8 +9,6 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{ContextModifier, Expr, ObjectName, Set, Value};
 use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
 
-use crate::engine::{empty_result, rows_result};
-
 struct Property {
     name: &'static str,
     default: &'static str,
@@ -97,7 +95,7 @@ fn set_time_zone(value: &Expr) -> SqeResult<QueryResult> {
     }
     Ok(QueryResult {
         session_update: Some(update),
-        ..empty_result()
+        ..QueryResult::empty()
     })
 }
 
@@ -210,7 +208,7 @@ pub(crate) fn set_session(set: &Set) -> SqeResult<QueryResult> {
     update.set_properties.insert(name, value);
     Ok(QueryResult {
         session_update: Some(update),
-        ..empty_result()
+        ..QueryResult::empty()
     })
 }
 
@@ -223,7 +221,7 @@ pub(crate) fn reset_session(name: &ObjectName) -> SqeResult<QueryResult> {
             reset_properties: vec![name],
             ..SessionUpdate::default()
         }),
-        ..empty_result()
+        ..QueryResult::empty()
     })
 }
 
@@ -239,7 +237,7 @@ pub(crate) fn show_session(session: &Session) -> SqeResult<QueryResult> {
                 .collect::<Vec<_>>(),
         )) as _
     };
-    rows_result(
+    QueryResult::rows(
         Schema::new(vec![
             Field::new("Name", DataType::Utf8, false),
             Field::new("Value", DataType::Utf8, false),

@@ -19,8 +19,6 @@ use datafusion::logical_expr::type_coercion::functions::{UDFCoercionExt, fields_
 use datafusion::logical_expr::{Documentation, ReturnFieldArgs, TypeSignature, Volatility};
 use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
-use crate::engine::rows_result;
-
 /// A documented signature: return type and argument types, in Trino's names.
 type Signed = (&'static str, &'static str);
 
@@ -591,7 +589,7 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
         .map(|n| Field::new(*n, DataType::Utf8, false))
         .collect::<Vec<_>>(),
     );
-    rows_result(
+    QueryResult::rows(
         schema,
         vec![
             text(&|r| r.name.clone()),

@@ -12,7 +12,7 @@ use datafusion::common::ScalarValue;
 use datafusion::common::stats::Precision;
 use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
 
-use crate::engine::{Engine, rows_result};
+use crate::engine::Engine;
 
 /// `rest`: the text after `SHOW STATS`.
 pub(crate) async fn show_stats(
@@ -89,7 +89,7 @@ pub(crate) async fn show_stats(
     row_count.push(rows);
     let doubles = |v: Vec<Option<f64>>| Arc::new(Float64Array::from(v)) as ArrayRef;
     let texts = |v: Vec<Option<String>>| Arc::new(StringArray::from(v)) as ArrayRef;
-    rows_result(
+    QueryResult::rows(
         Schema::new(vec![
             Field::new("column_name", DataType::Utf8, true),
             Field::new("data_size", DataType::Float64, true),

@@ -30,9 +30,10 @@ use iceberg::{NamespaceIdent, TableIdent};
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::catalog::view::{ViewChange, ViewDefinition};
-use crate::engine::{Engine, QUERY_CATALOG, SYSTEM_CATALOG, empty_result};
+use crate::engine::Engine;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::guard::check_depth;
+use crate::names::{QUERY_CATALOG, SYSTEM_CATALOG, qualified, table_ident};
 use crate::prepass::{Prepared, prepare};
 
 /// How deep views may read views.
@@ -87,7 +88,7 @@ impl Engine {
                 "a view cannot name a file path or read a table AS OF a version; use read_parquet(…) and the like in a view",
             ));
         }
-        let (catalog_name, ident) = self.table_ident(session, &cv.name)?;
+        let (catalog_name, ident) = table_ident(session, &cv.name)?;
         let catalog = self.catalog(session, &catalog_name)?;
         let full = qualified(&catalog_name, &ident);
         if !catalog.supports_views() {
@@ -112,7 +113,7 @@ impl Engine {
             })?;
         }
         if cv.if_not_exists && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
-            return Ok(empty_result());
+            return Ok(QueryResult::empty());
         }
         let sql = cv.query.to_string();
         let schema_name = ident.namespace.join(".");
@@ -173,7 +174,7 @@ impl Engine {
         if !replaces {
             self.record_owner(session, &view_object)?;
         }
-        Ok(empty_result())
+        Ok(QueryResult::empty())
     }
 
     pub(crate) async fn drop_view(
@@ -182,7 +183,7 @@ impl Engine {
         name: &ObjectName,
         if_exists: bool,
     ) -> SqeResult<()> {
-        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let (catalog_name, ident) = table_ident(session, name)?;
         let catalog = self.catalog(session, &catalog_name)?;
         let full = qualified(&catalog_name, &ident);
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
@@ -217,7 +218,7 @@ impl Engine {
         session: &Session,
         name: &ObjectName,
     ) -> SqeResult<Option<(String, TableIdent, ViewDefinition)>> {
-        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let (catalog_name, ident) = table_ident(session, name)?;
         let catalog = self.catalog(session, &catalog_name)?;
         if !catalog.supports_views() {
             return Ok(None);
@@ -232,13 +233,13 @@ impl Engine {
         session: &Session,
         name: &ObjectName,
     ) -> SqeResult<QueryResult> {
-        let (catalog_name, ident) = self.table_ident(session, name)?;
+        let (catalog_name, ident) = table_ident(session, name)?;
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
         self.authorize_visible(session, &object, || {
             SqeError::not_found(format!("view '{object}' does not exist"))
         })?;
         let Some((catalog, ident, view)) = self.find_view(session, name).await? else {
-            let (catalog_name, ident) = self.table_ident(session, name)?;
+            let (catalog_name, ident) = table_ident(session, name)?;
             return Err(SqeError::not_found(format!(
                 "view '{}' does not exist",
                 qualified(&catalog_name, &ident)
@@ -253,7 +254,7 @@ impl Engine {
             qualified(&catalog, &ident),
             view.sql
         );
-        crate::ddl::one_column("Create View", vec![text])
+        QueryResult::column("Create View", vec![text])
     }
 
     /// Plans the views among the relations `statement` reads. `chain` holds the views being
@@ -367,10 +368,6 @@ fn in_view(session: &Session, catalog: &str, schema: &str) -> Session {
     s.catalog = catalog.to_string();
     s.schema = schema.to_string();
     s
-}
-
-fn qualified(catalog: &str, ident: &TableIdent) -> String {
-    format!("{catalog}.{}.{}", ident.namespace.join("."), ident.name)
 }
 
 /// A column type as a view's schema keeps it (Iceberg has neither unsigned integers nor a type

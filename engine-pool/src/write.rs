@@ -38,8 +38,9 @@ use parquet::schema::types::ColumnPath;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogRef, CatalogRefusal, SqeCatalog};
-use crate::engine::{Engine, normalize_ident, update_result};
+use crate::engine::Engine;
 use crate::error::{from_datafusion, from_iceberg};
+use crate::names::{normalize_ident, resolve_name};
 use crate::types::storable_arrow_type;
 
 type QueryTables = Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>;
@@ -124,7 +125,7 @@ impl Engine {
         let Some(source) = insert.source.clone() else {
             return Err(SqeError::invalid("INSERT needs VALUES or a query"));
         };
-        let (catalog_name, schema, table_name) = self.resolve_name(session, name)?;
+        let (catalog_name, schema, table_name) = resolve_name(session, name)?;
         let object = crate::access::Object::table(&catalog_name, &schema, &table_name);
         self.authorize(session, crate::access::Privilege::Insert, &object, || {
             SqeError::not_found(format!(
@@ -147,7 +148,7 @@ impl Engine {
         )?;
         let catalog = self.catalog(session, &catalog_name)?;
         let rows = append(&catalog, &table, &state, plan).await?;
-        update_result(rows)
+        QueryResult::written(rows)
     }
 
     pub(crate) async fn create_table_as(
@@ -186,7 +187,7 @@ impl Engine {
             .create_iceberg_table(session, &ct, schema, partitioned_by)
             .await?
         else {
-            return update_result(0);
+            return QueryResult::written(0);
         };
         let catalog = self.catalog(session, &catalog_name)?;
         let written = match cast_to_table(plan, &table, None, &ident.name) {
@@ -194,7 +195,7 @@ impl Engine {
             Err(e) => Err(e),
         };
         match written {
-            Ok(rows) => update_result(rows),
+            Ok(rows) => QueryResult::written(rows),
             Err(e) => {
                 drop_quietly(catalog.as_ref(), &ident).await;
                 Err(e)

@@ -69,10 +69,11 @@ impl Scalar {
     }
 }
 
-/// The Arrow extension type (canonical, on VARCHAR storage) that marks a column as Trino's JSON
-/// type: set on the answers of `json_parse`, `json_extract`, `json_array_get`, `JSON '…'` and
-/// `CAST(… AS JSON)`, read by the casts from JSON, `typeof` and Trino HTTP's column types.
-pub const JSON_EXTENSION: &str = "arrow.json";
+/// The Arrow extension type that marks a column as Trino's JSON type (defined in sqe-sessions, which
+/// the protocols share): set on the answers of `json_parse`, `json_extract`, `json_array_get`,
+/// `JSON '…'` and `CAST(… AS JSON)`, read by the casts from JSON, `typeof` and Trino HTTP's column
+/// types.
+pub use sqe_sessions::JSON_EXTENSION;
 
 /// Where a field names its Arrow extension type.
 const EXTENSION_TYPE_NAME_KEY: &str = "ARROW:extension:name";

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, StringArray, StructArray, UInt32Array, make_array};
 use arrow::buffer::NullBuffer;
 use arrow::compute::{interleave, take};
-use arrow::datatypes::{DataType, Field, FieldRef, Fields, TimeUnit};
+use arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
@@ -30,36 +30,7 @@ use datafusion::logical_expr::{
 
 use crate::udf::{is_text, unexpected};
 
-/// The struct's field holding the instant, a timestamp in UTC.
-pub const INSTANT: &str = "instant";
-/// The struct's field holding the zone's name (`Europe/Berlin`, `+01:00`, `UTC`).
-pub const ZONE: &str = "zone";
-
-/// A timestamp with a time zone per value, the instants in `unit`.
-pub fn zoned_type(unit: TimeUnit) -> DataType {
-    DataType::Struct(Fields::from(vec![
-        Field::new(INSTANT, DataType::Timestamp(unit, Some("UTC".into())), true),
-        Field::new(ZONE, DataType::Utf8, true),
-    ]))
-}
-
-/// The unit of `t` when it is [`zoned_type`].
-pub fn zoned_unit(t: &DataType) -> Option<TimeUnit> {
-    let DataType::Struct(fields) = t else {
-        return None;
-    };
-    match fields
-        .iter()
-        .map(|f| (f.name().as_str(), f.data_type()))
-        .collect::<Vec<_>>()[..]
-    {
-        [
-            (INSTANT, DataType::Timestamp(unit, Some(utc))),
-            (ZONE, DataType::Utf8),
-        ] if utc.as_ref() == "UTC" => Some(*unit),
-        _ => None,
-    }
-}
+pub use sqe_sessions::{INSTANT, ZONE, zoned_type, zoned_unit};
 
 /// `array` with its type changed to `t`, its values kept (a timestamp's zone, for instance).
 fn retyped(array: &ArrayRef, t: &DataType) -> Result<ArrayRef> {
@@ -408,24 +379,5 @@ impl ScalarUDFImpl for SameZone {
         Vec<&'a datafusion::logical_expr::Expr>,
     )> {
         self.inner.inner().conditional_arguments(args)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_struct_is_recognised_by_its_shape_only() {
-        assert_eq!(
-            zoned_unit(&zoned_type(TimeUnit::Millisecond)),
-            Some(TimeUnit::Millisecond)
-        );
-        let other = DataType::Struct(Fields::from(vec![
-            Field::new(INSTANT, DataType::Timestamp(TimeUnit::Second, None), true),
-            Field::new(ZONE, DataType::Utf8, true),
-        ]));
-        assert_eq!(zoned_unit(&other), None);
-        assert_eq!(zoned_unit(&DataType::Utf8), None);
     }
 }

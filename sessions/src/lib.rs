@@ -7,9 +7,11 @@
 mod batch_bytes;
 mod error;
 mod handle;
+mod results;
 mod session;
 mod sql_text;
 mod store;
+mod value_types;
 
 pub use batch_bytes::rows_within;
 pub use error::{ErrorCode, SqeError, SqeResult};
@@ -17,6 +19,7 @@ pub use handle::random_handle;
 pub use session::{Credential, Principal, Scopes, Session, SessionUpdate};
 pub use sql_text::{MAX_PARAMETERS, bind_parameters, quote_identifier, too_many_parameters};
 pub use store::SessionStore;
+pub use value_types::{INSTANT, JSON_EXTENSION, ZONE, is_json_field, zoned_type, zoned_unit};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;

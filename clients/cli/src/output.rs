@@ -105,7 +105,7 @@ impl Printer {
 /// time zone per value (SQE's struct of instant and zone: each value shown as a timestamp in its
 /// zone), and for CSV and TSV (`nested`) any struct, list or map (as the table shows it).
 fn shown(batch: RecordBatch, nested: bool) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let change = |t: &DataType| sqe_functions::zoned_unit(t).is_some() || (nested && t.is_nested());
+    let change = |t: &DataType| sqe_sessions::zoned_unit(t).is_some() || (nested && t.is_nested());
     if !batch
         .schema()
         .fields()
@@ -132,7 +132,7 @@ fn shown(batch: RecordBatch, nested: bool) -> Result<RecordBatch, arrow::error::
 /// timestamp in its zone.
 fn text(column: &ArrayRef) -> Result<ArrayRef, arrow::error::ArrowError> {
     let options = FormatOptions::default();
-    let values: Vec<Option<String>> = match sqe_functions::zoned_unit(column.data_type()) {
+    let values: Vec<Option<String>> = match sqe_sessions::zoned_unit(column.data_type()) {
         Some(unit) => {
             let s = column.as_struct();
             let (instants, zones) = (s.column(0), s.column(1).as_string::<i32>());

@@ -11,6 +11,7 @@ use arrow::datatypes::{
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use base64::Engine as _;
 use serde_json::{Value, json};
+use sqe_sessions::{JSON_EXTENSION, zoned_unit};
 
 /// Unbounded varchar, as Trino reports it.
 const VARCHAR_MAX: i64 = 2_147_483_647;
@@ -29,32 +30,6 @@ fn timestamp_precision(unit: &TimeUnit) -> i64 {
         TimeUnit::Millisecond => 3,
         TimeUnit::Microsecond => 6,
         TimeUnit::Nanosecond => 9,
-    }
-}
-
-/// The Arrow extension type SQE marks Trino's JSON type with (VARCHAR storage).
-const JSON_EXTENSION: &str = "arrow.json";
-
-/// The unit of a timestamp with a time zone per value: SQE's struct of the instant (a timestamp
-/// in UTC) and the zone's name, fields `instant` and `zone` (sqe-functions' zoned.rs; this crate
-/// builds without it).
-fn zoned_unit(t: &DataType) -> Option<TimeUnit> {
-    let DataType::Struct(fields) = t else {
-        return None;
-    };
-    match (fields.first(), fields.get(1), fields.len()) {
-        (Some(i), Some(z), 2)
-            if i.name() == "instant"
-                && z.name() == "zone"
-                && *z.data_type() == DataType::Utf8
-                && matches!(i.data_type(), DataType::Timestamp(_, Some(utc)) if utc.as_ref() == "UTC") =>
-        {
-            match i.data_type() {
-                DataType::Timestamp(unit, _) => Some(*unit),
-                _ => None,
-            }
-        }
-        _ => None,
     }
 }
 
