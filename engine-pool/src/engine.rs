@@ -34,7 +34,8 @@ use sqe_sessions::{
     BatchStream, ErrorCode, IngestTarget, QueryResult, QueryService, Session, SqeError, SqeResult,
 };
 
-use crate::admission::{Admission, AdmissionConfig, QueryRegistry, SystemCatalog, admitted};
+use crate::admission::{Admission, AdmissionConfig, QueryRegistry, admitted};
+use crate::catalog::system::{Caller, SystemCatalog};
 use crate::attach::{SessionMounts, SessionScoped};
 use crate::catalog::backend::{CatalogMount, CatalogRef, SharedMount};
 use crate::catalog::hms::{HmsCatalog, HmsConfig};
@@ -119,23 +120,6 @@ impl EngineConfig {
             .unwrap_or_else(|| PathBuf::from("."))
             .join(".sqe")
             .join("warehouse")
-    }
-}
-
-/// Who runs a statement, as its session state carries it to the table providers that answer
-/// differently for each caller (`system.runtime.queries`). A state without one is nobody's.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Caller {
-    pub name: String,
-    pub admin: bool,
-}
-
-impl Caller {
-    pub fn of(config: &SessionConfig) -> Self {
-        config
-            .get_extension::<Caller>()
-            .map(|c| c.as_ref().clone())
-            .unwrap_or_default()
     }
 }
 

@@ -5,7 +5,23 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 use sqe_sessions::{ErrorCode, SqeError};
 
-use crate::catalog::backend::CatalogRefusal;
+
+/// What a remote catalog refused, or why it could not be reached, kept as the source of an
+/// iceberg error so that the engine tells the caller the catalog's own words with a code of their
+/// own (see [`from_iceberg`]), rather than an internal error.
+#[derive(Debug)]
+pub struct CatalogRefusal {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl std::fmt::Display for CatalogRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CatalogRefusal {}
 
 const PREFIXES: &[&str] = &[
     "Error during planning: ",

@@ -37,7 +37,8 @@ use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
-use crate::catalog::backend::{CatalogRef, CatalogRefusal, SqeCatalog};
+use crate::catalog::backend::{CatalogRef, SqeCatalog};
+use crate::error::CatalogRefusal;
 use crate::engine::Engine;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::names::{normalize_ident, resolve_name};

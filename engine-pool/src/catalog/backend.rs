@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use iceberg::table::Table;
 use iceberg::{Catalog, Error, ErrorKind, NamespaceIdent, Result, TableIdent};
 use iceberg::{TableRequirement, TableUpdate};
-use sqe_sessions::{ErrorCode, Session, SqeResult};
+use sqe_sessions::{Session, SqeResult};
 
 use super::view::{ViewChange, ViewDefinition};
 
@@ -140,23 +140,6 @@ pub trait SqeCatalog: Catalog {
         ))
     }
 }
-
-/// What a remote catalog refused, or why it could not be reached, kept as the source of an
-/// iceberg error so that the engine tells the caller the catalog's own words with a code of their
-/// own (see `crate::error::from_iceberg`), rather than an internal error.
-#[derive(Debug)]
-pub struct CatalogRefusal {
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl std::fmt::Display for CatalogRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CatalogRefusal {}
 
 /// A catalog handle as one statement uses it.
 pub type CatalogRef = Arc<dyn SqeCatalog>;

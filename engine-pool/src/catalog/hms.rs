@@ -34,7 +34,8 @@ use iceberg::{
 };
 use sqe_sessions::ErrorCode;
 
-use super::backend::{CatalogRefusal, SqeCatalog};
+use super::backend::SqeCatalog;
+use crate::error::CatalogRefusal;
 use super::storage::CatalogStorageFactory;
 use super::thrift::{Call, ThriftError, Value, read_reply};
 use super::view::{self, ViewDefinition};

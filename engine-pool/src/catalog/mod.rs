@@ -12,5 +12,6 @@ pub mod rest;
 pub mod scan;
 pub mod sql;
 pub mod storage;
+pub mod system;
 mod thrift;
 pub mod view;

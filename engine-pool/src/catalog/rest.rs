@@ -38,7 +38,8 @@ use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
 use sha2::{Digest, Sha256};
 use sqe_sessions::{ErrorCode, Session, SqeError, SqeResult};
 
-use super::backend::{CatalogMount, CatalogRef, CatalogRefusal, SqeCatalog};
+use super::backend::{CatalogMount, CatalogRef, SqeCatalog};
+use crate::error::CatalogRefusal;
 use super::storage::CatalogStorageFactory;
 use super::view::{self, ViewChange, ViewDefinition};
 use crate::file_access::Confinement;

@@ -27,7 +27,8 @@ use iceberg::{
 };
 use rusqlite::Connection;
 
-use super::backend::{CatalogRefusal, SqeCatalog};
+use super::backend::SqeCatalog;
+use crate::error::CatalogRefusal;
 use super::column_stats::ManifestCache;
 use super::storage::CatalogStorageFactory;
 use super::view::{self, ViewChange, ViewDefinition};

@@ -25,7 +25,7 @@ use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sqe_sessions::ErrorCode;
 
-use super::backend::CatalogRefusal;
+use crate::error::CatalogRefusal;
 use crate::file_access::Confinement;
 
 /// Builds a catalog's [`CatalogStorage`].
