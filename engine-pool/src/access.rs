@@ -591,9 +591,10 @@ impl Engine {
             return None;
         }
         let catalogs = self
-            .catalogs
+            .mounts
+            .server()
             .keys()
-            .filter_map(|name| Some((name.clone(), self.catalog(session, name).ok()?)))
+            .filter_map(|name| Some((name.clone(), self.mounts.bind(session, name).ok()?)))
             .collect();
         Some(Visibility {
             who: Who {
@@ -622,7 +623,7 @@ impl Engine {
         if self.is_admin(session) {
             return Ok(None);
         }
-        let handle = self.catalog(session, catalog)?;
+        let handle = self.mounts.bind(session, catalog)?;
         let db = self.policy_db_of(catalog, &handle);
         let who = self.who(session, db, catalog)?;
         let policies = match db {
@@ -682,8 +683,8 @@ impl Engine {
             return None;
         }
         handle.policy_db().or_else(|| {
-            self.catalogs
-                .contains_key(catalog)
+            self.mounts
+                .is_server_catalog(catalog)
                 .then_some(self.policy_store.as_deref())
                 .flatten()
         })
@@ -774,7 +775,7 @@ impl Engine {
     /// Records the caller as the owner of an object they created (where the catalog keeps
     /// policies), replacing any earlier owner of that name.
     pub(crate) fn record_owner(&self, session: &Session, object: &Object) -> SqeResult<()> {
-        let handle = self.catalog(session, &object.catalog)?;
+        let handle = self.mounts.bind(session, &object.catalog)?;
         let Some(db) = self.policy_db_of(&object.catalog, &handle) else {
             return Ok(());
         };
@@ -799,7 +800,7 @@ impl Engine {
         to: &Object,
     ) -> SqeResult<()> {
         self.forget_object(session, to)?;
-        let handle = self.catalog(session, &from.catalog)?;
+        let handle = self.mounts.bind(session, &from.catalog)?;
         let Some(db) = self.policy_db_of(&from.catalog, &handle) else {
             return Ok(());
         };
@@ -826,7 +827,7 @@ impl Engine {
     /// Forgets the owner, privileges, row filters and column masks of a dropped object: a table made again under
     /// its name starts with none.
     pub(crate) fn forget_object(&self, session: &Session, object: &Object) -> SqeResult<()> {
-        let handle = self.catalog(session, &object.catalog)?;
+        let handle = self.mounts.bind(session, &object.catalog)?;
         let Some(db) = self.policy_db_of(&object.catalog, &handle) else {
             return Ok(());
         };
@@ -878,7 +879,7 @@ impl Engine {
             if catalog == crate::names::QUERY_CATALOG
                 || catalog == "system"
                 || schema == "information_schema"
-                || self.mount(session, catalog).is_err()
+                || self.mounts.mount(session, catalog).is_err()
             {
                 continue;
             }
@@ -988,7 +989,7 @@ impl Engine {
                 "Access Denied: only an admin manages roles",
             ));
         }
-        let handle = self.catalog(session, &session.catalog)?;
+        let handle = self.mounts.bind(session, &session.catalog)?;
         if self.policy_db_of(&session.catalog, &handle).is_none() {
             return Err(self.no_policies(&session.catalog));
         }
@@ -1138,7 +1139,7 @@ impl Engine {
             .map(grantee_of)
             .collect::<SqeResult<Vec<_>>>()?;
         for object in &objects {
-            let handle = self.catalog(session, &object.catalog)?;
+            let handle = self.mounts.bind(session, &object.catalog)?;
             let db = self
                 .policy_db_of(&object.catalog, &handle)
                 .ok_or_else(|| self.no_policies(&object.catalog))?;
@@ -1227,7 +1228,7 @@ impl Engine {
                 .iter()
                 .map(|n| {
                     let name = single_name(n, "catalog")?;
-                    self.mount(session, &name).map_err(|_| {
+                    self.mounts.mount(session, &name).map_err(|_| {
                         SqeError::not_found(format!("catalog '{name}' does not exist"))
                     })?;
                     Ok(Object::catalog(&name))
@@ -1241,7 +1242,7 @@ impl Engine {
 
     /// Refuses a grant on a schema or table that does not exist.
     async fn check_exists(&self, session: &Session, object: &Object) -> SqeResult<()> {
-        let handle = self.catalog(session, &object.catalog)?;
+        let handle = self.mounts.bind(session, &object.catalog)?;
         if object.schema.is_empty() {
             return Ok(());
         }
@@ -1309,7 +1310,7 @@ impl Engine {
         let catalog = on
             .as_ref()
             .map_or(session.catalog.clone(), |o| o.catalog.clone());
-        let handle = self.catalog(session, &catalog)?;
+        let handle = self.mounts.bind(session, &catalog)?;
         let db = self
             .policy_db_of(&catalog, &handle)
             .ok_or_else(|| self.no_policies(&catalog))?;
@@ -1589,9 +1590,10 @@ impl Engine {
         // Roles the server's own catalogs grant (never one a session attached, whose database its
         // user may write), whichever catalog the session is in.
         let handles: Vec<(String, crate::catalog::backend::CatalogRef)> = self
-            .catalogs
+            .mounts
+            .server()
             .keys()
-            .filter_map(|c| Some((c.clone(), self.catalog(session, c).ok()?)))
+            .filter_map(|c| Some((c.clone(), self.mounts.bind(session, c).ok()?)))
             .collect();
         let name = session.principal.name.clone();
         let store = self.policy_store.clone();

@@ -12,10 +12,8 @@
 //! `AUTH passthrough` (the caller's own token; the default when the session has one) or `none`, or
 //! `SECRET name`: a bearer secret as its token, an s3 secret as its tables' storage credentials.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -28,13 +26,8 @@ use crate::catalog::rest::{RestAuth, RestCatalogConfig, RestMount};
 use crate::catalog::sql::{PostgresConfig, SqlCatalog};
 use crate::engine::Engine;
 use crate::error::from_iceberg;
-use crate::file_access::Access;
+use crate::files::policy::Access;
 use crate::names::{QUERY_CATALOG, SYSTEM_CATALOG};
-
-/// Catalogs (or secrets) one session may hold at once.
-const MAX_PER_SESSION: usize = 16;
-/// Sessions with attached catalogs kept at once; past this the least recently used is dropped.
-const MAX_SESSIONS: usize = 4096;
 
 /// `ATTACH …`, parsed.
 #[derive(Debug, PartialEq)]
@@ -202,117 +195,6 @@ pub(crate) fn parse_detach(sql: &str) -> SqeResult<Detach> {
     Ok(Detach { name, if_exists })
 }
 
-/// What sessions keep for themselves (attached catalogs, secrets), by session id, each entry
-/// reachable only by the principal whose session it is, whatever id another presents.
-pub(crate) struct SessionScoped<T> {
-    sessions: Mutex<HashMap<String, Owned<T>>>,
-    /// Entries one session may hold at once.
-    per_session: usize,
-    /// What the entries are and how to free one, for errors.
-    what: &'static str,
-    free: &'static str,
-}
-
-struct Owned<T> {
-    owner: String,
-    items: BTreeMap<String, T>,
-    used: Instant,
-}
-
-/// The catalogs sessions attached.
-pub(crate) type SessionMounts = SessionScoped<Arc<dyn CatalogMount>>;
-
-impl<T: Clone> SessionScoped<T> {
-    pub fn new(what: &'static str, free: &'static str) -> Self {
-        Self {
-            sessions: Mutex::new(HashMap::new()),
-            per_session: MAX_PER_SESSION,
-            what,
-            free,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Owned<T>>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The session's entries, by name.
-    pub fn of(&self, session: &Session) -> Vec<(String, T)> {
-        let mut sessions = self.lock();
-        match sessions.get_mut(&session.id) {
-            Some(o) if o.owner == session.principal.name => {
-                o.used = Instant::now();
-                o.items
-                    .iter()
-                    .map(|(n, m)| (n.clone(), m.clone()))
-                    .collect()
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    pub fn get(&self, session: &Session, name: &str) -> Option<T> {
-        let sessions = self.lock();
-        let owned = sessions.get(&session.id)?;
-        (owned.owner == session.principal.name)
-            .then(|| owned.items.get(name).cloned())
-            .flatten()
-    }
-
-    /// Adds (or replaces) an entry.
-    pub fn add(&self, session: &Session, name: String, item: T) -> SqeResult<()> {
-        let mut sessions = self.lock();
-        if !sessions.contains_key(&session.id) && sessions.len() >= MAX_SESSIONS {
-            let oldest = sessions
-                .iter()
-                .min_by_key(|(_, o)| o.used)
-                .map(|(id, _)| id.clone());
-            if let Some(id) = oldest {
-                sessions.remove(&id);
-            }
-        }
-        let owned = sessions.entry(session.id.clone()).or_insert_with(|| Owned {
-            owner: session.principal.name.clone(),
-            items: BTreeMap::new(),
-            used: Instant::now(),
-        });
-        if owned.owner != session.principal.name {
-            return Err(SqeError::new(
-                ErrorCode::PermissionDenied,
-                "this session belongs to another user",
-            ));
-        }
-        if owned.items.len() >= self.per_session && !owned.items.contains_key(&name) {
-            return Err(SqeError::new(
-                ErrorCode::ResourceExhausted,
-                format!(
-                    "a session may hold at most {} {}; {} one first",
-                    self.per_session, self.what, self.free
-                ),
-            ));
-        }
-        owned.used = Instant::now();
-        owned.items.insert(name, item);
-        Ok(())
-    }
-
-    /// Removes an entry; false if the session had none by that name.
-    pub fn remove(&self, session: &Session, name: &str) -> bool {
-        let mut sessions = self.lock();
-        let Some(owned) = sessions.get_mut(&session.id) else {
-            return false;
-        };
-        if owned.owner != session.principal.name {
-            return false;
-        }
-        let removed = owned.items.remove(name).is_some();
-        if owned.items.is_empty() {
-            sessions.remove(&session.id);
-        }
-        removed
-    }
-}
-
 /// What kind of catalog an ATTACH names.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
@@ -363,12 +245,12 @@ impl Engine {
             ));
         }
         let name = attach.name.clone();
-        if name == SYSTEM_CATALOG || name == QUERY_CATALOG || self.catalogs.contains_key(&name) {
+        if name == SYSTEM_CATALOG || name == QUERY_CATALOG || self.mounts.is_server_catalog(&name) {
             return Err(SqeError::already_exists(format!(
                 "catalog '{name}' is mounted by the server; choose another name"
             )));
         }
-        if self.session_mounts.get(session, &name).is_some() {
+        if self.mounts.attached().get(session, &name).is_some() {
             if attach.if_not_exists {
                 return Ok(QueryResult::empty());
             }
@@ -401,9 +283,9 @@ impl Engine {
                     .strip_prefix("file://")
                     .unwrap_or(&attach.uri)
                     .to_string();
-                self.check_path(&dir, Access::Write)?;
+                self.files.check(&dir, Access::Write)?;
                 let dir = PathBuf::from(dir);
-                let confinement = self.attached_confinement(Some(&dir));
+                let confinement = self.files.confinement(Some(&dir));
                 let catalog = tokio::task::spawn_blocking(move || {
                     SqlCatalog::open(&name, &dir).map(|c| c.confined(confinement))
                 })
@@ -413,7 +295,7 @@ impl Engine {
                 Arc::new(SharedMount::new(Arc::new(catalog)))
             }
             Kind::Rest => {
-                self.check_catalog_uri(&attach.uri)?;
+                self.files.check_catalog_uri(&attach.uri)?;
                 let secret = match option("secret") {
                     Some(name) => Some(self.secret(session, &name)?),
                     None => None,
@@ -444,14 +326,10 @@ impl Engine {
                     properties: secret.map(|s| s.storage_properties()).unwrap_or_default(),
                     locations: Vec::new(),
                 };
-                Arc::new(RestMount::new(
-                    &name,
-                    config,
-                    self.attached_confinement(None),
-                )?)
+                Arc::new(RestMount::new(&name, config, self.files.confinement(None))?)
             }
             Kind::Hms => {
-                self.check_catalog_uri(&attach.uri)?;
+                self.files.check_catalog_uri(&attach.uri)?;
                 let properties = match option("secret") {
                     Some(name) => self.secret(session, &name)?.storage_properties(),
                     None => Default::default(),
@@ -461,24 +339,24 @@ impl Engine {
                     properties,
                     locations: Vec::new(),
                 };
-                let catalog = HmsCatalog::new(&name, &config, self.attached_confinement(None))
+                let catalog = HmsCatalog::new(&name, &config, self.files.confinement(None))
                     .map_err(from_iceberg)?;
                 Arc::new(SharedMount::new(Arc::new(catalog)))
             }
             Kind::Postgres => {
-                self.check_catalog_uri(&attach.uri)?;
+                self.files.check_catalog_uri(&attach.uri)?;
                 let Some(warehouse) = option("warehouse") else {
                     return Err(SqeError::invalid(
                         "a jdbc catalog needs WAREHOUSE, the local directory its new tables go to",
                     ));
                 };
-                self.check_path(&warehouse, Access::Write)?;
+                self.files.check(&warehouse, Access::Write)?;
                 let config = PostgresConfig {
                     uri: attach.uri.clone(),
                     password: None,
                     warehouse: PathBuf::from(warehouse),
                 };
-                let confinement = self.attached_confinement(Some(&config.warehouse));
+                let confinement = self.files.confinement(Some(&config.warehouse));
                 let catalog = tokio::task::spawn_blocking(move || {
                     SqlCatalog::open_postgres(&name, &config).map(|c| c.confined(confinement))
                 })
@@ -488,16 +366,16 @@ impl Engine {
                 Arc::new(SharedMount::new(Arc::new(catalog)))
             }
         };
-        self.session_mounts.add(session, attach.name, mount)?;
+        self.mounts.attached().add(session, attach.name, mount)?;
         Ok(QueryResult::empty())
     }
 
     pub(crate) fn detach(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         let detach = parse_detach(sql)?;
-        if self.session_mounts.remove(session, &detach.name) || detach.if_exists {
+        if self.mounts.attached().remove(session, &detach.name) || detach.if_exists {
             return Ok(QueryResult::empty());
         }
-        if self.catalogs.contains_key(&detach.name) {
+        if self.mounts.is_server_catalog(&detach.name) {
             return Err(SqeError::new(
                 ErrorCode::PermissionDenied,
                 format!(

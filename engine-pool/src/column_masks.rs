@@ -482,7 +482,7 @@ impl Engine {
             ));
         }
         let catalog = session.catalog.clone();
-        let handle = self.catalog(session, &catalog)?;
+        let handle = self.mounts.bind(session, &catalog)?;
         let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no masks (only SQLite and PostgreSQL catalogs do)"
@@ -541,9 +541,9 @@ impl Engine {
         self.authorize_owner(session, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
         })?;
-        let (_, _, loaded) = self.load(session, &table_name).await?;
+        let (_, _, loaded) = self.mounts.table(session, &table_name).await?;
         let current = loaded.metadata().current_schema().clone();
-        let handle = self.catalog(session, &catalog)?;
+        let handle = self.mounts.bind(session, &catalog)?;
         let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no column masks (only SQLite and PostgreSQL catalogs do)"

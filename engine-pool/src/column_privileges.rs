@@ -50,7 +50,7 @@ impl Engine {
         let (catalog, schema, table) = resolve_name(session, name)?;
         let object = Object::table(&catalog, &schema, &table);
         self.may_change_columns(session, &object, grant)?;
-        let (_, _, loaded) = self.load(session, name).await?;
+        let (_, _, loaded) = self.mounts.table(session, name).await?;
         let current = loaded.metadata().current_schema().clone();
         let mut field_ids = Vec::with_capacity(columns.len());
         for column in columns {
@@ -67,7 +67,7 @@ impl Engine {
                 })?;
             field_ids.push(field.id.to_string());
         }
-        let handle = self.catalog(session, &catalog)?;
+        let handle = self.mounts.bind(session, &catalog)?;
         let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no privileges (only SQLite and PostgreSQL catalogs do)"
@@ -299,7 +299,7 @@ impl Engine {
             || catalog == crate::names::QUERY_CATALOG
             || catalog == "system"
             || schema == "information_schema"
-            || self.mount(session, &catalog).is_err()
+            || self.mounts.mount(session, &catalog).is_err()
         {
             return None;
         }

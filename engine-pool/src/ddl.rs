@@ -24,7 +24,7 @@ use crate::catalog::backend::CatalogRef;
 use crate::catalog::provider::load_table_opt;
 use crate::engine::Engine;
 use crate::error::from_iceberg;
-use crate::file_access::Access;
+use crate::files::policy::Access;
 use crate::names::{SYSTEM_CATALOG, normalize_ident, object_parts, schema_name, table_ident};
 use crate::prepass::Prepared;
 use crate::session_properties::{reset_session, set_session, show_session};
@@ -287,30 +287,6 @@ fn create_schema(ct: &CreateTable) -> SqeResult<Schema> {
 }
 
 impl Engine {
-    pub(crate) async fn load(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-    ) -> SqeResult<(String, TableIdent, Table)> {
-        let (catalog, ident) = table_ident(session, name)?;
-        let handle = self.catalog(session, &catalog)?;
-        let Some(table) = load_table_opt(handle.as_ref(), &ident)
-            .await
-            .map_err(from_iceberg)?
-        else {
-            let full = format!("{catalog}.{}.{}", ident.namespace.join("."), ident.name);
-            if handle.supports_views() && handle.view_exists(&ident).await.map_err(from_iceberg)? {
-                return Err(SqeError::invalid(format!(
-                    "'{full}' is a view, not a table"
-                )));
-            }
-            return Err(SqeError::not_found(format!(
-                "table '{full}' does not exist"
-            )));
-        };
-        Ok((catalog, ident, table))
-    }
-
     /// The catalog holding `schema`, or a not-found error naming the schema.
     async fn existing_schema(
         &self,
@@ -318,7 +294,7 @@ impl Engine {
         catalog_name: &str,
         schema: &str,
     ) -> SqeResult<CatalogRef> {
-        let catalog = self.catalog(session, catalog_name)?;
+        let catalog = self.mounts.bind(session, catalog_name)?;
         let exists = catalog
             .namespace_exists(&NamespaceIdent::new(schema.to_string()))
             .await
@@ -367,7 +343,7 @@ impl Engine {
         self.authorize(session, Privilege::Create, &schema_object, || {
             SqeError::internal("a schema is never hidden")
         })?;
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
             if ct.if_not_exists {
                 return Ok(None);
@@ -382,7 +358,7 @@ impl Engine {
         let spec = partition_spec(&schema, with_partitioning, partitioned_by)?;
         let location = props.remove("__location").or_else(|| ct.location.clone());
         if let Some(l) = &location {
-            self.check_path(l, Access::TableLocation)?;
+            self.files.check(l, Access::TableLocation)?;
         }
         if let Some(comment) = &ct.comment {
             props.insert("comment".to_string(), comment.to_string());
@@ -434,7 +410,7 @@ impl Engine {
                 self.authorize(session, Privilege::Create, &object, || {
                     SqeError::internal("a schema is never hidden")
                 })?;
-                let catalog = self.catalog(session, &catalog_name)?;
+                let catalog = self.mounts.bind(session, &catalog_name)?;
                 let ns = NamespaceIdent::new(schema.clone());
                 if catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
                     if if_not_exists {
@@ -511,13 +487,15 @@ impl Engine {
                 }
                 let pattern = like_filter(&show_options)?;
                 let attached: Vec<String> = self
-                    .session_mounts
+                    .mounts
+                    .attached()
                     .of(session)
                     .into_iter()
                     .map(|(n, _)| n)
                     .collect();
                 let mut names: Vec<String> = self
-                    .catalogs
+                    .mounts
+                    .server()
                     .keys()
                     .map(String::as_str)
                     .chain(attached.iter().map(String::as_str))
@@ -534,7 +512,7 @@ impl Engine {
                     Some(n) => object_parts(n)?.pop().unwrap_or_default(),
                     None => session.catalog.clone(),
                 };
-                let catalog = self.catalog(session, &catalog_name)?;
+                let catalog = self.mounts.bind(session, &catalog_name)?;
                 let pattern = like_filter(&show_options)?;
                 let mut names = catalog.namespace_names().await.map_err(from_iceberg)?;
                 names.push("information_schema".to_string());
@@ -594,7 +572,7 @@ impl Engine {
             Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
             other => other?,
         }
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         if !catalog.table_exists(&ident).await.map_err(from_iceberg)? {
             if catalog.supports_views()
                 && catalog.view_exists(&ident).await.map_err(from_iceberg)?
@@ -632,7 +610,7 @@ impl Engine {
         self.authorize(session, Privilege::Drop, &object, || {
             SqeError::internal("a schema is never hidden")
         })?;
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         let ns = NamespaceIdent::new(schema.clone());
         if !catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
             if if_exists {
@@ -706,7 +684,7 @@ impl Engine {
             Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
             other => other?,
         }
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         let Some(table) = load_table_opt(catalog.as_ref(), &ident)
             .await
             .map_err(from_iceberg)?
@@ -871,7 +849,7 @@ impl Engine {
                 let [c] = parts.as_slice() else {
                     return Err(SqeError::invalid(format!("'{n}' is not a catalog name")));
                 };
-                self.mount(session, c)?;
+                self.mounts.mount(session, c)?;
                 return Ok(QueryResult {
                     session_update: Some(SessionUpdate {
                         catalog: Some(c.clone()),
@@ -898,14 +876,14 @@ impl Engine {
     async fn describe(&self, session: &Session, name: &ObjectName) -> SqeResult<QueryResult> {
         let (catalog_name, ident) = table_ident(session, name)?;
         self.hidden_is_absent(session, &catalog_name, &ident)?;
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
             && let Some((_, _, view)) = self.find_view(session, name).await?
         {
             let fields = view.schema.as_struct().fields();
             return describe_rows(fields, vec![String::new(); fields.len()]);
         }
-        let (_, ident, table) = self.load(session, name).await?;
+        let (_, ident, table) = self.mounts.table(session, name).await?;
         let schema = table.metadata().current_schema();
         let spec = table.metadata().default_partition_spec();
         let fields =
@@ -950,7 +928,7 @@ impl Engine {
     ) -> SqeResult<QueryResult> {
         let (catalog_name, ident) = table_ident(session, name)?;
         self.hidden_is_absent(session, &catalog_name, &ident)?;
-        let (catalog, ident, table) = self.load(session, name).await?;
+        let (catalog, ident, table) = self.mounts.table(session, name).await?;
         let schema = table.metadata().current_schema();
         let fields =
             self.listed_columns(session, &catalog_name, &ident, schema.as_struct().fields())?;

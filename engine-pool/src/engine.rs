@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
 use datafusion::arrow::array::RecordBatch;
@@ -35,26 +35,27 @@ use sqe_sessions::{
 };
 
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, admitted};
-use crate::catalog::system::{Caller, SystemCatalog};
-use crate::attach::{SessionMounts, SessionScoped};
-use crate::catalog::backend::{CatalogMount, CatalogRef, SharedMount};
-use crate::catalog::hms::{HmsCatalog, HmsConfig};
+use crate::catalog::backend::CatalogRef;
+use crate::catalog::hms::HmsConfig;
 use crate::catalog::information::{Catalogs, WithInformationSchema};
+use crate::catalog::mounts::{MountConfig, Mounts};
 use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt};
-use crate::catalog::rest::{RestCatalogConfig, RestMount};
-use crate::catalog::sql::{PostgresConfig, SqlCatalog};
+use crate::catalog::rest::RestCatalogConfig;
+use crate::catalog::sql::PostgresConfig;
+use crate::catalog::system::{Caller, SystemCatalog};
 use crate::ddl::starts_with_words;
 use crate::error::{from_datafusion, from_iceberg};
-use crate::file_access::{Access, Confinement, FileAccess};
-use crate::files::{FileFormat, FileOptions, OptionValue, file_table};
+use crate::files::policy::{Access, FileAccess, FilePolicy};
+use crate::files::table_functions::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::guard::{Planning, check_depth, check_length};
 use crate::names::{QUERY_CATALOG, QUERY_SCHEMA, SYSTEM_CATALOG, resolve_name};
 use crate::object_stores::{ObjectStores, S3Settings};
 use crate::optimizer::SqeOptimizerOptions;
 use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
-use crate::secret_store::SecretStore;
+use crate::secrets::store::SecretStore;
 use crate::secrets::{CreateSecret, Secret, is_create_secret, recorded_text};
 use crate::session_properties::{check_session, max_run_time, time_zone};
+use crate::session_scoped::SessionScoped;
 use crate::views::{PlannedView, WithViews};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
@@ -124,13 +125,8 @@ impl EngineConfig {
 }
 
 pub struct Engine {
-    /// Every mounted catalog, by name.
-    pub(crate) catalogs: BTreeMap<String, Arc<dyn CatalogMount>>,
-    /// True when some catalog is reached with each session's own credential: every statement
-    /// then gets a catalog list of its own, holding that session's clients.
-    per_session: bool,
-    /// Catalogs sessions attached for themselves (`ATTACH`).
-    pub(crate) session_mounts: SessionMounts,
+    /// The catalogs statements reach: the server's and those sessions attached.
+    pub(crate) mounts: Arc<Mounts>,
     /// Secrets sessions made for themselves (`CREATE SECRET`).
     pub(crate) session_secrets: SessionScoped<Secret>,
     pub(crate) persistent_secrets: Option<SecretStore>,
@@ -141,7 +137,7 @@ pub struct Engine {
     pub(crate) mask_key: Option<Vec<u8>>,
     pub(crate) policy_store: Option<Arc<dyn crate::access::PolicyDb>>,
     pub(crate) ranger: Option<Arc<crate::ranger::Ranger>>,
-    files: FileAccess,
+    pub(crate) files: FilePolicy,
     state: SessionState,
     admission: Admission,
     registry: Arc<QueryRegistry>,
@@ -154,7 +150,7 @@ pub struct Engine {
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
-            .field("catalogs", &self.catalogs.keys())
+            .field("catalogs", &self.mounts.server().keys())
             .finish()
     }
 }
@@ -182,52 +178,21 @@ impl Engine {
         let Some((default_catalog, _)) = config.catalogs.first().cloned() else {
             return Err(SqeError::invalid("at least one catalog must be mounted"));
         };
-        let mut mounts: Vec<(String, Arc<dyn CatalogMount>)> = Vec::new();
-        let warehouses: Vec<PathBuf> = (config.catalogs.iter().map(|(_, dir)| dir))
-            .chain(config.postgres_catalogs.iter().map(|(_, pg)| &pg.warehouse))
-            .cloned()
-            .collect();
-        let confine = |own: Option<&Path>, declared: &[String], any_object_store: bool| {
-            Confinement::new(&config.files, own, declared, any_object_store, &warehouses)
-        };
-        for (name, dir) in &config.catalogs {
-            let name = name.to_lowercase();
-            let catalog = SqlCatalog::open(&name, dir).map_err(from_iceberg)?;
-            let catalog = catalog.confined(confine(Some(dir), &[], false));
-            mounts.push((name, Arc::new(SharedMount::new(Arc::new(catalog)))));
-        }
-        for (name, pg) in &config.postgres_catalogs {
-            let name = name.to_lowercase();
-            let catalog = SqlCatalog::open_postgres(&name, pg).map_err(from_iceberg)?;
-            let catalog = catalog.confined(confine(Some(&pg.warehouse), &[], false));
-            mounts.push((name, Arc::new(SharedMount::new(Arc::new(catalog)))));
-        }
-        for (name, rest) in &config.rest_catalogs {
-            let name = name.to_lowercase();
-            let confinement = confine(None, &rest.locations, true);
-            let mount = RestMount::new(&name, rest.clone(), confinement)?;
-            mounts.push((name.clone(), Arc::new(mount)));
-        }
-        for (name, hms) in &config.hms_catalogs {
-            let name = name.to_lowercase();
-            let confinement = confine(None, &hms.locations, true);
-            let catalog = HmsCatalog::new(&name, hms, confinement).map_err(from_iceberg)?;
-            mounts.push((name, Arc::new(SharedMount::new(Arc::new(catalog)))));
-        }
+        let mounts = Mounts::open(
+            MountConfig {
+                warehouses: &config.catalogs,
+                postgres: &config.postgres_catalogs,
+                rest: &config.rest_catalogs,
+                hms: &config.hms_catalogs,
+            },
+            &config.files,
+        )?;
         let list = Arc::new(MemoryCatalogProviderList::new());
-        let mut catalogs = BTreeMap::new();
-        for (name, mount) in mounts {
-            if catalogs.contains_key(&name) || name == QUERY_CATALOG || name == SYSTEM_CATALOG {
-                return Err(SqeError::invalid(format!(
-                    "catalog name '{name}' is used twice"
-                )));
-            }
+        for (name, mount) in mounts.server() {
             if let Some(catalog) = mount.shared_catalog() {
-                list.register_catalog(name.clone(), catalog_provider(&name, catalog));
+                list.register_catalog(name.clone(), catalog_provider(name, catalog));
             }
-            catalogs.insert(name, mount);
         }
-        let per_session = catalogs.values().any(|m| m.shared_catalog().is_none());
         let registry = Arc::new(QueryRegistry::default());
         register_system_catalog(&list, &registry);
         // information_schema is SQE's own (Trino's shape, per catalog), not DataFusion's.
@@ -281,9 +246,8 @@ impl Engine {
             ))
             .map_err(from_datafusion)?;
         Ok(Self {
-            catalogs,
-            per_session,
-            session_mounts: SessionMounts::new("attached catalogs", "DETACH"),
+            files: FilePolicy::new(config.files.clone(), mounts.local_warehouses()),
+            mounts: Arc::new(mounts),
             session_secrets: SessionScoped::new("secrets", "DROP SECRET"),
             persistent_secrets: persistent_secrets(&config)?,
             default_catalog: default_catalog.to_lowercase(),
@@ -299,7 +263,6 @@ impl Engine {
                 .map(crate::ranger::Ranger::start)
                 .transpose()?,
             access_default_allow: config.access_default == crate::access::AccessDefault::Allow,
-            files: config.files.clone(),
             state,
             admission: Admission::new(config.admission.clone()),
             registry,
@@ -319,7 +282,7 @@ impl Engine {
 
     /// The mounted catalogs' names.
     pub fn catalog_names(&self) -> Vec<String> {
-        self.catalogs.keys().cloned().collect()
+        self.mounts.server().keys().cloned().collect()
     }
 
     /// From now on new statements are refused; running ones go on.
@@ -341,47 +304,6 @@ impl Engine {
             ));
         }
         Ok(())
-    }
-
-    /// Refuses a path the file policy does not allow for `access`.
-    pub(crate) fn check_path(&self, path: &str, access: Access) -> SqeResult<()> {
-        if matches!(self.files, FileAccess::Unrestricted) {
-            return Ok(());
-        }
-        self.files.check(path, access, &self.warehouses())
-    }
-
-    /// The local warehouses of the catalogs the server mounts.
-    fn warehouses(&self) -> Vec<PathBuf> {
-        self.catalogs
-            .values()
-            .filter_map(|c| c.local_warehouse().map(Path::to_path_buf))
-            .collect()
-    }
-
-    /// Where the tables of a catalog a session attaches may keep their files: its own warehouse
-    /// (`own`), and what the session's file functions could read anyway.
-    pub(crate) fn attached_confinement(&self, own: Option<&Path>) -> Confinement {
-        Confinement::new(&self.files, own, &[], false, &self.warehouses())
-    }
-
-    /// The catalog `name` as `session` reaches it.
-    pub(crate) fn catalog(&self, session: &Session, name: &str) -> SqeResult<CatalogRef> {
-        self.mount(session, name)?.bind(session)
-    }
-
-    /// The catalog the server mounts as `name`, or else the one `session` attached.
-    pub(crate) fn mount(&self, session: &Session, name: &str) -> SqeResult<Arc<dyn CatalogMount>> {
-        self.catalogs
-            .get(name)
-            .cloned()
-            .or_else(|| self.session_mounts.get(session, name))
-            .ok_or_else(|| SqeError::not_found(format!("catalog '{name}' does not exist")))
-    }
-
-    /// Refuses a catalog URI (`ATTACH`) the server's `[files]` policy does not allow.
-    pub(crate) fn check_catalog_uri(&self, uri: &str) -> SqeResult<()> {
-        self.files.check_catalog_uri(uri)
     }
 
     /// The session state for one statement: the session's current catalog and schema, plus the
@@ -413,8 +335,9 @@ impl Engine {
         if let Some(runtime) = self.session_runtime(session)? {
             builder = builder.with_runtime_env(runtime);
         }
-        let attached = self.session_mounts.of(session);
-        if !tables.is_empty() || self.per_session || !attached.is_empty() || !views.is_empty() {
+        let attached = self.mounts.attached().of(session);
+        let per_session = self.mounts.per_session();
+        if !tables.is_empty() || per_session || !attached.is_empty() || !views.is_empty() {
             // The engine's shared catalogs, this session's own, and one holding this statement's
             // own tables.
             let list = Arc::new(MemoryCatalogProviderList::new());
@@ -424,9 +347,10 @@ impl Engine {
                     list.register_catalog(name, catalog);
                 }
             }
-            if self.per_session || !attached.is_empty() {
+            if per_session || !attached.is_empty() {
                 let own = self
-                    .catalogs
+                    .mounts
+                    .server()
                     .iter()
                     .map(|(n, m)| (n.clone(), m.clone()))
                     .filter(|(_, m)| m.shared_catalog().is_none());
@@ -687,7 +611,7 @@ impl Engine {
                 "expected one COPY (query) TO 'path' statement",
             ));
         };
-        self.check_path(&copy.target, Access::Write)?;
+        self.files.check(&copy.target, Access::Write)?;
         if let CopyToSource::Query(query) = &copy.source {
             check_depth(query.as_ref())?;
         }
@@ -883,7 +807,7 @@ impl Engine {
                         .files
                         .get(n)
                         .ok_or_else(|| SqeError::internal("file marker without a path"))?;
-                    self.check_path(path, Access::Read)?;
+                    self.files.check(path, Access::Read)?;
                     let format = FileFormat::from_path(path).ok_or_else(|| {
                         SqeError::invalid(format!(
                             "cannot tell the format of '{path}' from its extension; use read_parquet, read_csv or read_json"
@@ -898,7 +822,7 @@ impl Engine {
                     options,
                 } => {
                     for path in &paths {
-                        self.check_path(path, Access::Read)?;
+                        self.files.check(path, Access::Read)?;
                     }
                     let ctx = SessionContext::new_with_state(self.state_for(session, Vec::new())?);
                     file_table(&ctx, format, paths, options).await?
@@ -921,7 +845,7 @@ impl Engine {
                 "table '{catalog_name}.{namespace}.{name}' does not exist"
             ))
         })?;
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), name.clone());
         let table = load_table_opt(catalog.as_ref(), &ident)
             .await

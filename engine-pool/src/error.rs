@@ -5,7 +5,6 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 use sqe_sessions::{ErrorCode, SqeError};
 
-
 /// What a remote catalog refused, or why it could not be reached, kept as the source of an
 /// iceberg error so that the engine tells the caller the catalog's own words with a code of their
 /// own (see [`from_iceberg`]), rather than an internal error.

@@ -104,7 +104,7 @@ impl Engine {
             quoted(&target.table)
         );
         let display = format!("{catalog_name}.{schema_name}.{}", target.table);
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         let ident = TableIdent::from_strs([schema_name.as_str(), target.table.as_str()])
             .map_err(from_iceberg)?;
         let exists = catalog.table_exists(&ident).await.map_err(from_iceberg)?;

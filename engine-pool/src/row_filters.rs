@@ -291,7 +291,7 @@ impl<'a> Governance<'a> {
             self.catalogs.insert(catalog.to_string(), read);
         }
         if !self.catalogs.contains_key(catalog) {
-            let handle = self.engine.catalog(self.session, catalog)?;
+            let handle = self.engine.mounts.bind(self.session, catalog)?;
             let read = match self.engine.policy_db_of(catalog, &handle) {
                 Some(db) => {
                     let filters = read_rules(db, catalog)?;
@@ -401,7 +401,7 @@ impl<'a> Governance<'a> {
     }
 
     fn hash_key(&self, catalog: &str) -> SqeResult<Option<Vec<u8>>> {
-        let handle = self.engine.catalog(self.session, catalog)?;
+        let handle = self.engine.mounts.bind(self.session, catalog)?;
         match self.engine.policy_db_of(catalog, &handle) {
             Some(db) => crate::column_masks::hash_key(self.engine, db, catalog, false),
             // Ranger's catalogs: the configured key alone.
@@ -638,8 +638,8 @@ impl Engine {
         self.authorize_owner(session, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
         })?;
-        let (_, _, _) = self.load(session, &table_name).await?;
-        let handle = self.catalog(session, &catalog)?;
+        let (_, _, _) = self.mounts.table(session, &table_name).await?;
+        let handle = self.mounts.bind(session, &catalog)?;
         let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no row filters (only SQLite and PostgreSQL catalogs do)"

@@ -89,7 +89,7 @@ impl Engine {
             ));
         }
         let (catalog_name, ident) = table_ident(session, &cv.name)?;
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         let full = qualified(&catalog_name, &ident);
         if !catalog.supports_views() {
             return Err(SqeError::unsupported(format!(
@@ -184,7 +184,7 @@ impl Engine {
         if_exists: bool,
     ) -> SqeResult<()> {
         let (catalog_name, ident) = table_ident(session, name)?;
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         let full = qualified(&catalog_name, &ident);
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
         match self.authorize(session, Privilege::Drop, &object, || {
@@ -219,7 +219,7 @@ impl Engine {
         name: &ObjectName,
     ) -> SqeResult<Option<(String, TableIdent, ViewDefinition)>> {
         let (catalog_name, ident) = table_ident(session, name)?;
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         if !catalog.supports_views() {
             return Ok(None);
         }
@@ -285,7 +285,7 @@ impl Engine {
                 continue;
             }
             // A catalog that cannot be reached is the planner's to report.
-            let Ok(catalog) = self.catalog(session, &c) else {
+            let Ok(catalog) = self.mounts.bind(session, &c) else {
                 continue;
             };
             if !catalog.supports_views() {

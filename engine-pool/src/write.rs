@@ -38,8 +38,8 @@ use parquet::schema::types::ColumnPath;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogRef, SqeCatalog};
-use crate::error::CatalogRefusal;
 use crate::engine::Engine;
+use crate::error::CatalogRefusal;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::names::{normalize_ident, resolve_name};
 use crate::types::storable_arrow_type;
@@ -133,7 +133,7 @@ impl Engine {
                 "table '{catalog_name}.{schema}.{table_name}' does not exist"
             ))
         })?;
-        let (catalog_name, ident, table) = self.load(session, name).await?;
+        let (catalog_name, ident, table) = self.mounts.table(session, name).await?;
         let (state, plan) = self.plan(session, Statement::Query(source), tables).await?;
         let columns: Option<Vec<String>> =
             (!insert.columns.is_empty()).then(|| insert.columns.iter().map(column_name).collect());
@@ -147,7 +147,7 @@ impl Engine {
                 ident.name
             ),
         )?;
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         let rows = append(&catalog, &table, &state, plan).await?;
         QueryResult::written(rows)
     }
@@ -190,7 +190,7 @@ impl Engine {
         else {
             return QueryResult::written(0);
         };
-        let catalog = self.catalog(session, &catalog_name)?;
+        let catalog = self.mounts.bind(session, &catalog_name)?;
         let written = match cast_to_table(plan, &table, None, &ident.name) {
             Ok(plan) => append(&catalog, &table, &state, plan).await,
             Err(e) => Err(e),

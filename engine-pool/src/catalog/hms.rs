@@ -35,11 +35,11 @@ use iceberg::{
 use sqe_sessions::ErrorCode;
 
 use super::backend::SqeCatalog;
-use crate::error::CatalogRefusal;
 use super::storage::CatalogStorageFactory;
 use super::thrift::{Call, ThriftError, Value, read_reply};
 use super::view::{self, ViewDefinition};
-use crate::file_access::Confinement;
+use crate::error::CatalogRefusal;
+use crate::files::policy::Confinement;
 
 /// A Hive Metastore as the configuration mounts it.
 #[derive(Clone)]

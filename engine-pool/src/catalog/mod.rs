@@ -5,6 +5,7 @@ mod column_stats;
 pub mod hms;
 pub mod information;
 pub mod metadata_tables;
+pub mod mounts;
 mod parquet_read;
 mod predicate;
 pub mod provider;

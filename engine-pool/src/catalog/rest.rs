@@ -39,10 +39,10 @@ use sha2::{Digest, Sha256};
 use sqe_sessions::{ErrorCode, Session, SqeError, SqeResult};
 
 use super::backend::{CatalogMount, CatalogRef, SqeCatalog};
-use crate::error::CatalogRefusal;
 use super::storage::CatalogStorageFactory;
 use super::view::{self, ViewChange, ViewDefinition};
-use crate::file_access::Confinement;
+use crate::error::CatalogRefusal;
+use crate::files::policy::Confinement;
 
 /// How SQE authenticates to a REST catalog.
 #[derive(Clone, PartialEq, Eq)]

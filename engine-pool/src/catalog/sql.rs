@@ -28,11 +28,11 @@ use iceberg::{
 use rusqlite::Connection;
 
 use super::backend::SqeCatalog;
-use crate::error::CatalogRefusal;
 use super::column_stats::ManifestCache;
 use super::storage::CatalogStorageFactory;
 use super::view::{self, ViewChange, ViewDefinition};
-use crate::file_access::Confinement;
+use crate::error::CatalogRefusal;
+use crate::files::policy::Confinement;
 
 /// The file name of the catalog inside a warehouse directory.
 pub const CATALOG_FILE: &str = "catalog.db";

@@ -26,7 +26,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sqe_sessions::ErrorCode;
 
 use crate::error::CatalogRefusal;
-use crate::file_access::Confinement;
+use crate::files::policy::Confinement;
 
 /// Builds a catalog's [`CatalogStorage`].
 #[derive(Debug)]

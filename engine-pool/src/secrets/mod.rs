@@ -11,6 +11,8 @@
 //! error, the query registry (`system.runtime.queries` shows the statement with its values cut)
 //! or a `Debug` print.
 
+pub(crate) mod store;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +24,7 @@ use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::engine::Engine;
 use crate::names::normalize_ident;
-use crate::secret_store::SecretStore;
+use store::SecretStore;
 
 /// What a secret is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -184,6 +184,39 @@ impl FileAccess {
     }
 }
 
+/// The policy as the engine applies it: the rules, and the local warehouses of the server's own
+/// catalogs, which no path may reach into.
+#[derive(Debug, Clone)]
+pub(crate) struct FilePolicy {
+    access: FileAccess,
+    warehouses: Vec<PathBuf>,
+}
+
+impl FilePolicy {
+    pub fn new(access: FileAccess, warehouses: Vec<PathBuf>) -> Self {
+        Self { access, warehouses }
+    }
+
+    /// Refuses a path the policy does not allow for `access`.
+    pub fn check(&self, path: &str, access: Access) -> SqeResult<()> {
+        if matches!(self.access, FileAccess::Unrestricted) {
+            return Ok(());
+        }
+        self.access.check(path, access, &self.warehouses)
+    }
+
+    /// Refuses a catalog URI (`ATTACH`) the policy does not allow.
+    pub fn check_catalog_uri(&self, uri: &str) -> SqeResult<()> {
+        self.access.check_catalog_uri(uri)
+    }
+
+    /// Where the tables of a catalog a session attaches may keep their files: its own warehouse
+    /// (`own`), and what the session's file functions could read anyway.
+    pub fn confinement(&self, own: Option<&Path>) -> Confinement {
+        Confinement::new(&self.access, own, &[], false, &self.warehouses)
+    }
+}
+
 /// Where one catalog's tables may keep their files, on a server.
 ///
 /// A catalog names the files of its tables: a REST server or another engine writes the metadata
