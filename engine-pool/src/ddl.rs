@@ -1,7 +1,7 @@
 //! Statements SQE answers itself rather than through DataFusion: CREATE/DROP SCHEMA and TABLE,
 //! ALTER TABLE, USE, and SHOW/DESCRIBE in Trino's shape (column names and type spellings).
 
-use crate::access::{Object, Privilege};
+use crate::governance::model::{Object, Privilege};
 use std::collections::HashMap;
 use std::sync::Arc;
 

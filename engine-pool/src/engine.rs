@@ -83,14 +83,14 @@ pub struct EngineConfig {
     /// `system.runtime.queries`.
     pub admin_roles: Vec<String>,
     /// What no privilege decides (access.rs): allow (the embedded shell) or deny.
-    pub access_default: crate::access::AccessDefault,
+    pub access_default: crate::governance::model::AccessDefault,
     /// The key of HASH column masks (column_masks.rs); each catalog makes its own when unset.
     pub mask_key: Option<Vec<u8>>,
     /// A SQLite file keeping the policies (access.rs) of the catalogs that keep none in their own
     /// database (REST, Hive Metastore): `[access] store`.
     pub policy_store: Option<PathBuf>,
     /// Ranger's policies in place of SQE's own, for the catalogs named (ranger.rs).
-    pub ranger: Option<crate::ranger::RangerConfig>,
+    pub ranger: Option<crate::governance::ranger::RangerConfig>,
     /// Which files the file functions, COPY and table locations may reach (all, embedded).
     pub files: FileAccess,
     /// Where persistent secrets are kept, and the passphrase their key is derived from; without
@@ -135,8 +135,8 @@ pub struct Engine {
     /// `[access] default = "allow"`: what no privilege row decides is allowed.
     pub(crate) access_default_allow: bool,
     pub(crate) mask_key: Option<Vec<u8>>,
-    pub(crate) policy_store: Option<Arc<dyn crate::access::PolicyDb>>,
-    pub(crate) ranger: Option<Arc<crate::ranger::Ranger>>,
+    pub(crate) policy_store: Option<Arc<dyn crate::governance::model::PolicyDb>>,
+    pub(crate) ranger: Option<Arc<crate::governance::ranger::Ranger>>,
     pub(crate) files: FilePolicy,
     state: SessionState,
     admission: Admission,
@@ -260,9 +260,9 @@ impl Engine {
             ranger: config
                 .ranger
                 .clone()
-                .map(crate::ranger::Ranger::start)
+                .map(crate::governance::ranger::Ranger::start)
                 .transpose()?,
-            access_default_allow: config.access_default == crate::access::AccessDefault::Allow,
+            access_default_allow: config.access_default == crate::governance::model::AccessDefault::Allow,
             state,
             admission: Admission::new(config.admission.clone()),
             registry,
@@ -494,7 +494,7 @@ impl Engine {
             || starts_with_word(&prepared.sql, "deny")
             || starts_with_word(&prepared.sql, "revoke")
         {
-            prepared.sql = crate::access::grant_words(&prepared.sql);
+            prepared.sql = crate::governance::model::grant_words(&prepared.sql);
         }
         let secret = is_create_secret(&prepared.sql);
         // CREATE [PERSISTENT | TEMPORARY] SECRET is DuckDB's statement, parsed as DuckDB spells it.
@@ -675,7 +675,7 @@ impl Engine {
             .await?;
         if matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
             // A plan shows a filter's condition and (analyzed) the rows before it.
-            crate::row_filters::refuse_describing_filtered(&plan, "EXPLAIN")?;
+            crate::governance::row_filters::refuse_describing_filtered(&plan, "EXPLAIN")?;
             return Ok((state, plan));
         }
         if plan_has_side_effects(&plan) {
@@ -839,7 +839,7 @@ impl Engine {
         travel: &TimeTravel,
     ) -> SqeResult<Arc<dyn TableProvider>> {
         let (catalog_name, namespace, name) = resolve_name(session, &travel.table)?;
-        let object = crate::access::Object::table(&catalog_name, &namespace, &name);
+        let object = crate::governance::model::Object::table(&catalog_name, &namespace, &name);
         self.authorize_read(session, &object, || {
             SqeError::not_found(format!(
                 "table '{catalog_name}.{namespace}.{name}' does not exist"

@@ -3,17 +3,15 @@
 //! tables and the file table functions. It knows nothing of wire protocols: front ends call it through
 //! [`sqe_sessions::QueryService`].
 
-mod access;
 mod admission;
 mod attach;
 pub mod catalog;
-mod column_masks;
-mod column_privileges;
 mod ddl;
 mod dialect;
 mod engine;
 pub mod error;
 mod files;
+mod governance;
 pub mod guard;
 mod ingest;
 mod names;
@@ -21,9 +19,7 @@ mod object_stores;
 mod optimizer;
 mod overflow;
 mod prepass;
-mod ranger;
 mod read_only;
-mod row_filters;
 mod secrets;
 mod session_properties;
 mod session_scoped;
@@ -36,7 +32,7 @@ mod using_joins;
 mod views;
 mod write;
 
-pub use access::AccessDefault;
+pub use governance::model::AccessDefault;
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};
 pub use catalog::hms::HmsConfig;
 pub use catalog::rest::{RestAuth, RestCatalogConfig};
@@ -45,4 +41,4 @@ pub use engine::{Engine, EngineConfig, PersistentSecrets};
 pub use files::policy::{FileAccess, FileRules};
 pub use guard::WORKER_STACK;
 pub use prepass::{ends_in_statement, is_incomplete, split_statements};
-pub use ranger::RangerConfig;
+pub use governance::ranger::RangerConfig;

@@ -34,7 +34,7 @@ pub(crate) async fn show_stats(
         .plan_sql(session, &format!("SELECT * FROM {table}"))
         .await?;
     // The statistics are the table's, before its row filter.
-    crate::row_filters::refuse_describing_filtered(&plan, "SHOW STATS")?;
+    crate::governance::row_filters::refuse_describing_filtered(&plan, "SHOW STATS")?;
     let physical = state
         .create_physical_plan(&plan)
         .await

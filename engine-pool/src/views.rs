@@ -10,7 +10,7 @@
 //! own resolution, which knows CTE names from tables) are looked up, each view is planned, and the
 //! statement is planned against catalogs in which those names are the planned views.
 
-use crate::access::{Object, Privilege};
+use crate::governance::model::{Object, Privilege};
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -127,8 +127,8 @@ impl Engine {
             return Err(SqeError::invalid("INSERT needs VALUES or a query"));
         };
         let (catalog_name, schema, table_name) = resolve_name(session, name)?;
-        let object = crate::access::Object::table(&catalog_name, &schema, &table_name);
-        self.authorize(session, crate::access::Privilege::Insert, &object, || {
+        let object = crate::governance::model::Object::table(&catalog_name, &schema, &table_name);
+        self.authorize(session, crate::governance::model::Privilege::Insert, &object, || {
             SqeError::not_found(format!(
                 "table '{catalog_name}.{schema}.{table_name}' does not exist"
             ))

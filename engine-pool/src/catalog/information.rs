@@ -591,7 +591,7 @@ fn listed_table(
 }
 
 /// Metadata rows naming tables (by catalog, schema and table), of which each caller sees those of
-/// the tables they may see ([`crate::access::Visibility`] in the statement's config), and of rows
+/// the tables they may see ([`crate::governance::model::Visibility`] in the statement's config), and of rows
 /// about columns those of the columns they may read.
 #[derive(Debug)]
 struct Listed {
@@ -618,7 +618,7 @@ impl TableProvider for Listed {
         filters: &[datafusion::logical_expr::Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
-        let batch = match state.config().get_extension::<crate::access::Visibility>() {
+        let batch = match state.config().get_extension::<crate::governance::model::Visibility>() {
             None => self.batch.clone(),
             Some(visibility) => {
                 let text = |i: usize| {

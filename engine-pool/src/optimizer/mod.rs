@@ -74,7 +74,7 @@ fn switches(config: &ConfigOptions) -> OptimizerSwitches {
 pub(crate) fn install(builder: SessionStateBuilder) -> SessionStateBuilder {
     builder
         .with_physical_optimizer_rules(physical_rules())
-        .with_query_planner(Arc::new(crate::row_filters::SqeQueryPlanner))
+        .with_query_planner(Arc::new(crate::governance::row_filters::SqeQueryPlanner))
 }
 
 /// DataFusion's physical optimizer rules with SQE's: identical aggregates are shared before the

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use sqe_sessions::{ErrorCode, SqeError, SqeResult};
 
-use crate::access::{Object, Privilege, Who};
-use crate::column_masks::Mask;
+use crate::governance::model::{Object, Privilege, Who};
+use crate::governance::column_masks::Mask;
 
 /// `[access.ranger]`.
 #[derive(Debug, Clone)]

@@ -271,7 +271,7 @@ pub(crate) struct Visibility {
     catalogs: HashMap<String, crate::catalog::backend::CatalogRef>,
     /// `[access] store`, for the catalogs that keep no policies of their own.
     store: Option<Arc<dyn PolicyDb>>,
-    ranger: Option<Arc<crate::ranger::Ranger>>,
+    ranger: Option<Arc<crate::governance::ranger::Ranger>>,
     read: std::sync::Mutex<HashMap<String, Option<(Policies, Who)>>>,
 }
 
@@ -345,7 +345,7 @@ struct Policies {
     owners: HashMap<(String, String), String>,
     default_allow: bool,
     /// Ranger's policies, in place of all the above, for a catalog they govern (ranger.rs).
-    ranger: Option<Arc<crate::ranger::RangerPolicies>>,
+    ranger: Option<Arc<crate::governance::ranger::RangerPolicies>>,
 }
 
 /// One column privilege row.
@@ -384,7 +384,7 @@ impl Policies {
     /// A catalog that keeps no policy rows: the default decides, or Ranger's policies.
     fn without_rows(
         default_allow: bool,
-        ranger: Option<Arc<crate::ranger::RangerPolicies>>,
+        ranger: Option<Arc<crate::governance::ranger::RangerPolicies>>,
     ) -> Self {
         Self {
             grants: Vec::new(),

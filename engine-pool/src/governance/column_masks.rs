@@ -59,7 +59,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
 use sqe_sessions::{QueryResult, Session, SqeError, SqeResult, quote_identifier};
 
-use crate::access::{Object, PolicyDb};
+use crate::governance::model::{Object, PolicyDb};
 use crate::engine::Engine;
 use crate::names::{normalize_ident, resolve_name};
 

@@ -21,7 +21,7 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{GrantObjects, Ident};
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
-use crate::access::{ColumnAccess, Object};
+use crate::governance::model::{ColumnAccess, Object};
 use crate::catalog::scan::IcebergScanProvider;
 use crate::engine::Engine;
 use crate::names::resolve_name;

@@ -34,8 +34,8 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult, quote_identifier};
 
-use crate::access::{Object, PolicyDb};
-use crate::column_masks::Mask;
+use crate::governance::model::{Object, PolicyDb};
+use crate::governance::column_masks::Mask;
 use crate::engine::Engine;
 use crate::names::{normalize_ident, resolve_name};
 
@@ -250,12 +250,12 @@ type Rule = (String, String, String);
 #[derive(Default)]
 struct CatalogPolicies {
     filters: HashMap<(String, String), Vec<Rule>>,
-    masks: HashMap<(String, String), Vec<crate::column_masks::Rule>>,
-    tags: crate::column_masks::Tags,
-    tag_masks: HashMap<String, Vec<crate::column_masks::TagMask>>,
+    masks: HashMap<(String, String), Vec<crate::governance::column_masks::Rule>>,
+    tags: crate::governance::column_masks::Tags,
+    tag_masks: HashMap<String, Vec<crate::governance::column_masks::TagMask>>,
     roles: BTreeSet<String>,
     /// Ranger's policies and the caller as they see them, in place of the above (ranger.rs).
-    ranger: Option<(Arc<crate::ranger::RangerPolicies>, crate::access::Who)>,
+    ranger: Option<(Arc<crate::governance::ranger::RangerPolicies>, crate::governance::model::Who)>,
 }
 
 /// A statement's view of the row filters and column masks of the catalogs it reads, read once
@@ -279,7 +279,7 @@ impl<'a> Governance<'a> {
         if !self.catalogs.contains_key(catalog)
             && let Some(ranger) = self.engine.ranger.as_ref().filter(|r| r.governs(catalog))
         {
-            let who = crate::access::Who {
+            let who = crate::governance::model::Who {
                 name: self.session.principal.name.clone(),
                 roles: self.session.principal.roles.iter().cloned().collect(),
                 admin: false,
@@ -295,14 +295,14 @@ impl<'a> Governance<'a> {
             let read = match self.engine.policy_db_of(catalog, &handle) {
                 Some(db) => {
                     let filters = read_rules(db, catalog)?;
-                    let masks = crate::column_masks::read_masks(db, catalog)?;
-                    let tags = crate::column_masks::read_tags(db, catalog)?;
+                    let masks = crate::governance::column_masks::read_masks(db, catalog)?;
+                    let tags = crate::governance::column_masks::read_tags(db, catalog)?;
                     // Where no policy is, nothing more to read (PostgreSQL: no more round trips).
                     let none = filters.is_empty() && masks.is_empty() && tags.is_empty();
                     CatalogPolicies {
                         tag_masks: match tags.is_empty() {
                             true => HashMap::new(),
-                            false => crate::column_masks::read_tag_masks(db, catalog)?,
+                            false => crate::governance::column_masks::read_tag_masks(db, catalog)?,
                         },
                         roles: match none {
                             true => BTreeSet::new(),
@@ -376,7 +376,7 @@ impl<'a> Governance<'a> {
                 .collect());
         }
         let rules = policies.masks.get(&key).cloned();
-        let tagged: Vec<(i32, Vec<crate::column_masks::TagMask>)> = policies
+        let tagged: Vec<(i32, Vec<crate::governance::column_masks::TagMask>)> = policies
             .tags
             .get(&key)
             .into_iter()
@@ -403,7 +403,7 @@ impl<'a> Governance<'a> {
     fn hash_key(&self, catalog: &str) -> SqeResult<Option<Vec<u8>>> {
         let handle = self.engine.mounts.bind(self.session, catalog)?;
         match self.engine.policy_db_of(catalog, &handle) {
-            Some(db) => crate::column_masks::hash_key(self.engine, db, catalog, false),
+            Some(db) => crate::governance::column_masks::hash_key(self.engine, db, catalog, false),
             // Ranger's catalogs: the configured key alone.
             None => Ok(self.engine.mask_key().map(<[u8]>::to_vec)),
         }
@@ -434,7 +434,7 @@ fn caller_roles(
     session: &Session,
 ) -> SqeResult<BTreeSet<String>> {
     let mut roles: BTreeSet<String> = session.principal.roles.iter().cloned().collect();
-    roles.extend(crate::access::granted_roles(
+    roles.extend(crate::governance::model::granted_roles(
         db,
         catalog,
         &session.principal.name,
@@ -450,7 +450,7 @@ fn external(e: SqeError) -> DataFusionError {
 fn is_governed(node: &LogicalPlan) -> bool {
     match node {
         LogicalPlan::Extension(e) => e.node.as_any().is::<RowFilterNode>(),
-        LogicalPlan::Projection(p) => p.expr.iter().any(crate::column_masks::is_mask),
+        LogicalPlan::Projection(p) => p.expr.iter().any(crate::governance::column_masks::is_mask),
         _ => false,
     }
 }
@@ -553,7 +553,7 @@ impl Engine {
                         let id = ids.get(field.name());
                         let mask = id.and_then(|id| masks.get(id));
                         let column_key = match (&key, id) {
-                            (Some(key), Some(id)) => Some(crate::column_masks::column_hash_key(
+                            (Some(key), Some(id)) => Some(crate::governance::column_masks::column_hash_key(
                                 key, table_uuid, *id,
                             )),
                             _ => None,
@@ -572,7 +572,7 @@ impl Engine {
                                     "mask {mask} on {object}.{}",
                                     field.name()
                                 ));
-                                crate::column_masks::masked(
+                                crate::governance::column_masks::masked(
                                     mask,
                                     column,
                                     field.data_type(),
