@@ -315,7 +315,7 @@ impl Engine {
         ident: &TableIdent,
     ) -> SqeResult<()> {
         let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
-        self.authorize_visible(session, &object, || {
+        self.governance.authorize_visible(session, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
         })
     }
@@ -340,9 +340,10 @@ impl Engine {
         }
         let (catalog_name, ident) = table_ident(session, &ct.name)?;
         let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
-        self.authorize(session, Privilege::Create, &schema_object, || {
-            SqeError::internal("a schema is never hidden")
-        })?;
+        self.governance
+            .authorize(session, Privilege::Create, &schema_object, || {
+                SqeError::internal("a schema is never hidden")
+            })?;
         let catalog = self.mounts.bind(session, &catalog_name)?;
         if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
             if ct.if_not_exists {
@@ -377,8 +378,8 @@ impl Engine {
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
         // A table dropped behind SQE's back (another engine) leaves its policies under the name:
         // the new table starts with none of them.
-        self.forget_object(session, &object)?;
-        self.record_owner(session, &object)?;
+        self.governance.forget_object(session, &object)?;
+        self.governance.record_owner(session, &object)?;
         Ok(Some((catalog_name, ident, table)))
     }
 
@@ -407,9 +408,10 @@ impl Engine {
                 };
                 let (catalog_name, schema) = schema_name(session, &name)?;
                 let object = Object::schema(&catalog_name, &schema);
-                self.authorize(session, Privilege::Create, &object, || {
-                    SqeError::internal("a schema is never hidden")
-                })?;
+                self.governance
+                    .authorize(session, Privilege::Create, &object, || {
+                        SqeError::internal("a schema is never hidden")
+                    })?;
                 let catalog = self.mounts.bind(session, &catalog_name)?;
                 let ns = NamespaceIdent::new(schema.clone());
                 if catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
@@ -424,8 +426,8 @@ impl Engine {
                     .create_namespace(&ns, HashMap::new())
                     .await
                     .map_err(from_iceberg)?;
-                self.forget_object(session, &object)?;
-                self.record_owner(session, &object)?;
+                self.governance.forget_object(session, &object)?;
+                self.governance.record_owner(session, &object)?;
                 Ok(QueryResult::empty())
             }
             Statement::Drop {
@@ -442,7 +444,7 @@ impl Engine {
                         ObjectType::Schema | ObjectType::Database => {
                             self.drop_schema(session, name, if_exists, cascade).await?
                         }
-                        ObjectType::Role => self.drop_role(session, name, if_exists)?,
+                        ObjectType::Role => self.governance.drop_role(session, name, if_exists)?,
                         other => {
                             return Err(SqeError::unsupported(format!(
                                 "DROP {other} is not supported"
@@ -531,7 +533,9 @@ impl Engine {
                 let pattern = like_filter(&show_options)?;
                 let mut names = catalog.table_names(&schema).await.map_err(from_iceberg)?;
                 names.extend(catalog.view_names(&schema).await.map_err(from_iceberg)?);
-                let mut names = self.visible_tables(session, &catalog_name, &schema, names)?;
+                let mut names =
+                    self.governance
+                        .visible_tables(session, &catalog_name, &schema, names)?;
                 names.sort();
                 names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
                 QueryResult::column("Table", names)
@@ -566,9 +570,11 @@ impl Engine {
     ) -> SqeResult<()> {
         let (catalog_name, ident) = table_ident(session, name)?;
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        match self.authorize(session, Privilege::Drop, &object, || {
-            SqeError::not_found(format!("table '{object}' does not exist"))
-        }) {
+        match self
+            .governance
+            .authorize(session, Privilege::Drop, &object, || {
+                SqeError::not_found(format!("table '{object}' does not exist"))
+            }) {
             Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
             other => other?,
         }
@@ -595,7 +601,7 @@ impl Engine {
         // Purging removes the table's files, and its folder when that is the warehouse's (the
         // catalog knows where the table is; a path made from its name would not).
         catalog.purge_table(&ident).await.map_err(from_iceberg)?;
-        self.forget_object(session, &object)
+        self.governance.forget_object(session, &object)
     }
 
     async fn drop_schema(
@@ -607,9 +613,10 @@ impl Engine {
     ) -> SqeResult<()> {
         let (catalog_name, schema) = schema_name(session, name)?;
         let object = Object::schema(&catalog_name, &schema);
-        self.authorize(session, Privilege::Drop, &object, || {
-            SqeError::internal("a schema is never hidden")
-        })?;
+        self.governance
+            .authorize(session, Privilege::Drop, &object, || {
+                SqeError::internal("a schema is never hidden")
+            })?;
         let catalog = self.mounts.bind(session, &catalog_name)?;
         let ns = NamespaceIdent::new(schema.clone());
         if !catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
@@ -637,6 +644,7 @@ impl Engine {
             for name in tables.iter().chain(&views) {
                 let inside = Object::table(&catalog_name, &schema, name);
                 if self
+                    .governance
                     .authorize(session, Privilege::Drop, &inside, || {
                         SqeError::internal("hidden")
                     })
@@ -655,18 +663,20 @@ impl Engine {
                     .drop_view(&TableIdent::new(ns.clone(), v.clone()))
                     .await
                     .map_err(from_iceberg)?;
-                self.forget_object(session, &Object::table(&catalog_name, &schema, &v))?;
+                self.governance
+                    .forget_object(session, &Object::table(&catalog_name, &schema, &v))?;
             }
             for t in tables {
                 catalog
                     .purge_table(&TableIdent::new(ns.clone(), t.clone()))
                     .await
                     .map_err(from_iceberg)?;
-                self.forget_object(session, &Object::table(&catalog_name, &schema, &t))?;
+                self.governance
+                    .forget_object(session, &Object::table(&catalog_name, &schema, &t))?;
             }
         }
         catalog.drop_namespace(&ns).await.map_err(from_iceberg)?;
-        self.forget_object(session, &object)
+        self.governance.forget_object(session, &object)
     }
 
     async fn alter_table(
@@ -678,9 +688,11 @@ impl Engine {
     ) -> SqeResult<()> {
         let (catalog_name, ident) = table_ident(session, name)?;
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        match self.authorize(session, Privilege::Alter, &object, || {
-            SqeError::not_found(format!("table '{object}' does not exist"))
-        }) {
+        match self
+            .governance
+            .authorize(session, Privilege::Alter, &object, || {
+                SqeError::not_found(format!("table '{object}' does not exist"))
+            }) {
             Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
             other => other?,
         }
@@ -822,15 +834,16 @@ impl Engine {
                     &target_ident.name,
                 );
                 let target_schema = Object::schema(&catalog_name, &to.schema);
-                self.authorize(session, Privilege::Create, &target_schema, || {
-                    SqeError::internal("a schema is never hidden")
-                })?;
+                self.governance
+                    .authorize(session, Privilege::Create, &target_schema, || {
+                        SqeError::internal("a schema is never hidden")
+                    })?;
                 catalog
                     .rename_table(&ident, &target_ident)
                     .await
                     .map_err(from_iceberg)?;
                 // Its owner and privileges go with it.
-                self.move_object(session, &object, &to)?;
+                self.governance.move_object(session, &object, &to)?;
             }
             other => {
                 return Err(SqeError::unsupported(format!(
@@ -913,7 +926,7 @@ impl Engine {
         fields: &[NestedFieldRef],
     ) -> SqeResult<Vec<NestedFieldRef>> {
         let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
-        let access = self.column_access(session, &object)?;
+        let access = self.governance.column_access(session, &object)?;
         Ok(fields
             .iter()
             .filter(|f| access.as_ref().is_none_or(|a| a.lists(f.id)))

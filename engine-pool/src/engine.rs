@@ -47,6 +47,7 @@ use crate::ddl::starts_with_words;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::files::policy::{Access, FileAccess, FilePolicy};
 use crate::files::table_functions::{FileFormat, FileOptions, OptionValue, file_table};
+use crate::governance::Governance;
 use crate::guard::{Planning, check_depth, check_length};
 use crate::names::{QUERY_CATALOG, QUERY_SCHEMA, SYSTEM_CATALOG, resolve_name};
 use crate::object_stores::{ObjectStores, S3Settings};
@@ -131,12 +132,8 @@ pub struct Engine {
     pub(crate) session_secrets: SessionScoped<Secret>,
     pub(crate) persistent_secrets: Option<SecretStore>,
     default_catalog: String,
-    pub(crate) admin_roles: Vec<String>,
-    /// `[access] default = "allow"`: what no privilege row decides is allowed.
-    pub(crate) access_default_allow: bool,
-    pub(crate) mask_key: Option<Vec<u8>>,
-    pub(crate) policy_store: Option<Arc<dyn crate::governance::model::PolicyDb>>,
-    pub(crate) ranger: Option<Arc<crate::governance::ranger::Ranger>>,
+    /// Privileges, row filters, masks, Ranger: who may do what, and what they see.
+    pub(crate) governance: Arc<Governance>,
     pub(crate) files: FilePolicy,
     state: SessionState,
     admission: Admission,
@@ -187,6 +184,7 @@ impl Engine {
             },
             &config.files,
         )?;
+        let mounts = Arc::new(mounts);
         let list = Arc::new(MemoryCatalogProviderList::new());
         for (name, mount) in mounts.server() {
             if let Some(catalog) = mount.shared_catalog() {
@@ -247,22 +245,18 @@ impl Engine {
             .map_err(from_datafusion)?;
         Ok(Self {
             files: FilePolicy::new(config.files.clone(), mounts.local_warehouses()),
-            mounts: Arc::new(mounts),
+            governance: Arc::new(Governance::new(
+                Arc::clone(&mounts),
+                config.admin_roles.clone(),
+                config.access_default,
+                config.mask_key.clone(),
+                config.policy_store.as_ref(),
+                config.ranger.clone(),
+            )?),
+            mounts,
             session_secrets: SessionScoped::new("secrets", "DROP SECRET"),
             persistent_secrets: persistent_secrets(&config)?,
             default_catalog: default_catalog.to_lowercase(),
-            admin_roles: config.admin_roles.clone(),
-            mask_key: config.mask_key.clone(),
-            policy_store: match &config.policy_store {
-                Some(path) => Some(crate::catalog::sql::policy_store(path).map_err(from_iceberg)?),
-                None => None,
-            },
-            ranger: config
-                .ranger
-                .clone()
-                .map(crate::governance::ranger::Ranger::start)
-                .transpose()?,
-            access_default_allow: config.access_default == crate::governance::model::AccessDefault::Allow,
             state,
             admission: Admission::new(config.admission.clone()),
             registry,
@@ -321,9 +315,9 @@ impl Engine {
     ) -> SqeResult<SessionState> {
         let mut config = self.state.config().clone().with_extension(Arc::new(Caller {
             name: session.principal.name.clone(),
-            admin: session.principal.has_any_role(&self.admin_roles),
+            admin: self.governance.is_admin(&session.principal),
         }));
-        if let Some(visibility) = self.visibility(session) {
+        if let Some(visibility) = self.governance.visibility(session) {
             config = config.with_extension(Arc::new(visibility));
         }
         config.options_mut().catalog.default_catalog = session.catalog.clone();
@@ -414,7 +408,7 @@ impl Engine {
                 .register_udf(text_constant(name, value.clone()))
                 .map_err(from_datafusion)?;
         }
-        for udf in self.role_functions(session) {
+        for udf in self.governance.role_functions(session) {
             state.register_udf(udf).map_err(from_datafusion)?;
         }
         // `current_timezone()` is the session's (Trino's `X-Trino-Time-Zone`), UTC by default.
@@ -464,7 +458,7 @@ impl Engine {
             return self.show_secrets(session);
         }
         if starts_with_words(&prepared.sql, &["show", "grants"]) {
-            return self.show_grants(session, &prepared.sql);
+            return self.governance.show_grants(session, &prepared.sql);
         }
         if starts_with_words(&prepared.sql, &["create", "row", "filter"])
             || starts_with_words(&prepared.sql, &["drop", "row", "filter"])
@@ -494,7 +488,7 @@ impl Engine {
             || starts_with_word(&prepared.sql, "deny")
             || starts_with_word(&prepared.sql, "revoke")
         {
-            prepared.sql = crate::governance::model::grant_words(&prepared.sql);
+            prepared.sql = crate::governance::grants::grant_words(&prepared.sql);
         }
         let secret = is_create_secret(&prepared.sql);
         // CREATE [PERSISTENT | TEMPORARY] SECRET is DuckDB's statement, parsed as DuckDB spells it.
@@ -533,7 +527,11 @@ impl Engine {
         if let Statement::CreateView(cv) = &statement {
             return self.create_view(session, cv, &prepared).await;
         }
-        if let Some(result) = self.run_access_statement(session, &statement).await {
+        if let Some(result) = self
+            .governance
+            .run_access_statement(session, &statement)
+            .await
+        {
             return result;
         }
         let mut statement = statement;
@@ -630,13 +628,13 @@ impl Engine {
         };
         let state = self.state_for(session, tables)?;
         let statement = DFStatement::CopyTo(copy);
-        self.authorize_statement(session, &state, &statement)?;
+        self.governance
+            .authorize_statement(session, &state, &statement)?;
         let plan = state
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
-        let plan = self.apply_policies(session, &state, plan)?;
-        self.authorize_columns(session, &state, &plan)?;
+        let plan = self.governance.check_plan(session, &state, plan)?;
         self.stream_plan(state, plan).await
     }
 
@@ -703,7 +701,8 @@ impl Engine {
     ) -> SqeResult<(SessionState, LogicalPlan)> {
         let statement = DFStatement::Statement(Box::new(statement));
         let mut state = self.state_for(session, tables.clone())?;
-        self.authorize_statement(session, &state, &statement)?;
+        self.governance
+            .authorize_statement(session, &state, &statement)?;
         let views = self.plan_views(session, &state, &statement, chain).await?;
         if !views.is_empty() {
             state = self.state_with(session, tables, views)?;
@@ -712,8 +711,7 @@ impl Engine {
             .statement_to_plan(statement)
             .await
             .map_err(from_datafusion)?;
-        let plan = self.apply_policies(session, &state, plan)?;
-        self.authorize_columns(session, &state, &plan)?;
+        let plan = self.governance.check_plan(session, &state, plan)?;
         Ok((state, plan))
     }
 
@@ -840,7 +838,7 @@ impl Engine {
     ) -> SqeResult<Arc<dyn TableProvider>> {
         let (catalog_name, namespace, name) = resolve_name(session, &travel.table)?;
         let object = crate::governance::model::Object::table(&catalog_name, &namespace, &name);
-        self.authorize_read(session, &object, || {
+        self.governance.authorize_read(session, &object, || {
             SqeError::not_found(format!(
                 "table '{catalog_name}.{namespace}.{name}' does not exist"
             ))

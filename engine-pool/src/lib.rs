@@ -32,13 +32,13 @@ mod using_joins;
 mod views;
 mod write;
 
-pub use governance::model::AccessDefault;
 pub use admission::{AdmissionConfig, QueryInfo, QueryRegistry, QueryState};
 pub use catalog::hms::HmsConfig;
 pub use catalog::rest::{RestAuth, RestCatalogConfig};
 pub use catalog::sql::PostgresConfig;
 pub use engine::{Engine, EngineConfig, PersistentSecrets};
 pub use files::policy::{FileAccess, FileRules};
+pub use governance::model::AccessDefault;
+pub use governance::ranger::RangerConfig;
 pub use guard::WORKER_STACK;
 pub use prepass::{ends_in_statement, is_incomplete, split_statements};
-pub use governance::ranger::RangerConfig;

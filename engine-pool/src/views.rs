@@ -100,17 +100,19 @@ impl Engine {
             return Err(SqeError::unsupported(why));
         }
         let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
-        self.authorize(session, Privilege::Create, &schema_object, || {
-            SqeError::internal("a schema is never hidden")
-        })?;
+        self.governance
+            .authorize(session, Privilege::Create, &schema_object, || {
+                SqeError::internal("a schema is never hidden")
+            })?;
         let view_object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
         let replaces = cv.or_replace && catalog.view_exists(&ident).await.map_err(from_iceberg)?;
         if replaces {
-            self.authorize(session, Privilege::Drop, &view_object, || {
-                SqeError::invalid(format!(
-                    "cannot create view '{full}': a view of that name exists"
-                ))
-            })?;
+            self.governance
+                .authorize(session, Privilege::Drop, &view_object, || {
+                    SqeError::invalid(format!(
+                        "cannot create view '{full}': a view of that name exists"
+                    ))
+                })?;
         }
         if cv.if_not_exists && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
             return Ok(QueryResult::empty());
@@ -172,7 +174,7 @@ impl Engine {
             .map_err(from_iceberg)?;
         // A replaced view keeps its owner and privileges.
         if !replaces {
-            self.record_owner(session, &view_object)?;
+            self.governance.record_owner(session, &view_object)?;
         }
         Ok(QueryResult::empty())
     }
@@ -187,16 +189,18 @@ impl Engine {
         let catalog = self.mounts.bind(session, &catalog_name)?;
         let full = qualified(&catalog_name, &ident);
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        match self.authorize(session, Privilege::Drop, &object, || {
-            SqeError::not_found(format!("view '{full}' does not exist"))
-        }) {
+        match self
+            .governance
+            .authorize(session, Privilege::Drop, &object, || {
+                SqeError::not_found(format!("view '{full}' does not exist"))
+            }) {
             Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
             other => other?,
         }
         if catalog.supports_views() {
             // Dropped without reading its metadata, which may be what is broken.
             match catalog.drop_view(&ident).await {
-                Ok(()) => return self.forget_object(session, &object),
+                Ok(()) => return self.governance.forget_object(session, &object),
                 Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => {}
                 Err(e) => return Err(from_iceberg(e)),
             }
@@ -235,7 +239,7 @@ impl Engine {
     ) -> SqeResult<QueryResult> {
         let (catalog_name, ident) = table_ident(session, name)?;
         let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        self.authorize_visible(session, &object, || {
+        self.governance.authorize_visible(session, &object, || {
             SqeError::not_found(format!("view '{object}' does not exist"))
         })?;
         let Some((catalog, ident, view)) = self.find_view(session, name).await? else {

@@ -128,11 +128,16 @@ impl Engine {
         };
         let (catalog_name, schema, table_name) = resolve_name(session, name)?;
         let object = crate::governance::model::Object::table(&catalog_name, &schema, &table_name);
-        self.authorize(session, crate::governance::model::Privilege::Insert, &object, || {
-            SqeError::not_found(format!(
-                "table '{catalog_name}.{schema}.{table_name}' does not exist"
-            ))
-        })?;
+        self.governance.authorize(
+            session,
+            crate::governance::model::Privilege::Insert,
+            &object,
+            || {
+                SqeError::not_found(format!(
+                    "table '{catalog_name}.{schema}.{table_name}' does not exist"
+                ))
+            },
+        )?;
         let (catalog_name, ident, table) = self.mounts.table(session, name).await?;
         let (state, plan) = self.plan(session, Statement::Query(source), tables).await?;
         let columns: Option<Vec<String>> =

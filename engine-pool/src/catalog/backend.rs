@@ -37,7 +37,7 @@ pub trait SqeCatalog: Catalog {
 
     /// The database SQE keeps this catalog's privileges, owners and roles in (access.rs), if it
     /// keeps them here.
-    fn policy_db(&self) -> Option<&dyn crate::governance::model::PolicyDb> {
+    fn policy_db(&self) -> Option<&dyn crate::catalog::policy_store::PolicyDb> {
         None
     }
 

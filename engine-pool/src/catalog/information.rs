@@ -618,7 +618,10 @@ impl TableProvider for Listed {
         filters: &[datafusion::logical_expr::Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
-        let batch = match state.config().get_extension::<crate::governance::model::Visibility>() {
+        let batch = match state
+            .config()
+            .get_extension::<crate::governance::model::Visibility>()
+        {
             None => self.batch.clone(),
             Some(visibility) => {
                 let text = |i: usize| {

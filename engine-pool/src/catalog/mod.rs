@@ -7,6 +7,7 @@ pub mod information;
 pub mod metadata_tables;
 pub mod mounts;
 mod parquet_read;
+pub mod policy_store;
 mod predicate;
 pub mod provider;
 pub mod rest;

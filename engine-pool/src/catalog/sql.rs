@@ -495,7 +495,7 @@ fn text_row(row: &postgres::Row) -> std::result::Result<Vec<Option<String>>, pos
 
 /// SQE's policy tables live in the catalog's database, made on first use.
 /// A database of SQE's policies alone (`[access] store`), for the catalogs that keep none.
-pub fn policy_store(path: &Path) -> Result<Arc<dyn crate::governance::model::PolicyDb>> {
+pub fn policy_store(path: &Path) -> Result<Arc<dyn crate::catalog::policy_store::PolicyDb>> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
             Error::new(
@@ -514,7 +514,7 @@ pub fn policy_store(path: &Path) -> Result<Arc<dyn crate::governance::model::Pol
     }))
 }
 
-impl crate::governance::model::PolicyDb for Db {
+impl crate::catalog::policy_store::PolicyDb for Db {
     /// A database without the tables that cannot make them (read-only) holds no policies; any
     /// other failure is an error (a statement is never allowed for want of its policies).
     fn query(&self, sql: &str, args: &[&str]) -> sqe_sessions::SqeResult<Vec<Vec<Option<String>>>> {
@@ -574,11 +574,11 @@ impl Db {
         let mut conn = self.conn().map_err(crate::error::from_iceberg)?;
         let made = match &mut *conn {
             Conn::Sqlite(c) => c
-                .execute_batch(crate::governance::model::POLICY_TABLES)
+                .execute_batch(crate::catalog::policy_store::POLICY_TABLES)
                 .map_err(sqlite_err),
-            Conn::Postgres { .. } => {
-                self.on_postgres(&mut conn, |c| c.batch_execute(crate::governance::model::POLICY_TABLES))
-            }
+            Conn::Postgres { .. } => self.on_postgres(&mut conn, |c| {
+                c.batch_execute(crate::catalog::policy_store::POLICY_TABLES)
+            }),
         };
         made.map_err(crate::error::from_iceberg)?;
         self.policies_ready
@@ -1229,7 +1229,7 @@ impl SqeCatalog for SqlCatalog {
         Some(&self.warehouse)
     }
 
-    fn policy_db(&self) -> Option<&dyn crate::governance::model::PolicyDb> {
+    fn policy_db(&self) -> Option<&dyn crate::catalog::policy_store::PolicyDb> {
         Some(self.db.as_ref())
     }
 

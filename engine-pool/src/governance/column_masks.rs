@@ -59,8 +59,9 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
 use sqe_sessions::{QueryResult, Session, SqeError, SqeResult, quote_identifier};
 
-use crate::governance::model::{Object, PolicyDb};
+use crate::catalog::policy_store::PolicyDb;
 use crate::engine::Engine;
+use crate::governance::model::Object;
 use crate::names::{normalize_ident, resolve_name};
 
 /// What a mask shows.
@@ -214,12 +215,12 @@ pub(crate) fn read_tag_masks(
 /// The hash key of `catalog`: the configured one, else the catalog's own (made on first need when
 /// `make` is set).
 pub(crate) fn hash_key(
-    engine: &Engine,
+    governance: &super::Governance,
     db: &dyn PolicyDb,
     catalog: &str,
     make: bool,
 ) -> SqeResult<Option<Vec<u8>>> {
-    if let Some(key) = engine.mask_key() {
+    if let Some(key) = governance.mask_key() {
         return Ok(Some(key.to_vec()));
     }
     let read = || -> SqeResult<Option<Vec<u8>>> {
@@ -475,7 +476,7 @@ impl Engine {
         mask: Option<Mask>,
         grantee: Option<(&'static str, String)>,
     ) -> SqeResult<QueryResult> {
-        if !self.is_admin(session) {
+        if !self.governance.is_admin(&session.principal) {
             return Err(SqeError::new(
                 sqe_sessions::ErrorCode::PermissionDenied,
                 "Access Denied: only an admin sets a tag's masks",
@@ -483,11 +484,14 @@ impl Engine {
         }
         let catalog = session.catalog.clone();
         let handle = self.mounts.bind(session, &catalog)?;
-        let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
-            SqeError::unsupported(format!(
-                "catalog '{catalog}' keeps no masks (only SQLite and PostgreSQL catalogs do)"
-            ))
-        })?;
+        let db = self
+            .governance
+            .policy_db_of(&catalog, &handle)
+            .ok_or_else(|| {
+                SqeError::unsupported(format!(
+                    "catalog '{catalog}' keeps no masks (only SQLite and PostgreSQL catalogs do)"
+                ))
+            })?;
         match (mask, grantee) {
             (Some(mask), Some((kind, grantee))) => {
                 if let Mask::Custom(_) = mask {
@@ -496,7 +500,7 @@ impl Engine {
                     ));
                 }
                 if mask == Mask::Hash {
-                    hash_key(self, db, &catalog, true)?;
+                    hash_key(&self.governance, db, &catalog, true)?;
                 }
                 let (mask_kind, argument) = mask.stored();
                 db.execute(
@@ -538,13 +542,13 @@ impl Engine {
     ) -> SqeResult<QueryResult> {
         let (catalog, schema, table) = resolve_name(session, &table_name)?;
         let object = Object::table(&catalog, &schema, &table);
-        self.authorize_owner(session, &object, || {
+        self.governance.authorize_owner(session, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
         })?;
         let (_, _, loaded) = self.mounts.table(session, &table_name).await?;
         let current = loaded.metadata().current_schema().clone();
         let handle = self.mounts.bind(session, &catalog)?;
-        let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
+        let db = self.governance.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no column masks (only SQLite and PostgreSQL catalogs do)"
             ))
@@ -613,7 +617,7 @@ impl Engine {
                 self.check_mask(session, &object, &column, &arrow, &mask)
                     .await?;
                 if mask == Mask::Hash {
-                    hash_key(self, db, &catalog, true)?;
+                    hash_key(&self.governance, db, &catalog, true)?;
                 }
                 let (kind, argument) = mask.stored();
                 let [c, s, t, id] = keys(field.id);
@@ -724,11 +728,6 @@ impl Engine {
             )));
         }
         Ok(())
-    }
-
-    /// The configured hash key, if any.
-    pub(crate) fn mask_key(&self) -> Option<&[u8]> {
-        self.mask_key.as_deref()
     }
 }
 

@@ -21,12 +21,12 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{GrantObjects, Ident};
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
-use crate::governance::model::{ColumnAccess, Object};
+use super::Governance;
 use crate::catalog::scan::IcebergScanProvider;
-use crate::engine::Engine;
+use crate::governance::model::{ColumnAccess, Object};
 use crate::names::resolve_name;
 
-impl Engine {
+impl Governance {
     /// GRANT / DENY (`effect`) or REVOKE (`None`) of SELECT on `columns` of one table.
     pub(crate) async fn change_column_privileges(
         &self,
@@ -117,7 +117,7 @@ impl Engine {
         state: &SessionState,
         plan: &LogicalPlan,
     ) -> SqeResult<()> {
-        if self.is_admin(session) {
+        if self.is_admin(&session.principal) {
             return Ok(());
         }
         let mut scanned: Vec<(Object, String)> = Vec::new();

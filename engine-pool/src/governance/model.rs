@@ -28,15 +28,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use datafusion::arrow::array::StringArray;
-use datafusion::arrow::datatypes::{DataType, Field};
-use datafusion::sql::sqlparser::ast::{
-    Action, GrantObjects, Grantee, GranteeName, GranteesType, ObjectName, Privileges, Statement,
-};
-use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
+use sqe_sessions::{ErrorCode, SqeError, SqeResult};
 
-use crate::engine::Engine;
-use crate::names::{resolve_name, schema_name};
+use crate::catalog::policy_store::PolicyDb;
 
 /// What no privilege row decides: `[access] default`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,7 +57,7 @@ pub(crate) enum Privilege {
 }
 
 /// The privileges `ALL PRIVILEGES` stands for.
-const GRANTABLE: [Privilege; 7] = [
+pub(crate) const GRANTABLE: [Privilege; 7] = [
     Privilege::Select,
     Privilege::Insert,
     Privilege::Update,
@@ -74,7 +68,7 @@ const GRANTABLE: [Privilege; 7] = [
 ];
 
 impl Privilege {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Privilege::Select => "SELECT",
             Privilege::Insert => "INSERT",
@@ -86,12 +80,12 @@ impl Privilege {
         }
     }
 
-    fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         GRANTABLE.into_iter().find(|p| p.name() == name)
     }
 
     /// Trino's words for a refusal: "Cannot select from table c.s.t".
-    fn refusal(self, object: &Object) -> String {
+    pub(crate) fn refusal(self, object: &Object) -> String {
         let target = object.to_string();
         let kind = if object.table.is_some() {
             "table"
@@ -147,7 +141,7 @@ impl Object {
 
     /// The row key in the policy tables: the schema, and the table or `''` for the schema itself
     /// (kept apart: a schema or table name may hold a dot).
-    fn key(&self) -> (String, String) {
+    pub(crate) fn key(&self) -> (String, String) {
         (self.schema.clone(), self.table.clone().unwrap_or_default())
     }
 }
@@ -162,95 +156,14 @@ impl std::fmt::Display for Object {
     }
 }
 
-/// A catalog's database, as the policy tables need it: text in, text out (`$1`, `$2`, …).
-pub trait PolicyDb: Send + Sync {
-    fn query(&self, sql: &str, args: &[&str]) -> SqeResult<Vec<Vec<Option<String>>>>;
-    fn execute(&self, sql: &str, args: &[&str]) -> SqeResult<u64>;
-}
-
-/// SQE's tables in a catalog's database (pyiceberg ignores them).
-pub const POLICY_TABLES: &str = "CREATE TABLE IF NOT EXISTS sqe_privileges (
-        catalog_name VARCHAR(255) NOT NULL,
-        schema_name VARCHAR(255) NOT NULL,
-        table_name VARCHAR(255) NOT NULL,
-        grantee_kind VARCHAR(8) NOT NULL,
-        grantee VARCHAR(255) NOT NULL,
-        privilege VARCHAR(16) NOT NULL,
-        effect VARCHAR(8) NOT NULL,
-        grant_option VARCHAR(5) NOT NULL,
-        granted_by VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, schema_name, table_name, grantee_kind, grantee, privilege, effect));
-    CREATE TABLE IF NOT EXISTS sqe_owners (
-        catalog_name VARCHAR(255) NOT NULL,
-        schema_name VARCHAR(255) NOT NULL,
-        table_name VARCHAR(255) NOT NULL,
-        owner VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, schema_name, table_name));
-    CREATE TABLE IF NOT EXISTS sqe_roles (
-        catalog_name VARCHAR(255) NOT NULL,
-        role_name VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, role_name));
-    CREATE TABLE IF NOT EXISTS sqe_role_members (
-        catalog_name VARCHAR(255) NOT NULL,
-        role_name VARCHAR(255) NOT NULL,
-        member VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, role_name, member));
-    CREATE TABLE IF NOT EXISTS sqe_row_filters (
-        catalog_name VARCHAR(255) NOT NULL,
-        schema_name VARCHAR(255) NOT NULL,
-        table_name VARCHAR(255) NOT NULL,
-        filter_name VARCHAR(255) NOT NULL,
-        grantee_kind VARCHAR(8) NOT NULL,
-        grantee VARCHAR(255) NOT NULL,
-        expression VARCHAR(4000) NOT NULL,
-        PRIMARY KEY (catalog_name, schema_name, table_name, filter_name));
-    CREATE TABLE IF NOT EXISTS sqe_column_masks (
-        catalog_name VARCHAR(255) NOT NULL,
-        schema_name VARCHAR(255) NOT NULL,
-        table_name VARCHAR(255) NOT NULL,
-        field_id VARCHAR(16) NOT NULL,
-        grantee_kind VARCHAR(8) NOT NULL,
-        grantee VARCHAR(255) NOT NULL,
-        mask_kind VARCHAR(16) NOT NULL,
-        argument VARCHAR(4000) NOT NULL,
-        PRIMARY KEY (catalog_name, schema_name, table_name, field_id, grantee_kind, grantee));
-    CREATE TABLE IF NOT EXISTS sqe_column_privileges (
-        catalog_name VARCHAR(255) NOT NULL,
-        schema_name VARCHAR(255) NOT NULL,
-        table_name VARCHAR(255) NOT NULL,
-        field_id VARCHAR(16) NOT NULL,
-        grantee_kind VARCHAR(8) NOT NULL,
-        grantee VARCHAR(255) NOT NULL,
-        effect VARCHAR(8) NOT NULL,
-        granted_by VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, schema_name, table_name, field_id, grantee_kind, grantee, effect));
-    CREATE TABLE IF NOT EXISTS sqe_column_tags (
-        catalog_name VARCHAR(255) NOT NULL,
-        schema_name VARCHAR(255) NOT NULL,
-        table_name VARCHAR(255) NOT NULL,
-        field_id VARCHAR(16) NOT NULL,
-        tag_name VARCHAR(255) NOT NULL,
-        PRIMARY KEY (catalog_name, schema_name, table_name, field_id, tag_name));
-    CREATE TABLE IF NOT EXISTS sqe_tag_masks (
-        catalog_name VARCHAR(255) NOT NULL,
-        tag_name VARCHAR(255) NOT NULL,
-        grantee_kind VARCHAR(8) NOT NULL,
-        grantee VARCHAR(255) NOT NULL,
-        mask_kind VARCHAR(16) NOT NULL,
-        argument VARCHAR(4000) NOT NULL,
-        PRIMARY KEY (catalog_name, tag_name, grantee_kind, grantee));
-    CREATE TABLE IF NOT EXISTS sqe_mask_keys (
-        catalog_name VARCHAR(255) NOT NULL PRIMARY KEY,
-        key_hex VARCHAR(128) NOT NULL);";
-
 /// One privilege row.
 #[derive(Debug, Clone)]
-struct Grant {
-    object: (String, String),
-    grantee: (String, String),
-    privilege: Privilege,
-    deny: bool,
-    grant_option: bool,
+pub(crate) struct Grant {
+    pub(crate) object: (String, String),
+    pub(crate) grantee: (String, String),
+    pub(crate) privilege: Privilege,
+    pub(crate) deny: bool,
+    pub(crate) grant_option: bool,
 }
 
 /// The caller, as the policies see them.
@@ -266,13 +179,13 @@ pub(crate) struct Who {
 /// `system.jdbc`, Flight's GetTables): carried in the statement's config, each catalog's policies
 /// read on the first row that needs them. A catalog whose policies cannot be read shows nothing.
 pub(crate) struct Visibility {
-    who: Who,
-    default_allow: bool,
-    catalogs: HashMap<String, crate::catalog::backend::CatalogRef>,
+    pub(crate) who: Who,
+    pub(crate) default_allow: bool,
+    pub(crate) catalogs: HashMap<String, crate::catalog::backend::CatalogRef>,
     /// `[access] store`, for the catalogs that keep no policies of their own.
-    store: Option<Arc<dyn PolicyDb>>,
-    ranger: Option<Arc<crate::governance::ranger::Ranger>>,
-    read: std::sync::Mutex<HashMap<String, Option<(Policies, Who)>>>,
+    pub(crate) store: Option<Arc<dyn PolicyDb>>,
+    pub(crate) ranger: Option<Arc<crate::governance::ranger::Ranger>>,
+    pub(crate) read: std::sync::Mutex<HashMap<String, Option<(Policies, Who)>>>,
 }
 
 impl std::fmt::Debug for Visibility {
@@ -318,7 +231,7 @@ impl Visibility {
     }
 
     /// A catalog's policies and the caller with the roles it grants them; None if unreadable.
-    fn policies(&self, catalog: &str) -> Option<(Policies, Who)> {
+    pub(crate) fn policies(&self, catalog: &str) -> Option<(Policies, Who)> {
         let mut who = self.who.clone();
         if let Some(ranger) = self.ranger.as_ref().filter(|r| r.governs(catalog)) {
             let policies = Policies::without_rows(false, Some(ranger.current().ok()?));
@@ -338,23 +251,23 @@ impl Visibility {
 }
 
 /// A catalog's policies, read once for a statement.
-struct Policies {
-    grants: Vec<Grant>,
+pub(crate) struct Policies {
+    pub(crate) grants: Vec<Grant>,
     /// SELECT granted or denied on single columns (by field id) of a table.
-    columns: Vec<ColumnGrant>,
-    owners: HashMap<(String, String), String>,
-    default_allow: bool,
+    pub(crate) columns: Vec<ColumnGrant>,
+    pub(crate) owners: HashMap<(String, String), String>,
+    pub(crate) default_allow: bool,
     /// Ranger's policies, in place of all the above, for a catalog they govern (ranger.rs).
-    ranger: Option<Arc<crate::governance::ranger::RangerPolicies>>,
+    pub(crate) ranger: Option<Arc<crate::governance::ranger::RangerPolicies>>,
 }
 
 /// One column privilege row.
 #[derive(Debug, Clone)]
-struct ColumnGrant {
-    object: (String, String),
-    field_id: i32,
-    grantee: (String, String),
-    deny: bool,
+pub(crate) struct ColumnGrant {
+    pub(crate) object: (String, String),
+    pub(crate) field_id: i32,
+    pub(crate) grantee: (String, String),
+    pub(crate) deny: bool,
 }
 
 /// What a caller may read of a table, where it is not everything: the columns (field ids) granted
@@ -382,7 +295,7 @@ impl ColumnAccess {
 
 impl Policies {
     /// A catalog that keeps no policy rows: the default decides, or Ranger's policies.
-    fn without_rows(
+    pub(crate) fn without_rows(
         default_allow: bool,
         ranger: Option<Arc<crate::governance::ranger::RangerPolicies>>,
     ) -> Self {
@@ -395,7 +308,7 @@ impl Policies {
         }
     }
 
-    fn read(db: &dyn PolicyDb, catalog: &str, default_allow: bool) -> SqeResult<Self> {
+    pub(crate) fn read(db: &dyn PolicyDb, catalog: &str, default_allow: bool) -> SqeResult<Self> {
         let rows = db.query(
             "SELECT schema_name, table_name, grantee_kind, grantee, privilege, effect, grant_option
              FROM sqe_privileges WHERE catalog_name = $1",
@@ -451,7 +364,11 @@ impl Policies {
     }
 
     /// The caller's column privileges on a table: granted and denied field ids.
-    fn column_rules(&self, who: &Who, object: &Object) -> (BTreeSet<i32>, BTreeSet<i32>) {
+    pub(crate) fn column_rules(
+        &self,
+        who: &Who,
+        object: &Object,
+    ) -> (BTreeSet<i32>, BTreeSet<i32>) {
         let table = object.key();
         let (mut granted, mut denied) = (BTreeSet::new(), BTreeSet::new());
         for c in self.columns.iter().filter(|c| c.object == table) {
@@ -471,13 +388,13 @@ impl Policies {
     }
 
     /// Whether a row DENYs `privilege` on `object` (or its schema) to the caller.
-    fn denies(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
+    pub(crate) fn denies(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
         self.about(who, object)
             .any(|g| g.privilege == privilege && g.deny)
     }
 
     /// What the caller may read of `object`; None for all of it.
-    fn column_access(&self, who: &Who, object: &Object) -> Option<ColumnAccess> {
+    pub(crate) fn column_access(&self, who: &Who, object: &Object) -> Option<ColumnAccess> {
         if who.admin || self.owns(who, object) {
             return None;
         }
@@ -495,13 +412,13 @@ impl Policies {
 
     /// Whether the caller may read some of `object`: SELECT on it, or on some of its columns
     /// (then the columns a statement reads are checked once it is planned).
-    fn reads_some(&self, who: &Who, object: &Object) -> bool {
+    pub(crate) fn reads_some(&self, who: &Who, object: &Object) -> bool {
         self.allows(who, Privilege::Select, object)
             || (!self.denies(who, Privilege::Select, object)
                 && !self.column_rules(who, object).0.is_empty())
     }
 
-    fn owns(&self, who: &Who, object: &Object) -> bool {
+    pub(crate) fn owns(&self, who: &Who, object: &Object) -> bool {
         if self.ranger.is_some() {
             return false;
         }
@@ -515,7 +432,11 @@ impl Policies {
 
     /// The rows about `object` (or its schema, or the whole catalog) that name the caller or one
     /// of their roles.
-    fn about<'a>(&'a self, who: &'a Who, object: &Object) -> impl Iterator<Item = &'a Grant> {
+    pub(crate) fn about<'a>(
+        &'a self,
+        who: &'a Who,
+        object: &Object,
+    ) -> impl Iterator<Item = &'a Grant> {
         let schema = (object.schema.clone(), String::new());
         let table = object.key();
         self.grants.iter().filter(move |g| {
@@ -529,7 +450,7 @@ impl Policies {
         })
     }
 
-    fn allows(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
+    pub(crate) fn allows(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
         if who.admin || self.owns(who, object) {
             return true;
         }
@@ -547,7 +468,7 @@ impl Policies {
     }
 
     /// Whether the caller may grant `privilege` on `object` to others.
-    fn may_grant(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
+    pub(crate) fn may_grant(&self, who: &Who, privilege: Privilege, object: &Object) -> bool {
         if who.admin || self.owns(who, object) {
             return true;
         }
@@ -559,7 +480,7 @@ impl Policies {
     }
 
     /// Whether the object exists for the caller at all: they hold some privilege on it.
-    fn visible(&self, who: &Who, object: &Object) -> bool {
+    pub(crate) fn visible(&self, who: &Who, object: &Object) -> bool {
         if let Some(ranger) = &self.ranger {
             return who.admin || ranger.visible(who, object);
         }
@@ -569,831 +490,6 @@ impl Policies {
             || (object.table.is_some() && !self.column_rules(who, object).0.is_empty())
             || (self.default_allow && GRANTABLE.iter().any(|p| self.allows(who, *p, object)))
     }
-}
-
-impl Engine {
-    /// The caller, with the roles the catalog grants them.
-    fn who(&self, session: &Session, db: Option<&dyn PolicyDb>, catalog: &str) -> SqeResult<Who> {
-        let mut roles: BTreeSet<String> = session.principal.roles.iter().cloned().collect();
-        if let Some(db) = db {
-            roles.extend(granted_roles(db, catalog, &session.principal.name)?);
-        }
-        Ok(Who {
-            name: session.principal.name.clone(),
-            roles,
-            admin: self.is_admin(session),
-        })
-    }
-
-    /// What the listings may show this caller; None for an admin (everything).
-    pub(crate) fn visibility(&self, session: &Session) -> Option<Visibility> {
-        if self.is_admin(session) {
-            return None;
-        }
-        let catalogs = self
-            .mounts
-            .server()
-            .keys()
-            .filter_map(|name| Some((name.clone(), self.mounts.bind(session, name).ok()?)))
-            .collect();
-        Some(Visibility {
-            who: Who {
-                name: session.principal.name.clone(),
-                roles: session.principal.roles.iter().cloned().collect(),
-                admin: false,
-            },
-            default_allow: self.access_default_allow,
-            catalogs,
-            store: self.policy_store.clone(),
-            ranger: self.ranger.clone(),
-            read: std::sync::Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// An admin may do anything; without admin roles, an engine that allows by default makes
-    /// everyone one (the embedded shell).
-    pub(crate) fn is_admin(&self, session: &Session) -> bool {
-        session.principal.has_any_role(&self.admin_roles)
-            || (self.admin_roles.is_empty() && self.access_default_allow)
-    }
-
-    /// The policies of `catalog` and the caller as they see them; None for an admin (nothing to
-    /// check).
-    fn policies_for(&self, session: &Session, catalog: &str) -> SqeResult<Option<(Policies, Who)>> {
-        if self.is_admin(session) {
-            return Ok(None);
-        }
-        let handle = self.mounts.bind(session, catalog)?;
-        let db = self.policy_db_of(catalog, &handle);
-        let who = self.who(session, db, catalog)?;
-        let policies = match db {
-            Some(db) => Policies::read(db, catalog, self.access_default_allow)?,
-            None => Policies::without_rows(
-                self.access_default_allow,
-                match &self.ranger {
-                    Some(r) if r.governs(catalog) => Some(r.current()?),
-                    _ => None,
-                },
-            ),
-        };
-        Ok(Some((policies, who)))
-    }
-
-    /// Refuses `privilege` on `object` unless the caller holds it. `absent` is the error for an
-    /// object the caller may not see at all (the one they would get if it did not exist).
-    pub(crate) fn authorize(
-        &self,
-        session: &Session,
-        privilege: Privilege,
-        object: &Object,
-        absent: impl FnOnce() -> SqeError,
-    ) -> SqeResult<()> {
-        let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
-            return Ok(());
-        };
-        decide(&policies, &who, privilege, object, absent)
-    }
-
-    /// Refuses reading `object` unless the caller holds SELECT on it or on some of its columns
-    /// (whose use [`Engine::authorize_columns`] checks once the statement is planned).
-    pub(crate) fn authorize_read(
-        &self,
-        session: &Session,
-        object: &Object,
-        absent: impl FnOnce() -> SqeError,
-    ) -> SqeResult<()> {
-        let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
-            return Ok(());
-        };
-        if !policies.allows(&who, Privilege::Select, object) && policies.reads_some(&who, object) {
-            crate::admission::record_decision(format!("allow SELECT on columns of {object}"));
-            return Ok(());
-        }
-        decide(&policies, &who, Privilege::Select, object, absent)
-    }
-
-    /// The database `catalog`'s policies are kept in: its own, else (for the server's own
-    /// catalogs, never one a session attached) `[access] store`.
-    pub(crate) fn policy_db_of<'a>(
-        &'a self,
-        catalog: &str,
-        handle: &'a crate::catalog::backend::CatalogRef,
-    ) -> Option<&'a dyn PolicyDb> {
-        if self.ranger.as_ref().is_some_and(|r| r.governs(catalog)) {
-            return None;
-        }
-        handle.policy_db().or_else(|| {
-            self.mounts
-                .is_server_catalog(catalog)
-                .then_some(self.policy_store.as_deref())
-                .flatten()
-        })
-    }
-
-    /// What the caller may read of `object` where it is not all of it.
-    pub(crate) fn column_access(
-        &self,
-        session: &Session,
-        object: &Object,
-    ) -> SqeResult<Option<ColumnAccess>> {
-        Ok(self
-            .policies_for(session, &object.catalog)?
-            .and_then(|(policies, who)| policies.column_access(&who, object)))
-    }
-
-    /// Whether the caller may grant (`grant`) or deny and revoke SELECT on `object`'s columns; the
-    /// error to give when not.
-    pub(crate) fn may_change_columns(
-        &self,
-        session: &Session,
-        object: &Object,
-        grant: bool,
-    ) -> SqeResult<()> {
-        let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
-            return Ok(());
-        };
-        let allowed = match grant {
-            true => policies.may_grant(&who, Privilege::Select, object),
-            false => policies.owns(&who, object),
-        };
-        if allowed {
-            return Ok(());
-        }
-        if !policies.visible(&who, object) {
-            return Err(SqeError::not_found(format!(
-                "table '{object}' does not exist"
-            )));
-        }
-        Err(SqeError::new(
-            ErrorCode::PermissionDenied,
-            format!(
-                "Access Denied: Cannot {} privileges on {object}",
-                if grant { "grant" } else { "change" }
-            ),
-        ))
-    }
-
-    /// Refuses anyone but the object's owner and the admins (`absent` when they cannot see it).
-    pub(crate) fn authorize_owner(
-        &self,
-        session: &Session,
-        object: &Object,
-        absent: impl FnOnce() -> SqeError,
-    ) -> SqeResult<()> {
-        let Some((policies, who)) = self.policies_for(session, &object.catalog)? else {
-            return Ok(());
-        };
-        if policies.owns(&who, object) {
-            return Ok(());
-        }
-        if object.table.is_some() && !policies.visible(&who, object) {
-            return Err(absent());
-        }
-        Err(SqeError::new(
-            ErrorCode::PermissionDenied,
-            format!("Access Denied: only the owner of {object} or an admin may do this"),
-        ))
-    }
-
-    /// The names among `tables` (of one schema) the caller may see.
-    pub(crate) fn visible_tables(
-        &self,
-        session: &Session,
-        catalog: &str,
-        schema: &str,
-        tables: Vec<String>,
-    ) -> SqeResult<Vec<String>> {
-        let Some((policies, who)) = self.policies_for(session, catalog)? else {
-            return Ok(tables);
-        };
-        Ok(tables
-            .into_iter()
-            .filter(|t| policies.visible(&who, &Object::table(catalog, schema, t)))
-            .collect())
-    }
-
-    /// Records the caller as the owner of an object they created (where the catalog keeps
-    /// policies), replacing any earlier owner of that name.
-    pub(crate) fn record_owner(&self, session: &Session, object: &Object) -> SqeResult<()> {
-        let handle = self.mounts.bind(session, &object.catalog)?;
-        let Some(db) = self.policy_db_of(&object.catalog, &handle) else {
-            return Ok(());
-        };
-        let (schema, table) = object.key();
-        db.execute(
-            "DELETE FROM sqe_owners WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3",
-            &[&object.catalog, &schema, &table],
-        )?;
-        db.execute(
-            "INSERT INTO sqe_owners (catalog_name, schema_name, table_name, owner) VALUES ($1, $2, $3, $4)",
-            &[&object.catalog, &schema, &table, &session.principal.name],
-        )?;
-        Ok(())
-    }
-
-    /// Moves the owner, privileges, row filters and column masks of a renamed table to its new name, replacing
-    /// any left there.
-    pub(crate) fn move_object(
-        &self,
-        session: &Session,
-        from: &Object,
-        to: &Object,
-    ) -> SqeResult<()> {
-        self.forget_object(session, to)?;
-        let handle = self.mounts.bind(session, &from.catalog)?;
-        let Some(db) = self.policy_db_of(&from.catalog, &handle) else {
-            return Ok(());
-        };
-        let ((schema, table), (new_schema, new_table)) = (from.key(), to.key());
-        for rows in [
-            "sqe_owners",
-            "sqe_privileges",
-            "sqe_row_filters",
-            "sqe_column_masks",
-            "sqe_column_privileges",
-            "sqe_column_tags",
-        ] {
-            db.execute(
-                &format!(
-                    "UPDATE {rows} SET schema_name = $4, table_name = $5
-                     WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3"
-                ),
-                &[&from.catalog, &schema, &table, &new_schema, &new_table],
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Forgets the owner, privileges, row filters and column masks of a dropped object: a table made again under
-    /// its name starts with none.
-    pub(crate) fn forget_object(&self, session: &Session, object: &Object) -> SqeResult<()> {
-        let handle = self.mounts.bind(session, &object.catalog)?;
-        let Some(db) = self.policy_db_of(&object.catalog, &handle) else {
-            return Ok(());
-        };
-        let (schema, table) = object.key();
-        for rows in [
-            "sqe_owners",
-            "sqe_privileges",
-            "sqe_row_filters",
-            "sqe_column_masks",
-            "sqe_column_privileges",
-            "sqe_column_tags",
-        ] {
-            db.execute(
-                &format!(
-                    "DELETE FROM {rows} WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3"
-                ),
-                &[&object.catalog, &schema, &table],
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Checks, before a statement is planned, that the caller may read every table and view it
-    /// names (in subqueries and CTEs too; a view's own body is checked when it is planned, in its
-    /// schema), so that planning never describes a table the caller may not see. Tables SQE
-    /// resolved itself, `information_schema` and `system` are not catalog tables. `EXPLAIN INSERT`
-    /// needs INSERT on its target as well.
-    pub(crate) fn authorize_statement(
-        &self,
-        session: &Session,
-        state: &datafusion::execution::SessionState,
-        statement: &datafusion::sql::parser::Statement,
-    ) -> SqeResult<()> {
-        if self.is_admin(session) {
-            return Ok(());
-        }
-        let names = state
-            .resolve_table_references(statement)
-            .map_err(crate::error::from_datafusion)?;
-        let functions = table_function_calls(statement);
-        for name in names {
-            // `generate_series(1, 10)` is a function's rows, no table (unless the statement also
-            // names a table of that name).
-            if functions.contains(&name.to_string()) {
-                continue;
-            }
-            let full = name.resolve(&session.catalog, &session.schema);
-            let (catalog, schema, table) = (&*full.catalog, &*full.schema, &*full.table);
-            if catalog == crate::names::QUERY_CATALOG
-                || catalog == "system"
-                || schema == "information_schema"
-                || self.mounts.mount(session, catalog).is_err()
-            {
-                continue;
-            }
-            // A metadata table (`t$files`) is its table's.
-            let base = table.split('$').next().unwrap_or(table);
-            let object = Object::table(catalog, schema, base);
-            self.authorize_read(session, &object, || {
-                SqeError::not_found(format!("table '{catalog}.{schema}.{table}' not found"))
-            })?;
-        }
-        if let datafusion::sql::parser::Statement::Statement(inner) = statement
-            && let Statement::Explain { statement, .. } = inner.as_ref()
-            && let Statement::Insert(insert) = statement.as_ref()
-            && let datafusion::sql::sqlparser::ast::TableObject::TableName(name) = &insert.table
-        {
-            let (catalog, schema, table) = resolve_name(session, name)?;
-            let object = Object::table(&catalog, &schema, &table);
-            self.authorize(session, Privilege::Insert, &object, || {
-                SqeError::not_found(format!("table '{object}' not found"))
-            })?;
-        }
-        Ok(())
-    }
-
-    /// Refuses to describe a table or view the caller holds no privilege on, as if it did not
-    /// exist (`absent`).
-    pub(crate) fn authorize_visible(
-        &self,
-        session: &Session,
-        object: &Object,
-        absent: impl FnOnce() -> SqeError,
-    ) -> SqeResult<()> {
-        match self.policies_for(session, &object.catalog)? {
-            Some((policies, who)) if !policies.visible(&who, object) => Err(absent()),
-            _ => Ok(()),
-        }
-    }
-
-    /// GRANT, REVOKE, DENY, CREATE ROLE, DROP ROLE; None for any other statement.
-    pub(crate) async fn run_access_statement(
-        &self,
-        session: &Session,
-        statement: &Statement,
-    ) -> Option<SqeResult<QueryResult>> {
-        let result = match statement {
-            Statement::Grant(g) => match &g.privileges {
-                Privileges::Actions(actions)
-                    if actions.iter().all(|a| matches!(a, Action::Role { .. })) =>
-                {
-                    self.role_members(session, actions, &g.grantees, true)
-                }
-                _ => {
-                    self.change_privileges(
-                        session,
-                        Change::Grant {
-                            grant_option: g.with_grant_option,
-                        },
-                        &g.privileges,
-                        g.objects.as_ref(),
-                        &g.grantees,
-                    )
-                    .await
-                }
-            },
-            Statement::Deny(d) => {
-                self.change_privileges(
-                    session,
-                    Change::Deny,
-                    &d.privileges,
-                    Some(&d.objects),
-                    &d.grantees,
-                )
-                .await
-            }
-            Statement::Revoke(r) => match &r.privileges {
-                Privileges::Actions(actions)
-                    if actions.iter().all(|a| matches!(a, Action::Role { .. })) =>
-                {
-                    self.role_members(session, actions, &r.grantees, false)
-                }
-                _ => {
-                    self.change_privileges(
-                        session,
-                        Change::Revoke,
-                        &r.privileges,
-                        r.objects.as_ref(),
-                        &r.grantees,
-                    )
-                    .await
-                }
-            },
-            Statement::CreateRole(c) => c
-                .names
-                .iter()
-                .try_for_each(|n| self.create_role(session, n, c.if_not_exists))
-                .map(|_| QueryResult::empty()),
-            _ => return None,
-        };
-        Some(result)
-    }
-
-    /// The database of the session's catalog, for roles; refused where the catalog keeps none.
-    fn role_db(&self, session: &Session) -> SqeResult<crate::catalog::backend::CatalogRef> {
-        if !self.is_admin(session) {
-            return Err(SqeError::new(
-                ErrorCode::PermissionDenied,
-                "Access Denied: only an admin manages roles",
-            ));
-        }
-        let handle = self.mounts.bind(session, &session.catalog)?;
-        if self.policy_db_of(&session.catalog, &handle).is_none() {
-            return Err(self.no_policies(&session.catalog));
-        }
-        Ok(handle)
-    }
-
-    fn create_role(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-        if_not_exists: bool,
-    ) -> SqeResult<()> {
-        let role = single_name(name, "role")?;
-        let handle = self.role_db(session)?;
-        let db = self
-            .policy_db_of(&session.catalog, &handle)
-            .ok_or_else(|| self.no_policies(&session.catalog))?;
-        if role_exists(db, &session.catalog, &role)? {
-            if if_not_exists {
-                return Ok(());
-            }
-            return Err(SqeError::already_exists(format!(
-                "role '{role}' already exists"
-            )));
-        }
-        db.execute(
-            "INSERT INTO sqe_roles (catalog_name, role_name) VALUES ($1, $2)",
-            &[&session.catalog, &role],
-        )?;
-        Ok(())
-    }
-
-    /// `DROP ROLE r`: the role, its members and its privileges.
-    pub(crate) fn drop_role(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-        if_exists: bool,
-    ) -> SqeResult<()> {
-        let role = single_name(name, "role")?;
-        let handle = self.role_db(session)?;
-        let db = self
-            .policy_db_of(&session.catalog, &handle)
-            .ok_or_else(|| self.no_policies(&session.catalog))?;
-        if !role_exists(db, &session.catalog, &role)? {
-            if if_exists {
-                return Ok(());
-            }
-            return Err(SqeError::not_found(format!("role '{role}' does not exist")));
-        }
-        let catalog = session.catalog.as_str();
-        db.execute(
-            "DELETE FROM sqe_roles WHERE catalog_name = $1 AND role_name = $2",
-            &[catalog, &role],
-        )?;
-        db.execute(
-            "DELETE FROM sqe_role_members WHERE catalog_name = $1 AND role_name = $2",
-            &[catalog, &role],
-        )?;
-        db.execute(
-            "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND grantee_kind = 'role' AND grantee = $2",
-            &[catalog, &role],
-        )?;
-        Ok(())
-    }
-
-    /// `GRANT ROLE r TO USER u` and `REVOKE ROLE r FROM USER u`.
-    fn role_members(
-        &self,
-        session: &Session,
-        actions: &[Action],
-        grantees: &[Grantee],
-        add: bool,
-    ) -> SqeResult<QueryResult> {
-        let handle = self.role_db(session)?;
-        let db = self
-            .policy_db_of(&session.catalog, &handle)
-            .ok_or_else(|| self.no_policies(&session.catalog))?;
-        let catalog = session.catalog.as_str();
-        for action in actions {
-            let Action::Role { role } = action else {
-                continue;
-            };
-            let role = single_name(role, "role")?;
-            if !role_exists(db, catalog, &role)? {
-                return Err(SqeError::not_found(format!("role '{role}' does not exist")));
-            }
-            for grantee in grantees {
-                let (kind, member) = grantee_of(grantee)?;
-                if kind != "user" {
-                    return Err(SqeError::unsupported("roles are granted to users only"));
-                }
-                db.execute(
-                    "DELETE FROM sqe_role_members WHERE catalog_name = $1 AND role_name = $2 AND member = $3",
-                    &[catalog, &role, &member],
-                )?;
-                if add {
-                    db.execute(
-                        "INSERT INTO sqe_role_members (catalog_name, role_name, member) VALUES ($1, $2, $3)",
-                        &[catalog, &role, &member],
-                    )?;
-                }
-            }
-        }
-        Ok(QueryResult::empty())
-    }
-
-    async fn change_privileges(
-        &self,
-        session: &Session,
-        change: Change,
-        privileges: &Privileges,
-        objects: Option<&GrantObjects>,
-        grantees: &[Grantee],
-    ) -> SqeResult<QueryResult> {
-        if let Privileges::Actions(actions) = privileges
-            && let [
-                Action::Select {
-                    columns: Some(columns),
-                },
-            ] = actions.as_slice()
-        {
-            let grant = matches!(change, Change::Grant { .. });
-            let grant_option = matches!(change, Change::Grant { grant_option: true });
-            let effect = match change {
-                Change::Grant { .. } => Some("grant"),
-                Change::Deny => Some("deny"),
-                Change::Revoke => None,
-            };
-            if grant_option {
-                return Err(SqeError::unsupported(
-                    "privileges on columns are granted without GRANT OPTION",
-                ));
-            }
-            let grantees = grantees
-                .iter()
-                .map(grantee_of)
-                .collect::<SqeResult<Vec<_>>>()?;
-            return self
-                .change_column_privileges(session, grant, effect, columns, objects, &grantees)
-                .await;
-        }
-        let privileges = privileges_of(privileges)?;
-        let objects = self.objects_of(session, objects)?;
-        let grantees = grantees
-            .iter()
-            .map(grantee_of)
-            .collect::<SqeResult<Vec<_>>>()?;
-        for object in &objects {
-            let handle = self.mounts.bind(session, &object.catalog)?;
-            let db = self
-                .policy_db_of(&object.catalog, &handle)
-                .ok_or_else(|| self.no_policies(&object.catalog))?;
-            self.check_exists(session, object).await?;
-            // Who may: an admin, the owner, or (to grant) one holding the privilege WITH GRANT
-            // OPTION; DENY and REVOKE are the owner's and the admins'.
-            if let Some((policies, who)) = self.policies_for(session, &object.catalog)? {
-                let allowed = privileges.iter().all(|p| match change {
-                    Change::Grant { .. } => policies.may_grant(&who, *p, object),
-                    _ => policies.owns(&who, object),
-                });
-                if !allowed {
-                    if object.table.is_some() && !policies.visible(&who, object) {
-                        return Err(SqeError::not_found(format!(
-                            "table '{object}' does not exist"
-                        )));
-                    }
-                    return Err(SqeError::new(
-                        ErrorCode::PermissionDenied,
-                        format!(
-                            "Access Denied: Cannot {} privileges on {object}",
-                            change.verb()
-                        ),
-                    ));
-                }
-            }
-            let (schema, table) = object.key();
-            for (grantee_kind, grantee) in &grantees {
-                for privilege in &privileges {
-                    let base: [&str; 6] = [
-                        &object.catalog,
-                        &schema,
-                        &table,
-                        grantee_kind,
-                        grantee,
-                        privilege.name(),
-                    ];
-                    match change {
-                        Change::Revoke => {
-                            db.execute(
-                                "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND schema_name = $2
-                                 AND table_name = $3 AND grantee_kind = $4 AND grantee = $5 AND privilege = $6",
-                                &base,
-                            )?;
-                        }
-                        Change::Grant { grant_option } => put_privilege(
-                            db,
-                            &base,
-                            "grant",
-                            grant_option,
-                            &session.principal.name,
-                        )?,
-                        Change::Deny => {
-                            put_privilege(db, &base, "deny", false, &session.principal.name)?
-                        }
-                    }
-                }
-            }
-        }
-        Ok(QueryResult::empty())
-    }
-
-    /// The schemas and tables a GRANT names, qualified by the session's catalog and schema.
-    fn objects_of(
-        &self,
-        session: &Session,
-        objects: Option<&GrantObjects>,
-    ) -> SqeResult<Vec<Object>> {
-        match objects {
-            Some(GrantObjects::Tables(names)) => names
-                .iter()
-                .map(|n| {
-                    let (c, s, t) = resolve_name(session, n)?;
-                    Ok(Object::table(&c, &s, &t))
-                })
-                .collect(),
-            Some(GrantObjects::Schemas(names)) => names
-                .iter()
-                .map(|n| {
-                    let (c, s) = schema_name(session, n)?;
-                    Ok(Object::schema(&c, &s))
-                })
-                .collect(),
-            // `ON CATALOG c`, which the parser knows as `ON DATABASE c` (see `grant_words`).
-            Some(GrantObjects::Databases(names)) => names
-                .iter()
-                .map(|n| {
-                    let name = single_name(n, "catalog")?;
-                    self.mounts.mount(session, &name).map_err(|_| {
-                        SqeError::not_found(format!("catalog '{name}' does not exist"))
-                    })?;
-                    Ok(Object::catalog(&name))
-                })
-                .collect(),
-            _ => Err(SqeError::unsupported(
-                "privileges are granted ON TABLE name, ON SCHEMA name or ON CATALOG name",
-            )),
-        }
-    }
-
-    /// Refuses a grant on a schema or table that does not exist.
-    async fn check_exists(&self, session: &Session, object: &Object) -> SqeResult<()> {
-        let handle = self.mounts.bind(session, &object.catalog)?;
-        if object.schema.is_empty() {
-            return Ok(());
-        }
-        let ns = iceberg::NamespaceIdent::new(object.schema.clone());
-        let exists = match &object.table {
-            None => handle.namespace_exists(&ns).await,
-            Some(t) => {
-                let ident = iceberg::TableIdent::new(ns, t.clone());
-                match handle.table_exists(&ident).await {
-                    Ok(true) => Ok(true),
-                    Ok(false) if handle.supports_views() => handle.view_exists(&ident).await,
-                    other => other,
-                }
-            }
-        }
-        .map_err(crate::error::from_iceberg)?;
-        if exists {
-            return Ok(());
-        }
-        let kind = if object.table.is_some() {
-            "table"
-        } else {
-            "schema"
-        };
-        Err(SqeError::not_found(format!(
-            "{kind} '{object}' does not exist"
-        )))
-    }
-
-    /// `SHOW GRANTS [ON TABLE t | ON SCHEMA s]`: the privileges of the session's catalog (an
-    /// admin's view: all of them; anyone else's: their own and their roles').
-    pub(crate) fn show_grants(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
-        let rest = sql.trim().trim_end_matches(';');
-        let words: Vec<&str> = rest.split_whitespace().collect();
-        let on = match words.as_slice() {
-            [_, _] => None,
-            [_, _, on, kind, name] if on.eq_ignore_ascii_case("on") => {
-                let parts: Vec<String> = name
-                    .split('.')
-                    .map(|p| p.trim_matches('"').to_string())
-                    .collect();
-                let object_name = ObjectName::from(
-                    parts
-                        .iter()
-                        .map(|p| datafusion::sql::sqlparser::ast::Ident::new(p.clone()))
-                        .collect::<Vec<_>>(),
-                );
-                let objects = if kind.eq_ignore_ascii_case("table") {
-                    GrantObjects::Tables(vec![object_name])
-                } else if kind.eq_ignore_ascii_case("schema") {
-                    GrantObjects::Schemas(vec![object_name])
-                } else {
-                    return Err(SqeError::invalid(
-                        "expected SHOW GRANTS [ON TABLE t | ON SCHEMA s]",
-                    ));
-                };
-                self.objects_of(session, Some(&objects))?.pop()
-            }
-            _ => {
-                return Err(SqeError::invalid(
-                    "expected SHOW GRANTS [ON TABLE t | ON SCHEMA s]",
-                ));
-            }
-        };
-        let catalog = on
-            .as_ref()
-            .map_or(session.catalog.clone(), |o| o.catalog.clone());
-        let handle = self.mounts.bind(session, &catalog)?;
-        let db = self
-            .policy_db_of(&catalog, &handle)
-            .ok_or_else(|| self.no_policies(&catalog))?;
-        let who = self.who(session, Some(db), &catalog)?;
-        let policies = Policies::read(db, &catalog, self.access_default_allow)?;
-        let mut rows: Vec<Vec<String>> = policies
-            .grants
-            .iter()
-            .filter(|g| {
-                who.admin
-                    || match g.grantee.0.as_str() {
-                        "user" => g.grantee.1 == who.name,
-                        _ => who.roles.contains(&g.grantee.1),
-                    }
-            })
-            .filter(|g| on.as_ref().is_none_or(|o| g.object == o.key()))
-            .map(|g| {
-                let (schema, table) = g.object.clone();
-                vec![
-                    g.grantee.1.clone(),
-                    g.grantee.0.to_uppercase(),
-                    catalog.clone(),
-                    schema,
-                    table,
-                    if g.deny { "DENY" } else { "GRANT" }.to_string() + " " + g.privilege.name(),
-                    if g.grant_option { "YES" } else { "NO" }.to_string(),
-                ]
-            })
-            .collect();
-        rows.sort();
-        QueryResult::text(
-            &[
-                "Grantee",
-                "Grantee Type",
-                "Catalog",
-                "Schema",
-                "Table",
-                "Privilege",
-                "Grantable",
-            ],
-            &rows,
-        )
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Change {
-    Grant { grant_option: bool },
-    Revoke,
-    Deny,
-}
-
-impl Change {
-    fn verb(self) -> &'static str {
-        match self {
-            Change::Grant { .. } => "grant",
-            Change::Revoke => "revoke",
-            Change::Deny => "deny",
-        }
-    }
-}
-
-fn put_privilege(
-    db: &dyn PolicyDb,
-    base: &[&str; 6],
-    effect: &str,
-    grant_option: bool,
-    by: &str,
-) -> SqeResult<()> {
-    db.execute(
-        "DELETE FROM sqe_privileges WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3
-         AND grantee_kind = $4 AND grantee = $5 AND privilege = $6 AND effect = $7",
-        &[base[0], base[1], base[2], base[3], base[4], base[5], effect],
-    )?;
-    let option = if grant_option { "true" } else { "false" };
-    db.execute(
-        "INSERT INTO sqe_privileges (catalog_name, schema_name, table_name, grantee_kind, grantee,
-         privilege, effect, grant_option, granted_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        &[
-            base[0], base[1], base[2], base[3], base[4], base[5], effect, option, by,
-        ],
-    )?;
-    Ok(())
 }
 
 /// The roles the catalog grants `member`.
@@ -1412,7 +508,7 @@ pub(crate) fn granted_roles(
         .collect())
 }
 
-fn role_exists(db: &dyn PolicyDb, catalog: &str, role: &str) -> SqeResult<bool> {
+pub(crate) fn role_exists(db: &dyn PolicyDb, catalog: &str, role: &str) -> SqeResult<bool> {
     Ok(!db
         .query(
             "SELECT role_name FROM sqe_roles WHERE catalog_name = $1 AND role_name = $2",
@@ -1424,7 +520,7 @@ fn role_exists(db: &dyn PolicyDb, catalog: &str, role: &str) -> SqeResult<bool> 
 /// Allows `privilege` on `object` or refuses it (`absent` for an object the caller may not see at
 /// all, the error they would get if it did not exist); either way recorded on the statement, and
 /// refusals logged in its span (its query id, principal and protocol).
-fn decide(
+pub(crate) fn decide(
     policies: &Policies,
     who: &Who,
     privilege: Privilege,
@@ -1443,231 +539,4 @@ fn decide(
         ErrorCode::PermissionDenied,
         privilege.refusal(object),
     ))
-}
-
-/// A GRANT, DENY or REVOKE in the words the SQL parser knows: `ON CATALOG c` as `ON DATABASE c`,
-/// and the privilege ALTER (before the ON) as MODIFY.
-pub(crate) fn grant_words(sql: &str) -> String {
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    let dialect = crate::dialect::SqeDialect::default();
-    let Ok(mut tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
-        return sql.to_string();
-    };
-    let words: Vec<usize> = (0..tokens.len())
-        .filter(|i| !matches!(tokens[*i], Token::Whitespace(_)))
-        .collect();
-    let is = |t: &Token, w: &str| matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
-    if let Some(on) = words.iter().position(|i| is(&tokens[*i], "on")) {
-        for i in &words[..on] {
-            if is(&tokens[*i], "alter") {
-                tokens[*i] = Token::make_keyword("MODIFY");
-            }
-        }
-    }
-    for pair in words.windows(2) {
-        if is(&tokens[pair[0]], "on") && is(&tokens[pair[1]], "catalog") {
-            tokens[pair[1]] = Token::make_keyword("DATABASE");
-        }
-    }
-    tokens.iter().map(|t| t.to_string()).collect()
-}
-
-/// The names a statement calls as table functions (`FROM generate_series(1, 10)`) and never
-/// reads as tables.
-fn table_function_calls(statement: &datafusion::sql::parser::Statement) -> BTreeSet<String> {
-    use datafusion::sql::sqlparser::ast::{TableFactor, Visit, Visitor};
-    use std::ops::ControlFlow;
-    #[derive(Default)]
-    struct Calls {
-        functions: BTreeSet<String>,
-        tables: BTreeSet<String>,
-    }
-    impl Visitor for Calls {
-        type Break = ();
-        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
-            if let TableFactor::Table { name, args, .. } = factor {
-                let text = crate::names::object_parts(name)
-                    .map(|p| p.join("."))
-                    .unwrap_or_default();
-                match args {
-                    Some(_) => self.functions.insert(text),
-                    None => self.tables.insert(text),
-                };
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    let datafusion::sql::parser::Statement::Statement(inner) = statement else {
-        return BTreeSet::new();
-    };
-    let mut calls = Calls::default();
-    let _ = inner.visit(&mut calls);
-    calls.functions.difference(&calls.tables).cloned().collect()
-}
-
-impl Engine {
-    fn no_policies(&self, catalog: &str) -> SqeError {
-        if self.ranger.as_ref().is_some_and(|r| r.governs(catalog)) {
-            return SqeError::unsupported(format!(
-                "catalog '{catalog}' takes its privileges from Ranger: change them there"
-            ));
-        }
-        SqeError::unsupported(format!(
-            "catalog '{catalog}' keeps no privileges (only SQLite and PostgreSQL catalogs do, or [access] store)"
-        ))
-    }
-}
-
-/// A one-part name (a role, a user), at most 255 characters.
-fn single_name(name: &ObjectName, what: &str) -> SqeResult<String> {
-    let parts = crate::names::object_parts(name)?;
-    match parts.as_slice() {
-        [one] if !one.is_empty() && one.len() <= 255 => Ok(one.clone()),
-        _ => Err(SqeError::invalid(format!(
-            "'{name}' is not a valid {what} name"
-        ))),
-    }
-}
-
-/// ("user" | "role", name) of a grantee; a bare name is a user, as in Trino.
-fn grantee_of(grantee: &Grantee) -> SqeResult<(String, String)> {
-    let kind = match grantee.grantee_type {
-        GranteesType::User | GranteesType::None => "user",
-        GranteesType::Role => "role",
-        _ => {
-            return Err(SqeError::unsupported(format!(
-                "privileges go to a USER or a ROLE, not to {grantee}"
-            )));
-        }
-    };
-    let Some(GranteeName::ObjectName(name)) = &grantee.name else {
-        return Err(SqeError::invalid(format!(
-            "'{grantee}' is not a user or role name"
-        )));
-    };
-    Ok((kind.to_string(), single_name(name, kind)?))
-}
-
-fn privileges_of(privileges: &Privileges) -> SqeResult<Vec<Privilege>> {
-    match privileges {
-        Privileges::All { .. } => Ok(GRANTABLE.to_vec()),
-        Privileges::Actions(actions) => actions
-            .iter()
-            .map(|a| match a {
-                Action::Select { columns: None } => Ok(Privilege::Select),
-                Action::Insert { columns: None } => Ok(Privilege::Insert),
-                Action::Update { columns: None } => Ok(Privilege::Update),
-                Action::Delete => Ok(Privilege::Delete),
-                Action::Drop => Ok(Privilege::Drop),
-                Action::Create { obj_type: None } => Ok(Privilege::Create),
-                // ALTER, which the parser does not know, spelled MODIFY (see `grant_words`).
-                Action::Modify { modify_type: None } => Ok(Privilege::Alter),
-                Action::Select { .. } => Err(SqeError::unsupported(
-                    "SELECT on columns is granted on its own: GRANT SELECT (a, b) ON TABLE t TO …",
-                )),
-                Action::Insert { .. } | Action::Update { .. } => Err(SqeError::unsupported(
-                    "only SELECT is granted on columns",
-                )),
-                other => Err(SqeError::unsupported(format!(
-                    "privilege {other} is not supported (SELECT, INSERT, UPDATE, DELETE, DROP, CREATE, ALTER, ALL PRIVILEGES)"
-                ))),
-            })
-            .collect(),
-    }
-}
-
-impl Engine {
-    /// `current_roles()` (sorted) and `is_role_in_session('r')`: the token's roles and those the
-    /// server's catalogs grant the caller, read only when a statement calls one of them (both fold
-    /// to constants when the statement is planned).
-    pub(crate) fn role_functions(
-        &self,
-        session: &Session,
-    ) -> Vec<Arc<datafusion::logical_expr::ScalarUDF>> {
-        use datafusion::common::ScalarValue;
-        use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
-        let token: BTreeSet<String> = session.principal.roles.iter().cloned().collect();
-        // Roles the server's own catalogs grant (never one a session attached, whose database its
-        // user may write), whichever catalog the session is in.
-        let handles: Vec<(String, crate::catalog::backend::CatalogRef)> = self
-            .mounts
-            .server()
-            .keys()
-            .filter_map(|c| Some((c.clone(), self.mounts.bind(session, c).ok()?)))
-            .collect();
-        let name = session.principal.name.clone();
-        let store = self.policy_store.clone();
-        let roles = Arc::new(std::sync::OnceLock::<BTreeSet<String>>::new());
-        let read = {
-            let roles = Arc::clone(&roles);
-            move || -> BTreeSet<String> {
-                roles
-                    .get_or_init(|| {
-                        let mut all = token.clone();
-                        for (catalog, handle) in &handles {
-                            if let Some(db) = handle.policy_db().or(store.as_deref()) {
-                                all.extend(granted_roles(db, catalog, &name).unwrap_or_default());
-                            }
-                        }
-                        all
-                    })
-                    .clone()
-            }
-        };
-        let list_type = DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)));
-        let current = {
-            let read = read.clone();
-            create_udf(
-                "current_roles",
-                vec![],
-                list_type,
-                Volatility::Immutable,
-                Arc::new(move |_: &[ColumnarValue]| {
-                    let values: Vec<ScalarValue> = read()
-                        .into_iter()
-                        .map(|r| ScalarValue::Utf8(Some(r)))
-                        .collect();
-                    Ok(ColumnarValue::Scalar(ScalarValue::List(
-                        ScalarValue::new_list_nullable(&values, &DataType::Utf8),
-                    )))
-                }),
-            )
-        };
-        let member = create_udf(
-            "is_role_in_session",
-            vec![DataType::Utf8],
-            DataType::Boolean,
-            Volatility::Immutable,
-            Arc::new(move |args: &[ColumnarValue]| {
-                let roles = read();
-                match args.first() {
-                    Some(ColumnarValue::Scalar(s)) => {
-                        let role = match s {
-                            ScalarValue::Utf8(r)
-                            | ScalarValue::LargeUtf8(r)
-                            | ScalarValue::Utf8View(r) => r.clone(),
-                            _ => None,
-                        };
-                        Ok(ColumnarValue::Scalar(ScalarValue::Boolean(
-                            role.map(|r| roles.contains(&r)),
-                        )))
-                    }
-                    Some(ColumnarValue::Array(a)) => {
-                        let text = datafusion::arrow::compute::cast(a, &DataType::Utf8)?;
-                        let text =
-                            text.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
-                                datafusion::error::DataFusionError::Internal("text".into())
-                            })?;
-                        let out: datafusion::arrow::array::BooleanArray =
-                            text.iter().map(|r| r.map(|r| roles.contains(r))).collect();
-                        Ok(ColumnarValue::Array(Arc::new(out)))
-                    }
-                    None => Err(datafusion::error::DataFusionError::Plan(
-                        "is_role_in_session takes a role name".into(),
-                    )),
-                }
-            }),
-        );
-        vec![Arc::new(current), Arc::new(member)]
-    }
 }

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use sqe_sessions::{ErrorCode, SqeError, SqeResult};
 
-use crate::governance::model::{Object, Privilege, Who};
 use crate::governance::column_masks::Mask;
+use crate::governance::model::{Object, Privilege, Who};
 
 /// `[access.ranger]`.
 #[derive(Debug, Clone)]

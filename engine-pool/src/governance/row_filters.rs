@@ -34,9 +34,11 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult, quote_identifier};
 
-use crate::governance::model::{Object, PolicyDb};
-use crate::governance::column_masks::Mask;
+use super::Governance;
+use crate::catalog::policy_store::PolicyDb;
 use crate::engine::Engine;
+use crate::governance::column_masks::Mask;
+use crate::governance::model::Object;
 use crate::names::{normalize_ident, resolve_name};
 
 /// A row filter in a statement's plan: its condition over the rows of the scan below, and a
@@ -255,21 +257,24 @@ struct CatalogPolicies {
     tag_masks: HashMap<String, Vec<crate::governance::column_masks::TagMask>>,
     roles: BTreeSet<String>,
     /// Ranger's policies and the caller as they see them, in place of the above (ranger.rs).
-    ranger: Option<(Arc<crate::governance::ranger::RangerPolicies>, crate::governance::model::Who)>,
+    ranger: Option<(
+        Arc<crate::governance::ranger::RangerPolicies>,
+        crate::governance::model::Who,
+    )>,
 }
 
 /// A statement's view of the row filters and column masks of the catalogs it reads, read once
 /// per catalog.
-struct Governance<'a> {
-    engine: &'a Engine,
+struct StatementPolicies<'a> {
+    governance: &'a Governance,
     session: &'a Session,
     catalogs: HashMap<String, CatalogPolicies>,
 }
 
-impl<'a> Governance<'a> {
-    fn new(engine: &'a Engine, session: &'a Session) -> Self {
+impl<'a> StatementPolicies<'a> {
+    fn new(governance: &'a Governance, session: &'a Session) -> Self {
         Self {
-            engine,
+            governance,
             session,
             catalogs: HashMap::new(),
         }
@@ -277,7 +282,11 @@ impl<'a> Governance<'a> {
 
     fn catalog(&mut self, catalog: &str) -> SqeResult<&CatalogPolicies> {
         if !self.catalogs.contains_key(catalog)
-            && let Some(ranger) = self.engine.ranger.as_ref().filter(|r| r.governs(catalog))
+            && let Some(ranger) = self
+                .governance
+                .ranger
+                .as_ref()
+                .filter(|r| r.governs(catalog))
         {
             let who = crate::governance::model::Who {
                 name: self.session.principal.name.clone(),
@@ -291,8 +300,8 @@ impl<'a> Governance<'a> {
             self.catalogs.insert(catalog.to_string(), read);
         }
         if !self.catalogs.contains_key(catalog) {
-            let handle = self.engine.mounts.bind(self.session, catalog)?;
-            let read = match self.engine.policy_db_of(catalog, &handle) {
+            let handle = self.governance.mounts.bind(self.session, catalog)?;
+            let read = match self.governance.policy_db_of(catalog, &handle) {
                 Some(db) => {
                     let filters = read_rules(db, catalog)?;
                     let masks = crate::governance::column_masks::read_masks(db, catalog)?;
@@ -401,11 +410,13 @@ impl<'a> Governance<'a> {
     }
 
     fn hash_key(&self, catalog: &str) -> SqeResult<Option<Vec<u8>>> {
-        let handle = self.engine.mounts.bind(self.session, catalog)?;
-        match self.engine.policy_db_of(catalog, &handle) {
-            Some(db) => crate::governance::column_masks::hash_key(self.engine, db, catalog, false),
+        let handle = self.governance.mounts.bind(self.session, catalog)?;
+        match self.governance.policy_db_of(catalog, &handle) {
+            Some(db) => {
+                crate::governance::column_masks::hash_key(self.governance, db, catalog, false)
+            }
             // Ranger's catalogs: the configured key alone.
-            None => Ok(self.engine.mask_key().map(<[u8]>::to_vec)),
+            None => Ok(self.governance.mask_key().map(<[u8]>::to_vec)),
         }
     }
 }
@@ -455,7 +466,7 @@ fn is_governed(node: &LogicalPlan) -> bool {
     }
 }
 
-impl Engine {
+impl Governance {
     /// `plan` with each scan of a governed table behind its row filters and then its column
     /// masks (see the module docs here and in column_masks.rs). Scans already governed (a view's
     /// body, planned before) are left as they are.
@@ -465,7 +476,7 @@ impl Engine {
         state: &SessionState,
         plan: LogicalPlan,
     ) -> SqeResult<LogicalPlan> {
-        let mut governance = Governance::new(self, session);
+        let mut governance = StatementPolicies::new(self, session);
         // Set when a mask made a required column nullable: the plan's schemas are then redone.
         let mut nullable = false;
         let plan = plan
@@ -618,7 +629,9 @@ impl Engine {
         .map(|t| t.data)
         .map_err(crate::error::from_datafusion)
     }
+}
 
+impl Engine {
     /// `CREATE ROW FILTER`, `DROP ROW FILTER`, `SHOW ROW FILTERS`: see the module doc.
     pub(crate) async fn run_row_filter_statement(
         &self,
@@ -635,12 +648,12 @@ impl Engine {
         let object = Object::table(&catalog, &schema, &table);
         // Only a table's owner or an admin sees and changes its filters; to anyone else it is
         // as absent as a table they cannot see, or refused.
-        self.authorize_owner(session, &object, || {
+        self.governance.authorize_owner(session, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
         })?;
         let (_, _, _) = self.mounts.table(session, &table_name).await?;
         let handle = self.mounts.bind(session, &catalog)?;
-        let db = self.policy_db_of(&catalog, &handle).ok_or_else(|| {
+        let db = self.governance.policy_db_of(&catalog, &handle).ok_or_else(|| {
             SqeError::unsupported(format!(
                 "catalog '{catalog}' keeps no row filters (only SQLite and PostgreSQL catalogs do)"
             ))
