@@ -15,9 +15,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogMount, SharedMount};
@@ -28,172 +25,7 @@ use crate::engine::Engine;
 use crate::error::from_iceberg;
 use crate::files::policy::Access;
 use crate::names::{QUERY_CATALOG, SYSTEM_CATALOG};
-
-/// `ATTACH …`, parsed.
-#[derive(Debug, PartialEq)]
-pub(crate) struct Attach {
-    pub uri: String,
-    pub name: String,
-    pub if_not_exists: bool,
-    /// Option names in lower case, values as written.
-    pub options: Vec<(String, String)>,
-}
-
-/// `DETACH …`, parsed.
-#[derive(Debug, PartialEq)]
-pub(crate) struct Detach {
-    pub name: String,
-    pub if_exists: bool,
-}
-
-/// The words and values of a statement, without whitespace and comments.
-struct Words {
-    tokens: Vec<Token>,
-    at: usize,
-}
-
-impl Words {
-    fn of(sql: &str) -> SqeResult<Self> {
-        let tokens = Tokenizer::new(&GenericDialect {}, sql)
-            .tokenize()
-            .map_err(|e| SqeError::invalid(format!("syntax error: {e}")))?
-            .into_iter()
-            .filter(|t| !matches!(t, Token::Whitespace(_)))
-            .collect();
-        Ok(Self { tokens, at: 0 })
-    }
-
-    fn peek(&self) -> Option<&Token> {
-        self.tokens
-            .get(self.at)
-            .filter(|t| !matches!(t, Token::SemiColon | Token::EOF))
-    }
-
-    fn next(&mut self) -> Option<Token> {
-        let t = self.peek().cloned();
-        if t.is_some() {
-            self.at += 1;
-        }
-        t
-    }
-
-    /// Takes `keyword` if it comes next.
-    fn keyword(&mut self, keyword: Keyword) -> bool {
-        match self.peek() {
-            Some(Token::Word(w)) if w.keyword == keyword && w.quote_style.is_none() => {
-                self.at += 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    fn keywords(&mut self, keywords: &[Keyword]) -> bool {
-        let start = self.at;
-        if keywords.iter().all(|k| self.keyword(*k)) {
-            return true;
-        }
-        self.at = start;
-        false
-    }
-
-    fn token(&mut self, token: &Token) -> bool {
-        if self.peek() == Some(token) {
-            self.at += 1;
-            return true;
-        }
-        false
-    }
-
-    /// A name: unquoted ones fold to lower case.
-    fn name(&mut self, what: &str) -> SqeResult<String> {
-        match self.next() {
-            Some(Token::Word(w)) if w.quote_style.is_some() => Ok(w.value),
-            Some(Token::Word(w)) => Ok(w.value.to_lowercase()),
-            other => Err(expected(what, other)),
-        }
-    }
-
-    /// A value: a string, a number or a bare word.
-    fn value(&mut self, what: &str) -> SqeResult<String> {
-        match self.next() {
-            Some(Token::SingleQuotedString(s)) => Ok(s),
-            Some(Token::Number(n, _)) => Ok(n),
-            Some(Token::Word(w)) => Ok(w.value),
-            other => Err(expected(what, other)),
-        }
-    }
-
-    fn end(&mut self, statement: &str) -> SqeResult<()> {
-        match self.next() {
-            None => Ok(()),
-            Some(t) => Err(SqeError::invalid(format!(
-                "syntax error: unexpected '{t}' after the {statement} statement"
-            ))),
-        }
-    }
-}
-
-fn expected(what: &str, found: Option<Token>) -> SqeError {
-    match found {
-        Some(t) => SqeError::invalid(format!("syntax error: expected {what}, found '{t}'")),
-        None => SqeError::invalid(format!(
-            "syntax error: expected {what} at the end of the statement"
-        )),
-    }
-}
-
-pub(crate) fn parse_attach(sql: &str) -> SqeResult<Attach> {
-    let mut words = Words::of(sql)?;
-    if !words.keyword(Keyword::ATTACH) {
-        return Err(expected("ATTACH", words.next()));
-    }
-    words.keyword(Keyword::DATABASE);
-    let if_not_exists = words.keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
-    let uri = match words.next() {
-        Some(Token::SingleQuotedString(s)) => s,
-        other => return Err(expected("the catalog's location as a string", other)),
-    };
-    words.keyword(Keyword::AS);
-    let name = words.name("a catalog name")?;
-    let mut options = Vec::new();
-    if words.token(&Token::LParen) {
-        loop {
-            let key = words.name("an option name")?.to_lowercase();
-            words.token(&Token::Eq);
-            let value = words.value(&format!("a value for option {key}"))?;
-            if options.iter().any(|(k, _)| *k == key) {
-                return Err(SqeError::invalid(format!("option {key} is given twice")));
-            }
-            options.push((key, value));
-            if words.token(&Token::RParen) {
-                break;
-            }
-            if !words.token(&Token::Comma) {
-                return Err(expected("',' or ')'", words.next()));
-            }
-        }
-    }
-    words.end("ATTACH")?;
-    Ok(Attach {
-        uri,
-        name,
-        if_not_exists,
-        options,
-    })
-}
-
-pub(crate) fn parse_detach(sql: &str) -> SqeResult<Detach> {
-    let mut words = Words::of(sql)?;
-    if !words.keyword(Keyword::DETACH) {
-        return Err(expected("DETACH", words.next()));
-    }
-    words.keyword(Keyword::DATABASE);
-    let if_exists = words.keywords(&[Keyword::IF, Keyword::EXISTS]);
-    let name = words.name("a catalog name")?;
-    words.end("DETACH")?;
-    Ok(Detach { name, if_exists })
-}
+use crate::statement::own::{Attach, Detach};
 
 /// What kind of catalog an ATTACH names.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -237,8 +69,7 @@ fn known_options(kind: Kind) -> &'static [&'static str] {
 }
 
 impl Engine {
-    pub(crate) async fn attach(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
-        let attach = parse_attach(sql)?;
+    pub(crate) async fn attach(&self, session: &Session, attach: Attach) -> SqeResult<QueryResult> {
         if session.protocol == "trino" {
             return Err(SqeError::unsupported(
                 "ATTACH lasts as long as a session, and Trino's protocol keeps none between statements: mount the catalog in sqe.toml ([catalogs.NAME]), or ATTACH over Flight SQL (with its session cookie) or in the shell",
@@ -370,8 +201,7 @@ impl Engine {
         Ok(QueryResult::empty())
     }
 
-    pub(crate) fn detach(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
-        let detach = parse_detach(sql)?;
+    pub(crate) fn detach(&self, session: &Session, detach: Detach) -> SqeResult<QueryResult> {
         if self.mounts.attached().remove(session, &detach.name) || detach.if_exists {
             return Ok(QueryResult::empty());
         }
@@ -396,55 +226,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_attach_as_duckdb_writes_it() {
-        let a = parse_attach(
-            "ATTACH DATABASE IF NOT EXISTS 'https://cat.example/api' AS Lake (TYPE iceberg, prefix = 'dev', AUTH none);",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            a,
-            Attach {
-                uri: "https://cat.example/api".into(),
-                name: "lake".into(),
-                if_not_exists: true,
-                options: vec![
-                    ("type".into(), "iceberg".into()),
-                    ("prefix".into(), "dev".into()),
-                    ("auth".into(), "none".into()),
-                ],
-            }
-        );
-        let b = parse_attach("attach '/data/w' \"Other\"").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((b.name.as_str(), b.options.len()), ("Other", 0));
-        let d = parse_detach("DETACH DATABASE IF EXISTS lake").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            d,
-            Detach {
-                name: "lake".into(),
-                if_exists: true
-            }
-        );
-    }
-
-    #[test]
-    fn malformed_attach_says_what_it_expected() {
-        let message = |sql: &str| parse_attach(sql).err().map(|e| e.message().to_string());
-        assert_eq!(
-            message("ATTACH lake").as_deref(),
-            Some("syntax error: expected the catalog's location as a string, found 'lake'")
-        );
-        assert_eq!(
-            message("ATTACH '/w' AS w (TYPE sqlite").as_deref(),
-            Some("syntax error: expected ',' or ')' at the end of the statement")
-        );
-        assert_eq!(
-            message("ATTACH '/w' AS w (TYPE sqlite, type rest)").as_deref(),
-            Some("option type is given twice")
-        );
-        assert_eq!(
-            message("ATTACH '/w' AS w extra").as_deref(),
-            Some("syntax error: unexpected 'extra' after the ATTACH statement")
-        );
+    fn a_location_without_a_type_must_name_one() {
         assert_eq!(
             kind_of("s3://bucket/w", &[])
                 .err()

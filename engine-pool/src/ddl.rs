@@ -26,8 +26,8 @@ use crate::engine::Engine;
 use crate::error::from_iceberg;
 use crate::files::policy::Access;
 use crate::names::{SYSTEM_CATALOG, normalize_ident, object_parts, schema_name, table_ident};
-use crate::prepass::Prepared;
-use crate::session_properties::{reset_session, set_session, show_session};
+use crate::session_properties::{reset_session, set_session};
+use crate::statement::prepass::Prepared;
 use crate::types::{FieldIds, sql_to_iceberg, trino_type_name};
 
 /// A LIKE pattern matcher with `%` and `_`.
@@ -160,22 +160,6 @@ pub(crate) fn partition_spec(
             .map_err(from_iceberg)?;
     }
     Ok(Some(builder.build()))
-}
-
-/// True if `sql`'s first words are `words` (case-insensitive); the last may end the statement
-/// (`SHOW GRANTS;`), no other may (`SHOW;STATS` is no `SHOW STATS`).
-pub(crate) fn starts_with_words(sql: &str, words: &[&str]) -> bool {
-    let mut it = sql.split_whitespace();
-    words.iter().enumerate().all(|(i, w)| {
-        it.next().is_some_and(|t| {
-            let t = if i + 1 == words.len() {
-                t.trim_end_matches(';')
-            } else {
-                t
-            };
-            t.eq_ignore_ascii_case(w)
-        })
-    })
 }
 
 /// Table options from `WITH (...)`: partitioning entries and Iceberg properties.
@@ -469,13 +453,6 @@ impl Engine {
                     "RESET ALL is not supported; reset each property with RESET SESSION name",
                 )),
             },
-            // The parser takes SESSION as a flag and leaves no variable name.
-            Statement::ShowVariable { variable }
-                if variable.is_empty()
-                    && starts_with_words(&prepared.sql, &["show", "session"]) =>
-            {
-                show_session(session)
-            }
             Statement::ShowCatalogs {
                 terse: false,
                 history: false,

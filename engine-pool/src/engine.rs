@@ -21,13 +21,11 @@ use datafusion::execution::context::SessionState;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{ColumnarValue, LogicalPlan, Volatility, create_udf};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::parser::{CopyToSource, DFParser, Statement as DFStatement};
+use datafusion::sql::parser::{CopyToSource, CopyToStatement, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, Statement, TableAlias, TableFactor,
     TableFunctionArgs, Value, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::{DuckDbDialect, GenericDialect};
-use datafusion::sql::sqlparser::parser::Parser;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::{NamespaceIdent, TableIdent};
 use sqe_sessions::{
@@ -43,20 +41,22 @@ use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt};
 use crate::catalog::rest::RestCatalogConfig;
 use crate::catalog::sql::PostgresConfig;
 use crate::catalog::system::{Caller, SystemCatalog};
-use crate::ddl::starts_with_words;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::files::policy::{Access, FileAccess, FilePolicy};
 use crate::files::table_functions::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::governance::Governance;
-use crate::guard::{Planning, check_depth, check_length};
+use crate::guard::{Planning, check_length};
 use crate::names::{QUERY_CATALOG, QUERY_SCHEMA, SYSTEM_CATALOG, resolve_name};
 use crate::object_stores::{ObjectStores, S3Settings};
 use crate::optimizer::SqeOptimizerOptions;
-use crate::prepass::{FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind, prepare};
+use crate::secrets::Secret;
 use crate::secrets::store::SecretStore;
-use crate::secrets::{CreateSecret, Secret, is_create_secret, recorded_text};
 use crate::session_properties::{check_session, max_run_time, time_zone};
 use crate::session_scoped::SessionScoped;
+use crate::statement::prepass::{
+    FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind,
+};
+use crate::statement::{self, Parsed, SqeStatement, recorded_text};
 use crate::views::{PlannedView, WithViews};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
@@ -437,122 +437,19 @@ impl Engine {
 
     /// Runs one statement.
     pub async fn run(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
-        let mut prepared = prepare(sql)?;
-        if starts_with_word(&prepared.sql, "attach") {
-            return self.attach(session, &prepared.sql).await;
-        }
-        if starts_with_word(&prepared.sql, "detach") {
-            return self.detach(session, &prepared.sql);
-        }
-        if starts_with_words(&prepared.sql, &["show", "functions"]) {
-            let rest = prepared.sql.trim_start()["show".len()..].trim_start()["functions".len()..]
-                .to_string();
-            return crate::show_functions::show_functions(&self.state, &rest);
-        }
-        if starts_with_words(&prepared.sql, &["show", "stats"]) {
-            let rest =
-                prepared.sql.trim_start()["show".len()..].trim_start()["stats".len()..].to_string();
-            return crate::show_stats::show_stats(self, session, &rest).await;
-        }
-        if starts_with_words(&prepared.sql, &["show", "secrets"]) {
-            return self.show_secrets(session);
-        }
-        if starts_with_words(&prepared.sql, &["show", "grants"]) {
-            return self.governance.show_grants(session, &prepared.sql);
-        }
-        if starts_with_words(&prepared.sql, &["create", "row", "filter"])
-            || starts_with_words(&prepared.sql, &["drop", "row", "filter"])
-            || starts_with_words(&prepared.sql, &["show", "row", "filters"])
-        {
-            return self.run_row_filter_statement(session, &prepared.sql).await;
-        }
-        if (starts_with_words(&prepared.sql, &["alter", "table"])
-            || starts_with_words(&prepared.sql, &["alter", "tag"])
-            || starts_with_words(&prepared.sql, &["show", "masks"])
-            || starts_with_words(&prepared.sql, &["show", "tags"]))
-            && let Some(done) = self.run_mask_statement(session, &prepared.sql).await
-        {
-            return done;
-        }
-        if starts_with_word(&prepared.sql, "copy") {
-            return self.copy_to(session, &prepared).await;
-        }
-        // Trino's `RESET SESSION name` is the parser's `RESET name`.
-        if starts_with_word(&prepared.sql, "reset") {
-            let rest = prepared.sql.trim_start()["reset".len()..].trim_start();
-            if starts_with_word(rest, "session") {
-                prepared.sql = format!("RESET {}", &rest["session".len()..]);
-            }
-        }
-        if starts_with_word(&prepared.sql, "grant")
-            || starts_with_word(&prepared.sql, "deny")
-            || starts_with_word(&prepared.sql, "revoke")
-        {
-            prepared.sql = crate::governance::grants::grant_words(&prepared.sql);
-        }
-        let secret = is_create_secret(&prepared.sql);
-        // CREATE [PERSISTENT | TEMPORARY] SECRET is DuckDB's statement, parsed as DuckDB spells it.
-        let parsed = if secret {
-            Parser::parse_sql(&DuckDbDialect {}, &prepared.sql)
-        } else {
-            Parser::parse_sql(&crate::dialect::SqeDialect::default(), &prepared.sql)
-        };
-        let mut statements = parsed.map_err(|e| {
-            if secret {
-                // The parser's message may quote the secret's values.
-                return SqeError::invalid(
-                    "syntax error in CREATE SECRET: expected CREATE SECRET name (TYPE t, KEY 'value', …)",
-                );
-            }
-            let text = e.to_string();
-            let text = text.trim_start_matches("sql parser error: ");
-            let position = if text.contains(" at Line: ") {
-                ""
-            } else {
-                " at the end of the statement"
-            };
-            SqeError::invalid(format!("syntax error: {text}{position}"))
-        })?;
-        let statement = match statements.len() {
-            1 => statements.remove(0),
-            0 => return Err(SqeError::invalid("empty statement")),
-            n => {
-                return Err(SqeError::invalid(format!(
-                    "expected one statement, got {n}"
-                )));
-            }
-        };
-        check_depth(&statement)?;
-        // A view keeps its SQL as written, before Trino's rewrites.
-        if let Statement::CreateView(cv) = &statement {
-            return self.create_view(session, cv, &prepared).await;
-        }
-        if let Some(result) = self
-            .governance
-            .run_access_statement(session, &statement)
-            .await
-        {
-            return result;
-        }
-        let mut statement = statement;
-        crate::trino::rewrite_statement(&mut statement)?;
-        self.dispatch(session, statement, prepared).await
-    }
-
-    async fn dispatch(
-        &self,
-        session: &Session,
-        mut statement: Statement,
-        prepared: Prepared,
-    ) -> SqeResult<QueryResult> {
-        match &statement {
-            Statement::Query(_) | Statement::Explain { .. } => {
+        let Parsed {
+            statement,
+            prepared,
+        } = statement::parse(sql)?;
+        match statement {
+            SqeStatement::Query(mut statement) => {
                 let tables = self
                     .resolve_relations(session, &mut statement, &prepared)
                     .await?;
                 self.run_query(session, statement, tables).await
             }
-            Statement::Insert(_) => {
+            SqeStatement::Insert(insert) => {
+                let mut statement = Statement::Insert(insert);
                 let tables = self
                     .resolve_relations(session, &mut statement, &prepared)
                     .await?;
@@ -561,58 +458,53 @@ impl Engine {
                 };
                 self.insert(session, insert, tables).await
             }
-            Statement::CreateTable(ct) if ct.query.is_some() => {
+            SqeStatement::CreateTableAs(create) => {
+                let mut statement = Statement::CreateTable(create);
                 let tables = self
                     .resolve_relations(session, &mut statement, &prepared)
                     .await?;
-                let Statement::CreateTable(ct) = statement else {
+                let Statement::CreateTable(create) = statement else {
                     unreachable_statement()?
                 };
-                self.create_table_as(session, ct, prepared.partitioned_by, tables)
+                self.create_table_as(session, create, prepared.partitioned_by, tables)
                     .await
             }
-            Statement::CreateSecret {
-                or_replace,
-                temporary,
-                if_not_exists,
-                name,
-                storage_specifier,
-                secret_type,
-                options,
-            } => self.create_secret(
-                session,
-                CreateSecret {
-                    or_replace: *or_replace,
-                    temporary: *temporary,
-                    if_not_exists: *if_not_exists,
-                    name: name.clone(),
-                    storage_specifier: storage_specifier.clone(),
-                    secret_type: secret_type.clone(),
-                    options: options.clone(),
-                },
-            ),
-            Statement::DropSecret {
-                if_exists, name, ..
-            } => self.drop_secret(session, name, *if_exists),
-            _ => self.run_ddl(session, statement, prepared).await,
+            SqeStatement::CreateView(view) => self.create_view(session, &view, &prepared).await,
+            SqeStatement::Copy(copy) => self.copy_to(session, copy, &prepared).await,
+            SqeStatement::Attach(attach) => self.attach(session, attach).await,
+            SqeStatement::Detach(detach) => self.detach(session, detach),
+            SqeStatement::ShowFunctions { like } => {
+                crate::show_functions::show_functions(&self.state, like.as_deref())
+            }
+            SqeStatement::ShowStats { table } => {
+                crate::show_stats::show_stats(self, session, &table).await
+            }
+            SqeStatement::ShowSecrets => self.show_secrets(session),
+            SqeStatement::ShowGrants { on } => self.governance.show_grants(session, on.as_ref()),
+            SqeStatement::ShowSession => crate::session_properties::show_session(session),
+            SqeStatement::RowFilter(filter) => self.run_row_filter_statement(session, filter).await,
+            SqeStatement::Mask(mask) => self.run_mask_statement(session, mask).await,
+            SqeStatement::Access(statement) => {
+                self.governance
+                    .run_access_statement(session, &statement)
+                    .await
+            }
+            SqeStatement::CreateSecret(secret) => self.create_secret(session, secret),
+            SqeStatement::DropSecret { name, if_exists } => {
+                self.drop_secret(session, &name, if_exists)
+            }
+            SqeStatement::Catalog(statement) => self.run_ddl(session, statement, prepared).await,
         }
     }
 
     /// `COPY (query) TO 'file'`: DataFusion's own statement, which writes a file.
-    async fn copy_to(&self, session: &Session, prepared: &Prepared) -> SqeResult<QueryResult> {
-        let mut statements = DFParser::parse_sql_with_dialect(&prepared.sql, &GenericDialect {})
-            .map_err(from_datafusion)?;
-        let (Some(DFStatement::CopyTo(mut copy)), None) =
-            (statements.pop_front(), statements.pop_front())
-        else {
-            return Err(SqeError::invalid(
-                "expected one COPY (query) TO 'path' statement",
-            ));
-        };
+    async fn copy_to(
+        &self,
+        session: &Session,
+        mut copy: CopyToStatement,
+        prepared: &Prepared,
+    ) -> SqeResult<QueryResult> {
         self.files.check(&copy.target, Access::Write)?;
-        if let CopyToSource::Query(query) = &copy.source {
-            check_depth(query.as_ref())?;
-        }
         let tables = match &mut copy.source {
             CopyToSource::Query(query) => {
                 let mut statement = Statement::Query(query.clone());
@@ -722,15 +614,7 @@ impl Engine {
         session: &Session,
         sql: &str,
     ) -> SqeResult<(SessionState, LogicalPlan)> {
-        let prepared = prepare(sql)?;
-        let mut statements =
-            Parser::parse_sql(&crate::dialect::SqeDialect::default(), &prepared.sql)
-                .map_err(|e| SqeError::invalid(format!("syntax error: {e}")))?;
-        let (Some(mut statement), None) = (statements.pop(), statements.pop()) else {
-            return Err(SqeError::invalid("expected one query"));
-        };
-        check_depth(&statement)?;
-        crate::trino::rewrite_statement(&mut statement)?;
+        let (mut statement, prepared) = statement::parse_query(sql)?;
         let tables = self
             .resolve_relations(session, &mut statement, &prepared)
             .await?;
@@ -1056,16 +940,6 @@ fn display_duration(d: std::time::Duration) -> String {
     }
 }
 
-fn starts_with_word(sql: &str, word: &str) -> bool {
-    sql.trim_start()
-        .get(..word.len())
-        .is_some_and(|w| w.eq_ignore_ascii_case(word))
-        && sql.trim_start()[word.len()..]
-            .chars()
-            .next()
-            .is_none_or(|c| c.is_whitespace() || c == '(' || c == ';')
-}
-
 fn unreachable_statement<T>() -> SqeResult<T> {
     Err(SqeError::internal(
         "statement changed kind while resolving relations",
@@ -1249,7 +1123,7 @@ impl VisitorMut for RelationRewriter {
 impl QueryService for Engine {
     async fn execute_read_only(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         check_length(sql)?;
-        crate::read_only::check_read_only(sql)?;
+        statement::parse_read_only(sql)?;
         self.execute(session, sql).await
     }
 

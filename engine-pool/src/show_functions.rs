@@ -17,7 +17,7 @@ use datafusion::execution::SessionState;
 use datafusion::logical_expr::function::WindowUDFFieldArgs;
 use datafusion::logical_expr::type_coercion::functions::{UDFCoercionExt, fields_with_udf};
 use datafusion::logical_expr::{Documentation, ReturnFieldArgs, TypeSignature, Volatility};
-use sqe_sessions::{QueryResult, SqeError, SqeResult};
+use sqe_sessions::{QueryResult, SqeResult};
 
 /// A documented signature: return type and argument types, in Trino's names.
 type Signed = (&'static str, &'static str);
@@ -387,28 +387,6 @@ fn describe(doc: Option<&Documentation>) -> String {
 }
 
 /// The pattern of `SHOW FUNCTIONS LIKE '…'`, if any (`rest` is the text after `SHOW FUNCTIONS`).
-fn pattern(rest: &str) -> SqeResult<Option<String>> {
-    let rest = rest.trim().trim_end_matches(';').trim();
-    if rest.is_empty() {
-        return Ok(None);
-    }
-    let bad = || SqeError::invalid("syntax error: expected SHOW FUNCTIONS [LIKE 'pattern']");
-    let (word, quoted) = rest.split_at(rest.find(char::is_whitespace).ok_or_else(bad)?);
-    let quoted = quoted.trim();
-    if !word.eq_ignore_ascii_case("like")
-        || quoted.len() < 2
-        || !quoted.starts_with('\'')
-        || !quoted.ends_with('\'')
-    {
-        return Err(bad());
-    }
-    let inner = &quoted[1..quoted.len() - 1];
-    if inner.replace("''", "").contains('\'') {
-        return Err(bad());
-    }
-    Ok(Some(inner.replace("''", "'")))
-}
-
 /// SQL's LIKE: `%` any run of characters, `_` one character.
 fn like(pattern: &[char], text: &[char]) -> bool {
     // Where the last `%` was, and the text position it has taken up to.
@@ -432,8 +410,11 @@ fn like(pattern: &[char], text: &[char]) -> bool {
     pattern[p..].iter().all(|c| *c == '%')
 }
 
-pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<QueryResult> {
-    let pattern: Option<Vec<char>> = pattern(rest)?.map(|p| p.chars().collect());
+pub(crate) fn show_functions(
+    state: &SessionState,
+    pattern: Option<&str>,
+) -> SqeResult<QueryResult> {
+    let pattern: Option<Vec<char>> = pattern.map(|p| p.chars().collect());
     let wanted = |name: &str| {
         pattern
             .as_ref()
@@ -604,7 +585,7 @@ pub(crate) fn show_functions(state: &SessionState, rest: &str) -> SqeResult<Quer
 
 #[cfg(test)]
 mod tests {
-    use super::{like, pattern};
+    use super::like;
 
     fn matches(p: &str, t: &str) -> bool {
         like(
@@ -622,18 +603,5 @@ mod tests {
         assert!(!matches("date", "date_add"));
         assert!(!matches("%sub", "substr"));
         assert!(matches("%", ""));
-    }
-
-    #[test]
-    fn like_clause() {
-        assert_eq!(pattern("").ok(), Some(None));
-        assert_eq!(
-            pattern(" LIKE 'date%' ").ok(),
-            Some(Some("date%".to_string()))
-        );
-        assert_eq!(pattern("like 'it''s'").ok(), Some(Some("it's".to_string())));
-        assert!(pattern("LIKE date").is_err());
-        assert!(pattern("FROM x").is_err());
-        assert!(pattern("LIKE 'a' 'b'").is_err());
     }
 }

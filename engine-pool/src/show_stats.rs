@@ -14,22 +14,12 @@ use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
 
 use crate::engine::Engine;
 
-/// `rest`: the text after `SHOW STATS`.
+/// `table`: the table's name as written after `SHOW STATS FOR`.
 pub(crate) async fn show_stats(
     engine: &Engine,
     session: &Session,
-    rest: &str,
+    table: &str,
 ) -> SqeResult<QueryResult> {
-    let rest = rest.trim().trim_end_matches(';').trim();
-    let table = match rest.get(..3) {
-        Some(word) if word.eq_ignore_ascii_case("for") => rest[3..].trim(),
-        _ => "",
-    };
-    if table.is_empty() || table.starts_with('(') {
-        return Err(SqeError::invalid(
-            "syntax error: expected SHOW STATS FOR table",
-        ));
-    }
     let (state, plan) = engine
         .plan_sql(session, &format!("SELECT * FROM {table}"))
         .await?;

@@ -264,9 +264,13 @@ pub fn trino_text_to_iceberg(text: &str, ids: &mut FieldIds) -> Option<Type> {
     if text.len() > 4096 || depth > 32 {
         return None;
     }
-    let prepared = crate::prepass::prepare(&format!("CREATE TABLE t (c {text})")).ok()?;
-    let statements =
-        Parser::parse_sql(&crate::dialect::SqeDialect::default(), &prepared.sql).ok()?;
+    let prepared =
+        crate::statement::prepass::prepare(&format!("CREATE TABLE t (c {text})")).ok()?;
+    let statements = Parser::parse_sql(
+        &crate::statement::dialect::SqeDialect::default(),
+        &prepared.sql,
+    )
+    .ok()?;
     let Some(Statement::CreateTable(table)) = statements.first() else {
         return None;
     };

@@ -34,7 +34,7 @@ use crate::engine::Engine;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::guard::check_depth;
 use crate::names::{QUERY_CATALOG, SYSTEM_CATALOG, qualified, table_ident};
-use crate::prepass::{Prepared, prepare};
+use crate::statement::prepass::{Prepared, prepare};
 
 /// How deep views may read views.
 const MAX_VIEW_DEPTH: usize = 32;
@@ -350,9 +350,11 @@ impl Engine {
         chain: &ViewChain,
     ) -> SqeResult<(SessionState, LogicalPlan)> {
         let prepared = prepare(sql)?;
-        let mut statements =
-            Parser::parse_sql(&crate::dialect::SqeDialect::default(), &prepared.sql)
-                .map_err(|e| SqeError::invalid(format!("syntax error in a view: {e}")))?;
+        let mut statements = Parser::parse_sql(
+            &crate::statement::dialect::SqeDialect::default(),
+            &prepared.sql,
+        )
+        .map_err(|e| SqeError::invalid(format!("syntax error in a view: {e}")))?;
         let mut statement = match (statements.pop(), statements.is_empty()) {
             (Some(s @ Statement::Query(_)), true) => s,
             _ => return Err(SqeError::invalid("a view's SQL must be one query")),

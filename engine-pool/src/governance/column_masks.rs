@@ -54,15 +54,13 @@ use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility, lit,
     when,
 };
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::parser::Parser;
-use datafusion::sql::sqlparser::tokenizer::Token;
 use sqe_sessions::{QueryResult, Session, SqeError, SqeResult, quote_identifier};
 
 use crate::catalog::policy_store::PolicyDb;
 use crate::engine::Engine;
 use crate::governance::model::Object;
-use crate::names::{normalize_ident, resolve_name};
+use crate::names::resolve_name;
+use crate::statement::policies::{MaskAction, MaskStatement};
 
 /// What a mask shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +76,7 @@ pub(crate) enum Mask {
 
 impl Mask {
     /// (kind, argument) as the policy table keeps them.
-    fn stored(&self) -> (&'static str, String) {
+    pub(crate) fn stored(&self) -> (&'static str, String) {
         match self {
             Mask::Null => ("null", String::new()),
             Mask::Redact(text) => ("redact", text.clone()),
@@ -90,7 +88,7 @@ impl Mask {
         }
     }
 
-    fn from_stored(kind: &str, argument: &str) -> Option<Mask> {
+    pub(crate) fn from_stored(kind: &str, argument: &str) -> Option<Mask> {
         Some(match kind {
             "null" => Mask::Null,
             "redact" => Mask::Redact(argument.to_string()),
@@ -129,7 +127,7 @@ impl std::fmt::Display for Mask {
     }
 }
 
-fn unit(word: &str) -> Option<&'static str> {
+pub(crate) fn unit(word: &str) -> Option<&'static str> {
     ["year", "month", "day"]
         .into_iter()
         .find(|u| u.eq_ignore_ascii_case(word))
@@ -451,21 +449,16 @@ impl Engine {
     pub(crate) async fn run_mask_statement(
         &self,
         session: &Session,
-        sql: &str,
-    ) -> Option<SqeResult<QueryResult>> {
-        let parsed = match parse(sql) {
-            None => return None,
-            Some(Err(e)) => return Some(Err(e)),
-            Some(Ok(p)) => p,
-        };
-        Some(match parsed {
-            Parsed::Table { table_name, action } => {
+        statement: MaskStatement,
+    ) -> SqeResult<QueryResult> {
+        match statement {
+            MaskStatement::Table { table_name, action } => {
                 self.mask_statement(session, table_name, action).await
             }
-            Parsed::Tag { tag, mask, grantee } => {
+            MaskStatement::Tag { tag, mask, grantee } => {
                 self.tag_mask_statement(session, tag, mask, grantee)
             }
-        })
+        }
     }
 
     /// `ALTER TAG … SET MASK | DROP MASK`: the admins' (a tag spans tables).
@@ -538,7 +531,7 @@ impl Engine {
         &self,
         session: &Session,
         table_name: datafusion::sql::sqlparser::ast::ObjectName,
-        action: Action,
+        action: MaskAction,
     ) -> SqeResult<QueryResult> {
         let (catalog, schema, table) = resolve_name(session, &table_name)?;
         let object = Object::table(&catalog, &schema, &table);
@@ -582,7 +575,7 @@ impl Engine {
             .remove(&(schema.clone(), table.clone()))
             .unwrap_or_default();
         match action {
-            Action::Tag { column, tag, set } => {
+            MaskAction::Tag { column, tag, set } => {
                 let field = field(&column)?;
                 let [c, s, t, id] = keys(field.id);
                 db.execute(
@@ -598,7 +591,7 @@ impl Engine {
                     )?;
                 }
             }
-            Action::ShowTags => {
+            MaskAction::ShowTags => {
                 let mut rows: Vec<Vec<String>> = tags
                     .into_iter()
                     .filter_map(|(id, tag)| Some(vec![names.get(&id)?.clone(), tag]))
@@ -606,7 +599,7 @@ impl Engine {
                 rows.sort();
                 return QueryResult::text(&["Column", "Tag"], &rows);
             }
-            Action::Set {
+            MaskAction::Set {
                 column,
                 mask,
                 grantee,
@@ -632,7 +625,7 @@ impl Engine {
                     &[&c, &s, &t, &id, grantee.0, &grantee.1, kind, &argument],
                 )?;
             }
-            Action::Drop { column, grantee } => {
+            MaskAction::Drop { column, grantee } => {
                 let field = field(&column)?;
                 let [c, s, t, id] = keys(field.id);
                 let removed = match &grantee {
@@ -653,7 +646,7 @@ impl Engine {
                     )));
                 }
             }
-            Action::Show => {
+            MaskAction::Show => {
                 let tag_masks = read_tag_masks(db, &catalog)?;
                 let mut rows: Vec<Vec<String>> = read_masks(db, &catalog)?
                     .remove(&(schema.clone(), table.clone()))
@@ -731,279 +724,9 @@ impl Engine {
     }
 }
 
-enum Action {
-    Set {
-        column: String,
-        mask: Mask,
-        grantee: (&'static str, String),
-    },
-    Drop {
-        column: String,
-        grantee: Option<(&'static str, String)>,
-    },
-    Show,
-    Tag {
-        column: String,
-        tag: String,
-        set: bool,
-    },
-    ShowTags,
-}
-
-enum Parsed {
-    /// A statement about one table's columns.
-    Table {
-        table_name: datafusion::sql::sqlparser::ast::ObjectName,
-        action: Action,
-    },
-    /// `ALTER TAG tag SET MASK … FOR …` (`mask`) or `… DROP MASK [FOR …]`.
-    Tag {
-        tag: String,
-        mask: Option<Mask>,
-        grantee: Option<(&'static str, String)>,
-    },
-}
-
-/// None when `sql` is no mask or tag statement (any other ALTER TABLE).
-fn parse(sql: &str) -> Option<SqeResult<Parsed>> {
-    let syntax = |e: datafusion::sql::sqlparser::parser::ParserError| {
-        SqeError::invalid(format!(
-            "syntax error: {e}; expected ALTER TABLE t ALTER COLUMN c {{SET MASK mask FOR {{USER | ROLE}} name | DROP MASK [FOR …] | SET TAG tag | UNSET TAG tag}}, ALTER TAG tag {{SET MASK mask FOR … | DROP MASK [FOR …]}}, SHOW MASKS ON t or SHOW TAGS ON t, where mask is NULL, REDACT ['text'], HASH, SHOW FIRST n, SHOW LAST n, TRUNCATE TO {{YEAR | MONTH | DAY}} or USING (expression)"
-        ))
-    };
-    let dialect = crate::dialect::SqeDialect::default();
-    let mut p = Parser::new(&dialect).try_with_sql(sql).ok()?;
-    let word = |p: &mut Parser, w: &str| match p.peek_token().token {
-        Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w) => {
-            p.next_token();
-            true
-        }
-        _ => false,
-    };
-    let name = |p: &mut Parser, what: &str| -> SqeResult<String> {
-        let name = normalize_ident(&p.parse_identifier().map_err(syntax)?);
-        if name.is_empty() || name.len() > 255 {
-            return Err(SqeError::invalid(format!(
-                "a {what}'s name is 1 to 255 characters"
-            )));
-        }
-        Ok(name)
-    };
-    let grantee = |p: &mut Parser| -> SqeResult<(&'static str, String)> {
-        p.expect_keyword(Keyword::FOR).map_err(syntax)?;
-        let kind = if p.parse_keyword(Keyword::USER) {
-            "user"
-        } else {
-            p.expect_keyword(Keyword::ROLE).map_err(syntax)?;
-            "role"
-        };
-        Ok((kind, name(p, "grantee")?))
-    };
-    let mask = |p: &mut Parser| -> SqeResult<Mask> {
-        let mask = parse_mask(p, &word).map_err(|e| match e {
-            Some(e) => syntax(e),
-            None => SqeError::invalid(
-                "expected a mask: NULL, REDACT ['text'], HASH, SHOW FIRST n, SHOW LAST n, TRUNCATE TO {YEAR | MONTH | DAY} or USING (expression)",
-            ),
-        })?;
-        match &mask {
-            Mask::Redact(text) if text.len() > 255 => {
-                Err(SqeError::invalid("a REDACT text is at most 255 characters"))
-            }
-            _ => Ok(mask),
-        }
-    };
-    if p.parse_keyword(Keyword::SHOW) {
-        let action = if word(&mut p, "masks") {
-            Action::Show
-        } else if word(&mut p, "tags") {
-            Action::ShowTags
-        } else {
-            return None;
-        };
-        let parsed = (|| {
-            p.expect_keyword(Keyword::ON).map_err(syntax)?;
-            let table_name = p.parse_object_name(false).map_err(syntax)?;
-            end(&mut p)?;
-            Ok(Parsed::Table { table_name, action })
-        })();
-        return Some(parsed);
-    }
-    if !p.parse_keyword(Keyword::ALTER) {
-        return None;
-    }
-    if word(&mut p, "tag") {
-        let parsed = (|| {
-            let tag = name(&mut p, "tag")?;
-            let mask = if p.parse_keyword(Keyword::SET) {
-                if !word(&mut p, "mask") {
-                    return Err(SqeError::invalid("expected ALTER TAG tag SET MASK …"));
-                }
-                Some(mask(&mut p)?)
-            } else {
-                p.expect_keyword(Keyword::DROP).map_err(syntax)?;
-                if !word(&mut p, "mask") {
-                    return Err(SqeError::invalid("expected ALTER TAG tag DROP MASK …"));
-                }
-                None
-            };
-            let grantee = match (&mask, p.peek_keyword(Keyword::FOR)) {
-                (Some(_), _) | (None, true) => Some(grantee(&mut p)?),
-                (None, false) => None,
-            };
-            end(&mut p)?;
-            Ok(Parsed::Tag { tag, mask, grantee })
-        })();
-        return Some(parsed);
-    }
-    if !p.parse_keyword(Keyword::TABLE) {
-        return None;
-    }
-    let _ = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
-    let table_name = p.parse_object_name(false).ok()?;
-    if !p.parse_keyword(Keyword::ALTER) {
-        return None;
-    }
-    let _ = p.parse_keyword(Keyword::COLUMN);
-    let column = normalize_ident(&p.parse_identifier().ok()?);
-    let verb = if p.parse_keyword(Keyword::SET) {
-        "set"
-    } else if p.parse_keyword(Keyword::DROP) {
-        "drop"
-    } else if p.parse_keyword(Keyword::UNSET) {
-        "unset"
-    } else {
-        return None;
-    };
-    let noun = if word(&mut p, "mask") {
-        "mask"
-    } else if word(&mut p, "tag") {
-        "tag"
-    } else {
-        return None;
-    };
-    let parsed = (|| {
-        let action = match (verb, noun) {
-            ("set", "mask") => Action::Set {
-                column,
-                mask: mask(&mut p)?,
-                grantee: grantee(&mut p)?,
-            },
-            ("drop", "mask") => {
-                let grantee = match p.peek_keyword(Keyword::FOR) {
-                    true => Some(grantee(&mut p)?),
-                    false => None,
-                };
-                Action::Drop { column, grantee }
-            }
-            ("set" | "unset", "tag") => Action::Tag {
-                column,
-                tag: name(&mut p, "tag")?,
-                set: verb == "set",
-            },
-            _ => {
-                return Err(SqeError::invalid(
-                    "expected SET MASK, DROP MASK, SET TAG or UNSET TAG",
-                ));
-            }
-        };
-        end(&mut p)?;
-        Ok(Parsed::Table { table_name, action })
-    })();
-    Some(parsed)
-}
-
-/// One mask; `Err(None)` for a word that is no mask.
-fn parse_mask(
-    p: &mut Parser,
-    word: &dyn Fn(&mut Parser, &str) -> bool,
-) -> Result<Mask, Option<datafusion::sql::sqlparser::parser::ParserError>> {
-    if p.parse_keyword(Keyword::NULL) {
-        return Ok(Mask::Null);
-    }
-    if word(p, "redact") {
-        return Ok(match p.peek_token().token {
-            Token::SingleQuotedString(text) => {
-                p.next_token();
-                Mask::Redact(text)
-            }
-            _ => Mask::Redact("xxxx".to_string()),
-        });
-    }
-    if word(p, "hash") {
-        return Ok(Mask::Hash);
-    }
-    if p.parse_keyword(Keyword::SHOW) {
-        let first = if p.parse_keyword(Keyword::FIRST) {
-            true
-        } else {
-            p.expect_keyword(Keyword::LAST).map_err(Some)?;
-            false
-        };
-        let n = p.parse_literal_uint().map_err(Some)?;
-        let n = u32::try_from(n).map_err(|_| None)?;
-        return Ok(if first {
-            Mask::ShowFirst(n)
-        } else {
-            Mask::ShowLast(n)
-        });
-    }
-    if p.parse_keyword(Keyword::TRUNCATE) {
-        p.expect_keyword(Keyword::TO).map_err(Some)?;
-        let u = p.parse_identifier().map_err(Some)?;
-        return unit(&u.value).map(Mask::Truncate).ok_or(None);
-    }
-    if p.parse_keyword(Keyword::USING) {
-        p.expect_token(&Token::LParen).map_err(Some)?;
-        let e = p.parse_expr().map_err(Some)?;
-        p.expect_token(&Token::RParen).map_err(Some)?;
-        return Ok(Mask::Custom(e.to_string()));
-    }
-    Err(None)
-}
-
-fn end(p: &mut Parser) -> SqeResult<()> {
-    let _ = p.consume_token(&Token::SemiColon);
-    if p.peek_token().token != Token::EOF {
-        return Err(SqeError::invalid(format!(
-            "unexpected '{}' after the statement",
-            p.peek_token().token
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn masks_read_back_as_they_are_written() {
-        for sql in [
-            "ALTER TABLE t ALTER COLUMN c SET MASK NULL FOR ROLE r",
-            "ALTER TABLE t ALTER COLUMN c SET MASK REDACT 'gone' FOR USER u",
-            "ALTER TABLE t ALTER COLUMN c SET MASK HASH FOR ROLE r",
-            "ALTER TABLE t ALTER COLUMN c SET MASK SHOW LAST 4 FOR ROLE r",
-            "ALTER TABLE t ALTER COLUMN c SET MASK TRUNCATE TO MONTH FOR ROLE r",
-            "ALTER TABLE t ALTER COLUMN c SET MASK USING (upper(c)) FOR ROLE r",
-        ] {
-            let Some(Ok(Parsed::Table {
-                action: Action::Set { mask, .. },
-                ..
-            })) = parse(sql)
-            else {
-                panic!("{sql} did not parse");
-            };
-            let (kind, argument) = mask.stored();
-            assert_eq!(Mask::from_stored(kind, &argument), Some(mask));
-        }
-        assert!(parse("ALTER TABLE t ALTER COLUMN c SET DATA TYPE bigint").is_none());
-        assert!(parse("ALTER TABLE t RENAME TO u").is_none());
-        assert!(matches!(
-            parse("ALTER TABLE t ALTER COLUMN c SET MASK SHOW MIDDLE 4 FOR ROLE r"),
-            Some(Err(_))
-        ));
-    }
 
     #[test]
     fn text_masks_keep_the_shape() {

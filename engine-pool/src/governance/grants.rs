@@ -13,13 +13,13 @@ use crate::catalog::policy_store::PolicyDb;
 use crate::names::{resolve_name, schema_name};
 
 impl Governance {
-    /// GRANT, REVOKE, DENY, CREATE ROLE, DROP ROLE; None for any other statement.
+    /// GRANT, REVOKE, DENY (privileges and roles), CREATE ROLE.
     pub(crate) async fn run_access_statement(
         &self,
         session: &Session,
         statement: &Statement,
-    ) -> Option<SqeResult<QueryResult>> {
-        let result = match statement {
+    ) -> SqeResult<QueryResult> {
+        match statement {
             Statement::Grant(g) => match &g.privileges {
                 Privileges::Actions(actions)
                     if actions.iter().all(|a| matches!(a, Action::Role { .. })) =>
@@ -71,9 +71,11 @@ impl Governance {
                 .iter()
                 .try_for_each(|n| self.create_role(session, n, c.if_not_exists))
                 .map(|_| QueryResult::empty()),
-            _ => return None,
-        };
-        Some(result)
+            other => Err(SqeError::internal(format!(
+                "not a privilege statement: {}",
+                other.to_string().chars().take(40).collect::<String>()
+            ))),
+        }
     }
 
     /// The database of the session's catalog, for roles; refused where the catalog keeps none.
@@ -369,38 +371,14 @@ impl Governance {
 
     /// `SHOW GRANTS [ON TABLE t | ON SCHEMA s]`: the privileges of the session's catalog (an
     /// admin's view: all of them; anyone else's: their own and their roles').
-    pub(crate) fn show_grants(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
-        let rest = sql.trim().trim_end_matches(';');
-        let words: Vec<&str> = rest.split_whitespace().collect();
-        let on = match words.as_slice() {
-            [_, _] => None,
-            [_, _, on, kind, name] if on.eq_ignore_ascii_case("on") => {
-                let parts: Vec<String> = name
-                    .split('.')
-                    .map(|p| p.trim_matches('"').to_string())
-                    .collect();
-                let object_name = ObjectName::from(
-                    parts
-                        .iter()
-                        .map(|p| datafusion::sql::sqlparser::ast::Ident::new(p.clone()))
-                        .collect::<Vec<_>>(),
-                );
-                let objects = if kind.eq_ignore_ascii_case("table") {
-                    GrantObjects::Tables(vec![object_name])
-                } else if kind.eq_ignore_ascii_case("schema") {
-                    GrantObjects::Schemas(vec![object_name])
-                } else {
-                    return Err(SqeError::invalid(
-                        "expected SHOW GRANTS [ON TABLE t | ON SCHEMA s]",
-                    ));
-                };
-                self.objects_of(session, Some(&objects))?.pop()
-            }
-            _ => {
-                return Err(SqeError::invalid(
-                    "expected SHOW GRANTS [ON TABLE t | ON SCHEMA s]",
-                ));
-            }
+    pub(crate) fn show_grants(
+        &self,
+        session: &Session,
+        on: Option<&GrantObjects>,
+    ) -> SqeResult<QueryResult> {
+        let on = match on {
+            Some(objects) => self.objects_of(session, Some(objects))?.pop(),
+            None => None,
         };
         let catalog = on
             .as_ref()
@@ -547,31 +525,4 @@ fn privileges_of(privileges: &Privileges) -> SqeResult<Vec<Privilege>> {
             })
             .collect(),
     }
-}
-
-/// A GRANT, DENY or REVOKE in the words the SQL parser knows: `ON CATALOG c` as `ON DATABASE c`,
-/// and the privilege ALTER (before the ON) as MODIFY.
-pub(crate) fn grant_words(sql: &str) -> String {
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    let dialect = crate::dialect::SqeDialect::default();
-    let Ok(mut tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
-        return sql.to_string();
-    };
-    let words: Vec<usize> = (0..tokens.len())
-        .filter(|i| !matches!(tokens[*i], Token::Whitespace(_)))
-        .collect();
-    let is = |t: &Token, w: &str| matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
-    if let Some(on) = words.iter().position(|i| is(&tokens[*i], "on")) {
-        for i in &words[..on] {
-            if is(&tokens[*i], "alter") {
-                tokens[*i] = Token::make_keyword("MODIFY");
-            }
-        }
-    }
-    for pair in words.windows(2) {
-        if is(&tokens[pair[0]], "on") && is(&tokens[pair[1]], "catalog") {
-            tokens[pair[1]] = Token::make_keyword("DATABASE");
-        }
-    }
-    tokens.iter().map(|t| t.to_string()).collect()
 }

@@ -29,9 +29,6 @@ use datafusion::common::{Column, DataFusionError};
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan, Projection};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::parser::Parser;
-use datafusion::sql::sqlparser::tokenizer::Token;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult, quote_identifier};
 
 use super::Governance;
@@ -39,7 +36,8 @@ use crate::catalog::policy_store::PolicyDb;
 use crate::engine::Engine;
 use crate::governance::column_masks::Mask;
 use crate::governance::model::Object;
-use crate::names::{normalize_ident, resolve_name};
+use crate::names::resolve_name;
+use crate::statement::policies::{RowFilterKind, RowFilterStatement};
 
 /// A row filter in a statement's plan: its condition over the rows of the scan below, and a
 /// barrier to the optimizer. DataFusion's rules see a node they do not know: no condition of the
@@ -636,14 +634,14 @@ impl Engine {
     pub(crate) async fn run_row_filter_statement(
         &self,
         session: &Session,
-        sql: &str,
+        statement: RowFilterStatement,
     ) -> SqeResult<QueryResult> {
-        let Parsed {
+        let RowFilterStatement {
             kind,
             name,
             table_name,
             rule,
-        } = parse(sql)?;
+        } = statement;
         let (catalog, schema, table) = resolve_name(session, &table_name)?;
         let object = Object::table(&catalog, &schema, &table);
         // Only a table's owner or an admin sees and changes its filters; to anyone else it is
@@ -659,7 +657,7 @@ impl Engine {
             ))
         })?;
         match (kind, name, rule) {
-            (Kind::Create, Some(name), Some((condition, grantee_kind, grantee))) => {
+            (RowFilterKind::Create, Some(name), Some((condition, grantee_kind, grantee))) => {
                 if name.len() > 255 || grantee.len() > 255 || condition.len() > 4000 {
                     return Err(SqeError::invalid(
                         "a row filter's name and grantee are at most 255 characters, its condition 4000",
@@ -699,7 +697,7 @@ impl Engine {
                 )?;
                 Ok(QueryResult::empty())
             }
-            (Kind::Drop { if_exists }, Some(name), _) => {
+            (RowFilterKind::Drop { if_exists }, Some(name), _) => {
                 let removed = db.execute(
                     "DELETE FROM sqe_row_filters WHERE catalog_name = $1 AND schema_name = $2
                      AND table_name = $3 AND filter_name = $4",
@@ -734,83 +732,4 @@ impl Engine {
             }
         }
     }
-}
-
-enum Kind {
-    Create,
-    Drop { if_exists: bool },
-    Show,
-}
-
-/// A row-filter statement, parsed: its kind, the filter's name, the table, and for CREATE the
-/// condition and whom it is for.
-struct Parsed {
-    kind: Kind,
-    name: Option<String>,
-    table_name: datafusion::sql::sqlparser::ast::ObjectName,
-    rule: Option<(String, &'static str, String)>,
-}
-
-fn parse(sql: &str) -> SqeResult<Parsed> {
-    let syntax = |e: datafusion::sql::sqlparser::parser::ParserError| {
-        SqeError::invalid(format!(
-            "syntax error: {e}; expected CREATE ROW FILTER name ON table USING (condition) FOR {{USER | ROLE}} name, DROP ROW FILTER [IF EXISTS] name ON table or SHOW ROW FILTERS ON table"
-        ))
-    };
-    let dialect = crate::dialect::SqeDialect::default();
-    let mut p = Parser::new(&dialect).try_with_sql(sql).map_err(syntax)?;
-    let kind = if p.parse_keywords(&[Keyword::CREATE, Keyword::ROW, Keyword::FILTER]) {
-        Kind::Create
-    } else if p.parse_keywords(&[Keyword::DROP, Keyword::ROW, Keyword::FILTER]) {
-        Kind::Drop {
-            if_exists: p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]),
-        }
-    } else {
-        // `FILTERS` is no keyword: the identifier after ROW.
-        p.expect_keyword(Keyword::SHOW).map_err(syntax)?;
-        p.expect_keyword(Keyword::ROW).map_err(syntax)?;
-        Kind::Show
-    };
-    let name = match kind {
-        Kind::Show => {
-            let word = p.parse_identifier().map_err(syntax)?;
-            if !word.value.eq_ignore_ascii_case("filters") {
-                return Err(SqeError::invalid("expected SHOW ROW FILTERS ON table"));
-            }
-            None
-        }
-        _ => Some(normalize_ident(&p.parse_identifier().map_err(syntax)?)),
-    };
-    p.expect_keyword(Keyword::ON).map_err(syntax)?;
-    let table_name = p.parse_object_name(false).map_err(syntax)?;
-    let rule = if matches!(kind, Kind::Create) {
-        p.expect_keyword(Keyword::USING).map_err(syntax)?;
-        p.expect_token(&Token::LParen).map_err(syntax)?;
-        let condition = p.parse_expr().map_err(syntax)?;
-        p.expect_token(&Token::RParen).map_err(syntax)?;
-        p.expect_keyword(Keyword::FOR).map_err(syntax)?;
-        let grantee_kind = if p.parse_keyword(Keyword::USER) {
-            "user"
-        } else {
-            p.expect_keyword(Keyword::ROLE).map_err(syntax)?;
-            "role"
-        };
-        let grantee = normalize_ident(&p.parse_identifier().map_err(syntax)?);
-        Some((condition.to_string(), grantee_kind, grantee))
-    } else {
-        None
-    };
-    let _ = p.consume_token(&Token::SemiColon);
-    if p.peek_token().token != Token::EOF {
-        return Err(SqeError::invalid(format!(
-            "unexpected '{}' after the statement",
-            p.peek_token().token
-        )));
-    }
-    Ok(Parsed {
-        kind,
-        name,
-        table_name,
-        rule,
-    })
 }

@@ -13,17 +13,17 @@
 
 pub(crate) mod store;
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::StringArray;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::sql::sqlparser::ast::{Ident, SecretOption};
+use datafusion::sql::sqlparser::ast::Ident;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
 use crate::engine::Engine;
 use crate::names::normalize_ident;
+use crate::statement::CreateSecret;
 use store::SecretStore;
 
 /// What a secret is for.
@@ -114,40 +114,6 @@ impl Secret {
         }
         props
     }
-}
-
-/// Whether `sql` creates a secret: such a statement is recorded and reported without its text.
-pub(crate) fn is_create_secret(sql: &str) -> bool {
-    let mut words = sql
-        .split(|c: char| c.is_whitespace() || c == '(')
-        .filter(|w| !w.is_empty())
-        .map(str::to_ascii_lowercase);
-    if words.next().as_deref() != Some("create") {
-        return false;
-    }
-    words
-        .find(|w| !matches!(w.as_str(), "or" | "replace" | "temporary" | "persistent"))
-        .is_some_and(|w| w == "secret")
-}
-
-/// The statement as the query registry keeps it: a secret's values cut.
-pub(crate) fn recorded_text(sql: &str) -> Cow<'_, str> {
-    if is_create_secret(sql) {
-        Cow::Borrowed("CREATE SECRET … (values not recorded)")
-    } else {
-        Cow::Borrowed(sql)
-    }
-}
-
-/// The parts of a `CREATE SECRET` statement SQE uses.
-pub(crate) struct CreateSecret {
-    pub or_replace: bool,
-    pub temporary: Option<bool>,
-    pub if_not_exists: bool,
-    pub name: Option<Ident>,
-    pub storage_specifier: Option<Ident>,
-    pub secret_type: Ident,
-    pub options: Vec<SecretOption>,
 }
 
 fn refuse_on_trino(session: &Session) -> SqeResult<()> {
@@ -357,20 +323,6 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_secret_statement_is_recorded_without_its_values() {
-        for sql in [
-            "CREATE SECRET s (TYPE bearer, TOKEN 'abc')",
-            "create or replace temporary secret if not exists s (type s3, key_id 'k', secret 'v')",
-            "  CREATE PERSISTENT SECRET s(TYPE s3)",
-        ] {
-            assert!(is_create_secret(sql), "{sql}");
-            assert!(!recorded_text(sql).contains("abc"));
-        }
-        assert!(!is_create_secret("CREATE TABLE secret (x int)"));
-        assert_eq!(recorded_text("SELECT 1"), "SELECT 1");
-    }
 
     #[test]
     fn an_s3_secret_gives_icebergs_storage_properties() {

@@ -1,0 +1,562 @@
+//! One statement, parsed, as the engine runs it: [`parse`] takes the text through SQE's prepass
+//! (Trino's time travel, bare paths in FROM, Spark's `PARTITIONED BY`), then to the parser of its
+//! kind, and gives one [`SqeStatement`]:
+//! - SQE's own statements, which sqlparser does not know (ATTACH, DETACH, SHOW FUNCTIONS, SHOW
+//!   STATS, SHOW GRANTS, row filters, masks and tags): the parsers in own.rs and policies.rs;
+//! - `COPY (query) TO 'file'`: DataFusion's parser (`DFParser`);
+//! - `CREATE SECRET`: sqlparser with DuckDB's dialect, which spells it;
+//! - everything else: sqlparser with SQE's dialect (dialect.rs), then Trino's rewrites.
+//!
+//! The engine runs a statement with one exhaustive match on its kind, and whether a statement only
+//! reads is a method of it ([`SqeStatement::is_read_only`]), so that MCP's read-only gate cannot
+//! miss a kind the engine runs.
+
+pub mod dialect;
+pub mod own;
+pub mod policies;
+pub mod prepass;
+pub mod words;
+
+use std::borrow::Cow;
+use std::ops::ControlFlow;
+
+use datafusion::sql::parser::{CopyToStatement, DFParser, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{
+    CreateTable, CreateView, GrantObjects, Ident, Insert, Query, SecretOption, SetExpr, Statement,
+    Visit, Visitor,
+};
+use datafusion::sql::sqlparser::dialect::{DuckDbDialect, GenericDialect};
+use datafusion::sql::sqlparser::parser::Parser;
+use sqe_sessions::{SqeError, SqeResult};
+
+use crate::guard::check_depth;
+use own::{Attach, Detach};
+use policies::{MaskAction, MaskStatement, RowFilterKind, RowFilterStatement};
+use prepass::{Prepared, prepare};
+use words::{leading_words, one_statement};
+
+/// A statement of SQE's, one of each kind the engine runs.
+pub(crate) enum SqeStatement {
+    /// A query or an EXPLAIN, planned by DataFusion.
+    Query(Statement),
+    /// `INSERT INTO t [(columns)] VALUES … | query`.
+    Insert(Insert),
+    /// `CREATE TABLE t [WITH (…)] AS query`.
+    CreateTableAs(CreateTable),
+    /// `CREATE [OR REPLACE] VIEW`, its query as written (before Trino's rewrites: a view keeps
+    /// its SQL as its author wrote it).
+    CreateView(CreateView),
+    /// `COPY (query) TO 'file'`.
+    Copy(CopyToStatement),
+    /// `ATTACH 'uri' AS name (…)`.
+    Attach(Attach),
+    /// `DETACH name`.
+    Detach(Detach),
+    /// `SHOW FUNCTIONS [LIKE 'pattern']`.
+    ShowFunctions { like: Option<String> },
+    /// `SHOW STATS FOR table`: the table as written.
+    ShowStats { table: String },
+    /// `SHOW SECRETS`.
+    ShowSecrets,
+    /// `SHOW GRANTS [ON TABLE t | ON SCHEMA s]`.
+    ShowGrants { on: Option<GrantObjects> },
+    /// `SHOW SESSION`.
+    ShowSession,
+    /// `CREATE ROW FILTER`, `DROP ROW FILTER`, `SHOW ROW FILTERS`.
+    RowFilter(RowFilterStatement),
+    /// Column masks and tags: `ALTER TABLE … ALTER COLUMN … SET MASK | DROP MASK | SET TAG |
+    /// UNSET TAG`, `ALTER TAG …`, `SHOW MASKS`, `SHOW TAGS`.
+    Mask(MaskStatement),
+    /// `GRANT`, `DENY`, `REVOKE` (privileges and roles), `CREATE ROLE`.
+    Access(Statement),
+    /// `CREATE [OR REPLACE] [PERSISTENT | TEMPORARY] SECRET …`, DuckDB's statement.
+    CreateSecret(CreateSecret),
+    /// `DROP [TEMPORARY] SECRET [IF EXISTS] name`.
+    DropSecret { name: Ident, if_exists: bool },
+    /// What SQE runs against its catalogs and the session: CREATE and DROP (schemas, tables,
+    /// views, roles), ALTER TABLE, USE, SET and RESET SESSION, SHOW and DESCRIBE.
+    Catalog(Statement),
+}
+
+/// The parts of a `CREATE SECRET` statement SQE uses.
+pub(crate) struct CreateSecret {
+    pub or_replace: bool,
+    pub temporary: Option<bool>,
+    pub if_not_exists: bool,
+    pub name: Option<Ident>,
+    pub storage_specifier: Option<Ident>,
+    pub secret_type: Ident,
+    pub options: Vec<SecretOption>,
+}
+
+/// A statement and what the prepass took out of its text (time travel clauses, paths, Spark's
+/// partitioning), which the engine resolves while running it.
+pub(crate) struct Parsed {
+    pub statement: SqeStatement,
+    pub prepared: Prepared,
+}
+
+/// Who the parse is for: the two say the same thing in different words where MCP's read-only
+/// tool has always had words of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Run,
+    ReadOnly,
+}
+
+/// Parses one statement of any kind SQE runs.
+pub(crate) fn parse(sql: &str) -> SqeResult<Parsed> {
+    parse_for(sql, Purpose::Run)
+}
+
+/// Parses one statement and refuses it, saying why, unless it only reads: a query without a
+/// data-modifying part anywhere (an INSERT, UPDATE, DELETE or MERGE in a CTE or subquery, `SELECT …
+/// INTO`), an EXPLAIN of such a query, or a SHOW or DESCRIBE.
+pub(crate) fn parse_read_only(sql: &str) -> SqeResult<Parsed> {
+    // Neither the statement nor a parser's complaint about it may show a secret's values.
+    if is_create_secret(sql) {
+        return Err(SqeError::invalid(
+            "not a read-only statement: CREATE SECRET",
+        ));
+    }
+    let parsed = parse_for(sql, Purpose::ReadOnly)?;
+    if parsed.statement.is_read_only() {
+        return Ok(parsed);
+    }
+    let refusal = match &parsed.statement {
+        SqeStatement::CreateSecret(_) => "not a read-only statement: CREATE SECRET".to_string(),
+        other => format!(
+            "not a read-only statement: {} changes data or state (only queries, EXPLAIN, SHOW and DESCRIBE)",
+            other.kind()
+        ),
+    };
+    Err(SqeError::invalid(refusal))
+}
+
+fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
+    let mut prepared = prepare(sql)?;
+    let lead = leading_words(&prepared.sql, 3);
+    let lead: Vec<&str> = lead.iter().map(String::as_str).collect();
+    if let Some(statement) = parse_own(&prepared.sql, &lead, purpose)? {
+        return Ok(Parsed {
+            statement,
+            prepared,
+        });
+    }
+    match lead.as_slice() {
+        // Trino's `RESET SESSION name` is the parser's `RESET name`.
+        ["reset", "session", ..] => {
+            let mut words = words::Words::of(&prepared.sql)?;
+            words.words(&["reset", "session"]);
+            prepared.sql = format!("RESET {}", words.rest());
+        }
+        ["grant" | "deny" | "revoke", ..] => {
+            prepared.sql = policies::grant_words(&prepared.sql);
+        }
+        _ => {}
+    }
+    let show_session = matches!(lead.as_slice(), ["show", "session", ..]);
+    let statement = parse_sql(&prepared.sql, purpose)?;
+    check_depth(&statement)?;
+    let statement = match statement {
+        // A view keeps its SQL as written, before Trino's rewrites.
+        Statement::CreateView(view) => SqeStatement::CreateView(view),
+        Statement::Grant(_)
+        | Statement::Deny(_)
+        | Statement::Revoke(_)
+        | Statement::CreateRole(_) => SqeStatement::Access(statement),
+        // The parser takes SESSION as a flag and leaves no variable name.
+        Statement::ShowVariable { variable } if variable.is_empty() && show_session => {
+            SqeStatement::ShowSession
+        }
+        mut statement => {
+            crate::trino::rewrite_statement(&mut statement)?;
+            match statement {
+                Statement::Query(_) | Statement::Explain { .. } => SqeStatement::Query(statement),
+                Statement::Insert(insert) => SqeStatement::Insert(insert),
+                Statement::CreateTable(create) if create.query.is_some() => {
+                    SqeStatement::CreateTableAs(create)
+                }
+                Statement::CreateSecret {
+                    or_replace,
+                    temporary,
+                    if_not_exists,
+                    name,
+                    storage_specifier,
+                    secret_type,
+                    options,
+                } => SqeStatement::CreateSecret(CreateSecret {
+                    or_replace,
+                    temporary,
+                    if_not_exists,
+                    name,
+                    storage_specifier,
+                    secret_type,
+                    options,
+                }),
+                Statement::DropSecret {
+                    if_exists, name, ..
+                } => SqeStatement::DropSecret { name, if_exists },
+                other => SqeStatement::Catalog(other),
+            }
+        }
+    };
+    Ok(Parsed {
+        statement,
+        prepared,
+    })
+}
+
+/// The statements sqlparser does not know, told apart by their first words (`lead`); `None` for
+/// any other. Each is one statement: text after its `;` is refused.
+fn parse_own(sql: &str, lead: &[&str], purpose: Purpose) -> SqeResult<Option<SqeStatement>> {
+    let one = || {
+        one_statement(
+            sql,
+            match purpose {
+                Purpose::Run => "expected one statement",
+                Purpose::ReadOnly => "a read-only statement is exactly one statement",
+            },
+        )
+    };
+    let statement = match lead {
+        ["attach", ..] => SqeStatement::Attach(own::parse_attach(sql)?),
+        ["detach", ..] => SqeStatement::Detach(own::parse_detach(sql)?),
+        ["show", "functions", ..] => {
+            one()?;
+            SqeStatement::ShowFunctions {
+                like: own::parse_show_functions(sql)?,
+            }
+        }
+        ["show", "stats", ..] => {
+            one()?;
+            SqeStatement::ShowStats {
+                table: own::parse_show_stats(sql)?,
+            }
+        }
+        ["show", "secrets", ..] => {
+            one()?;
+            SqeStatement::ShowSecrets
+        }
+        ["show", "grants", ..] => {
+            one()?;
+            SqeStatement::ShowGrants {
+                on: own::parse_show_grants(sql)?,
+            }
+        }
+        ["create" | "drop", "row", "filter"] | ["show", "row", "filters"] => {
+            one()?;
+            SqeStatement::RowFilter(policies::parse_row_filter(sql)?)
+        }
+        ["alter", "table" | "tag", ..] | ["show", "masks" | "tags", ..] => {
+            // Any other ALTER TABLE is the parser's.
+            let Some(statement) = policies::parse_mask_statement(sql) else {
+                return Ok(None);
+            };
+            one()?;
+            SqeStatement::Mask(statement?)
+        }
+        ["copy", ..] => SqeStatement::Copy(parse_copy(sql)?),
+        _ => return Ok(None),
+    };
+    Ok(Some(statement))
+}
+
+/// Parses exactly one statement with sqlparser: `CREATE SECRET` as DuckDB spells it, anything
+/// else in SQE's dialect.
+fn parse_sql(sql: &str, purpose: Purpose) -> SqeResult<Statement> {
+    let secret = is_create_secret(sql);
+    let parsed = if secret {
+        Parser::parse_sql(&DuckDbDialect {}, sql)
+    } else {
+        Parser::parse_sql(&dialect::SqeDialect::default(), sql)
+    };
+    let mut statements = parsed.map_err(|e| {
+        if secret {
+            // The parser's message may quote the secret's values.
+            return SqeError::invalid(
+                "syntax error in CREATE SECRET: expected CREATE SECRET name (TYPE t, KEY 'value', …)",
+            );
+        }
+        if purpose == Purpose::ReadOnly {
+            return SqeError::invalid(format!("syntax error: {e}"));
+        }
+        let text = e.to_string();
+        let text = text.trim_start_matches("sql parser error: ");
+        let position = if text.contains(" at Line: ") {
+            ""
+        } else {
+            " at the end of the statement"
+        };
+        SqeError::invalid(format!("syntax error: {text}{position}"))
+    })?;
+    match (statements.len(), purpose) {
+        (1, _) => Ok(statements.remove(0)),
+        (0, _) => Err(SqeError::invalid("empty statement")),
+        (n, Purpose::Run) => Err(SqeError::invalid(format!(
+            "expected one statement, got {n}"
+        ))),
+        (n, Purpose::ReadOnly) => Err(SqeError::invalid(format!(
+            "a read-only statement is exactly one statement, not {n}"
+        ))),
+    }
+}
+
+/// `COPY (query) TO 'file'`, DataFusion's statement.
+fn parse_copy(sql: &str) -> SqeResult<CopyToStatement> {
+    let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
+        .map_err(crate::error::from_datafusion)?;
+    let (Some(DFStatement::CopyTo(copy)), None) = (statements.pop_front(), statements.pop_front())
+    else {
+        return Err(SqeError::invalid(
+            "expected one COPY (query) TO 'path' statement",
+        ));
+    };
+    if let datafusion::sql::parser::CopyToSource::Query(query) = &copy.source {
+        check_depth(query.as_ref())?;
+    }
+    Ok(copy)
+}
+
+/// One query given as text (a view's body, a check SQE plans for itself), parsed as the engine
+/// parses a query, with Trino's rewrites. `what` names it in errors.
+pub(crate) fn parse_query(sql: &str) -> SqeResult<(Statement, Prepared)> {
+    let prepared = prepare(sql)?;
+    let mut statements = Parser::parse_sql(&dialect::SqeDialect::default(), &prepared.sql)
+        .map_err(|e| SqeError::invalid(format!("syntax error: {e}")))?;
+    let (Some(mut statement), None) = (statements.pop(), statements.pop()) else {
+        return Err(SqeError::invalid("expected one query"));
+    };
+    check_depth(&statement)?;
+    crate::trino::rewrite_statement(&mut statement)?;
+    Ok((statement, prepared))
+}
+
+/// Whether `sql` creates a secret: such a statement is recorded and reported without its text.
+pub(crate) fn is_create_secret(sql: &str) -> bool {
+    let mut words = sql
+        .split(|c: char| c.is_whitespace() || c == '(')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase);
+    if words.next().as_deref() != Some("create") {
+        return false;
+    }
+    words
+        .find(|w| !matches!(w.as_str(), "or" | "replace" | "temporary" | "persistent"))
+        .is_some_and(|w| w == "secret")
+}
+
+/// The statement as the query registry keeps it: a secret's values cut.
+pub(crate) fn recorded_text(sql: &str) -> Cow<'_, str> {
+    if is_create_secret(sql) {
+        Cow::Borrowed("CREATE SECRET … (values not recorded)")
+    } else {
+        Cow::Borrowed(sql)
+    }
+}
+
+impl SqeStatement {
+    /// Whether the statement only reads (MCP's read-only tool runs these and no other). Every
+    /// kind answers here: a kind added to the enum must say whether it reads only.
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            SqeStatement::Query(statement) | SqeStatement::Catalog(statement) => {
+                reads_only(statement)
+            }
+            SqeStatement::ShowFunctions { .. }
+            | SqeStatement::ShowStats { .. }
+            | SqeStatement::ShowSecrets
+            | SqeStatement::ShowGrants { .. }
+            | SqeStatement::ShowSession => true,
+            SqeStatement::RowFilter(filter) => matches!(filter.kind, RowFilterKind::Show),
+            SqeStatement::Mask(mask) => matches!(
+                mask,
+                MaskStatement::Table {
+                    action: MaskAction::Show | MaskAction::ShowTags,
+                    ..
+                }
+            ),
+            SqeStatement::Insert(_)
+            | SqeStatement::CreateTableAs(_)
+            | SqeStatement::CreateView(_)
+            | SqeStatement::Copy(_)
+            | SqeStatement::Attach(_)
+            | SqeStatement::Detach(_)
+            | SqeStatement::Access(_)
+            | SqeStatement::CreateSecret(_)
+            | SqeStatement::DropSecret { .. } => false,
+        }
+    }
+
+    /// The statement's kind in words, for a refusal.
+    pub fn kind(&self) -> String {
+        let words = |s: &str| s.to_string();
+        match self {
+            SqeStatement::Query(Statement::Query(_)) => words("a query with a data-modifying part"),
+            SqeStatement::Query(statement)
+            | SqeStatement::Catalog(statement)
+            | SqeStatement::Access(statement) => {
+                let text = statement.to_string();
+                let first: Vec<&str> = text.split_whitespace().take(2).collect();
+                first.join(" ").to_uppercase()
+            }
+            SqeStatement::Insert(_) => words("INSERT INTO"),
+            SqeStatement::CreateTableAs(_) => words("CREATE TABLE"),
+            SqeStatement::CreateView(_) => words("CREATE VIEW"),
+            SqeStatement::Copy(_) => words("COPY"),
+            SqeStatement::Attach(_) => words("ATTACH"),
+            SqeStatement::Detach(_) => words("DETACH"),
+            SqeStatement::ShowFunctions { .. } => words("SHOW FUNCTIONS"),
+            SqeStatement::ShowStats { .. } => words("SHOW STATS"),
+            SqeStatement::ShowSecrets => words("SHOW SECRETS"),
+            SqeStatement::ShowGrants { .. } => words("SHOW GRANTS"),
+            SqeStatement::ShowSession => words("SHOW SESSION"),
+            SqeStatement::RowFilter(filter) => words(match filter.kind {
+                RowFilterKind::Create => "CREATE ROW FILTER",
+                RowFilterKind::Drop { .. } => "DROP ROW FILTER",
+                RowFilterKind::Show => "SHOW ROW FILTERS",
+            }),
+            SqeStatement::Mask(MaskStatement::Tag { .. }) => words("ALTER TAG"),
+            SqeStatement::Mask(MaskStatement::Table { action, .. }) => words(match action {
+                MaskAction::Show => "SHOW MASKS",
+                MaskAction::ShowTags => "SHOW TAGS",
+                _ => "ALTER TABLE",
+            }),
+            SqeStatement::CreateSecret(_) => words("CREATE SECRET"),
+            SqeStatement::DropSecret { .. } => words("DROP SECRET"),
+        }
+    }
+}
+
+/// Whether a statement sqlparser parsed only reads.
+fn reads_only(statement: &Statement) -> bool {
+    match statement {
+        Statement::Query(query) => query_reads_only(query),
+        Statement::Explain { statement, .. } => reads_only(statement),
+        Statement::ShowTables { .. }
+        | Statement::ShowColumns { .. }
+        | Statement::ShowCreate { .. }
+        | Statement::ShowSchemas { .. }
+        | Statement::ShowDatabases { .. }
+        | Statement::ShowCatalogs { .. }
+        | Statement::ShowViews { .. }
+        | Statement::ShowVariable { .. }
+        | Statement::ExplainTable { .. } => true,
+        _ => false,
+    }
+}
+
+/// Whether no part of a query writes: no data-modifying set expression and no `SELECT … INTO`,
+/// in CTEs and subqueries too.
+fn query_reads_only(query: &Query) -> bool {
+    struct Writes;
+    impl Visitor for Writes {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            if writes(&query.body) {
+                return ControlFlow::Break(());
+            }
+            if let Some(with) = &query.with
+                && with.cte_tables.iter().any(|cte| writes(&cte.query.body))
+            {
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    fn writes(body: &SetExpr) -> bool {
+        match body {
+            SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_) => {
+                true
+            }
+            SetExpr::Select(select) => select.into.is_some(),
+            SetExpr::SetOperation { left, right, .. } => writes(left) || writes(right),
+            SetExpr::Query(query) => writes(&query.body),
+            _ => false,
+        }
+    }
+    query.visit(&mut Writes).is_continue()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reads_pass() {
+        for sql in [
+            "SELECT 1",
+            "WITH t AS (SELECT 1 AS x) SELECT x FROM t",
+            "EXPLAIN SELECT 1",
+            "SHOW TABLES",
+            "DESCRIBE t",
+            "SHOW FUNCTIONS",
+            "SHOW STATS FOR t",
+            "SELECT 1;",
+            "VALUES 1, 2",
+        ] {
+            assert_eq!(
+                parse_read_only(sql).map(|_| ()).map_err(|e| e.to_string()),
+                Ok(()),
+                "{sql}"
+            );
+        }
+        for (sql, message) in [
+            (
+                "DROP TABLE t",
+                "not a read-only statement: DROP TABLE changes data or state (only queries, EXPLAIN, SHOW and DESCRIBE)",
+            ),
+            (
+                "SELECT 1; DROP TABLE t",
+                "a read-only statement is exactly one statement, not 2",
+            ),
+            (
+                "WITH x AS (DELETE FROM t RETURNING *) SELECT * FROM x",
+                "not a read-only statement: a query with a data-modifying part changes data or state (only queries, EXPLAIN, SHOW and DESCRIBE)",
+            ),
+            (
+                "SELECT * INTO u FROM t",
+                "not a read-only statement: a query with a data-modifying part changes data or state (only queries, EXPLAIN, SHOW and DESCRIBE)",
+            ),
+            (
+                "EXPLAIN ANALYZE INSERT INTO t VALUES (1)",
+                "not a read-only statement: EXPLAIN ANALYZE changes data or state (only queries, EXPLAIN, SHOW and DESCRIBE)",
+            ),
+            (
+                "SHOW GRANTS; DROP TABLE t",
+                "a read-only statement is exactly one statement",
+            ),
+            (
+                "CREATE SECRET s (TYPE s3, KEY_ID 'AKIA-SECRET-VALUE' SECRET 'x')",
+                "not a read-only statement: CREATE SECRET",
+            ),
+            (
+                "SHOW;STATS FOR t",
+                "syntax error: sql parser error: Expected: an SQL statement, found: STATS at Line: 1, Column: 6",
+            ),
+            (
+                "INSERT INTO t VALUES (1)",
+                "not a read-only statement: INSERT INTO changes data or state (only queries, EXPLAIN, SHOW and DESCRIBE)",
+            ),
+        ] {
+            let e = parse_read_only(sql)
+                .map(|_| ())
+                .map_err(|e| e.message().to_string());
+            assert_eq!(e, Err(message.to_string()), "{sql}");
+        }
+    }
+
+    #[test]
+    fn a_secret_statement_is_recorded_without_its_values() {
+        for sql in [
+            "CREATE SECRET s (TYPE bearer, TOKEN 'abc')",
+            "create or replace temporary secret if not exists s (type s3, key_id 'k', secret 'v')",
+            "  CREATE PERSISTENT SECRET s(TYPE s3)",
+        ] {
+            assert!(is_create_secret(sql), "{sql}");
+            assert!(!recorded_text(sql).contains("abc"));
+        }
+        assert!(!is_create_secret("CREATE TABLE secret (x int)"));
+        assert_eq!(recorded_text("SELECT 1"), "SELECT 1");
+    }
+}
