@@ -165,7 +165,7 @@ fn chained_using(from: &TableWithJoins) -> Vec<Merged> {
                 Expr::CompoundIdentifier(vec![q.clone(), Ident::with_quote('"', name.clone())])
             };
             let replacement = if keeps_right {
-                crate::trino::call("coalesce", rels.iter().map(column).collect())
+                super::rewriter::call("coalesce", rels.iter().map(column).collect())
             } else {
                 column(&rels[0])
             };

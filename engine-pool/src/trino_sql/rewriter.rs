@@ -89,14 +89,14 @@ impl VisitorMut for Rewriter {
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<SqeError> {
         let mut renames = Vec::new();
         let unnested = for_each_select(&mut query.body, &mut |select| {
-            renames.extend(crate::unnest::rewrite_select(select)?);
+            renames.extend(super::unnest::rewrite_select(select)?);
             Ok(())
         });
         if let Err(e) = unnested {
             return ControlFlow::Break(e);
         }
         if !renames.is_empty() {
-            crate::unnest::rename_qualifiers(query, &renames);
+            super::unnest::rename_qualifiers(query, &renames);
         }
         // `WITH t(a, b) AS (…)`: the names go on the first SELECT's columns, where a recursive
         // term's reference to `t` finds them.
@@ -113,11 +113,11 @@ impl VisitorMut for Rewriter {
         }
         fetch_as_limit(query);
         if let SetExpr::Select(select) = query.body.as_mut() {
-            let merged = crate::using_joins::qualify_select(select);
-            crate::using_joins::qualify_order_by(query, &merged);
+            let merged = super::using_joins::qualify_select(select);
+            super::using_joins::qualify_order_by(query, &merged);
         } else {
             let _ = for_each_select(&mut query.body, &mut |select| {
-                crate::using_joins::qualify_select(select);
+                super::using_joins::qualify_select(select);
                 Ok(())
             });
         }
@@ -2189,7 +2189,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 ) =>
         {
             if let (Expr::Literal(a, _), Expr::Literal(b, _)) = (left.as_ref(), right.as_ref())
-                && let Some(folded) = crate::overflow::fold_constant(a, op, b)
+                && let Some(folded) = super::overflow::fold_constant(a, op, b)
             {
                 return Ok(Transformed::yes(Expr::Literal(folded?, None)));
             }
