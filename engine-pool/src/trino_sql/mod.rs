@@ -1,16 +1,67 @@
-//! Trino's SQL semantics where DataFusion's differ, decided once here for every protocol: the
-//! statement rewritten before planning, the analyzer rules around DataFusion's type coercion, the
-//! binary operators DataFusion plans, and integer overflow. The name is not `trino`: that is the
-//! wire protocol's crate, and nothing here knows of any protocol.
+//! Trino's SQL semantics where DataFusion's differ, decided once here for every protocol. The
+//! folder is not named `trino`: that is the wire protocol's crate, and nothing here knows of any
+//! protocol.
 //!
-//! What it must not do: read a catalog, a session or a policy. It sees SQL text, a parsed
-//! statement, a logical or physical plan, and `sqe-functions`' UDFs; the engine decides when each
-//! part runs.
+//! A statement meets the parts in this order:
+//! - the session's defaults ([`configure`]): NULLs sort last in both directions, `1.5` is a
+//!   DECIMAL (and `1e3` a DOUBLE), as in Trino;
+//! - the parsed statement, rewritten before planning ([`rewrite_statement`]: rewriter.rs, which
+//!   hands clauses, function calls, date-time literals, UNNEST and USING joins to clauses.rs,
+//!   functions.rs, literals.rs, unnest.rs and using_joins.rs);
+//! - binary operators as DataFusion plans them ([`TrinoOperators`]: operators.rs);
+//! - the logical plan, before DataFusion's type coercion (operands.rs) and after it (casts.rs),
+//!   both placed by [`analyzer_rules`];
+//! - integer `+ - *` of columns in the physical plan ([`CheckedArithmetic`]: overflow.rs), and
+//!   arrow's overflow errors in Trino's words ([`overflow_message`]).
+//!
+//! syntax.rs, exprs.rs, timestamps.rs and quotient.rs hold what several parts share, below them.
+//! The folder must not read a catalog, a session or a policy: it sees a parsed statement, plans and
+//! `sqe-functions`' UDFs, and the engine decides when each part runs.
 
+mod casts;
+mod clauses;
+mod exprs;
+mod functions;
+mod literals;
+mod operands;
+mod operators;
 mod overflow;
+mod quotient;
 mod rewriter;
+mod syntax;
+mod timestamps;
 mod unnest;
 mod using_joins;
 
+use std::sync::Arc;
+
+use datafusion::optimizer::AnalyzerRule;
+use datafusion::prelude::SessionConfig;
+
+pub(crate) use operators::TrinoOperators;
 pub(crate) use overflow::{CheckedArithmetic, overflow_message};
-pub(crate) use rewriter::{TrinoOperators, analyzer_rules, configure, rewrite_statement};
+pub(crate) use rewriter::rewrite_statement;
+
+use casts::TrinoCasts;
+use operands::TrinoOperands;
+
+/// Trino's defaults on a session's DataFusion settings (a deployment's own settings come after).
+pub(crate) fn configure(config: &mut SessionConfig) {
+    let parser = &mut config.options_mut().sql_parser;
+    parser.default_null_ordering = "nulls_last".to_string();
+    parser.parse_float_as_decimal = true;
+}
+
+/// DataFusion's analyzer rules with Trino's around its type coercion: operand types settled
+/// before it ([`TrinoOperands`]: so that a CASE, COALESCE or UNION around them takes Trino's
+/// type, not DataFusion's), and Trino's casts after it ([`TrinoCasts`]).
+pub(crate) fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Analyzer::new().rules;
+    let coercion = rules
+        .iter()
+        .position(|r| r.name() == "type_coercion")
+        .unwrap_or(rules.len());
+    rules.insert(coercion, Arc::new(TrinoOperands));
+    rules.push(Arc::new(TrinoCasts));
+    rules
+}

@@ -165,7 +165,7 @@ fn chained_using(from: &TableWithJoins) -> Vec<Merged> {
                 Expr::CompoundIdentifier(vec![q.clone(), Ident::with_quote('"', name.clone())])
             };
             let replacement = if keeps_right {
-                super::rewriter::call("coalesce", rels.iter().map(column).collect())
+                super::syntax::call("coalesce", rels.iter().map(column).collect())
             } else {
                 column(&rels[0])
             };
