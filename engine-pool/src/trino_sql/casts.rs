@@ -429,3 +429,200 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         other => Ok(Transformed::no(other)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::datatypes::{Field, Fields};
+    use datafusion::prelude::{col, lit};
+
+    use super::*;
+    use crate::trino_sql::testing::{error, schema, value};
+
+    #[tokio::test]
+    async fn casts_to_integers_round_half_away_from_zero() {
+        assert_eq!(value("SELECT CAST(f AS INTEGER) FROM t").await, "3");
+        assert_eq!(value("SELECT CAST(-f AS BIGINT) FROM t").await, "-3");
+        assert_eq!(value("SELECT CAST(d AS INTEGER) FROM t").await, "3");
+        assert_eq!(value("SELECT TRY_CAST(-d AS SMALLINT) FROM t").await, "-3");
+        assert_eq!(value("SELECT CAST(d - 0.01 AS INTEGER) FROM t").await, "2");
+    }
+
+    #[tokio::test]
+    async fn timestamps_as_text_and_wall_clocks() {
+        assert_eq!(
+            value("SELECT CAST(s AS VARCHAR) FROM t").await,
+            "2020-01-02 03:04:05"
+        );
+        assert_eq!(
+            value("SELECT CAST(ms AS VARCHAR) FROM t").await,
+            "2020-01-02 03:04:05.500"
+        );
+        // Berlin's wall-clock time (Arrow's cast would keep UTC's, 03:04:05.500).
+        assert_eq!(
+            value("SELECT CAST(berlin AS TIMESTAMP(3)) FROM t").await,
+            "2020-01-02T04:04:05.500"
+        );
+        assert_eq!(
+            value("SELECT CAST(INTERVAL '1' DAY + INTERVAL '2' HOUR AS VARCHAR)").await,
+            "1 02:00:00.000"
+        );
+    }
+
+    #[tokio::test]
+    async fn integer_constants_fail_on_overflow_except_in_try() {
+        assert_eq!(
+            error("SELECT 9223372036854775807 + 1").await,
+            "Execution error: bigint addition overflow: 9223372036854775807 + 1"
+        );
+        assert_eq!(value("SELECT 2147483647 * 2").await, "4294967294");
+        assert_eq!(value("SELECT TRY(9223372036854775807 + 1)").await, "NULL");
+        assert_eq!(value("SELECT TRY(CAST('x' AS INTEGER))").await, "NULL");
+    }
+
+    #[tokio::test]
+    async fn json_values() {
+        assert_eq!(value("SELECT CAST(JSON '5' AS BIGINT)").await, "5");
+        assert_eq!(
+            value("SELECT TRY_CAST(JSON '\"x\"' AS BIGINT)").await,
+            "NULL"
+        );
+        assert_eq!(
+            value("SELECT typeof(CAST(JSON '[1]' AS JSON))").await,
+            "json"
+        );
+        assert_eq!(
+            value("SELECT CAST(JSON '{\"a\": 1}' AS MAP(VARCHAR, BIGINT))").await,
+            "{a: 1}"
+        );
+    }
+
+    #[tokio::test]
+    async fn rows_cast_by_position() {
+        assert_eq!(
+            value("SELECT get_field(CAST(r AS STRUCT<a BIGINT, b VARCHAR>), 'b') FROM t").await,
+            "x"
+        );
+    }
+
+    #[test]
+    fn row_casts_read_fields_by_position() {
+        let from = DataType::Struct(Fields::from(vec![
+            Field::new("f1", DataType::Int64, true),
+            Field::new("f2", DataType::Utf8, true),
+        ]));
+        let to = DataType::Struct(Fields::from(vec![
+            Field::new("a", DataType::Float64, true),
+            Field::new("b", DataType::Utf8, true),
+        ]));
+        let same = DataType::Struct(Fields::from(vec![
+            Field::new("f1", DataType::Float64, true),
+            Field::new("f2", DataType::Utf8, true),
+        ]));
+        assert!(renamed_fields(&from, &same).is_none());
+        let Some((have, want)) = renamed_fields(&from, &to) else {
+            panic!("renamed fields not seen")
+        };
+        let schema = schema(&[("r", from.clone())]);
+        let cast = row_cast(col("r"), have, want, &schema, false).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            cast.to_string(),
+            "CASE WHEN r IS NULL THEN Struct({a:,b:}) ELSE named_struct(Utf8(\"a\"), CAST(get_field(r, Utf8(\"f1\")) AS Float64), Utf8(\"b\"), CAST(get_field(r, Utf8(\"f2\")) AS Utf8)) END"
+        );
+    }
+
+    #[test]
+    fn rounding_and_plain_strings() {
+        assert_eq!(
+            rounded(col("x"), &DataType::Float64)
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some("round(x)")
+        );
+        assert_eq!(
+            rounded(col("x"), &DataType::Decimal128(10, 2))
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some("CAST(x AS Decimal128(10, 0))")
+        );
+        // Rounded once; a whole decimal or an integer needs none.
+        let once = rounded(col("x"), &DataType::Float32).unwrap_or_else(|| panic!("not rounded"));
+        assert_eq!(rounded(once, &DataType::Float64), None);
+        assert_eq!(rounded(col("x"), &DataType::Decimal128(10, 0)), None);
+        assert_eq!(rounded(col("x"), &DataType::Int64), None);
+
+        let nested = DataType::List(Arc::new(Field::new(
+            "item",
+            DataType::Struct(Fields::from(vec![Field::new(
+                "s",
+                DataType::Utf8View,
+                true,
+            )])),
+            true,
+        )));
+        assert_eq!(
+            plain_strings(&nested),
+            DataType::List(Arc::new(Field::new(
+                "item",
+                DataType::Struct(Fields::from(vec![Field::new("s", DataType::Utf8, true)])),
+                true,
+            )))
+        );
+    }
+
+    #[test]
+    fn casts_of_settled_types() {
+        let schema = schema(&[
+            ("f", DataType::Float64),
+            (
+                "z",
+                DataType::Timestamp(TimeUnit::Millisecond, Some("Europe/Berlin".into())),
+            ),
+            (
+                "u",
+                DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            ),
+            ("i", DataType::Int32),
+        ]);
+        let rewritten = |e: Expr| {
+            let t = rewrite_expr(e, &schema).unwrap_or_else(|e| panic!("{e}"));
+            (t.transformed, t.data.to_string())
+        };
+        let cast = |x: Expr, t: DataType| Expr::Cast(Cast::new(Box::new(x), t));
+        assert_eq!(
+            rewritten(cast(col("f"), DataType::Int32)),
+            (true, "CAST(round(f) AS Int32)".to_string())
+        );
+        assert_eq!(
+            rewritten(cast(
+                col("z"),
+                DataType::Timestamp(TimeUnit::Millisecond, None)
+            )),
+            (
+                true,
+                "CAST(with_timezone(z, Utf8(\"UTC\")) AS Timestamp(ms))".to_string()
+            )
+        );
+        // UTC's wall clock is its instant: Arrow's cast is Trino's.
+        assert_eq!(
+            rewritten(cast(
+                col("u"),
+                DataType::Timestamp(TimeUnit::Millisecond, None)
+            )),
+            (false, "CAST(u AS Timestamp(ms))".to_string())
+        );
+        assert_eq!(
+            rewritten(cast(col("i"), DataType::Int64)),
+            (false, "CAST(i AS Int64)".to_string())
+        );
+        assert_eq!(
+            rewritten(lit(6i64) * lit(7i64)),
+            (true, "Int64(42)".to_string())
+        );
+        assert_eq!(
+            rewrite_expr(lit(i32::MIN) - lit(1), &schema)
+                .map(|t| t.data)
+                .map_err(|e| e.to_string()),
+            Err("Execution error: integer subtraction overflow: -2147483648 - 1".to_string())
+        );
+    }
+}

@@ -216,3 +216,139 @@ pub(super) fn name_columns(body: &mut SetExpr) -> Vec<(ast::Expr, Ident)> {
     }
     named
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trino_sql::testing::{function, query};
+
+    fn limited(sql: &str) -> String {
+        let mut q = query(sql);
+        fetch_as_limit(&mut q);
+        q.to_string()
+    }
+
+    #[test]
+    fn fetch_first_is_a_limit() {
+        assert_eq!(
+            limited("SELECT a FROM t ORDER BY a FETCH FIRST 3 ROWS ONLY"),
+            "SELECT a FROM t ORDER BY a LIMIT 3"
+        );
+        assert_eq!(
+            limited("SELECT a FROM t FETCH NEXT ROW ONLY"),
+            "SELECT a FROM t LIMIT 1"
+        );
+        assert_eq!(
+            limited("SELECT a FROM t OFFSET 2 FETCH FIRST 3 ROWS ONLY"),
+            "SELECT a FROM t LIMIT 3 OFFSET 2"
+        );
+        // PERCENT and WITH TIES are not a LIMIT: left as they are.
+        assert_eq!(
+            limited("SELECT a FROM t FETCH FIRST 10 PERCENT ROWS ONLY"),
+            "SELECT a FROM t FETCH FIRST 10 PERCENT ROWS ONLY"
+        );
+    }
+
+    fn with_ties(sql: &str) -> SqeResult<String> {
+        let mut q = query(sql);
+        fetch_with_ties(&mut q)?;
+        Ok(q.to_string())
+    }
+
+    #[test]
+    fn fetch_with_ties_keeps_the_rows_ranked_up_to_n() {
+        assert_eq!(
+            with_ties("WITH s AS (SELECT 1 AS k) SELECT t.k, v FROM s AS t ORDER BY t.k DESC FETCH FIRST 2 ROWS WITH TIES"),
+            Ok("WITH s AS (SELECT 1 AS k) SELECT * EXCLUDE (__sqe_rank) FROM (SELECT *, rank() OVER (ORDER BY k DESC) AS __sqe_rank FROM (SELECT t.k, v FROM s AS t) AS __sqe_ties) AS __sqe_ties WHERE __sqe_rank <= 2 ORDER BY k DESC".to_string())
+        );
+        assert_eq!(
+            with_ties("SELECT a FROM t FETCH FIRST 2 ROWS WITH TIES"),
+            Err(SqeError::invalid(
+                "FETCH FIRST … WITH TIES needs an ORDER BY"
+            ))
+        );
+        assert_eq!(
+            with_ties("SELECT a FROM t ORDER BY a + 1 FETCH FIRST 2 ROWS WITH TIES"),
+            Err(SqeError::invalid(
+                "FETCH FIRST … WITH TIES needs an ORDER BY of output column names"
+            ))
+        );
+        assert_eq!(
+            with_ties("SELECT a FROM t ORDER BY a OFFSET 1 FETCH FIRST 2 ROWS WITH TIES"),
+            Err(SqeError::invalid(
+                "FETCH FIRST … WITH TIES takes neither PERCENT, LIMIT nor OFFSET"
+            ))
+        );
+        // Without WITH TIES, nothing to do here.
+        assert_eq!(
+            with_ties("SELECT a FROM t FETCH FIRST 2 ROWS ONLY"),
+            Ok("SELECT a FROM t FETCH FIRST 2 ROWS ONLY".to_string())
+        );
+    }
+
+    #[test]
+    fn unnamed_columns_are_named_by_position() {
+        let mut q = query("SELECT a, t.b, a + 1, 3 FROM t UNION SELECT 1, 2, 3, c FROM u");
+        let named = name_columns(&mut q.body);
+        assert_eq!(
+            q.to_string(),
+            "SELECT a, t.b, a + 1 AS _col2, 3 AS _col3 FROM t UNION SELECT 1 AS _col0, 2 AS _col1, 3 AS _col2, c FROM u"
+        );
+        // The named expressions are returned only for a plain SELECT.
+        assert!(named.is_empty());
+        let mut q = query("SELECT a, a + 1 FROM t");
+        let named = name_columns(&mut q.body);
+        assert_eq!(
+            named
+                .iter()
+                .map(|(e, alias)| format!("{e} -> {alias}"))
+                .collect::<Vec<_>>(),
+            ["a + 1 -> _col1"]
+        );
+    }
+
+    #[test]
+    fn with_names_go_on_the_first_select() {
+        let names = [Ident::new("x"), Ident::new("y")];
+        let mut q = query("SELECT 1, 2 AS b UNION ALL SELECT x + 1, y FROM r");
+        name_first_select(&mut q.body, &names);
+        assert_eq!(
+            q.to_string(),
+            "SELECT 1 AS x, 2 AS y UNION ALL SELECT x + 1, y FROM r"
+        );
+        // A wildcard's columns are not known here: the names stop at it.
+        let mut q = query("SELECT 1, *, 3 FROM r");
+        name_first_select(&mut q.body, &names);
+        assert_eq!(q.to_string(), "SELECT 1 AS x, *, 3 FROM r");
+    }
+
+    #[test]
+    fn exclude_columns_is_a_select_that_excludes() {
+        let f = function("exclude_columns(input => TABLE(s.t), columns => DESCRIPTOR(a, b))");
+        assert_eq!(
+            exclude_columns(&f).map(|q| q.to_string()),
+            Ok("SELECT * EXCLUDE (a, b) FROM s.t".to_string())
+        );
+        let f = function("exclude_columns(TABLE(t), DESCRIPTOR(a))");
+        assert_eq!(
+            exclude_columns(&f).map(|q| q.to_string()),
+            Ok("SELECT * EXCLUDE (a) FROM t".to_string())
+        );
+        let usage = SqeError::invalid(
+            "exclude_columns takes input => TABLE(name) and columns => DESCRIPTOR(column, …)",
+        );
+        for wrong in [
+            "exclude_columns(input => TABLE(t))",
+            "exclude_columns(input => TABLE(t), columns => DESCRIPTOR())",
+            "exclude_columns(input => TABLE(t, u), columns => DESCRIPTOR(a))",
+            "exclude_columns(input => t, columns => DESCRIPTOR(a))",
+            "exclude_columns(input => TABLE(t), columns => DESCRIPTOR(a + 1))",
+        ] {
+            assert_eq!(
+                exclude_columns(&function(wrong)).map(|_| ()),
+                Err(usage.clone()),
+                "{wrong}"
+            );
+        }
+    }
+}

@@ -58,3 +58,68 @@ pub(super) fn is_day_second(t: &DataType) -> bool {
         DataType::Interval(IntervalUnit::DayTime | IntervalUnit::MonthDayNano)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::datatypes::{Field, Schema, TimeUnit};
+    use datafusion::common::tree_node::TreeNode;
+    use datafusion::logical_expr::table_scan;
+    use datafusion::prelude::{col, lit};
+
+    use super::*;
+
+    #[test]
+    fn type_tests() {
+        for t in [DataType::Utf8, DataType::LargeUtf8, DataType::Utf8View] {
+            assert!(is_text(&t), "{t}");
+        }
+        assert!(!is_text(&DataType::Binary));
+        assert!(is_day_second(&DataType::Interval(IntervalUnit::DayTime)));
+        assert!(is_day_second(&DataType::Interval(
+            IntervalUnit::MonthDayNano
+        )));
+        assert!(!is_day_second(&DataType::Interval(IntervalUnit::YearMonth)));
+        assert!(!is_day_second(&DataType::Duration(TimeUnit::Millisecond)));
+    }
+
+    #[test]
+    fn wrap_and_call() {
+        let mut e = col("a");
+        wrap(&mut e, |x| call_udf(sqe_functions::to_milliseconds(), x));
+        assert_eq!(e.to_string(), "to_milliseconds(a)");
+    }
+
+    /// Every `Int32(1)` as `Int64(1)`.
+    fn widen_ones(e: Expr, _schema: &DFSchema) -> Result<Transformed<Expr>> {
+        e.transform_up(|x| {
+            Ok(match x {
+                Expr::Literal(ScalarValue::Int32(Some(1)), m) => {
+                    Transformed::yes(Expr::Literal(ScalarValue::Int64(Some(1)), m))
+                }
+                other => Transformed::no(other),
+            })
+        })
+    }
+
+    #[test]
+    fn a_plan_rewrite_keeps_names_and_retypes() -> Result<()> {
+        let schema = Schema::new(vec![Field::new("a", DataType::Int32, true)]);
+        let plan = table_scan(Some("t"), &schema, None)?
+            .filter(col("a").gt(lit(1)))?
+            .project(vec![col("a") + lit(1)])?
+            .build()?;
+        let rewritten = rewrite_plan(plan, widen_ones, LogicalPlan::recompute_schema)?;
+        assert_eq!(
+            rewritten.display_indent().to_string(),
+            "Projection: t.a + Int64(1) AS t.a + Int32(1)\
+             \n  Filter: t.a > Int64(1)\
+             \n    TableScan: t"
+        );
+        let out = rewritten.schema().field(0);
+        assert_eq!(
+            (out.name().as_str(), out.data_type()),
+            ("t.a + Int32(1)", &DataType::Int64)
+        );
+        Ok(())
+    }
+}

@@ -168,3 +168,98 @@ pub(super) fn rename_function(f: &mut ast::Function) {
     }
     f.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(renamed))]);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trino_sql::testing::function;
+
+    fn as_expression(sql: &str) -> Option<String> {
+        let f = function(sql);
+        reduce_agg(&f)
+            .or_else(|| function_as_expression(&f))
+            .map(|e| e.to_string())
+    }
+
+    fn renamed(sql: &str) -> String {
+        let mut f = function(sql);
+        rename_function(&mut f);
+        f.to_string()
+    }
+
+    #[test]
+    fn calls_that_are_expressions() {
+        assert_eq!(
+            as_expression("mod(a, b + 1)").as_deref(),
+            Some("((a) % (b + 1))")
+        );
+        assert_eq!(as_expression("DATE(x)").as_deref(), Some("CAST(x AS DATE)"));
+        assert_eq!(
+            as_expression("try(CAST(x AS INTEGER))").as_deref(),
+            Some("sqe_try(0, __sqe_try -> CAST(x AS INTEGER))")
+        );
+        assert_eq!(
+            as_expression("array_sort(a)").as_deref(),
+            Some("array_sort(a, 'ASC', 'NULLS LAST')")
+        );
+        assert_eq!(
+            as_expression("array_sort(a, (x, y) -> y - x)").as_deref(),
+            Some("sqe_array_sort(a, (x, y) -> y - x)")
+        );
+        // Another arity, a window or a filter: the function it names, as it is.
+        assert_eq!(as_expression("mod(a)"), None);
+        assert_eq!(as_expression("mod(a, b) OVER ()"), None);
+        assert_eq!(as_expression("date(x) FILTER (WHERE x > 0)"), None);
+        assert_eq!(as_expression("array_sort(a, 'DESC')"), None);
+        assert_eq!(as_expression("s.mod(a, b)"), None);
+    }
+
+    #[test]
+    fn reduce_agg_folds_the_groups_values() {
+        assert_eq!(
+            as_expression("reduce_agg(v, 0, (s, x) -> s + x, (s, t) -> s + t)").as_deref(),
+            Some(
+                "reduce(array_agg(v) FILTER (WHERE v IS NOT NULL), 0, (s, x) -> s + x, __sqe_state -> __sqe_state)"
+            )
+        );
+        assert_eq!(
+            as_expression(
+                "reduce_agg(v, 0, (s, x) -> s + x, (s, t) -> s + t) FILTER (WHERE k = 1)"
+            )
+            .as_deref(),
+            Some(
+                "reduce(array_agg(v) FILTER (WHERE v IS NOT NULL AND (k = 1)), 0, (s, x) -> s + x, __sqe_state -> __sqe_state)"
+            )
+        );
+        // Its functions must be lambdas; a window is not an aggregate's fold.
+        assert_eq!(as_expression("reduce_agg(v, 0, f, g)"), None);
+        assert_eq!(
+            as_expression("reduce_agg(v, 0, (s, x) -> s + x, (s, t) -> s + t) OVER ()"),
+            None
+        );
+    }
+
+    #[test]
+    fn aggregates_under_other_names() {
+        assert_eq!(
+            renamed("approx_percentile(x, 0.5)"),
+            "approx_percentile_cont(x, 0.5)"
+        );
+        assert_eq!(
+            renamed("approx_percentile(x, w, 0.5)"),
+            "approx_percentile_cont_with_weight(x, w, 0.5)"
+        );
+        assert_eq!(
+            renamed("listagg(x, ',') WITHIN GROUP (ORDER BY y DESC)"),
+            "string_agg(x, ',' ORDER BY y DESC)"
+        );
+        assert_eq!(renamed("LISTAGG(x)"), "string_agg(x, '')");
+        assert_eq!(renamed("variance(x)"), "var_samp(x)");
+        assert_eq!(renamed("every(b)"), "bool_and(b)");
+        assert_eq!(renamed("any_value(x)"), "arbitrary(x)");
+        // Other arities and qualified names are someone else's functions.
+        assert_eq!(renamed("variance(x, y)"), "variance(x, y)");
+        assert_eq!(renamed("approx_percentile(x)"), "approx_percentile(x)");
+        assert_eq!(renamed("s.every(b)"), "s.every(b)");
+    }
+}

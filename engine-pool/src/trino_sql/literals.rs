@@ -362,3 +362,198 @@ pub(super) fn extract_name(field: &DateTimeField) -> Option<String> {
     };
     Some(name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trino_sql::testing::{expr, function, query};
+
+    #[test]
+    fn a_timestamps_zone_is_what_follows_its_date_time() {
+        assert_eq!(
+            timestamp_zone("2020-01-02 03:04:05.6 +01:00"),
+            Some(("2020-01-02 03:04:05.6", "+01:00"))
+        );
+        assert_eq!(
+            timestamp_zone("2020-01-02 03:04+01:00"),
+            Some(("2020-01-02 03:04", "+01:00"))
+        );
+        assert_eq!(
+            timestamp_zone(" 2020-01-02 Europe/Berlin "),
+            Some(("2020-01-02", "Europe/Berlin"))
+        );
+        assert_eq!(timestamp_zone("2020-01-02 03:04:05"), None);
+        assert_eq!(timestamp_zone("2020-01-02"), None);
+        // A `T` is not Trino's text: no zone is read from it.
+        assert_eq!(timestamp_zone("2020-01-02T03:04:05 UTC"), None);
+    }
+
+    #[test]
+    fn precisions_take_the_next_arrow_unit() {
+        let held: Vec<u64> = (0..=10).map(arrow_precision).collect();
+        assert_eq!(held, [0, 3, 3, 3, 6, 6, 6, 9, 9, 9, 9]);
+        assert_eq!(fraction_digits("2020-01-02 03:04:05.123456"), 6);
+        assert_eq!(fraction_digits("2020-01-02 03:04:05.1"), 1);
+        assert_eq!(fraction_digits("2020-01-02 03:04:05"), 0);
+        // A date has no fraction, whatever follows a point.
+        assert_eq!(fraction_digits("2020.01.02"), 0);
+    }
+
+    #[test]
+    fn texts_of_date_times() {
+        assert_eq!(with_seconds("2020-01-02 03:04"), "2020-01-02 03:04:00");
+        assert_eq!(
+            with_seconds(" 2020-01-02 03:04:05.5 "),
+            "2020-01-02 03:04:05.5"
+        );
+        assert_eq!(with_seconds("2020-01-02"), "2020-01-02");
+        assert!(reads_as_date_time("2020-01-02 03:04:05.123"));
+        assert!(reads_as_date_time("2020-01-02"));
+        assert!(!reads_as_date_time("03:04:05"));
+        assert!(!reads_as_date_time("2020-13-02"));
+        assert!(zone_name_reads("Europe/Berlin"));
+        assert!(zone_name_reads("+01:00"));
+        assert!(!zone_name_reads("Nowhere/Special"));
+        assert_eq!(
+            zoned_text(&expr("'2020-01-02 03:04 America/New_York'")),
+            Some((
+                "2020-01-02 03:04:00".to_string(),
+                "America/New_York".to_string()
+            ))
+        );
+        assert_eq!(zoned_text(&expr("'2020-01-02 03:04'")), None);
+        assert_eq!(zoned_text(&expr("x")), None);
+    }
+
+    #[test]
+    fn second_fractions_to_the_millisecond() {
+        assert_eq!(second_millis("12.345"), Some(12_345));
+        assert_eq!(second_millis("1.5"), Some(1_500));
+        assert_eq!(second_millis("7"), Some(7_000));
+        assert_eq!(second_millis("1.23456"), Some(1_234));
+        assert_eq!(second_millis("1.2x"), None);
+        assert_eq!(second_millis("x"), None);
+    }
+
+    fn interval(sql: &str) -> Option<String> {
+        match expr(sql) {
+            ast::Expr::Interval(i) => trino_interval(&i).map(|e| e.to_string()),
+            other => panic!("not an interval: {other}"),
+        }
+    }
+
+    #[test]
+    fn interval_literals() {
+        assert_eq!(
+            interval("INTERVAL '1-2' YEAR TO MONTH").as_deref(),
+            Some("arrow_cast('14 months', 'Interval(YearMonth)')")
+        );
+        assert_eq!(
+            interval("INTERVAL '-3' YEAR").as_deref(),
+            Some("arrow_cast('-36 months', 'Interval(YearMonth)')")
+        );
+        assert_eq!(
+            interval("INTERVAL '+5' MONTH").as_deref(),
+            Some("arrow_cast('5 months', 'Interval(YearMonth)')")
+        );
+        // 3 h 4 min 5.678 s = 11,045,678 ms.
+        assert_eq!(
+            interval("INTERVAL '2 03:04:05.678' DAY TO SECOND").as_deref(),
+            Some("INTERVAL '2 days 11045678 milliseconds'")
+        );
+        assert_eq!(
+            interval("INTERVAL '-25:30' HOUR TO MINUTE").as_deref(),
+            Some("INTERVAL '-1 days -5400000 milliseconds'")
+        );
+        // One day-to-second field is DataFusion's to read; a text that does not read is refused
+        // by the caller.
+        assert_eq!(interval("INTERVAL '5' DAY"), None);
+        assert_eq!(interval("INTERVAL '1.5' YEAR"), None);
+        assert_eq!(interval("INTERVAL '1:2' DAY TO SECOND"), None);
+        assert_eq!(interval("INTERVAL '3' SECOND TO MINUTE"), None);
+    }
+
+    #[test]
+    fn clocks() {
+        let clock_of = |sql: &str| clock_precision(&function(sql));
+        assert_eq!(
+            clock_of("current_timestamp(6)"),
+            Some(("current_timestamp".to_string(), 6))
+        );
+        assert_eq!(clock_of("LOCALTIME()"), Some(("localtime".to_string(), 3)));
+        assert_eq!(clock_of("now()"), Some(("now".to_string(), 3)));
+        assert_eq!(clock_of("now(6)"), None);
+        assert_eq!(clock_of("localtimestamp(x)"), None);
+        assert_eq!(clock_of("today()"), None);
+        assert_eq!(
+            clock("current_timestamp", 5).to_string(),
+            "CAST(now() AS TIMESTAMP(6) WITH TIME ZONE)"
+        );
+        assert_eq!(
+            clock("localtimestamp", 3).to_string(),
+            "CAST(now() AS TIMESTAMP(3))"
+        );
+        assert_eq!(
+            clock("localtime", 0).to_string(),
+            "arrow_cast(CAST(now() AS TIMESTAMP(0)), 'Time32(s)')"
+        );
+        assert_eq!(
+            clock("localtime", 7).to_string(),
+            "arrow_cast(CAST(now() AS TIMESTAMP(9)), 'Time64(ns)')"
+        );
+    }
+
+    #[test]
+    fn extract_fields() {
+        assert_eq!(
+            extract_name(&DateTimeField::Dow).as_deref(),
+            Some("day_of_week")
+        );
+        assert_eq!(
+            extract_name(&DateTimeField::DayOfYear).as_deref(),
+            Some("day_of_year")
+        );
+        assert_eq!(
+            extract_name(&DateTimeField::Week(None)).as_deref(),
+            Some("week")
+        );
+        assert_eq!(
+            extract_name(&DateTimeField::Custom(ast::Ident::new("YEAR_OF_WEEK"))).as_deref(),
+            Some("year_of_week")
+        );
+        assert_eq!(extract_name(&DateTimeField::Millisecond), None);
+    }
+
+    fn values(sql: &str) -> String {
+        let mut q = query(sql);
+        let ast::SetExpr::Values(v) = q.body.as_mut() else {
+            panic!("not VALUES: {sql}")
+        };
+        finest_literals(&mut v.rows);
+        q.to_string()
+    }
+
+    #[test]
+    fn values_columns_meet_at_their_finest_precision() {
+        assert_eq!(
+            values(
+                "VALUES (TIMESTAMP(0) '2020-01-02 03:04:05', 1), (TIMESTAMP(6) '2020-01-02 03:04:05.123456', 2), (NULL, 3)"
+            ),
+            "VALUES (TIMESTAMP(6) '2020-01-02 03:04:05', 1), (TIMESTAMP(6) '2020-01-02 03:04:05.123456', 2), (NULL, 3)"
+        );
+        // Zoned constants in two zones each keep their own (one zone per value).
+        assert_eq!(
+            values(
+                "VALUES (with_timezone(CAST('2020-01-02 03:04:05' AS TIMESTAMP(0)), 'UTC')), (with_timezone(CAST('2020-01-02 03:04:05.5' AS TIMESTAMP(3)), 'Europe/Berlin'))"
+            ),
+            "VALUES (sqe_zoned(with_timezone(CAST('2020-01-02 03:04:05' AS TIMESTAMP(3)), 'UTC'))), (sqe_zoned(with_timezone(CAST('2020-01-02 03:04:05.5' AS TIMESTAMP(3)), 'Europe/Berlin')))"
+        );
+        // One zone: no per-value form.
+        assert_eq!(
+            values(
+                "VALUES (with_timezone(CAST('2020-01-02' AS TIMESTAMP(0)), 'UTC')), (with_timezone(CAST('2020-01-03' AS TIMESTAMP(0)), 'UTC'))"
+            ),
+            "VALUES (with_timezone(CAST('2020-01-02' AS TIMESTAMP(0)), 'UTC')), (with_timezone(CAST('2020-01-03' AS TIMESTAMP(0)), 'UTC'))"
+        );
+    }
+}

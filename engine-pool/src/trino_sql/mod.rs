@@ -14,9 +14,10 @@
 //! - integer `+ - *` of columns in the physical plan ([`CheckedArithmetic`]: overflow.rs), and
 //!   arrow's overflow errors in Trino's words ([`overflow_message`]).
 //!
-//! syntax.rs, exprs.rs, timestamps.rs and quotient.rs hold what several parts share, below them.
-//! The folder must not read a catalog, a session or a policy: it sees a parsed statement, plans and
-//! `sqe-functions`' UDFs, and the engine decides when each part runs.
+//! syntax.rs, exprs.rs, timestamps.rs and quotient.rs hold what several parts share, below them;
+//! testing.rs is the unit tests' (a session wired as the engine wires it, without catalogs).
+//! The folder must not read a catalog, an SQE `Session` or a policy: it sees a parsed statement,
+//! plans and `sqe-functions`' UDFs, and the engine decides when each part runs.
 
 mod casts;
 mod clauses;
@@ -29,6 +30,8 @@ mod overflow;
 mod quotient;
 mod rewriter;
 mod syntax;
+#[cfg(test)]
+mod testing;
 mod timestamps;
 mod unnest;
 mod using_joins;
@@ -64,4 +67,38 @@ pub(crate) fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     rules.insert(coercion, Arc::new(TrinoOperands));
     rules.push(Arc::new(TrinoCasts));
     rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trinos_session_defaults() {
+        let mut config = SessionConfig::new();
+        configure(&mut config);
+        let parser = &config.options().sql_parser;
+        assert_eq!(parser.default_null_ordering, "nulls_last");
+        assert!(parser.parse_float_as_decimal);
+    }
+
+    #[test]
+    fn trinos_analyzer_rules_surround_type_coercion() {
+        let names: Vec<String> = analyzer_rules()
+            .iter()
+            .map(|r| r.name().to_string())
+            .collect();
+        let mut datafusions: Vec<String> = datafusion::optimizer::Analyzer::new()
+            .rules
+            .iter()
+            .map(|r| r.name().to_string())
+            .collect();
+        let coercion = datafusions
+            .iter()
+            .position(|n| n == "type_coercion")
+            .unwrap_or_else(|| panic!("no type_coercion in {datafusions:?}"));
+        datafusions.insert(coercion, "trino_operands".to_string());
+        datafusions.push("trino_casts".to_string());
+        assert_eq!(names, datafusions);
+    }
 }

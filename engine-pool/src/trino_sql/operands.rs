@@ -282,3 +282,77 @@ fn finest_union_inputs(inputs: Vec<Arc<LogicalPlan>>) -> Result<Vec<Arc<LogicalP
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trino_sql::testing::{plan_in, rows, table_context, value};
+
+    /// The plan of `sql` over the test table after this rule (and no other analyzer rule).
+    async fn analyzed(sql: &str) -> String {
+        let plan = plan_in(&table_context(), sql).await;
+        TrinoOperands
+            .analyze(plan, &ConfigOptions::default())
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .display_indent()
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn timestamps_that_meet_take_the_finest_unit() {
+        assert_eq!(
+            analyzed("SELECT CASE WHEN i > 0 THEN s ELSE ms END AS c, coalesce(s, ms) AS k FROM t")
+                .await,
+            "Projection: CASE WHEN t.i > Int64(0) THEN CAST(t.s AS Timestamp(ms)) ELSE t.ms END AS c, coalesce(CAST(t.s AS Timestamp(ms)), t.ms) AS k\
+             \n  TableScan: t"
+        );
+        // DataFusion would cut the finer down to the coarser: 03:04:05.500 to 03:04:05.
+        assert_eq!(
+            value("SELECT coalesce(CASE WHEN i < 0 THEN s END, ms) FROM t").await,
+            "2020-01-02T03:04:05.500"
+        );
+        assert_eq!(value("SELECT ms IN (s) FROM t").await, "false");
+        assert_eq!(value("SELECT ms BETWEEN s AND s FROM t").await, "false");
+        let mut union = rows("SELECT s FROM t UNION ALL SELECT ms FROM t")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        union.sort();
+        assert_eq!(
+            union,
+            [["2020-01-02T03:04:05"], ["2020-01-02T03:04:05.500"]]
+        );
+    }
+
+    #[tokio::test]
+    async fn intervals_and_text() {
+        // DataFusion compares days, then the rest: 25 hours would be less than a day.
+        assert_eq!(
+            value("SELECT INTERVAL '25' HOUR > INTERVAL '1' DAY").await,
+            "true"
+        );
+        // A timestamp(0) plus an interval is a timestamp(3): the milliseconds are kept.
+        assert_eq!(
+            value("SELECT s + INTERVAL '0.5' SECOND FROM t").await,
+            "2020-01-02T03:04:05.500"
+        );
+        // A longer fraction is rounded, not cut.
+        assert_eq!(
+            value("SELECT CAST(txt AS TIMESTAMP(6)) FROM t").await,
+            "2020-01-02T03:04:05.123457"
+        );
+        assert_eq!(
+            analyzed("SELECT CAST(txt AS TIMESTAMP(6)) AS c FROM t").await,
+            "Projection: sqe_cast_timestamp(t.txt, TimestampMicrosecond(NULL, None)) AS c\
+             \n  TableScan: t"
+        );
+    }
+
+    #[tokio::test]
+    async fn decimal_quotients() {
+        assert_eq!(value("SELECT d / 3 FROM t").await, "0.83");
+        assert_eq!(
+            value("SELECT arrow_typeof(CASE WHEN i > 0 THEN d / 3 ELSE d END) FROM t").await,
+            "Decimal128(10, 2)"
+        );
+    }
+}

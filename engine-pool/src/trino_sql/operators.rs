@@ -64,3 +64,73 @@ impl ExprPlanner for TrinoOperators {
         Ok(PlannerResult::Original(expr))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::datatypes::IntervalDayTime;
+    use datafusion::common::ScalarValue;
+    use datafusion::prelude::{col, lit};
+
+    use super::*;
+    use crate::trino_sql::testing::{schema, value};
+
+    fn planned(op: ast::BinaryOperator, left: Expr, right: Expr) -> (bool, String) {
+        let schema = schema(&[("i", DataType::Int64)]);
+        let raw = RawBinaryExpr { op, left, right };
+        match TrinoOperators.plan_binary_op(raw, &schema) {
+            Ok(PlannerResult::Planned(e)) => (true, e.to_string()),
+            Ok(PlannerResult::Original(raw)) => {
+                (false, format!("{} {} {}", raw.left, raw.op, raw.right))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn intervals_scaled() {
+        let day = lit(ScalarValue::IntervalDayTime(Some(IntervalDayTime::new(
+            1, 0,
+        ))));
+        use ast::BinaryOperator as Op;
+        assert_eq!(
+            planned(Op::Multiply, day.clone(), col("i")),
+            (true, "sqe_interval_scaled(IntervalDayTime(\"IntervalDayTime { days: 1, milliseconds: 0 }\"), i, Boolean(false))".to_string())
+        );
+        assert_eq!(
+            planned(Op::Multiply, col("i"), day.clone()),
+            (true, "sqe_interval_scaled(IntervalDayTime(\"IntervalDayTime { days: 1, milliseconds: 0 }\"), i, Boolean(false))".to_string())
+        );
+        assert_eq!(
+            planned(Op::Divide, day.clone(), lit(2)),
+            (true, "sqe_interval_scaled(IntervalDayTime(\"IntervalDayTime { days: 1, milliseconds: 0 }\"), Int32(2), Boolean(true))".to_string())
+        );
+        // A number divided by an interval, or numbers: DataFusion's.
+        assert_eq!(
+            planned(Op::Divide, lit(2), day),
+            (
+                false,
+                "Int32(2) / IntervalDayTime(\"IntervalDayTime { days: 1, milliseconds: 0 }\")"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            planned(Op::Plus, col("i"), lit(1)),
+            (false, "i + Int32(1)".to_string())
+        );
+    }
+
+    #[tokio::test]
+    async fn values() {
+        assert_eq!(
+            value("SELECT INTERVAL '1' DAY * 2 = INTERVAL '2' DAY").await,
+            "true"
+        );
+        assert_eq!(
+            value("SELECT INTERVAL '3' HOUR / 2 = INTERVAL '90' MINUTE").await,
+            "true"
+        );
+        // Times of two units compare at the finer (DataFusion's planner refuses them).
+        assert_eq!(value("SELECT tm_s < tm_ms FROM t").await, "true");
+        assert_eq!(value("SELECT tm_s = tm_ms FROM t").await, "false");
+    }
+}

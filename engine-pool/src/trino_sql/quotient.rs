@@ -51,3 +51,90 @@ fn as_decimal(t: &DataType) -> Option<DataType> {
     };
     Some(DataType::Decimal128(digits, 0))
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::prelude::col;
+
+    use super::*;
+    use crate::trino_sql::testing::schema;
+
+    #[test]
+    fn integers_read_as_decimals() {
+        assert_eq!(
+            as_decimal(&DataType::Int8),
+            Some(DataType::Decimal128(3, 0))
+        );
+        assert_eq!(
+            as_decimal(&DataType::UInt16),
+            Some(DataType::Decimal128(5, 0))
+        );
+        assert_eq!(
+            as_decimal(&DataType::Int32),
+            Some(DataType::Decimal128(10, 0))
+        );
+        assert_eq!(
+            as_decimal(&DataType::Int64),
+            Some(DataType::Decimal128(19, 0))
+        );
+        assert_eq!(
+            as_decimal(&DataType::UInt64),
+            Some(DataType::Decimal128(20, 0))
+        );
+        assert_eq!(
+            as_decimal(&DataType::Decimal128(7, 3)),
+            Some(DataType::Decimal128(7, 3))
+        );
+        assert_eq!(as_decimal(&DataType::Float64), None);
+    }
+
+    /// `left / right` as the rule leaves it, and its type.
+    fn quotient(left: &str, right: &str) -> (bool, String, DataType) {
+        let schema = schema(&[
+            ("d", DataType::Decimal128(10, 2)),
+            ("e", DataType::Decimal128(5, 1)),
+            ("w", DataType::Decimal128(38, 10)),
+            ("i", DataType::Int32),
+            ("f", DataType::Float64),
+        ]);
+        let t = trino_quotient(Box::new(col(left)), Box::new(col(right)), &schema)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let t_type = t.data.get_type(&schema).unwrap_or_else(|e| panic!("{e}"));
+        (t.transformed, t.data.to_string(), t_type)
+    }
+
+    #[test]
+    fn decimal_quotients_take_trinos_type() {
+        // scale max(2, 1) = 2, precision 10 - 2 + 1 + 2 = 11.
+        assert_eq!(
+            quotient("d", "e"),
+            (
+                true,
+                "CAST(d / e AS Decimal128(11, 2))".to_string(),
+                DataType::Decimal128(11, 2)
+            )
+        );
+        // An integer is a decimal(10, 0): scale 2, precision 10 - 2 + 0 + 2 = 10.
+        assert_eq!(
+            quotient("d", "i"),
+            (
+                true,
+                "CAST(d / i AS Decimal128(10, 2))".to_string(),
+                DataType::Decimal128(10, 2)
+            )
+        );
+        // scale 2, precision 10 - 0 + 2 + 2 = 14.
+        assert_eq!(quotient("i", "d").2, DataType::Decimal128(14, 2));
+        // At most 38 digits.
+        assert_eq!(quotient("w", "d").2, DataType::Decimal128(38, 10));
+        // Not decimals: DataFusion's quotient.
+        assert_eq!(
+            quotient("i", "i"),
+            (false, "i / i".to_string(), DataType::Int32)
+        );
+        assert_eq!(
+            quotient("d", "f"),
+            (false, "d / f".to_string(), DataType::Float64)
+        );
+    }
+}

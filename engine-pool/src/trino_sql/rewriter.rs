@@ -411,3 +411,168 @@ impl VisitorMut for Rewriter {
         ControlFlow::Continue(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trino_sql::testing::rewritten;
+
+    fn ok(sql: &str) -> String {
+        rewritten(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    #[test]
+    fn output_columns_and_order() {
+        assert_eq!(
+            ok("SELECT a, a + 1, 3 FROM t ORDER BY a + 1"),
+            "SELECT a, a + 1 AS _col1, 3 AS _col2 FROM t ORDER BY _col1"
+        );
+        // A subquery's columns are named too: each query is visited.
+        assert_eq!(
+            ok("SELECT x FROM (SELECT 1 + 1) AS s(x)"),
+            "SELECT x FROM (SELECT 1 + 1 AS _col0) AS s (x)"
+        );
+        assert_eq!(
+            ok(
+                "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r"
+            ),
+            "WITH RECURSIVE r (n) AS (SELECT 1 AS n UNION ALL SELECT n + 1 AS _col0 FROM r WHERE n < 3) SELECT n FROM r"
+        );
+        assert_eq!(
+            ok("SELECT a FROM t ORDER BY a FETCH FIRST 2 ROWS ONLY"),
+            "SELECT a FROM t ORDER BY a LIMIT 2"
+        );
+    }
+
+    #[test]
+    fn a_set_statement_is_left_as_written() {
+        assert_eq!(
+            ok("SET TIME ZONE INTERVAL '-08:00' HOUR TO MINUTE"),
+            "SET TIME ZONE INTERVAL '-08:00' HOUR TO MINUTE"
+        );
+    }
+
+    #[test]
+    fn date_time_syntax() {
+        assert_eq!(
+            ok("SELECT EXTRACT(DOW FROM d) AS w, EXTRACT(TIMEZONE_HOUR FROM ts) AS h FROM t"),
+            "SELECT day_of_week(d) AS w, timezone_hour(ts) AS h FROM t"
+        );
+        assert_eq!(
+            ok("SELECT ts AT TIME ZONE 'Europe/Berlin' AS b FROM t"),
+            "SELECT at_timezone(ts, 'Europe/Berlin') AS b FROM t"
+        );
+        assert_eq!(
+            ok(
+                "SELECT TIMESTAMP '2020-01-02 03:04' AS a, TIMESTAMP '2020-01-02 03:04:05.1234 Europe/Berlin' AS b"
+            ),
+            "SELECT TIMESTAMP(0) '2020-01-02 03:04:00' AS a, with_timezone(TIMESTAMP(6) '2020-01-02 03:04:05.1234', 'Europe/Berlin') AS b"
+        );
+        assert_eq!(
+            ok("SELECT CAST(x AS TIMESTAMP) AS a, CAST(x AS TIMESTAMP(5)) AS b FROM t"),
+            "SELECT CAST(x AS TIMESTAMP(3)) AS a, CAST(x AS TIMESTAMP(6)) AS b FROM t"
+        );
+        assert_eq!(
+            ok("SELECT CAST('2020-01-02 03:04:05 +01:00' AS TIMESTAMP WITH TIME ZONE) AS z"),
+            "SELECT with_timezone(CAST('2020-01-02 03:04:05' AS TIMESTAMP(3)), '+01:00') AS z"
+        );
+        // TRY_CAST keeps a text whose zone does not read for the plan's reading (to NULL).
+        assert_eq!(
+            ok(
+                "SELECT TRY_CAST('2020-01-02 03:04:05 Nowhere/Special' AS TIMESTAMP WITH TIME ZONE) AS z"
+            ),
+            "SELECT TRY_CAST('2020-01-02 03:04:05 Nowhere/Special' AS TIMESTAMP(3) WITH TIME ZONE) AS z"
+        );
+        assert_eq!(
+            ok("SELECT localtimestamp AS a, current_timestamp(6) AS b"),
+            "SELECT CAST(now() AS TIMESTAMP(3)) AS a, CAST(now() AS TIMESTAMP(6) WITH TIME ZONE) AS b"
+        );
+        assert_eq!(
+            ok("SELECT INTERVAL '1-2' YEAR TO MONTH AS m, INTERVAL '3' DAY AS d"),
+            "SELECT arrow_cast('14 months', 'Interval(YearMonth)') AS m, INTERVAL '3' DAY AS d"
+        );
+        assert_eq!(
+            rewritten("SELECT INTERVAL 'x' YEAR"),
+            Err(SqeError::invalid(
+                "Invalid INTERVAL literal: INTERVAL 'x' YEAR"
+            ))
+        );
+    }
+
+    #[test]
+    fn casts_json_and_functions() {
+        assert_eq!(
+            ok("SELECT JSON '{\"a\": 1}' AS j, CAST(m AS JSON) AS k FROM t"),
+            "SELECT json_parse('{\"a\": 1}') AS j, sqe_to_json(m) AS k FROM t"
+        );
+        assert_eq!(
+            ok("SELECT CAST(b AS VARBINARY) AS v FROM t"),
+            "SELECT CAST(b AS BYTEA) AS v FROM t"
+        );
+        assert_eq!(
+            ok("SELECT TRY_CAST(j AS MAP(VARCHAR, BIGINT)) AS m FROM t"),
+            "SELECT sqe_cast_as(j, map(CAST(ARRAY[] AS ARRAY<VARCHAR>), CAST(ARRAY[] AS ARRAY<BIGINT>)), true) AS m FROM t"
+        );
+        assert_eq!(
+            ok("SELECT SUBSTRING(s FROM 2 FOR 3) AS a, SUBSTRING(s FOR 2) AS b FROM t"),
+            "SELECT substr(s, 2, 3) AS a, substr(s, 1, 2) AS b FROM t"
+        );
+        assert_eq!(
+            ok("SELECT 1e3 AS d, 1.5 AS e"),
+            "SELECT CAST('1e3' AS DOUBLE) AS d, 1.5 AS e"
+        );
+        assert_eq!(
+            ok("SELECT mod(a, 2) AS m, every(b) AS e FROM t"),
+            "SELECT ((a) % (2)) AS m, bool_and(b) AS e FROM t"
+        );
+    }
+
+    #[test]
+    fn a_lambdas_row_parameter_reads_fields() {
+        assert_eq!(
+            ok("SELECT transform(rs, r -> r.a.b + x.c) AS v FROM t"),
+            "SELECT transform(rs, r -> get_field(get_field(r, 'a'), 'b') + x.c) AS v FROM t"
+        );
+    }
+
+    #[test]
+    fn table_functions_unnest_and_using_joins() {
+        assert_eq!(
+            ok(
+                "SELECT * FROM TABLE(exclude_columns(input => TABLE(t), columns => DESCRIPTOR(a))) AS e"
+            ),
+            "SELECT * FROM (SELECT * EXCLUDE (a) FROM t) AS e"
+        );
+        assert_eq!(
+            rewritten("SELECT * FROM TABLE(exclude_columns(input => TABLE(t)))"),
+            Err(SqeError::invalid(
+                "exclude_columns takes input => TABLE(name) and columns => DESCRIPTOR(column, …)"
+            ))
+        );
+        assert_eq!(
+            ok("SELECT u.x FROM t CROSS JOIN UNNEST(t.a) AS u(x)"),
+            "SELECT t.x FROM (SELECT t.*, unnest(t.a) AS x FROM t WHERE (t.a) IS NOT NULL) AS t"
+        );
+        // In each SELECT of a UNION.
+        assert_eq!(
+            ok("SELECT k FROM a JOIN b USING (k) JOIN c USING (k) UNION SELECT 1"),
+            "SELECT a.\"k\" AS k FROM a JOIN b USING(k) JOIN c USING(k) UNION SELECT 1 AS _col0"
+        );
+        assert_eq!(
+            rewritten("SELECT 1 FROM t, UNNEST(t.a), UNNEST(t.b)"),
+            Err(SqeError::unsupported(
+                "UNNEST is supported as `FROM t CROSS JOIN UNNEST(…) AS u(…)` (or `FROM t, UNNEST(…)`, or `FROM t LEFT JOIN UNNEST(…) AS u(…) ON true`) over one relation, and on its own"
+            ))
+        );
+    }
+
+    #[test]
+    fn values_of_timestamps_meet_at_the_finest_precision() {
+        assert_eq!(
+            ok(
+                "SELECT * FROM (VALUES (TIMESTAMP '2020-01-02 03:04:05'), (TIMESTAMP '2020-01-02 03:04:05.5')) AS v(ts)"
+            ),
+            "SELECT * FROM (VALUES (TIMESTAMP(3) '2020-01-02 03:04:05'), (TIMESTAMP(3) '2020-01-02 03:04:05.5')) AS v (ts)"
+        );
+    }
+}

@@ -27,3 +27,18 @@ pub(super) fn call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
         within_group: vec![],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trino_sql::testing::expr;
+
+    #[test]
+    fn a_call_is_a_plain_positional_call() {
+        let built = call("coalesce", vec![expr("a.k"), expr("'x'")]);
+        assert_eq!(built.to_string(), "coalesce(a.k, 'x')");
+        // It reads back as the same tree: nothing the parser would not give.
+        assert_eq!(built, expr("coalesce(a.k, 'x')"));
+        assert_eq!(call("now", vec![]).to_string(), "now()");
+    }
+}

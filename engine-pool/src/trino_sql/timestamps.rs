@@ -214,3 +214,183 @@ pub(super) fn zoned_operands(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::prelude::{col, lit};
+
+    use super::*;
+    use crate::trino_sql::testing::schema;
+
+    fn ts(unit: TimeUnit) -> DataType {
+        DataType::Timestamp(unit, None)
+    }
+
+    fn utc(unit: TimeUnit) -> DataType {
+        DataType::Timestamp(unit, Some("UTC".into()))
+    }
+
+    #[test]
+    fn where_units_meet() {
+        use TimeUnit::*;
+        assert_eq!(
+            meeting_unit(&[ts(Second), ts(Millisecond), DataType::Int64]),
+            Some(Millisecond)
+        );
+        assert_eq!(meeting_unit(&[ts(Millisecond), ts(Millisecond)]), None);
+        // Times meet times; the first operand's kind decides which are compared.
+        assert_eq!(
+            meeting_unit(&[
+                DataType::Time32(Second),
+                DataType::Time64(Nanosecond),
+                ts(Microsecond)
+            ]),
+            Some(Nanosecond)
+        );
+        assert_eq!(
+            meeting_unit(&[DataType::Time32(Second), ts(Nanosecond)]),
+            None
+        );
+        // A zone per value meeting one zone: the per-value form, at its unit.
+        let zoned = sqe_functions::zoned_type(Millisecond);
+        assert_eq!(
+            meeting_unit(&[zoned.clone(), utc(Millisecond)]),
+            Some(Millisecond)
+        );
+        assert_eq!(meeting_unit(&[zoned.clone(), ts(Millisecond)]), None);
+
+        assert_eq!(
+            meeting_type(&utc(Second), Microsecond, true),
+            Some(sqe_functions::zoned_type(Microsecond))
+        );
+        assert_eq!(
+            meeting_type(&utc(Second), Microsecond, false),
+            Some(utc(Microsecond))
+        );
+        assert_eq!(
+            meeting_type(&DataType::Time32(Second), Microsecond, false),
+            Some(DataType::Time64(Microsecond))
+        );
+        assert_eq!(
+            meeting_type(&DataType::Time64(Nanosecond), Millisecond, false),
+            Some(DataType::Time32(Millisecond))
+        );
+        assert_eq!(
+            meeting_type(&zoned, Nanosecond, false),
+            Some(sqe_functions::zoned_type(Nanosecond))
+        );
+        assert_eq!(meeting_type(&ts(Millisecond), Millisecond, false), None);
+        assert_eq!(meeting_type(&DataType::Utf8, Millisecond, false), None);
+    }
+
+    #[test]
+    fn constants_exact_in_a_unit() {
+        use TimeUnit::*;
+        let millis = |v: i64| lit(ScalarValue::TimestampMillisecond(Some(v), None));
+        assert!(!exact_in(&millis(1_500), Second));
+        assert!(exact_in(&millis(2_000), Second));
+        assert!(exact_in(&millis(1_500), Microsecond));
+        assert!(exact_in(
+            &lit(ScalarValue::TimestampMillisecond(None, None)),
+            Second
+        ));
+        assert!(!exact_in(
+            &lit(ScalarValue::Time64Microsecond(Some(1_000_001))),
+            Millisecond
+        ));
+        assert!(exact_in(
+            &lit(ScalarValue::Time64Microsecond(Some(1_000_000))),
+            Second
+        ));
+        // Text cast to a timestamp: what the cast gives.
+        let cast = |text: &str, unit| Expr::Cast(Cast::new(Box::new(lit(text)), ts(unit)));
+        assert!(exact_in(&cast("2020-01-02 03:04:05", Millisecond), Second));
+        assert!(!exact_in(
+            &cast("2020-01-02 03:04:05.5", Millisecond),
+            Second
+        ));
+        assert!(!exact_in(&col("t"), Second));
+        assert!(!exact_in(&lit(5), Second));
+        assert!(is_constant(&cast("2020-01-02", Second)));
+        assert!(!is_constant(&(col("a") + lit(1))));
+    }
+
+    #[test]
+    fn a_group_meets_at_its_finest_unit() {
+        use TimeUnit::*;
+        let schema = schema(&[
+            ("s", ts(Second)),
+            ("ms", ts(Millisecond)),
+            ("n", DataType::Int64),
+        ]);
+        let (mut a, mut b, mut c) = (col("s"), col("ms"), col("n"));
+        let types = types_of(&[&mut a, &mut b, &mut c], &schema);
+        assert_eq!(types, [ts(Second), ts(Millisecond), DataType::Int64]);
+        assert!(finest_group(vec![&mut a, &mut b, &mut c], &types, false));
+        assert_eq!(
+            [a.to_string(), b.to_string(), c.to_string()],
+            ["CAST(s AS Timestamp(ms))", "ms", "n"]
+        );
+        // A constant compared with a coarser column that it is not exact in is hidden from the
+        // simplifier, which would cut it down to the column's unit.
+        let (mut a, mut k) = (
+            col("s"),
+            lit(ScalarValue::TimestampMillisecond(Some(1_500), None)),
+        );
+        let types = types_of(&[&mut a, &mut k], &schema);
+        assert!(finest_group(vec![&mut a, &mut k], &types, true));
+        assert_eq!(
+            [a.to_string(), k.to_string()],
+            [
+                "CAST(s AS Timestamp(ms))",
+                "sqe_opaque(TimestampMillisecond(1500, None))"
+            ]
+        );
+        // One unit: nothing to do.
+        let (mut a, mut b) = (col("ms"), col("ms"));
+        let types = types_of(&[&mut a, &mut b], &schema);
+        assert!(!finest_group(vec![&mut a, &mut b], &types, true));
+        assert_eq!(types_of(&[&mut col("nowhere")], &schema), [DataType::Null]);
+    }
+
+    #[test]
+    fn zoned_operands_are_shifted_or_read_by_instant() {
+        use TimeUnit::*;
+        let zoned = sqe_functions::zoned_type(Millisecond);
+        let day = DataType::Interval(datafusion::arrow::datatypes::IntervalUnit::DayTime);
+        assert!(is_zoned(&zoned));
+        assert!(!is_zoned(&utc(Millisecond)));
+        let (mut z, mut i) = (col("z"), col("i"));
+        let shifted = zoned_operands(
+            &mut z,
+            Some(Operator::Minus),
+            &mut i,
+            &[zoned.clone(), day.clone()],
+        );
+        assert_eq!(
+            shifted.map(|e| e.to_string()).as_deref(),
+            Some("sqe_zoned(get_field(z, Utf8(\"instant\")) - i, get_field(z, Utf8(\"zone\")))")
+        );
+        let (mut i, mut z) = (col("i"), col("z"));
+        let shifted = zoned_operands(
+            &mut i,
+            Some(Operator::Plus),
+            &mut z,
+            &[day.clone(), zoned.clone()],
+        );
+        assert_eq!(
+            shifted.map(|e| e.to_string()).as_deref(),
+            Some("sqe_zoned(get_field(z, Utf8(\"instant\")) + i, get_field(z, Utf8(\"zone\")))")
+        );
+        // Compared: each zoned operand is its instant.
+        let (mut z, mut t) = (col("z"), col("t"));
+        assert_eq!(
+            zoned_operands(&mut z, None, &mut t, &[zoned, utc(Millisecond)]),
+            None
+        );
+        assert_eq!(
+            [z.to_string(), t.to_string()],
+            ["get_field(z, Utf8(\"instant\"))", "t"]
+        );
+    }
+}
