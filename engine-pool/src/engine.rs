@@ -199,7 +199,7 @@ impl Engine {
         if let Some(n) = config.target_partitions {
             session_config = session_config.with_target_partitions(n.max(1));
         }
-        crate::trino::configure(&mut session_config);
+        crate::trino_sql::configure(&mut session_config);
         for (key, value) in &config.options {
             session_config
                 .options_mut()
@@ -220,12 +220,12 @@ impl Engine {
             .with_runtime_env(runtime.build_arc().map_err(from_datafusion)?)
             .with_catalog_list(list)
             .with_default_features()
-            .with_analyzer_rules(crate::trino::analyzer_rules());
+            .with_analyzer_rules(crate::trino_sql::analyzer_rules());
         let mut builder = crate::optimizer::install(builder);
         builder
             .expr_planners()
             .get_or_insert_with(Vec::new)
-            .insert(0, Arc::new(crate::trino::TrinoOperators));
+            .insert(0, Arc::new(crate::trino_sql::TrinoOperators));
         let mut state = builder.build();
         // Trino's functions, over DataFusion's of the same names.
         sqe_functions::register(&mut state).map_err(from_datafusion)?;

@@ -16,19 +16,14 @@ mod ingest;
 mod names;
 mod object_stores;
 mod optimizer;
-mod overflow;
 mod secrets;
 mod session_properties;
 mod session_scoped;
 mod show_functions;
 mod show_stats;
 mod statement;
-// Until the Trino semantics move to trino_sql/ (in flight), which reaches the dialect by its old path.
-use statement::dialect;
-mod trino;
+mod trino_sql;
 pub mod types;
-mod unnest;
-mod using_joins;
 mod views;
 mod write;
 

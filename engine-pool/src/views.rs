@@ -360,7 +360,7 @@ impl Engine {
             _ => return Err(SqeError::invalid("a view's SQL must be one query")),
         };
         check_depth(&statement)?;
-        crate::trino::rewrite_statement(&mut statement)?;
+        crate::trino_sql::rewrite_statement(&mut statement)?;
         let tables = self
             .resolve_relations(session, &mut statement, &prepared)
             .await?;

@@ -83,7 +83,7 @@ pub(crate) fn install(builder: SessionStateBuilder) -> SessionStateBuilder {
 fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     // Trino's semantics, not a speed-up: first, before other rules move the expressions.
-    rules.insert(0, Arc::new(crate::overflow::CheckedArithmetic));
+    rules.insert(0, Arc::new(crate::trino_sql::CheckedArithmetic));
     let post = rules
         .iter()
         .position(|r| r.name() == "FilterPushdown(Post)")

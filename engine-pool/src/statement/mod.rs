@@ -170,7 +170,7 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
             SqeStatement::ShowSession
         }
         mut statement => {
-            crate::trino::rewrite_statement(&mut statement)?;
+            crate::trino_sql::rewrite_statement(&mut statement)?;
             match statement {
                 Statement::Query(_) | Statement::Explain { .. } => SqeStatement::Query(statement),
                 Statement::Insert(insert) => SqeStatement::Insert(insert),
@@ -328,7 +328,7 @@ pub(crate) fn parse_query(sql: &str) -> SqeResult<(Statement, Prepared)> {
         return Err(SqeError::invalid("expected one query"));
     };
     check_depth(&statement)?;
-    crate::trino::rewrite_statement(&mut statement)?;
+    crate::trino_sql::rewrite_statement(&mut statement)?;
     Ok((statement, prepared))
 }
 

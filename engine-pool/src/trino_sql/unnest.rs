@@ -231,7 +231,7 @@ fn projection(
         }
         sql = format!("SELECT {} FROM ({sql}) AS __sqe_unnest", picked.join(", "));
     }
-    let subquery = Parser::new(&crate::dialect::SqeDialect::default())
+    let subquery = Parser::new(&crate::statement::dialect::SqeDialect::default())
         .try_with_sql(&sql)
         .and_then(|mut p| p.parse_query())
         .map_err(|e| SqeError::invalid(format!("UNNEST: {e}")))?;
@@ -273,4 +273,105 @@ pub(crate) fn rename_qualifiers(query: &mut Query, renames: &[(Ident, Ident)]) {
         }
     }
     let _ = query.visit(&mut Rename(renames));
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::sql::sqlparser::ast::SetExpr;
+
+    use super::*;
+    use crate::trino_sql::testing::query;
+
+    /// The query with its SELECT's UNNEST rewritten and its qualifiers renamed, and the renames.
+    fn unnested(sql: &str) -> SqeResult<(String, Vec<String>)> {
+        let mut q = query(sql);
+        let SetExpr::Select(select) = q.body.as_mut() else {
+            panic!("not a SELECT: {sql}")
+        };
+        let renames = rewrite_select(select)?;
+        rename_qualifiers(&mut q, &renames);
+        let renames = renames.iter().map(|(a, b)| format!("{a} -> {b}")).collect();
+        Ok((q.to_string(), renames))
+    }
+
+    fn ok(sql: &str) -> String {
+        unnested(sql).unwrap_or_else(|e| panic!("{sql}: {e}")).0
+    }
+
+    #[test]
+    fn cross_join_unnest_is_a_projection() {
+        assert_eq!(
+            unnested("SELECT t.k, u.x, u.y, u.n FROM t CROSS JOIN UNNEST(t.a, t.b) WITH ORDINALITY AS u(x, y, n)"),
+            Ok((
+                "SELECT t.k, t.x, t.y, t.n FROM (SELECT t.*, unnest(t.a) AS x, unnest(t.b) AS y, unnest(generate_series(1, greatest(CAST(coalesce(cardinality(t.a), 0) AS BIGINT), CAST(coalesce(cardinality(t.b), 0) AS BIGINT)))) AS n FROM t WHERE (t.a) IS NOT NULL OR (t.b) IS NOT NULL) AS t".to_string(),
+                vec!["u -> t".to_string()]
+            ))
+        );
+        // `FROM t, UNNEST(…)` is the same join; the relation's alias names it.
+        assert_eq!(
+            ok("SELECT x FROM s.t AS r, UNNEST(r.a) AS u(x)"),
+            "SELECT x FROM (SELECT r.*, unnest(r.a) AS x FROM s.t AS r WHERE (r.a) IS NOT NULL) AS r"
+        );
+        assert_eq!(
+            ok("SELECT n FROM t CROSS JOIN UNNEST(a) WITH ORDINALITY AS u(x, n)"),
+            "SELECT n FROM (SELECT t.*, unnest(a) AS x, unnest(generate_series(1, cardinality(a))) AS n FROM t WHERE (a) IS NOT NULL) AS t"
+        );
+        // No alias: Trino's names by position.
+        assert_eq!(
+            ok("SELECT * FROM t CROSS JOIN UNNEST(a)"),
+            "SELECT * FROM (SELECT t.*, unnest(a) AS _col0 FROM t WHERE (a) IS NOT NULL) AS t"
+        );
+    }
+
+    #[test]
+    fn left_join_unnest_keeps_empty_rows() {
+        assert_eq!(
+            ok("SELECT k, x, n FROM t LEFT JOIN UNNEST(a) WITH ORDINALITY AS u(x, n) ON true"),
+            "SELECT k, x, n FROM (SELECT t.*, unnest(sqe_unnest_outer(a, true)) AS x, unnest(CASE WHEN greatest(CAST(coalesce(cardinality(a), 0) AS BIGINT)) > 0 THEN generate_series(1, greatest(CAST(coalesce(cardinality(a), 0) AS BIGINT))) ELSE [NULL] END) AS n FROM t) AS t"
+        );
+    }
+
+    #[test]
+    fn one_array_spread_over_its_fields() {
+        assert_eq!(
+            ok("SELECT k, v FROM t CROSS JOIN UNNEST(m) AS u(k, v)"),
+            "SELECT k, v FROM (SELECT * EXCLUDE (__sqe_row), get_field(__sqe_row, 'f1') AS k, get_field(__sqe_row, 'f2') AS v FROM (SELECT t.*, unnest(sqe_unnest_rows(m, false)) AS __sqe_row FROM t WHERE (m) IS NOT NULL) AS __sqe_unnest) AS t"
+        );
+    }
+
+    #[test]
+    fn unnest_on_its_own() {
+        assert_eq!(
+            ok("SELECT x, n FROM UNNEST(ARRAY[3, 4]) WITH ORDINALITY AS v(x, n)"),
+            "SELECT x, n FROM (SELECT unnest(ARRAY[3, 4]) AS x, unnest(generate_series(1, cardinality(ARRAY[3, 4]))) AS n) AS v"
+        );
+    }
+
+    #[test]
+    fn other_shapes_are_refused() {
+        assert_eq!(
+            unnested("SELECT 1 FROM t CROSS JOIN UNNEST(a, b) AS u(x)"),
+            Err(SqeError::invalid(
+                "UNNEST gives 2 columns, but its alias names 1"
+            ))
+        );
+        for refused in [
+            "SELECT 1 FROM t JOIN UNNEST(a) AS u(x) ON u.x = t.k",
+            "SELECT 1 FROM t, s CROSS JOIN UNNEST(a) AS u(x)",
+            "SELECT 1 FROM t CROSS JOIN UNNEST(a) AS u(x) CROSS JOIN UNNEST(b) AS w(y)",
+            "SELECT 1 FROM UNNEST(a) AS u(x) CROSS JOIN t",
+            "SELECT 1 FROM (SELECT 1) CROSS JOIN UNNEST(a) AS u(x)",
+        ] {
+            assert_eq!(
+                unnested(refused).map(|_| ()),
+                Err(unsupported()),
+                "{refused}"
+            );
+        }
+        // No UNNEST: nothing changes.
+        assert_eq!(
+            unnested("SELECT u.a FROM t AS u"),
+            Ok(("SELECT u.a FROM t AS u".to_string(), vec![]))
+        );
+    }
 }

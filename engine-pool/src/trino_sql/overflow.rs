@@ -166,4 +166,83 @@ mod tests {
         );
         assert_eq!(overflow_message("Division by zero"), None);
     }
+
+    #[test]
+    fn each_integer_type_names_itself() {
+        let fold = |a: ScalarValue, op, b: ScalarValue| {
+            fold_constant(&a, op, &b).map(|r| r.map_err(|e| e.to_string()))
+        };
+        assert_eq!(
+            fold(
+                ScalarValue::Int8(Some(127)),
+                Operator::Plus,
+                ScalarValue::Int8(Some(1))
+            ),
+            Some(Err(
+                "Execution error: tinyint addition overflow: 127 + 1".to_string()
+            ))
+        );
+        assert_eq!(
+            fold(
+                ScalarValue::Int16(Some(-32768)),
+                Operator::Minus,
+                ScalarValue::Int16(Some(1))
+            ),
+            Some(Err(
+                "Execution error: smallint subtraction overflow: -32768 - 1".to_string()
+            ))
+        );
+        assert_eq!(
+            fold(
+                ScalarValue::Int32(Some(65536)),
+                Operator::Multiply,
+                ScalarValue::Int32(Some(65536))
+            ),
+            Some(Err(
+                "Execution error: integer multiplication overflow: 65536 * 65536".to_string()
+            ))
+        );
+        assert_eq!(
+            fold(
+                ScalarValue::Int32(Some(-7)),
+                Operator::Minus,
+                ScalarValue::Int32(Some(3))
+            ),
+            Some(Ok(ScalarValue::Int32(Some(-10))))
+        );
+        // Two types, or not integers: not this rule's.
+        assert_eq!(
+            fold(
+                ScalarValue::Int32(Some(1)),
+                Operator::Plus,
+                ScalarValue::Int64(Some(1))
+            ),
+            None
+        );
+        assert_eq!(
+            fold(
+                ScalarValue::Float64(Some(1.0)),
+                Operator::Plus,
+                ScalarValue::Float64(Some(1.0))
+            ),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn columns_fail_on_overflow() {
+        use crate::trino_sql::testing::{error, value};
+        let e = error("SELECT big + 1 FROM t").await;
+        assert_eq!(
+            e,
+            "Arrow error: Arithmetic overflow: Overflow happened on: 9223372036854775807 + 1"
+        );
+        assert_eq!(
+            overflow_message(&e).as_deref(),
+            Some("integer addition overflow: 9223372036854775807 + 1")
+        );
+        assert_eq!(value("SELECT big - 1 FROM t").await, "9223372036854775806");
+        // Floating point is not checked.
+        assert_eq!(value("SELECT f * 2 FROM t").await, "5.0");
+    }
 }

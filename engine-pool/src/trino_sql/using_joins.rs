@@ -165,7 +165,7 @@ fn chained_using(from: &TableWithJoins) -> Vec<Merged> {
                 Expr::CompoundIdentifier(vec![q.clone(), Ident::with_quote('"', name.clone())])
             };
             let replacement = if keeps_right {
-                crate::trino::call("coalesce", rels.iter().map(column).collect())
+                super::syntax::call("coalesce", rels.iter().map(column).collect())
             } else {
                 column(&rels[0])
             };
@@ -242,6 +242,31 @@ mod tests {
         assert_eq!(
             rewritten("SELECT k FROM a JOIN b USING (k)"),
             "SELECT k FROM a JOIN b USING(k)"
+        );
+    }
+
+    #[test]
+    fn every_clause_of_the_select_is_qualified() {
+        assert_eq!(
+            rewritten(
+                "SELECT K + 1 AS k1, count(*) FROM a LEFT JOIN b USING (k) LEFT JOIN c USING (k) GROUP BY K HAVING max(K) > 1"
+            ),
+            "SELECT a.\"k\" + 1 AS k1, count(*) FROM a LEFT JOIN b USING(k) LEFT JOIN c USING(k) GROUP BY a.\"k\" HAVING max(a.\"k\") > 1"
+        );
+        // A right join may keep rows the first relation has not: the first non-NULL of them all.
+        assert_eq!(
+            rewritten("SELECT k FROM a JOIN b USING (k) RIGHT JOIN c USING (k) ORDER BY k"),
+            "SELECT coalesce(a.\"k\", b.\"k\", c.\"k\") AS k FROM a JOIN b USING(k) RIGHT JOIN c USING(k) ORDER BY coalesce(a.\"k\", b.\"k\", c.\"k\")"
+        );
+        // A quoted name is another column than the unquoted one.
+        assert_eq!(
+            rewritten("SELECT \"K\" FROM a JOIN b USING (k) JOIN c USING (k)"),
+            "SELECT \"K\" FROM a JOIN b USING(k) JOIN c USING(k)"
+        );
+        // Each column by its own joins: `v` joins two relations only.
+        assert_eq!(
+            rewritten("SELECT k, v FROM a JOIN b USING (k, v) JOIN c USING (k)"),
+            "SELECT a.\"k\" AS k, v FROM a JOIN b USING(k, v) JOIN c USING(k)"
         );
     }
 }
