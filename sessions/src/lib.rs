@@ -6,14 +6,14 @@
 
 mod batch_bytes;
 mod error;
-mod handle;
+mod handles;
 mod session;
 mod sql_text;
 mod store;
 
 pub use batch_bytes::rows_within;
 pub use error::{ErrorCode, SqeError, SqeResult};
-pub use handle::random_handle;
+pub use handles::random_handle;
 pub use session::{Credential, Principal, Scopes, Session, SessionUpdate};
 pub use sql_text::{MAX_PARAMETERS, bind_parameters, quote_identifier, too_many_parameters};
 pub use store::SessionStore;
