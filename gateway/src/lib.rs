@@ -416,7 +416,8 @@ fn mcp_routes(
         write_scope: section.write_scope.clone(),
     });
     let service: Arc<dyn sqe_sessions::QueryService> = engine.clone();
-    let routes = sqe_mcp::router(service, mcp_config.clone())
+    let sessions = sqe_mcp::McpSessions::new(&mcp_config);
+    let routes = sqe_mcp::router(service, mcp_config.clone(), sessions)
         .layer(middleware::from_fn_with_state(server, resource_layer))
         .merge(sqe_mcp::metadata_router(
             &resource,
