@@ -358,6 +358,26 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
     }
 }
 
+/// What a protocol keeps between calls, as the gateway's reaper and its shutdown ask about it. The
+/// gateway keeps one per protocol it serves and loops over them, so that no protocol is left out
+/// of either by hand.
+pub trait ProtocolHandles: Send + Sync {
+    /// The protocol, as the reaper's log line names it (`trino`, `flight_sql`, `quack`, `mcp`).
+    fn protocol(&self) -> &'static str;
+
+    /// Expires the handles idle past their limits, which releases what they held (query slots,
+    /// results); how many.
+    fn expire_idle(&self) -> usize;
+
+    /// What [`open_work`](Self::open_work) counts, as the shutdown line names it
+    /// (`trino_queries=2`).
+    fn open_work_name(&self) -> &'static str;
+
+    /// Work a shutdown waits for before it stops serving: results a client has yet to read
+    /// between its requests (work inside a request is waited for anyway).
+    fn open_work(&self) -> usize;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ mod store;
 
 pub use batch_bytes::rows_within;
 pub use error::{ErrorCode, SqeError, SqeResult};
-pub use handles::{AtCapacity, HandleMap, Refused, random_handle};
+pub use handles::{AtCapacity, HandleMap, ProtocolHandles, Refused, random_handle};
 pub use session::{Credential, Principal, Scopes, Session, SessionUpdate};
 pub use sql_text::{MAX_PARAMETERS, bind_parameters, quote_identifier, too_many_parameters};
 pub use store::SessionStore;

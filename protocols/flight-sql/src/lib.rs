@@ -14,8 +14,8 @@
 //! principal that made it: anyone else presenting it gets the answer of a handle that does not
 //! exist. Each kind is a [`HandleMap`]: results nobody fetches and prepared statements nobody uses
 //! expire (a result when it has waited the result timeout, a prepared statement when it has not
-//! been used for the idle time), which frees their query slots; [`SqeFlightSql::reap`] expires
-//! them.
+//! been used for the idle time), which frees their query slots; the gateway's reaper expires them
+//! through [`ProtocolHandles`].
 
 mod session_options;
 
@@ -56,8 +56,8 @@ use session_options::{
 };
 use sqe_sessions::{
     Credential, ErrorCode, HandleMap, IfExists, IfMissing, IngestTarget, MAX_PARAMETERS, Principal,
-    QueryResult, QueryService, Session, SessionStore, SqeError, bind_parameters, quote_identifier,
-    random_handle, too_many_parameters,
+    ProtocolHandles, QueryResult, QueryService, Session, SessionStore, SqeError, bind_parameters,
+    quote_identifier, random_handle, too_many_parameters,
 };
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
@@ -201,17 +201,27 @@ impl SqeFlightSql {
             streaming: Arc::new(HandleMap::new()),
         })
     }
+}
 
-    /// Results planned and not yet fetched; a shutdown waits for them.
-    pub fn unfetched_results(&self) -> usize {
-        self.results.len()
+impl ProtocolHandles for SqeFlightSql {
+    fn protocol(&self) -> &'static str {
+        "flight_sql"
     }
 
     /// Drops results nobody fetched within the result timeout (cancelling their queries and
-    /// freeing their slots) and closes prepared statements idle for longer than allowed; returns
-    /// how many of each.
-    pub fn reap(&self) -> (usize, usize) {
-        (self.results.expire_idle(), self.prepared.expire_idle())
+    /// freeing their slots), and closes prepared statements and sessions idle for longer than
+    /// allowed.
+    fn expire_idle(&self) -> usize {
+        self.results.expire_idle() + self.prepared.expire_idle() + self.sessions.expire_idle()
+    }
+
+    fn open_work_name(&self) -> &'static str {
+        "flight_results"
+    }
+
+    /// Results planned and not yet fetched (one being fetched is a request still open).
+    fn open_work(&self) -> usize {
+        self.results.len()
     }
 }
 

@@ -23,7 +23,7 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
-use sqe_sessions::{AtCapacity, HandleMap, Principal, QueryService, Refused};
+use sqe_sessions::{AtCapacity, HandleMap, Principal, ProtocolHandles, QueryService, Refused};
 
 /// What the MCP endpoint does (the gateway fills it from `[mcp]`).
 #[derive(Debug, Clone)]
@@ -149,10 +149,25 @@ impl McpSessions {
             .at_most_per_owner(config.max_sessions_per_principal);
         Arc::new(Self { owners })
     }
+}
 
-    /// Forgets the owners of sessions idle past [`SESSION_IDLE`]; how many.
-    pub fn expire_idle(&self) -> usize {
+impl ProtocolHandles for McpSessions {
+    fn protocol(&self) -> &'static str {
+        "mcp"
+    }
+
+    /// Forgets the owners of sessions idle past [`SESSION_IDLE`] (rmcp has closed those by then).
+    fn expire_idle(&self) -> usize {
         self.owners.expire_idle()
+    }
+
+    fn open_work_name(&self) -> &'static str {
+        "mcp_results"
+    }
+
+    /// None: every MCP answer is sent within its request, which a shutdown waits for anyway.
+    fn open_work(&self) -> usize {
+        0
     }
 }
 

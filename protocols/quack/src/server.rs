@@ -22,8 +22,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use sqe_sessions::{
-    BatchStream, Credential, HandleMap, IfExists, IfMissing, IngestTarget, Principal, QueryResult,
-    QueryService, Refused, Session, SqeError, SqeResult,
+    BatchStream, Credential, HandleMap, IfExists, IfMissing, IngestTarget, Principal,
+    ProtocolHandles, QueryResult, QueryService, Refused, Session, SqeError, SqeResult,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -71,6 +71,14 @@ struct Open {
     answers: mpsc::Receiver<Answer>,
     /// The index the next fetched batch gets (the prepare's is 0).
     next_index: u64,
+}
+
+impl Open {
+    /// Whether rows of the result are still to come to the client: its read-ahead goes on, or
+    /// holds answers nobody fetched yet.
+    fn unread(&self) -> bool {
+        !(self.answers.is_closed() && self.answers.is_empty())
+    }
 }
 
 /// Answers a result's statement may run ahead of the client by: the engine and the chunking go
@@ -235,12 +243,6 @@ impl QuackServer {
                 }
             }
         }
-    }
-
-    /// Closes the sessions unused for longer than `idle`, and with them their open results (each
-    /// holds a running statement): what clients left behind. How many were closed.
-    pub fn reap(&self) -> usize {
-        self.sessions.expire_idle()
     }
 
     /// Sessions open now.
@@ -652,6 +654,36 @@ impl QuackServer {
     }
 }
 
+impl ProtocolHandles for QuackServer {
+    fn protocol(&self) -> &'static str {
+        "quack"
+    }
+
+    /// Closes the sessions unused for longer than `idle`, and with them their open results (each
+    /// holds a running statement): what clients left behind.
+    fn expire_idle(&self) -> usize {
+        self.sessions.expire_idle()
+    }
+
+    fn open_work_name(&self) -> &'static str {
+        "quack_results"
+    }
+
+    /// Sessions whose result the client has not read to its end, or that are answering a message
+    /// now. DuckDB fetches a result in one request per answer, so between two of them nothing
+    /// else is open that a shutdown would wait for.
+    fn open_work(&self) -> usize {
+        let sessions = self.sessions.list(|_, _, shared| shared.clone());
+        sessions
+            .iter()
+            .filter(|shared| match shared.try_lock() {
+                Ok(session) => session.result.as_ref().is_some_and(Open::unread),
+                Err(_busy) => true,
+            })
+            .count()
+    }
+}
+
 /// Commits each of `appending`; the first failure is the answer (the others are still made).
 async fn finish_all(appending: Vec<Appending>) -> Result<(), String> {
     let mut failed = None;
@@ -1037,7 +1069,7 @@ mod tests {
             message::kind::CONNECTION_RESPONSE
         );
         // Sessions left idle are closed by the reaper, their results with them.
-        assert_eq!(quack.reap(), 0);
+        assert_eq!(quack.expire_idle(), 0);
         assert_eq!(quack.open_sessions(), 2);
         // Garbage is an error answer, not a crash.
         assert!(
@@ -1272,6 +1304,34 @@ mod tests {
                 assert_eq!(answer(&fine).0, message::kind::PREPARE_RESPONSE);
             });
         }
+    }
+
+    /// A shutdown waits for a result its client has not read to the end, not for one it has, nor
+    /// for a session without one.
+    #[tokio::test]
+    async fn unread_results_are_open_work() {
+        let quack = server();
+        let idle = connect(&quack).await;
+        let reading = connect(&quack).await;
+        assert_eq!((quack.open_sessions(), quack.open_work()), (2, 0));
+        let (_, result) = prepared_rows(&prepare(&quack, &reading, "rows 60000").await, "n");
+        assert_eq!(quack.open_work(), 1);
+        let fetch = request(message::kind::FETCH_REQUEST, &reading, |w| {
+            w.field(1).hugeint(result);
+        });
+        while quack.open_work() > 0 {
+            let (kind, _, _) = answer(&quack.handle(&fetch).await);
+            assert_eq!(kind, message::kind::FETCH_RESPONSE);
+        }
+        // Read to its end: the session stays, with nothing for a shutdown to wait for.
+        assert_eq!(quack.open_sessions(), 2);
+        let (_, result) = prepared_rows(&prepare(&quack, &idle, "rows 60000").await, "n");
+        assert_ne!(result, 0);
+        assert_eq!(quack.open_work(), 1);
+        quack
+            .handle(&request(message::kind::DISCONNECT_MESSAGE, &idle, |_| {}))
+            .await;
+        assert_eq!((quack.open_sessions(), quack.open_work()), (1, 0));
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@
 //! and a request from anyone else gets the same 404 as a query that does not exist; only a
 //! principal with an admin role may cancel another user's query. The queries are a [`HandleMap`]: a
 //! query nobody polls for `client_timeout` (while no page of it is being served) expires, which
-//! cancels it and frees its slot; [`TrinoService::reap`] expires them.
+//! cancels it and frees its slot; the gateway's reaper expires them through [`ProtocolHandles`].
 
 mod statements;
 pub mod types;
@@ -29,8 +29,8 @@ use axum::{Extension, Json, Router};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use sqe_sessions::{
-    Credential, ErrorCode, HandleMap, Principal, QueryService, Session, SessionUpdate, SqeError,
-    random_handle,
+    Credential, ErrorCode, HandleMap, Principal, ProtocolHandles, QueryService, Session,
+    SessionUpdate, SqeError, random_handle,
 };
 use tokio::sync::mpsc;
 
@@ -162,18 +162,6 @@ impl TrinoService {
         )
     }
 
-    /// Queries whose client has not yet read their last page (a finished query's pages may still
-    /// be waiting); a shutdown waits for them.
-    pub fn open_queries(&self) -> usize {
-        self.queries.len()
-    }
-
-    /// Cancels and forgets the queries whose client has not asked for a page within the client
-    /// timeout, which frees their slots; returns how many. A page being served is not idle.
-    pub fn reap(&self) -> usize {
-        self.queries.expire_idle()
-    }
-
     /// The query `id` with page slug `slug`, if it exists and `user` may see it; anyone else gets
     /// the same nothing as for a query that does not exist.
     /// Asking for it marks it used.
@@ -224,6 +212,28 @@ impl TrinoService {
     pub fn running(&self) -> Vec<(String, String)> {
         self.queries
             .list(|id, user, _| (id.clone(), user.to_string()))
+    }
+}
+
+impl ProtocolHandles for TrinoService {
+    fn protocol(&self) -> &'static str {
+        "trino"
+    }
+
+    /// Cancels and forgets the queries whose client has not asked for a page within the client
+    /// timeout, which frees their slots. A page being served is not idle.
+    fn expire_idle(&self) -> usize {
+        self.queries.expire_idle()
+    }
+
+    fn open_work_name(&self) -> &'static str {
+        "trino_queries"
+    }
+
+    /// Queries whose client has not yet read their last page (a finished query's pages may still
+    /// be waiting).
+    fn open_work(&self) -> usize {
+        self.queries.len()
     }
 }
 
