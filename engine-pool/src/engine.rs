@@ -1455,6 +1455,13 @@ impl QueryService for Engine {
         })
         .await
     }
+
+    /// An admin holds one of the admin roles; without admin roles, an engine that allows by
+    /// default makes everyone one (the embedded shell), and one that denies makes nobody one.
+    fn is_admin(&self, principal: &sqe_sessions::Principal) -> bool {
+        principal.has_any_role(&self.admin_roles)
+            || (self.admin_roles.is_empty() && self.access_default_allow)
+    }
 }
 
 /// A result of rows built in memory (SHOW, DESCRIBE).

@@ -186,7 +186,6 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let trino_config = TrinoConfig {
         https: server.tls.is_some(),
         impersonators: config.auth.impersonators.clone(),
-        admin_roles: config.auth.admin_roles.clone(),
         client_timeout: Duration::from_secs(server.client_timeout_secs),
         ..TrinoConfig::new(engine.default_catalog())
     };
@@ -201,7 +200,6 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let flight_sql = SqeFlightSql::new(
         engine.clone(),
         FlightSqlConfig {
-            admin_roles: config.auth.admin_roles.clone(),
             result_timeout: Duration::from_secs(server.result_timeout_secs),
             prepared_idle: Duration::from_secs(server.prepared_statement_idle_secs),
             ..FlightSqlConfig::new(engine.default_catalog())

@@ -98,4 +98,13 @@ pub trait QueryService: Send + Sync {
     ) -> SqeResult<QueryResult> {
         Err(SqeError::unsupported("bulk ingest is not supported"))
     }
+
+    /// Whether `principal` is an admin, who may end any user's queries and results, reads
+    /// everyone's queries and is not held by access rules. This is the one rule: protocols ask it
+    /// here and never decide it themselves. SQE's engine answers: a holder of one of `[auth]
+    /// admin_roles`; with no admin roles set, everyone when `[access] default` is `"allow"` and
+    /// nobody when it is `"deny"`. A service that has no admins keeps the default: nobody.
+    fn is_admin(&self, _principal: &Principal) -> bool {
+        false
+    }
 }

@@ -12,7 +12,8 @@
 //!
 //! Every handle it hands out (tickets, prepared statements, sessions) is random and belongs to the
 //! principal that made it: anyone else presenting it gets the answer of a handle that does not
-//! exist. Each kind is a [`HandleMap`]: results nobody fetches and prepared statements nobody uses
+//! exist, save that an admin (as the [`QueryService`] judges it: `is_admin`, the one rule) may
+//! cancel anyone's result. Each kind is a [`HandleMap`]: results nobody fetches and prepared statements nobody uses
 //! expire (a result when it has waited the result timeout, a prepared statement when it has not
 //! been used for the idle time), which frees their query slots; the gateway's reaper expires them
 //! through [`ProtocolHandles`].
@@ -151,8 +152,6 @@ struct Prepared {
 pub struct FlightSqlConfig {
     pub default_catalog: String,
     pub default_schema: String,
-    /// Principals holding one of these roles may cancel any user's query.
-    pub admin_roles: Vec<String>,
     /// A result not fetched within this time is dropped, which cancels its query.
     pub result_timeout: Duration,
     /// A prepared statement not used for this long is closed.
@@ -165,7 +164,6 @@ impl FlightSqlConfig {
         Self {
             default_catalog: catalog.to_string(),
             default_schema: "default".into(),
-            admin_roles: Vec::new(),
             result_timeout: Duration::from_secs(300),
             prepared_idle: Duration::from_secs(3600),
         }
@@ -456,10 +454,10 @@ impl SqeFlightSql {
         Ok(statements.remove(0))
     }
 
-    /// Stops a result, if `caller` may (its owner, or an admin): one still parked is dropped, one
-    /// streaming is aborted.
+    /// Stops a result, if `caller` may (its owner, or an admin as the service judges it): one
+    /// still parked is dropped, one streaming is aborted.
     fn cancel(&self, handle: &[u8], caller: &Principal) -> bool {
-        let admin = caller.has_any_role(&self.config.admin_roles);
+        let admin = self.service.is_admin(caller);
         let may = |owner: &str| admin || owner == caller.name;
         // A parked result dropped is a cancelled query.
         if self

@@ -7,8 +7,8 @@
 //! puts the caller's [`Principal`] (and credential) into the request extensions.
 //!
 //! A query belongs to the user it runs as. Its page URIs carry a random slug besides the query id,
-//! and a request from anyone else gets the same 404 as a query that does not exist; only a
-//! principal with an admin role may cancel another user's query. The queries are a [`HandleMap`]: a
+//! and a request from anyone else gets the same 404 as a query that does not exist; only an admin
+//! (as the [`QueryService`] judges it: `is_admin`, the one rule) may cancel another user's query. The queries are a [`HandleMap`]: a
 //! query nobody polls for `client_timeout` (while no page of it is being served) expires, which
 //! cancels it and frees its slot; the gateway's reaper expires them through [`ProtocolHandles`].
 
@@ -49,8 +49,6 @@ pub struct TrinoConfig {
     pub default_schema: String,
     /// Principals allowed to run as another user (`X-Trino-User` different from themselves).
     pub impersonators: Vec<String>,
-    /// Principals holding one of these roles may cancel any user's query.
-    pub admin_roles: Vec<String>,
     /// Served over TLS: the `nextUri`s handed out are `https://` (unless a proxy says otherwise in
     /// `X-Forwarded-Proto`).
     pub https: bool,
@@ -66,7 +64,6 @@ impl TrinoConfig {
             default_catalog: catalog.to_string(),
             default_schema: "default".into(),
             impersonators: Vec::new(),
-            admin_roles: Vec::new(),
             https: false,
             client_timeout: Duration::from_secs(300),
         }
@@ -171,11 +168,10 @@ impl TrinoService {
         })
     }
 
-    /// Whether a request may end a query of a given user: that user may, and so may an admin.
+    /// Whether a request may end a query of a given user: that user may, and so may an admin (the
+    /// signed-in principal, as the service judges it).
     fn may_end(&self, principal: Option<Principal>, headers: &HeaderMap) -> impl Fn(&str) -> bool {
-        let admin = principal
-            .as_ref()
-            .is_some_and(|p| p.has_any_role(&self.config.admin_roles));
+        let admin = principal.as_ref().is_some_and(|p| self.service.is_admin(p));
         let acting = self.acting_user(principal, headers).ok().map(|u| u.name);
         move |user| admin || acting.as_deref() == Some(user)
     }
