@@ -135,7 +135,7 @@ pub fn metadata_router(
         .route("/.well-known/oauth-protected-resource/mcp", get(serve))
 }
 
-/// Which principal opened each MCP session, idle after [`SESSION_IDLE`]; a new session past the
+/// Which principal opened each MCP session, idle after ten minutes; a new session past the
 /// caps (`max_sessions`, `max_sessions_per_principal`) is refused.
 pub struct McpSessions {
     owners: HandleMap<String, ()>,
@@ -156,7 +156,7 @@ impl ProtocolHandles for McpSessions {
         "mcp"
     }
 
-    /// Forgets the owners of sessions idle past [`SESSION_IDLE`] (rmcp has closed those by then).
+    /// Forgets the owners of sessions idle for ten minutes (rmcp has closed those by then).
     fn expire_idle(&self) -> usize {
         self.owners.expire_idle()
     }

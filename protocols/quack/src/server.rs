@@ -57,7 +57,8 @@ pub struct QuackConfig {
     pub authenticate: Authenticate,
     /// Sessions one principal may hold; past it a connection is refused.
     pub max_sessions_per_principal: usize,
-    /// A session unused for this long is closed by [`QuackServer::reap`].
+    /// A session unused for this long expires, and its open result with it (the gateway's reaper
+    /// closes it through [`ProtocolHandles::expire_idle`]).
     pub idle: Duration,
 }
 
