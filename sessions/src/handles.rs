@@ -2,13 +2,14 @@
 //! tickets, prepared statements, sessions), and the one map that keeps that state for every
 //! protocol.
 //!
-//! A handle is unguessable: 244 random bits from the operating system, as 64 hex digits. Each
-//! entry of a [`HandleMap`] is owned by the principal that made it, and the map, not each protocol,
-//! enforces what keeps one user out of another's work: another principal presenting a handle gets
-//! exactly what a missing handle gets, an entry idle past the map's limit is gone (for lookups too,
-//! not only once a reaper comes by), and the map holds at most as many entries as it is told. The
-//! protocols differ in what they cap and what "in use" means, so those are options of the map
-//! rather than five hand-kept copies of it.
+//! A handle [`random_handle`] makes is unguessable: 244 random bits from the operating system, as
+//! 64 hex digits. Each entry of a [`HandleMap`] is owned by the principal that made it, and the
+//! map, not each protocol, enforces what keeps one user out of another's work: another principal
+//! presenting a handle gets exactly what a missing handle gets (only a caller that says so itself
+//! reaches past that: an admin's cancel, a handle that is its own proof), an entry idle past the
+//! map's limit is gone (for lookups too, not only once a reaper comes by), and the map holds at
+//! most as many entries as it is told. The protocols differ in what they cap and what "in use"
+//! means, so those are options of the map rather than five hand-kept copies of it.
 //!
 //! An entry's value is dropped when the entry leaves the map (taken, removed, replaced, evicted or
 //! expired), and never while the map is locked: what a value holds (a running query, an unread
