@@ -1192,6 +1192,11 @@ impl QueryService for Engine {
         })
         .await
     }
+
+    /// The governance part's one rule ([`Governance::is_admin`]).
+    fn is_admin(&self, principal: &sqe_sessions::Principal) -> bool {
+        self.governance.is_admin(principal)
+    }
 }
 
 /// The secret store `config` names, if it names one.

@@ -18,7 +18,8 @@ pub use config::Config;
 use sqe_engine::{Engine, EngineConfig, PersistentSecrets};
 use sqe_flight_sql::{FlightSqlConfig, SqeFlightSql};
 use sqe_identity::{Authenticator, ResourceMode, ResourceServer, http_layer, resource_layer};
-use sqe_mcp::McpConfig;
+use sqe_mcp::{McpConfig, McpSessions};
+use sqe_sessions::ProtocolHandles;
 use sqe_trino::{TrinoConfig, TrinoService};
 
 /// Command-line arguments of `sqe-server`.
@@ -185,7 +186,6 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let trino_config = TrinoConfig {
         https: server.tls.is_some(),
         impersonators: config.auth.impersonators.clone(),
-        admin_roles: config.auth.admin_roles.clone(),
         client_timeout: Duration::from_secs(server.client_timeout_secs),
         ..TrinoConfig::new(engine.default_catalog())
     };
@@ -200,7 +200,6 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let flight_sql = SqeFlightSql::new(
         engine.clone(),
         FlightSqlConfig {
-            admin_roles: config.auth.admin_roles.clone(),
             result_timeout: Duration::from_secs(server.result_timeout_secs),
             prepared_idle: Duration::from_secs(server.prepared_statement_idle_secs),
             ..FlightSqlConfig::new(engine.default_catalog())
@@ -225,19 +224,21 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let (http_addr, flight_addr) = (local(&http_listener)?, local(&flight_listener)?);
     println!("sqe-server: trino http listening on {http_addr}{secured}");
     println!("sqe-server: flight sql listening on {flight_addr}{secured}");
+    // What each protocol holds between calls, for the reaper and the shutdown to ask about.
+    let mut protocols: Vec<Arc<dyn ProtocolHandles>> = vec![trino.clone(), flight_sql.clone()];
     let http = match mcp_routes(&config, &engine, &authenticator, http_addr, tls.is_some())? {
-        Some((routes, resource)) => {
+        Some((routes, resource, sessions)) => {
             println!("sqe-server: mcp listening on {resource}");
+            protocols.push(sessions);
             http.merge(routes)
         }
         None => http,
     };
     // Quack: at /quack on the HTTP port, and on a port of its own.
-    let mut quack_server = None;
     let quack = match config.quack.enabled {
         true => {
             let (routes, server) = quack_routes(&engine, &authenticator, server_idle(&config));
-            quack_server = Some(server);
+            protocols.push(server);
             let listener = bind(config.quack.port).await?;
             println!(
                 "sqe-server: quack listening on {}{secured}",
@@ -261,24 +262,23 @@ pub async fn serve(config: Config) -> Result<(), String> {
         env!("CARGO_PKG_VERSION")
     );
 
-    // Abandoned queries, unfetched results and idle prepared statements give back their slots.
+    // Abandoned queries, unfetched results and idle prepared statements and sessions give back
+    // their slots.
+    let protocols: Arc<[Arc<dyn ProtocolHandles>]> = protocols.into();
     let interval = Duration::from_secs(server.reaper_interval_secs);
-    let (trino_open, flight_open) = (trino.clone(), flight_sql.clone());
+    let reaping = protocols.clone();
     let reaper = tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         loop {
             tick.tick().await;
-            let queries = trino.reap();
-            let (results, prepared) = flight_sql.reap();
-            let quack_sessions = quack_server.as_ref().map_or(0, |q| q.reap());
-            if queries + results + prepared + quack_sessions > 0 {
-                tracing::info!(
-                    queries,
-                    results,
-                    prepared,
-                    quack_sessions,
-                    "reaped what clients left behind"
-                );
+            let expired: Vec<(&str, usize)> = reaping
+                .iter()
+                .map(|p| (p.protocol(), p.expire_idle()))
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            if !expired.is_empty() {
+                let expired = counts(&expired);
+                tracing::info!(%expired, "reaped what clients left behind");
             }
         }
     });
@@ -291,19 +291,17 @@ pub async fn serve(config: Config) -> Result<(), String> {
         // No new statements; the running ones, and the results their clients have yet to read,
         // may still be fetched until they end (the reaper goes on dropping abandoned ones).
         draining.drain();
-        let (running, trino_queries, flight_results) = (
-            draining.running(),
-            trino_open.open_queries(),
-            flight_open.unfetched_results(),
-        );
+        let open: Vec<(&str, usize)> = protocols
+            .iter()
+            .map(|p| (p.open_work_name(), p.open_work()))
+            .collect();
         tracing::info!(
-            running,
-            trino_queries,
-            flight_results,
+            running = draining.running(),
+            open = %counts(&open),
             "shutting down: waiting up to {grace:?} for running statements and unread results"
         );
         let busy =
-            || draining.running() + trino_open.open_queries() + flight_open.unfetched_results() > 0;
+            || draining.running() + protocols.iter().map(|p| p.open_work()).sum::<usize>() > 0;
         let deadline = tokio::time::Instant::now() + grace;
         while busy() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -350,14 +348,14 @@ pub async fn serve(config: Config) -> Result<(), String> {
 }
 
 /// `/mcp` behind its resource layer, and the resource's metadata document; None when `[mcp]` is
-/// off. Also gives the resource's URI.
+/// off. Also gives the resource's URI and its sessions' owners.
 fn mcp_routes(
     config: &Config,
     engine: &Arc<Engine>,
     authenticator: &Arc<Authenticator>,
     http_addr: SocketAddr,
     tls: bool,
-) -> Result<Option<(Router, String)>, String> {
+) -> Result<Option<(Router, String, Arc<McpSessions>)>, String> {
     let section = &config.mcp;
     if !section.enabled {
         return Ok(None);
@@ -416,14 +414,24 @@ fn mcp_routes(
         write_scope: section.write_scope.clone(),
     });
     let service: Arc<dyn sqe_sessions::QueryService> = engine.clone();
-    let routes = sqe_mcp::router(service, mcp_config.clone())
+    let sessions = McpSessions::new(&mcp_config);
+    let routes = sqe_mcp::router(service, mcp_config.clone(), sessions.clone())
         .layer(middleware::from_fn_with_state(server, resource_layer))
         .merge(sqe_mcp::metadata_router(
             &resource,
             &authorization_servers,
             &mcp_config,
         ));
-    Ok(Some((routes, resource)))
+    Ok(Some((routes, resource, sessions)))
+}
+
+/// `name=count` pairs for a log line: `trino_queries=1 flight_results=0`.
+fn counts(pairs: &[(&str, usize)]) -> String {
+    pairs
+        .iter()
+        .map(|(name, n)| format!("{name}={n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `/quack`: DuckDB's Quack protocol, its connection tokens checked by the identity chain.

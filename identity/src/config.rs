@@ -18,6 +18,8 @@ pub struct IdentityConfig {
     pub impersonators: Vec<String>,
     /// Principals holding one of these roles (from the token's role claims, or a static
     /// principal's `roles`) may cancel any query and read everyone's in `system.runtime.queries`.
+    /// With none set, everyone may when `[access] default` is `"allow"`, nobody when `"deny"`
+    /// (the engine's `QueryService::is_admin` decides, for every protocol).
     pub admin_roles: Vec<String>,
 }
 

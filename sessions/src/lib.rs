@@ -6,7 +6,7 @@
 
 mod batch_bytes;
 mod error;
-mod handle;
+mod handles;
 mod results;
 mod session;
 mod sql_text;
@@ -15,7 +15,7 @@ mod value_types;
 
 pub use batch_bytes::rows_within;
 pub use error::{ErrorCode, SqeError, SqeResult};
-pub use handle::random_handle;
+pub use handles::{AtCapacity, HandleMap, ProtocolHandles, Refused, random_handle};
 pub use session::{Credential, Principal, Scopes, Session, SessionUpdate};
 pub use sql_text::{MAX_PARAMETERS, bind_parameters, quote_identifier, too_many_parameters};
 pub use store::SessionStore;
@@ -100,5 +100,14 @@ pub trait QueryService: Send + Sync {
         _batches: BatchStream,
     ) -> SqeResult<QueryResult> {
         Err(SqeError::unsupported("bulk ingest is not supported"))
+    }
+
+    /// Whether `principal` is an admin, who may end any user's queries and results, reads
+    /// everyone's queries and is not held by access rules. This is the one rule: protocols ask it
+    /// here and never decide it themselves. SQE's engine answers: a holder of one of `[auth]
+    /// admin_roles`; with no admin roles set, everyone when `[access] default` is `"allow"` and
+    /// nobody when it is `"deny"`. A service that has no admins keeps the default: nobody.
+    fn is_admin(&self, _principal: &Principal) -> bool {
+        false
     }
 }

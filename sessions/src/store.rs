@@ -1,77 +1,53 @@
 //! Sessions that outlive one call (Flight SQL's `arrow_flight_session_id`), each owned by the
-//! principal that opened it and dropped after it has been idle too long.
+//! principal that opened it and dropped after it has been idle too long: a [`HandleMap`] of
+//! sessions that never keeps a credential.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::{Principal, Session};
+use crate::{AtCapacity, HandleMap, Principal, Session};
 
 /// At most this many sessions are kept; past it the least recently used one goes.
 const MAX_SESSIONS: usize = 10_000;
 
 pub struct SessionStore {
-    idle: Duration,
-    sessions: Mutex<HashMap<String, (Instant, Session)>>,
+    sessions: HandleMap<String, Session>,
 }
 
 impl SessionStore {
     pub fn new(idle: Duration) -> Self {
         Self {
-            idle,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: HandleMap::new()
+                .idle_after(idle)
+                .at_most(MAX_SESSIONS, AtCapacity::EvictLeastRecentlyUsed),
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Session)>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The session `id`, if it exists, is not idle-expired and belongs to `principal`. Another
     /// principal presenting the id gets nothing, as if it did not exist.
     pub fn get(&self, id: &str, principal: &Principal) -> Option<Session> {
-        let mut sessions = self.lock();
-        let (used, session) = sessions.get_mut(id)?;
-        if used.elapsed() > self.idle {
-            sessions.remove(id);
-            return None;
-        }
-        if session.principal.name != principal.name {
-            return None;
-        }
-        *used = Instant::now();
-        Some(session.clone())
+        self.sessions.get(id, &principal.name, |s| Some(s.clone()))
     }
 
     /// Stores (or replaces) a session. The credential is not kept: each call brings its own.
     pub fn put(&self, session: &Session) {
         let mut stored = session.clone();
         stored.credential = None;
-        let mut sessions = self.lock();
-        let idle = self.idle;
-        sessions.retain(|_, (used, _)| used.elapsed() <= idle);
-        if sessions.len() >= MAX_SESSIONS
-            && !sessions.contains_key(&stored.id)
-            && let Some(oldest) = sessions
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(id, _)| id.clone())
-        {
-            sessions.remove(&oldest);
+        let owner = stored.principal.name.clone();
+        // Ids are random, so only the session's own principal ever names one again; a store
+        // that meets another's id keeps that one and not this.
+        if let Err(refused) = self.sessions.insert(stored.id.clone(), &owner, stored) {
+            tracing::warn!(?refused, "a session was not kept");
         }
-        sessions.insert(stored.id.clone(), (Instant::now(), stored));
     }
 
     /// Closes a session; true if it existed and belonged to `principal`.
     pub fn remove(&self, id: &str, principal: &Principal) -> bool {
-        let mut sessions = self.lock();
-        match sessions.get(id) {
-            Some((_, s)) if s.principal.name == principal.name => {
-                sessions.remove(id);
-                true
-            }
-            _ => false,
-        }
+        self.sessions.remove(id, &principal.name).is_some()
+    }
+
+    /// Forgets the sessions idle past the limit; how many.
+    pub fn expire_idle(&self) -> usize {
+        self.sessions.expire_idle()
     }
 }
 

@@ -10,7 +10,8 @@ soon shows all of them ended, and then 32 new statements at once all run. Had a 
 those would wait in the queue and fail with "server busy" after 2 seconds.
 
 On SIGTERM the server refuses new statements but serves what its clients are still reading, a
-Trino result half-way through its pages or a planned Flight SQL result, and then exits cleanly.
+Trino result half-way through its pages, a planned Flight SQL result or a Quack result half-way
+through its fetches, and then exits cleanly.
 
 The module has its own servers (anonymous callers on loopback; each names its user).
 """
@@ -22,6 +23,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+import adbc_driver_quack.dbapi as adbc_quack
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -235,6 +237,45 @@ def test_on_sigterm_a_planned_flight_result_can_still_be_fetched(tmp_path):
             assert DRAINING in str(refused.value)
             rows = client.do_get(info.endpoints[0].ticket, options).read_all()
             assert rows.column("value").to_pylist() == list(range(0, 100000))
+        assert s.process.wait(timeout=30) == 0
+        assert "sqe-server stopped" in s.log()
+    finally:
+        s.stop()
+
+
+QUACK_TOKEN = "alice-quack-token-0123456789"
+
+
+def test_on_sigterm_a_quack_result_being_read_is_read_to_its_end(tmp_path):
+    """SIGTERM while DuckDB's ADBC driver is half-way through a Quack result, which it fetches a
+    request at a time: the shutdown waits for the unread result as for the other protocols', the
+    client reads every row, and then the server exits cleanly."""
+    auth = (
+        '[auth]\nallow_anonymous = false\n\n[[auth.static]]\nname = "alice"\ntoken_env = "ALICE_TOKEN"\n\n'
+        "[quack]\nenabled = true\nport = 0\n"
+    )
+    s = start_server(tmp_path, auth, {"ALICE_TOKEN": QUACK_TOKEN}, server_toml="shutdown_grace_secs = 60\n")
+    try:
+        deadline = time.monotonic() + 20
+        port = None
+        while port is None and time.monotonic() < deadline:
+            port = next(
+                (int(line.rsplit(":", 1)[1]) for line in list(s.lines) if "quack listening on 127.0.0.1:" in line),
+                None,
+            )
+            time.sleep(0.05)
+        assert port is not None, s.log()
+        uri = f"quack://127.0.0.1:{port}"
+        rows = 3_000_000
+        with adbc_quack.connect(uri, db_kwargs={"adbc.quack.token": QUACK_TOKEN}, autocommit=True) as con:
+            cur = con.cursor()
+            cur.execute(f"SELECT value FROM range(0, {rows})")
+            reader = cur.fetch_record_batch()
+            first = reader.read_next_batch()
+            assert "quack_results=1" in terminate(s)
+            rest = reader.read_all()
+            values = first.column(0).to_pylist() + rest.column(0).to_pylist()
+            assert values == list(range(0, rows))
         assert s.process.wait(timeout=30) == 0
         assert "sqe-server stopped" in s.log()
     finally:

@@ -12,15 +12,18 @@
 //!
 //! Every handle it hands out (tickets, prepared statements, sessions) is random and belongs to the
 //! principal that made it: anyone else presenting it gets the answer of a handle that does not
-//! exist. Results nobody fetches and prepared statements nobody uses are dropped by
-//! [`SqeFlightSql::reap`], which frees their query slots.
+//! exist, save that an admin (as the [`QueryService`] judges it: `is_admin`, the one rule) may
+//! cancel anyone's result. Each kind is a [`HandleMap`]: results nobody fetches and prepared statements nobody uses
+//! expire (a result when it has waited the result timeout, a prepared statement when it has not
+//! been used for the idle time), which frees their query slots; the gateway's reaper expires them
+//! through [`ProtocolHandles`].
 
 mod session_options;
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::{DataType, Schema};
@@ -53,9 +56,9 @@ use session_options::{
     SetSessionOptionsResult, session_id_from_cookies,
 };
 use sqe_sessions::{
-    Credential, ErrorCode, IfExists, IfMissing, IngestTarget, MAX_PARAMETERS, Principal,
-    QueryResult, QueryService, Session, SessionStore, SqeError, bind_parameters, quote_identifier,
-    random_handle, too_many_parameters,
+    Credential, ErrorCode, HandleMap, IfExists, IfMissing, IngestTarget, MAX_PARAMETERS, Principal,
+    ProtocolHandles, QueryResult, QueryService, Session, SessionStore, SqeError, bind_parameters,
+    quote_identifier, random_handle, too_many_parameters,
 };
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
@@ -141,32 +144,14 @@ fn internal(e: impl std::fmt::Display) -> Status {
 }
 
 struct Prepared {
-    /// The principal that prepared it.
-    owner: String,
     sql: String,
     /// Bound parameter rows, each a list of SQL literals. An update runs once per row.
     rows: Vec<Vec<String>>,
-    used: Instant,
-}
-
-/// A result waiting for its DoGet.
-struct Parked {
-    owner: String,
-    since: Instant,
-    result: QueryResult,
-}
-
-/// A result a DoGet is streaming: who may cancel it, and how.
-struct Streamed {
-    owner: String,
-    abort: AbortHandle,
 }
 
 pub struct FlightSqlConfig {
     pub default_catalog: String,
     pub default_schema: String,
-    /// Principals holding one of these roles may cancel any user's query.
-    pub admin_roles: Vec<String>,
     /// A result not fetched within this time is dropped, which cancels its query.
     pub result_timeout: Duration,
     /// A prepared statement not used for this long is closed.
@@ -179,7 +164,6 @@ impl FlightSqlConfig {
         Self {
             default_catalog: catalog.to_string(),
             default_schema: "default".into(),
-            admin_roles: Vec::new(),
             result_timeout: Duration::from_secs(300),
             prepared_idle: Duration::from_secs(3600),
         }
@@ -191,49 +175,51 @@ pub struct SqeFlightSql {
     config: FlightSqlConfig,
     sessions: SessionStore,
     sql_info: SqlInfoData,
-    prepared: Mutex<HashMap<Vec<u8>, Prepared>>,
-    /// Results waiting for their DoGet, by ticket. Each holds a query slot, so results nobody
-    /// fetches are dropped (cancelled) after the result timeout.
-    results: Mutex<HashMap<Vec<u8>, Parked>>,
-    /// Results being streamed by a DoGet, by ticket, so CancelFlightInfo can stop them.
-    streaming: Arc<Mutex<HashMap<Vec<u8>, Streamed>>>,
+    /// Prepared statements by handle, expiring when unused for the idle time.
+    prepared: HandleMap<Vec<u8>, Prepared>,
+    /// Results waiting for their DoGet, by ticket. Each holds a query slot, so a result nobody
+    /// fetches expires (is dropped, which cancels it) once it has waited the result timeout.
+    results: HandleMap<Vec<u8>, QueryResult>,
+    /// Results being streamed by a DoGet, by ticket, so CancelFlightInfo can stop them; each
+    /// leaves the map when its stream ends.
+    streaming: Arc<HandleMap<Vec<u8>, AbortHandle>>,
 }
 
 impl SqeFlightSql {
     pub fn new(service: Arc<dyn QueryService>, config: FlightSqlConfig) -> Arc<Self> {
+        let prepared = HandleMap::new().idle_after(config.prepared_idle);
+        let results = HandleMap::new().idle_after(config.result_timeout);
         Arc::new(SqeFlightSql {
             service,
             config,
             sessions: SessionStore::new(SESSION_IDLE),
             sql_info: sql_info(),
-            prepared: Mutex::new(HashMap::new()),
-            results: Mutex::new(HashMap::new()),
-            streaming: Arc::new(Mutex::new(HashMap::new())),
+            prepared,
+            results,
+            streaming: Arc::new(HandleMap::new()),
         })
     }
+}
 
-    /// Results planned and not yet fetched; a shutdown waits for them.
-    pub fn unfetched_results(&self) -> usize {
-        lock(&self.results).len()
+impl ProtocolHandles for SqeFlightSql {
+    fn protocol(&self) -> &'static str {
+        "flight_sql"
     }
 
     /// Drops results nobody fetched within the result timeout (cancelling their queries and
-    /// freeing their slots) and closes prepared statements idle for longer than allowed; returns
-    /// how many of each.
-    pub fn reap(&self) -> (usize, usize) {
-        let results = {
-            let mut results = lock(&self.results);
-            let before = results.len();
-            results.retain(|_, p| p.since.elapsed() < self.config.result_timeout);
-            before - results.len()
-        };
-        let prepared = {
-            let mut prepared = lock(&self.prepared);
-            let before = prepared.len();
-            prepared.retain(|_, p| p.used.elapsed() < self.config.prepared_idle);
-            before - prepared.len()
-        };
-        (results, prepared)
+    /// freeing their slots), and closes prepared statements and sessions idle for longer than
+    /// allowed.
+    fn expire_idle(&self) -> usize {
+        self.results.expire_idle() + self.prepared.expire_idle() + self.sessions.expire_idle()
+    }
+
+    fn open_work_name(&self) -> &'static str {
+        "flight_results"
+    }
+
+    /// Results planned and not yet fetched (one being fetched is a request still open).
+    fn open_work(&self) -> usize {
+        self.results.len()
     }
 }
 
@@ -279,10 +265,6 @@ fn statement_handle(ticket: &[u8]) -> Option<Vec<u8>> {
     let any = Any::decode(ticket).ok()?;
     let t: TicketStatementQuery = any.unpack().ok()??;
     Some(t.statement_handle.to_vec())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A value as a SQL literal, for binding a parameter.
@@ -392,14 +374,9 @@ impl SqeFlightSql {
         let result = without_views(result);
         let schema = result.schema.clone();
         let handle = new_handle();
-        lock(&self.results).insert(
-            handle.clone(),
-            Parked {
-                owner: session.principal.name.clone(),
-                since: Instant::now(),
-                result,
-            },
-        );
+        self.results
+            .insert(handle.clone(), &session.principal.name, result)
+            .map_err(|refused| internal(format!("a result was not kept: {refused:?}")))?;
         let ticket = TicketStatementQuery {
             statement_handle: handle.into(),
         };
@@ -444,13 +421,9 @@ impl SqeFlightSql {
         caller: &Principal,
         f: impl FnOnce(&mut Prepared) -> Result<R, Status>,
     ) -> Result<R, Status> {
-        let mut prepared = lock(&self.prepared);
-        let p = prepared
-            .get_mut(handle)
-            .filter(|p| p.owner == caller.name)
-            .ok_or_else(|| Status::not_found(NO_PREPARED))?;
-        p.used = Instant::now();
-        f(p)
+        self.prepared
+            .get(handle, &caller.name, |p| Some(f(p)))
+            .unwrap_or_else(|| Err(Status::not_found(NO_PREPARED)))
     }
 
     /// The prepared statement's SQL with each bound parameter row (one statement if none).
@@ -481,23 +454,22 @@ impl SqeFlightSql {
         Ok(statements.remove(0))
     }
 
-    /// Stops a result, if `caller` may (its owner, or an admin): one still parked is dropped, one
-    /// streaming is aborted.
+    /// Stops a result, if `caller` may (its owner, or an admin as the service judges it): one
+    /// still parked is dropped, one streaming is aborted.
     fn cancel(&self, handle: &[u8], caller: &Principal) -> bool {
-        let admin = caller.has_any_role(&self.config.admin_roles);
+        let admin = self.service.is_admin(caller);
         let may = |owner: &str| admin || owner == caller.name;
+        // A parked result dropped is a cancelled query.
+        if self
+            .results
+            .remove_where(handle, |owner, _| may(owner))
+            .is_some()
         {
-            let mut results = lock(&self.results);
-            if results.get(handle).is_some_and(|p| may(&p.owner)) {
-                results.remove(handle);
-                return true;
-            }
+            return true;
         }
-        let mut streaming = lock(&self.streaming);
-        match streaming.get(handle).filter(|s| may(&s.owner)) {
-            Some(s) => {
-                s.abort.abort();
-                streaming.remove(handle);
+        match self.streaming.remove_where(handle, |owner, _| may(owner)) {
+            Some(abort) => {
+                abort.abort();
                 true
             }
             None => false,
@@ -748,30 +720,20 @@ impl FlightSqlService for SqeFlightSql {
     > {
         let handle = ticket.statement_handle.to_vec();
         let owner = caller(&request).name;
-        let result = {
-            let mut results = lock(&self.results);
-            match results.get(&handle) {
-                Some(parked) if parked.owner == owner => {}
-                _ => return Err(Status::not_found(NO_RESULT)),
-            }
-            results
-                .remove(&handle)
-                .ok_or_else(|| Status::not_found(NO_RESULT))?
-                .result
-        };
+        let result = self
+            .results
+            .remove(&handle[..], &owner)
+            .ok_or_else(|| Status::not_found(NO_RESULT))?;
         // Registered while it streams, so CancelFlightInfo can stop it; a cancelled stream ends
         // with CANCELLED rather than looking complete.
         let (abort, registration) = AbortHandle::new_pair();
-        lock(&self.streaming).insert(
-            handle.clone(),
-            Streamed {
-                owner,
-                abort: abort.clone(),
-            },
-        );
+        self.streaming
+            .insert(handle.clone(), &owner, abort.clone())
+            .map_err(|refused| internal(format!("a stream was not registered: {refused:?}")))?;
         let unregister = Unregister {
             streaming: self.streaming.clone(),
             handle,
+            owner,
         };
         let ending = futures::stream::once(async move {
             drop(unregister);
@@ -807,15 +769,15 @@ impl FlightSqlService for SqeFlightSql {
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         // Preparing must not run anything: the schema arrives with the FlightInfo at execution.
         let handle = new_handle();
-        lock(&self.prepared).insert(
-            handle.clone(),
-            Prepared {
-                owner: caller(&request).name,
-                sql: query.query,
-                rows: Vec::new(),
-                used: Instant::now(),
-            },
-        );
+        let prepared = Prepared {
+            sql: query.query,
+            rows: Vec::new(),
+        };
+        self.prepared
+            .insert(handle.clone(), &caller(&request).name, prepared)
+            .map_err(|refused| {
+                internal(format!("a prepared statement was not kept: {refused:?}"))
+            })?;
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle.into(),
             dataset_schema: bytes::Bytes::new(),
@@ -869,11 +831,8 @@ impl FlightSqlService for SqeFlightSql {
         request: Request<arrow_flight::Action>,
     ) -> Result<(), Status> {
         let who = caller(&request);
-        let mut prepared = lock(&self.prepared);
-        let handle = query.prepared_statement_handle.as_ref();
-        if prepared.get(handle).is_some_and(|p| p.owner == who.name) {
-            prepared.remove(handle);
-        }
+        self.prepared
+            .remove(query.prepared_statement_handle.as_ref(), &who.name);
         Ok(())
     }
 
@@ -1273,12 +1232,13 @@ fn primary_keys_schema() -> Schema {
 
 /// Removes a streaming result's cancel handle when its stream ends or is dropped.
 struct Unregister {
-    streaming: Arc<Mutex<HashMap<Vec<u8>, Streamed>>>,
+    streaming: Arc<HandleMap<Vec<u8>, AbortHandle>>,
     handle: Vec<u8>,
+    owner: String,
 }
 
 impl Drop for Unregister {
     fn drop(&mut self) {
-        lock(&self.streaming).remove(&self.handle);
+        self.streaming.remove(&self.handle[..], &self.owner);
     }
 }

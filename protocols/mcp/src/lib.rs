@@ -6,13 +6,13 @@
 //! layer (sqe-identity) authenticates every request with the caller's own bearer token, and each
 //! tool call runs as that caller through the one `QueryService`. An `Mcp-Session-Id` belongs to
 //! the principal that opened it: anyone else presenting it gets the answer for an unknown session.
+//! The owners are a [`HandleMap`] ([`McpSessions`]), capped in all and per principal.
 
 mod results;
 mod tools;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -23,7 +23,7 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
-use sqe_sessions::{Principal, QueryService};
+use sqe_sessions::{AtCapacity, HandleMap, Principal, ProtocolHandles, QueryService, Refused};
 
 /// What the MCP endpoint does (the gateway fills it from `[mcp]`).
 #[derive(Debug, Clone)]
@@ -79,8 +79,13 @@ const MAX_BODY_BYTES: usize = 1 << 20;
 /// How long an idle session stays bound to its principal (rmcp closes sessions idle for 5 minutes).
 const SESSION_IDLE: Duration = Duration::from_secs(600);
 
-/// `/mcp`: the MCP endpoint. Put the resource layer (authentication) around it.
-pub fn router(service: Arc<dyn QueryService>, config: McpConfig) -> Router {
+/// `/mcp`: the MCP endpoint, its sessions bound to their owners in `sessions`. Put the resource
+/// layer (authentication) around it.
+pub fn router(
+    service: Arc<dyn QueryService>,
+    config: McpConfig,
+    sessions: Arc<McpSessions>,
+) -> Router {
     let config = Arc::new(config);
     let handler = tools::SqeMcp {
         service,
@@ -98,11 +103,6 @@ pub fn router(service: Arc<dyn QueryService>, config: McpConfig) -> Router {
     // Answers are kept for clients that resume a stream; briefly, as they can be large.
     manager.session_config.completed_cache_ttl = Duration::from_secs(10);
     let mcp = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(manager), transport);
-    let sessions = Arc::new(Sessions {
-        owners: Mutex::new(HashMap::new()),
-        limit: config.max_sessions,
-        per_principal: config.max_sessions_per_principal,
-    });
     Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
@@ -135,12 +135,58 @@ pub fn metadata_router(
         .route("/.well-known/oauth-protected-resource/mcp", get(serve))
 }
 
-/// Which principal opened each MCP session.
-struct Sessions {
-    owners: Mutex<HashMap<String, (String, Instant)>>,
-    /// Most sessions open at once, and for one principal.
-    limit: usize,
-    per_principal: usize,
+/// Which principal opened each MCP session, idle after ten minutes; a new session past the
+/// caps (`max_sessions`, `max_sessions_per_principal`) is refused.
+pub struct McpSessions {
+    owners: HandleMap<String, ()>,
+}
+
+impl McpSessions {
+    pub fn new(config: &McpConfig) -> Arc<Self> {
+        let owners = HandleMap::new()
+            .idle_after(SESSION_IDLE)
+            .at_most(config.max_sessions, AtCapacity::Refuse)
+            .at_most_per_owner(config.max_sessions_per_principal);
+        Arc::new(Self { owners })
+    }
+}
+
+impl ProtocolHandles for McpSessions {
+    fn protocol(&self) -> &'static str {
+        "mcp"
+    }
+
+    /// Forgets the owners of sessions idle for ten minutes (rmcp has closed those by then).
+    fn expire_idle(&self) -> usize {
+        self.owners.expire_idle()
+    }
+
+    fn open_work_name(&self) -> &'static str {
+        "mcp_results"
+    }
+
+    /// None: every MCP answer is sent within its request, which a shutdown waits for anyway.
+    fn open_work(&self) -> usize {
+        0
+    }
+}
+
+/// The answer to a new session past a cap.
+fn refusal(caller: &str, refused: Refused) -> Response {
+    match refused {
+        Refused::OwnerFull { held } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "{caller} has {held} MCP sessions open, the most one user may: close one (DELETE /mcp) or wait for one to expire"
+            ),
+        )
+            .into_response(),
+        Refused::Full { .. } | Refused::Taken => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many MCP sessions are open: try again later",
+        )
+            .into_response(),
+    }
 }
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -148,7 +194,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// Binds each session to the principal that opened it. A request naming a session someone else
 /// opened goes on naming one that does not exist, and so gets rmcp's own answer for that.
 async fn bind_sessions(
-    State(sessions): State<Arc<Sessions>>,
+    State(sessions): State<Arc<McpSessions>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -164,19 +210,13 @@ async fn bind_sessions(
         .map(str::to_string);
     let deleting = request.method() == axum::http::Method::DELETE;
     if let Some(id) = &named {
-        let own = {
-            let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
-            match owners.get_mut(id) {
-                Some((owner, seen)) if *owner == caller => {
-                    *seen = Instant::now();
-                    if deleting {
-                        owners.remove(id);
-                    }
-                    true
-                }
-                _ => false,
-            }
-        };
+        let own = sessions
+            .owners
+            .get(id.as_str(), &caller, |_| Some(()))
+            .is_some();
+        if own && deleting {
+            sessions.owners.remove(id.as_str(), &caller);
+        }
         if !own {
             tracing::info!(principal = %caller, "mcp session of another principal or none");
             let unknown = uuid::Uuid::new_v4().simple().to_string();
@@ -184,39 +224,15 @@ async fn bind_sessions(
                 request.headers_mut().insert(SESSION_HEADER, v);
             }
         }
-    } else {
-        let (all, own) = {
-            let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
-            owners.retain(|_, (_, seen)| seen.elapsed() < SESSION_IDLE);
-            let own = owners.values().filter(|(o, _)| *o == caller).count();
-            (owners.len(), own)
-        };
-        if own >= sessions.per_principal {
-            return (
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "{caller} has {own} MCP sessions open, the most one user may: close one (DELETE /mcp) or wait for one to expire"
-                ),
-            )
-                .into_response();
-        }
-        if all >= sessions.limit {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many MCP sessions are open: try again later",
-            )
-                .into_response();
-        }
+    } else if let Err(refused) = sessions.owners.admits(&caller) {
+        return refusal(&caller, refused);
     }
     let mut response = next.run(request).await;
     // A session rmcp no longer knows (closed, expired) is no longer anyone's.
     if let Some(id) = &named
         && response.status() == StatusCode::NOT_FOUND
     {
-        let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
-        if owners.get(id).is_some_and(|(owner, _)| *owner == caller) {
-            owners.remove(id);
-        }
+        sessions.owners.remove(id.as_str(), &caller);
     }
     // rmcp answers a closed session 202; clients (Python's SDK) look for 200 or 204.
     if deleting && response.status() == StatusCode::ACCEPTED {
@@ -227,9 +243,12 @@ async fn bind_sessions(
             .headers()
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
+        && let Err(refused) = sessions.owners.insert(id.to_string(), &caller, ())
     {
-        let mut owners = sessions.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.insert(id.to_string(), (caller, Instant::now()));
+        // Only when others took the last places while rmcp opened this one: the cap holds, and
+        // the session, owned by nobody, answers no one and ends with rmcp's idle timeout.
+        tracing::warn!(principal = %caller, ?refused, "mcp session refused past the cap");
+        return refusal(&caller, refused);
     }
     response
 }

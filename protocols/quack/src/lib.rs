@@ -25,7 +25,8 @@ const MAX_BODY_BYTES: usize = 64 << 20;
 /// `POST /quack`: one message in, one out, always HTTP 200 (failures are error messages), whatever
 /// content type the client sends (DuckDB sends application/octet-stream, ADBC application/duckdb).
 pub fn router(server: Arc<server::QuackServer>) -> Router {
-    // (The gateway keeps `server` too, to reap idle sessions.)
+    // (The gateway keeps `server` too, to reap idle sessions and, at shutdown, to wait for the
+    // results clients are still reading.)
     async fn post(
         State(server): State<Arc<server::QuackServer>>,
         body: Bytes,

@@ -2,8 +2,10 @@
 //! is authenticated with its token (by the caller's own identity chain, given as a function) and
 //! opens a session of that principal; a prepare runs its statement as that session and answers
 //! with the first chunks; fetches stream the rest, a batch at a time, never holding the whole
-//! result; a disconnect closes the session. A session id is 128 random bits: another client
-//! presenting one it does not own gets the answer for an unknown one.
+//! result; a disconnect closes the session. A session id is 128 random bits, and the only proof a
+//! later message carries of who sends it (it is handed only to the client that authenticated):
+//! presenting an id nobody was handed gets the answer for an unknown one. The sessions are a
+//! [`HandleMap`] capped per principal, whose idle sessions expire with their open results.
 //!
 //! Appends stream into one bulk ingest per table, so that an `INSERT` from DuckDB, which arrives
 //! as one append per 2,048 rows with nothing to mark its end, lands as one Iceberg commit. The
@@ -11,18 +13,17 @@
 //! [`APPEND_QUIET`], or at COMMIT when DuckDB opened a transaction (it does around DDL, e.g. for
 //! `CREATE TABLE … AS`); a ROLLBACK, or a session that ends inside a transaction, stores nothing.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use sqe_sessions::{
-    BatchStream, Credential, IfExists, IfMissing, IngestTarget, Principal, QueryResult,
-    QueryService, Session, SqeError, SqeResult,
+    BatchStream, Credential, HandleMap, IfExists, IfMissing, IngestTarget, Principal,
+    ProtocolHandles, QueryResult, QueryService, Refused, Session, SqeError, SqeResult,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -56,7 +57,8 @@ pub struct QuackConfig {
     pub authenticate: Authenticate,
     /// Sessions one principal may hold; past it a connection is refused.
     pub max_sessions_per_principal: usize,
-    /// A session unused for this long is closed by [`QuackServer::reap`].
+    /// A session unused for this long expires, and its open result with it (the gateway's reaper
+    /// closes it through [`ProtocolHandles::expire_idle`]).
     pub idle: Duration,
 }
 
@@ -70,6 +72,14 @@ struct Open {
     answers: mpsc::Receiver<Answer>,
     /// The index the next fetched batch gets (the prepare's is 0).
     next_index: u64,
+}
+
+impl Open {
+    /// Whether rows of the result are still to come to the client: its read-ahead goes on, or
+    /// holds answers nobody fetched yet.
+    fn unread(&self) -> bool {
+        !(self.answers.is_closed() && self.answers.is_empty())
+    }
 }
 
 /// Answers a result's statement may run ahead of the client by: the engine and the chunking go
@@ -155,15 +165,20 @@ type Shared = Arc<tokio::sync::Mutex<QuackSession>>;
 pub struct QuackServer {
     service: Arc<dyn QueryService>,
     config: QuackConfig,
-    sessions: Mutex<HashMap<String, (Shared, String, Instant)>>,
+    /// By connection id, owned by the principal that connected; each message marks its session
+    /// used.
+    sessions: HandleMap<String, Shared>,
 }
 
 impl QuackServer {
     pub fn new(service: Arc<dyn QueryService>, config: QuackConfig) -> Self {
+        let sessions = HandleMap::new()
+            .idle_after(config.idle)
+            .at_most_per_owner(config.max_sessions_per_principal);
         Self {
             service,
             config,
-            sessions: Mutex::new(HashMap::new()),
+            sessions,
         }
     }
 
@@ -196,10 +211,9 @@ impl QuackServer {
                 .await
                 .map_or_else(|e| message::error(&e), |()| message::success()),
             Request::Disconnect => {
+                // The connection id is the proof of who sends it: whoever holds it may close it.
                 self.sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&header.connection_id);
+                    .remove_where(&header.connection_id, |_, _| true);
                 // Inside a transaction nothing appended is kept; outside, it is committed.
                 if session.transaction.is_some() {
                     session.appending.clear();
@@ -232,29 +246,14 @@ impl QuackServer {
         }
     }
 
-    /// Closes the sessions unused for longer than `idle`, and with them their open results (each
-    /// holds a running statement): what clients left behind. How many were closed.
-    pub fn reap(&self) -> usize {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let before = sessions.len();
-        let idle = self.config.idle;
-        sessions.retain(|_, (_, _, used)| used.elapsed() < idle);
-        before - sessions.len()
-    }
-
     /// Sessions open now.
     pub fn open_sessions(&self) -> usize {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.sessions.len()
     }
 
     fn session(&self, id: &str) -> Option<Shared> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let (shared, _, used) = sessions.get_mut(id)?;
-        *used = Instant::now();
-        Some(shared.clone())
+        self.sessions
+            .get_by_bearer(id, |shared| Some(shared.clone()))
     }
 
     async fn connect(&self, auth: String, min_version: u64) -> Vec<u8> {
@@ -280,21 +279,19 @@ impl QuackServer {
             transaction: None,
             failed: None,
         }));
-        {
-            let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            let idle = self.config.idle;
-            sessions.retain(|_, (_, _, used)| used.elapsed() < idle);
-            let held = sessions
-                .values()
-                .filter(|(_, owner, _)| *owner == principal.name)
-                .count();
-            if held >= self.config.max_sessions_per_principal {
+        match self.sessions.insert(id.clone(), &principal.name, shared) {
+            Ok(()) => {}
+            Err(Refused::OwnerFull { held }) => {
                 return message::error(&format!(
                     "{} holds {held} Quack sessions, the most one user may: DETACH one",
                     principal.name
                 ));
             }
-            sessions.insert(id.clone(), (shared, principal.name, Instant::now()));
+            // No total cap, and ids are random: neither happens.
+            Err(refused @ (Refused::Full { .. } | Refused::Taken)) => {
+                tracing::warn!(?refused, "quack: a session was not opened");
+                return message::error("the session could not be opened: try again");
+            }
         }
         message::connected(&id, concat!("sqe-", env!("CARGO_PKG_VERSION")), "sqe")
     }
@@ -658,6 +655,36 @@ impl QuackServer {
     }
 }
 
+impl ProtocolHandles for QuackServer {
+    fn protocol(&self) -> &'static str {
+        "quack"
+    }
+
+    /// Closes the sessions unused for longer than `idle`, and with them their open results (each
+    /// holds a running statement): what clients left behind.
+    fn expire_idle(&self) -> usize {
+        self.sessions.expire_idle()
+    }
+
+    fn open_work_name(&self) -> &'static str {
+        "quack_results"
+    }
+
+    /// Sessions whose result the client has not read to its end, or that are answering a message
+    /// now. DuckDB fetches a result in one request per answer, so between two of them nothing
+    /// else is open that a shutdown would wait for.
+    fn open_work(&self) -> usize {
+        let sessions = self.sessions.list(|_, _, shared| shared.clone());
+        sessions
+            .iter()
+            .filter(|shared| match shared.try_lock() {
+                Ok(session) => session.result.as_ref().is_some_and(Open::unread),
+                Err(_busy) => true,
+            })
+            .count()
+    }
+}
+
 /// Commits each of `appending`; the first failure is the answer (the others are still made).
 async fn finish_all(appending: Vec<Appending>) -> Result<(), String> {
     let mut failed = None;
@@ -752,6 +779,7 @@ mod tests {
     use crate::codec::{Reader, Writer};
     use arrow::array::Int64Array;
     use sqe_sessions::{QueryResult, SqeError};
+    use std::sync::Mutex;
 
     /// Answers `rows N` with N rows of one BIGINT column, in batches of 5,000, and what an ATTACH
     /// lists: tables `s.t` (n BIGINT, l INTEGER[]) and `s.locked`, which refuses appends. Appended
@@ -1042,7 +1070,7 @@ mod tests {
             message::kind::CONNECTION_RESPONSE
         );
         // Sessions left idle are closed by the reaper, their results with them.
-        assert_eq!(quack.reap(), 0);
+        assert_eq!(quack.expire_idle(), 0);
         assert_eq!(quack.open_sessions(), 2);
         // Garbage is an error answer, not a crash.
         assert!(
@@ -1277,6 +1305,34 @@ mod tests {
                 assert_eq!(answer(&fine).0, message::kind::PREPARE_RESPONSE);
             });
         }
+    }
+
+    /// A shutdown waits for a result its client has not read to the end, not for one it has, nor
+    /// for a session without one.
+    #[tokio::test]
+    async fn unread_results_are_open_work() {
+        let quack = server();
+        let idle = connect(&quack).await;
+        let reading = connect(&quack).await;
+        assert_eq!((quack.open_sessions(), quack.open_work()), (2, 0));
+        let (_, result) = prepared_rows(&prepare(&quack, &reading, "rows 60000").await, "n");
+        assert_eq!(quack.open_work(), 1);
+        let fetch = request(message::kind::FETCH_REQUEST, &reading, |w| {
+            w.field(1).hugeint(result);
+        });
+        while quack.open_work() > 0 {
+            let (kind, _, _) = answer(&quack.handle(&fetch).await);
+            assert_eq!(kind, message::kind::FETCH_RESPONSE);
+        }
+        // Read to its end: the session stays, with nothing for a shutdown to wait for.
+        assert_eq!(quack.open_sessions(), 2);
+        let (_, result) = prepared_rows(&prepare(&quack, &idle, "rows 60000").await, "n");
+        assert_ne!(result, 0);
+        assert_eq!(quack.open_work(), 1);
+        quack
+            .handle(&request(message::kind::DISCONNECT_MESSAGE, &idle, |_| {}))
+            .await;
+        assert_eq!((quack.open_sessions(), quack.open_work()), (1, 0));
     }
 
     #[tokio::test]

@@ -7,16 +7,16 @@
 //! puts the caller's [`Principal`] (and credential) into the request extensions.
 //!
 //! A query belongs to the user it runs as. Its page URIs carry a random slug besides the query id,
-//! and a request from anyone else gets the same 404 as a query that does not exist; only a
-//! principal with an admin role may cancel another user's query. A query nobody polls for
-//! `client_timeout` is cancelled by [`TrinoService::reap`], which frees its slot.
+//! and a request from anyone else gets the same 404 as a query that does not exist; only an admin
+//! (as the [`QueryService`] judges it: `is_admin`, the one rule) may cancel another user's query. The queries are a [`HandleMap`]: a
+//! query nobody polls for `client_timeout` (while no page of it is being served) expires, which
+//! cancels it and frees its slot; the gateway's reaper expires them through [`ProtocolHandles`].
 
 mod statements;
 pub mod types;
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
@@ -29,7 +29,8 @@ use axum::{Extension, Json, Router};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use sqe_sessions::{
-    Credential, ErrorCode, Principal, QueryService, Session, SessionUpdate, SqeError, random_handle,
+    Credential, ErrorCode, HandleMap, Principal, ProtocolHandles, QueryService, Session,
+    SessionUpdate, SqeError, random_handle,
 };
 use tokio::sync::mpsc;
 
@@ -48,8 +49,6 @@ pub struct TrinoConfig {
     pub default_schema: String,
     /// Principals allowed to run as another user (`X-Trino-User` different from themselves).
     pub impersonators: Vec<String>,
-    /// Principals holding one of these roles may cancel any user's query.
-    pub admin_roles: Vec<String>,
     /// Served over TLS: the `nextUri`s handed out are `https://` (unless a proxy says otherwise in
     /// `X-Forwarded-Proto`).
     pub https: bool,
@@ -65,7 +64,6 @@ impl TrinoConfig {
             default_catalog: catalog.to_string(),
             default_schema: "default".into(),
             impersonators: Vec::new(),
-            admin_roles: Vec::new(),
             https: false,
             client_timeout: Duration::from_secs(300),
         }
@@ -94,10 +92,22 @@ struct Query {
     user: String,
     started: Instant,
     events: tokio::sync::Mutex<QueryPages>,
-    task: tokio::task::JoinHandle<()>,
     /// Header changes this query reports (PREPARE/DEALLOCATE are answered without the engine).
     headers: Vec<(HeaderName, String)>,
     update_type: Option<String>,
+}
+
+/// A query as the map of queries holds it. Its task (the statement feeding the pages) ends when
+/// the query leaves the map: read to its end, cancelled, or expired.
+struct Running {
+    query: Arc<Query>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 struct QueryPages {
@@ -107,7 +117,6 @@ struct QueryPages {
     update_count: Option<u64>,
     session_update: Option<SessionUpdate>,
     rows: u64,
-    last_seen: Instant,
     /// The last page sent, repeated if the client asks for the same token again (a retry).
     last_page: Option<(u64, Value)>,
     /// The rows of a batch that did not fit in the last page.
@@ -117,16 +126,21 @@ struct QueryPages {
 pub struct TrinoService {
     service: Arc<dyn QueryService>,
     config: TrinoConfig,
-    queries: Mutex<HashMap<String, Arc<Query>>>,
+    /// By query id, each owned by the user it runs as; a query whose page is being served is in
+    /// use, and so never idle.
+    queries: HandleMap<String, Running>,
     sequence: AtomicU64,
 }
 
 impl TrinoService {
     pub fn new(service: Arc<dyn QueryService>, config: TrinoConfig) -> Arc<Self> {
+        let queries = HandleMap::new()
+            .idle_after(config.client_timeout)
+            .in_use_when(|r: &Running| r.query.events.try_lock().is_err());
         Arc::new(Self {
             service,
             config,
-            queries: Mutex::new(HashMap::new()),
+            queries,
             sequence: AtomicU64::new(0),
         })
     }
@@ -145,57 +159,21 @@ impl TrinoService {
         )
     }
 
-    fn queries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Query>>> {
-        self.queries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Queries whose client has not yet read their last page (a finished query's pages may still
-    /// be waiting); a shutdown waits for them.
-    pub fn open_queries(&self) -> usize {
-        self.queries().len()
-    }
-
-    /// Cancels and forgets the queries whose client has not asked for a page within the client
-    /// timeout, which frees their slots; returns how many. A page being served is not idle.
-    pub fn reap(&self) -> usize {
-        let now = Instant::now();
-        let timeout = self.config.client_timeout;
-        let mut queries = self.queries();
-        let stale: Vec<String> = queries
-            .iter()
-            .filter(|(_, q)| {
-                q.events
-                    .try_lock()
-                    .is_ok_and(|p| now.duration_since(p.last_seen) > timeout)
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in &stale {
-            if let Some(q) = queries.remove(id) {
-                q.task.abort();
-            }
-        }
-        stale.len()
-    }
-
     /// The query `id` with page slug `slug`, if it exists and `user` may see it; anyone else gets
     /// the same nothing as for a query that does not exist.
+    /// Asking for it marks it used.
     fn query_of(&self, id: &str, slug: &str, user: &str) -> Option<Arc<Query>> {
-        self.queries()
-            .get(id)
-            .filter(|q| q.slug == slug && q.user == user)
-            .cloned()
+        self.queries.get(id, user, |r| {
+            (r.query.slug == slug).then(|| r.query.clone())
+        })
     }
 
-    /// Whether a request may end `query`: its own user may, and so may an admin.
-    fn may_end(&self, principal: Option<Principal>, headers: &HeaderMap, query: &Query) -> bool {
-        let admin = principal
-            .as_ref()
-            .is_some_and(|p| p.has_any_role(&self.config.admin_roles));
-        admin
-            || self
-                .acting_user(principal, headers)
-                .is_ok_and(|u| u.name == query.user)
+    /// Whether a request may end a query of a given user: that user may, and so may an admin (the
+    /// signed-in principal, as the service judges it).
+    fn may_end(&self, principal: Option<Principal>, headers: &HeaderMap) -> impl Fn(&str) -> bool {
+        let admin = principal.as_ref().is_some_and(|p| self.service.is_admin(p));
+        let acting = self.acting_user(principal, headers).ok().map(|u| u.name);
+        move |user| admin || acting.as_deref() == Some(user)
     }
 
     /// Who a request acts as: the authenticated principal, or the user it names in
@@ -228,10 +206,30 @@ impl TrinoService {
 
     /// The ids and users of running queries (for a registry view and tests).
     pub fn running(&self) -> Vec<(String, String)> {
-        self.queries()
-            .values()
-            .map(|q| (q.id.clone(), q.user.clone()))
-            .collect()
+        self.queries
+            .list(|id, user, _| (id.clone(), user.to_string()))
+    }
+}
+
+impl ProtocolHandles for TrinoService {
+    fn protocol(&self) -> &'static str {
+        "trino"
+    }
+
+    /// Cancels and forgets the queries whose client has not asked for a page within the client
+    /// timeout, which frees their slots. A page being served is not idle.
+    fn expire_idle(&self) -> usize {
+        self.queries.expire_idle()
+    }
+
+    fn open_work_name(&self) -> &'static str {
+        "trino_queries"
+    }
+
+    /// Queries whose client has not yet read their last page (a finished query's pages may still
+    /// be waiting).
+    fn open_work(&self) -> usize {
+        self.queries.len()
     }
 }
 
@@ -524,15 +522,19 @@ async fn post_statement(
             update_count: None,
             session_update: None,
             rows: 0,
-            last_seen: Instant::now(),
             last_page: None,
             pending: None,
         }),
-        task,
         headers: extra_headers,
         update_type: update,
     });
-    trino.queries().insert(id.clone(), query.clone());
+    let owner = query.user.clone();
+    let running = Running { query, task };
+    if let Err(refused) = trino.queries.insert(id.clone(), &owner, running) {
+        // Query ids are new and the map has no cap: this is a fault, never a client's doing.
+        let e = SqeError::internal(format!("query {id} was not kept: {refused:?}"));
+        return (StatusCode::OK, Json(error_body(&id, &base, started, &e))).into_response();
+    }
     let body = json!({
         "id": id,
         "infoUri": format!("{base}/ui/query.html?{id}"),
@@ -561,7 +563,6 @@ async fn get_page(
     };
     let base = base_url(&headers, &trino.config);
     let mut pages = query.events.lock().await;
-    pages.last_seen = Instant::now();
     if let Some((t, page)) = &pages.last_page
         && *t == token
     {
@@ -677,7 +678,7 @@ async fn get_page(
     let response = respond(&query, &pages, page);
     if done {
         drop(pages);
-        trino.queries().remove(&query.id);
+        trino.queries.remove(&query.id, &query.user);
     }
     response
 }
@@ -726,15 +727,11 @@ async fn cancel(
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
-    let principal = principal.map(|Extension(p)| p);
-    let mut queries = trino.queries();
-    let Some(query) = queries.get(&id).filter(|q| q.slug == slug).cloned() else {
-        return StatusCode::NO_CONTENT.into_response();
-    };
-    if trino.may_end(principal, &headers, &query) {
-        queries.remove(&id);
-        query.task.abort();
-    }
+    let may_end = trino.may_end(principal.map(|Extension(p)| p), &headers);
+    // Leaving the map ends the query's task.
+    trino
+        .queries
+        .remove_where(&id, |user, r| r.query.slug == slug && may_end(user));
     StatusCode::NO_CONTENT.into_response()
 }
 
@@ -746,16 +743,10 @@ async fn kill(
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
-    let principal = principal.map(|Extension(p)| p);
-    let mut queries = trino.queries();
-    let allowed = queries
-        .get(&id)
-        .is_some_and(|q| trino.may_end(principal, &headers, q));
-    match allowed.then(|| queries.remove(&id)).flatten() {
-        Some(query) => {
-            query.task.abort();
-            StatusCode::NO_CONTENT.into_response()
-        }
+    let may_end = trino.may_end(principal.map(|Extension(p)| p), &headers);
+    // Leaving the map ends the query's task.
+    match trino.queries.remove_where(&id, |user, _| may_end(user)) {
+        Some(_ended) => StatusCode::NO_CONTENT.into_response(),
         None => not_found(&id),
     }
 }
