@@ -128,7 +128,7 @@ impl Engine {
             Kind::Rest => {
                 self.files.check_catalog_uri(&attach.uri)?;
                 let secret = match option("secret") {
-                    Some(name) => Some(self.secret(session, &name)?),
+                    Some(name) => Some(self.secrets.secret(session, &name)?),
                     None => None,
                 };
                 let token = secret.as_ref().and_then(|s| s.token()).map(str::to_string);
@@ -162,7 +162,7 @@ impl Engine {
             Kind::Hms => {
                 self.files.check_catalog_uri(&attach.uri)?;
                 let properties = match option("secret") {
-                    Some(name) => self.secret(session, &name)?.storage_properties(),
+                    Some(name) => self.secrets.secret(session, &name)?.storage_properties(),
                     None => Default::default(),
                 };
                 let config = HmsConfig {

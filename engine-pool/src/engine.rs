@@ -1,63 +1,41 @@
 //! The engine: one DataFusion session state over the mounted Iceberg catalogs, and the routing of each
 //! statement to DataFusion (queries, EXPLAIN) or to SQE's own DDL, writes and SHOW handling.
 
-use std::collections::{BTreeMap, HashMap};
-use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::catalog::{
-    CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
-    MemorySchemaProvider, SchemaProvider, TableProvider,
-};
-use datafusion::common::ScalarValue;
-use datafusion::dataframe::DataFrame;
-use datafusion::execution::FunctionRegistry;
-use datafusion::execution::SessionStateBuilder;
-use datafusion::execution::cache::cache_manager::CacheManagerConfig;
-use datafusion::execution::context::SessionState;
-use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
-use datafusion::logical_expr::{ColumnarValue, LogicalPlan, Volatility, create_udf};
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{CatalogProviderList, MemoryCatalogProviderList};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
+use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, Statement, TableAlias, TableFactor,
-    TableFunctionArgs, Value, VisitMut, VisitorMut,
-};
-use futures::{StreamExt, TryStreamExt};
-use iceberg::{NamespaceIdent, TableIdent};
+use datafusion::sql::sqlparser::ast::Statement;
+use futures::StreamExt;
 use sqe_sessions::{
     BatchStream, ErrorCode, IngestTarget, QueryResult, QueryService, Session, SqeError, SqeResult,
 };
 
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, admitted};
-use crate::catalog::backend::CatalogRef;
 use crate::catalog::hms::HmsConfig;
-use crate::catalog::information::{Catalogs, WithInformationSchema};
 use crate::catalog::mounts::{MountConfig, Mounts};
-use crate::catalog::provider::{IcebergCatalogProvider, load_table_opt};
 use crate::catalog::rest::RestCatalogConfig;
 use crate::catalog::sql::PostgresConfig;
-use crate::catalog::system::{Caller, SystemCatalog};
-use crate::error::{from_datafusion, from_iceberg};
+use crate::error::from_datafusion;
 use crate::files::policy::{Access, FileAccess, FilePolicy};
-use crate::files::table_functions::{FileFormat, FileOptions, OptionValue, file_table};
 use crate::governance::Governance;
 use crate::guard::{Planning, check_length};
-use crate::names::{QUERY_CATALOG, QUERY_SCHEMA, SYSTEM_CATALOG, resolve_name};
 use crate::object_stores::{ObjectStores, S3Settings};
 use crate::optimizer::SqeOptimizerOptions;
-use crate::secrets::Secret;
-use crate::secrets::store::SecretStore;
-use crate::session_properties::{check_session, max_run_time, time_zone};
-use crate::session_scoped::SessionScoped;
-use crate::statement::prepass::{
-    FILE_MARKER, Prepared, TIME_TRAVEL_MARKER, TimeTravel, TravelKind,
+use crate::planner::views::ViewChain;
+use crate::planner::{
+    Planner, catalog_provider, groups_constant, register_system_catalog, text_constant,
 };
+use crate::secrets::Secrets;
+use crate::secrets::store::SecretStore;
+use crate::session_properties::{check_session, max_run_time};
+use crate::statement::prepass::Prepared;
 use crate::statement::{self, Parsed, SqeStatement, recorded_text};
-use crate::views::{PlannedView, WithViews};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
 #[derive(Debug, Clone, Default)]
@@ -128,14 +106,14 @@ impl EngineConfig {
 pub struct Engine {
     /// The catalogs statements reach: the server's and those sessions attached.
     pub(crate) mounts: Arc<Mounts>,
-    /// Secrets sessions made for themselves (`CREATE SECRET`).
-    pub(crate) session_secrets: SessionScoped<Secret>,
-    pub(crate) persistent_secrets: Option<SecretStore>,
+    /// Secrets sessions made for themselves, and persistent ones (`CREATE SECRET`).
+    pub(crate) secrets: Arc<Secrets>,
     default_catalog: String,
     /// Privileges, row filters, masks, Ranger: who may do what, and what they see.
     pub(crate) governance: Arc<Governance>,
-    pub(crate) files: FilePolicy,
-    state: SessionState,
+    pub(crate) files: Arc<FilePolicy>,
+    /// From a statement to its plan, as its caller may run it.
+    pub(crate) planner: Planner,
     admission: Admission,
     registry: Arc<QueryRegistry>,
     /// Set when the server shuts down: statements already running finish, new ones are refused.
@@ -151,9 +129,6 @@ impl std::fmt::Debug for Engine {
             .finish()
     }
 }
-
-/// A table a statement resolved before planning, registered under a generated name.
-type QueryTables = Vec<(String, Arc<dyn TableProvider>)>;
 
 impl Engine {
     pub fn open(config: EngineConfig) -> SqeResult<Self> {
@@ -243,21 +218,33 @@ impl Engine {
                 format!("sqe-{}", env!("CARGO_PKG_VERSION")),
             ))
             .map_err(from_datafusion)?;
+        let files = Arc::new(FilePolicy::new(
+            config.files.clone(),
+            mounts.local_warehouses(),
+        ));
+        let governance = Arc::new(Governance::new(
+            Arc::clone(&mounts),
+            config.admin_roles.clone(),
+            config.access_default,
+            config.mask_key.clone(),
+            config.policy_store.as_ref(),
+            config.ranger.clone(),
+        )?);
+        let secrets = Arc::new(Secrets::new(persistent_secrets(&config)?));
         Ok(Self {
-            files: FilePolicy::new(config.files.clone(), mounts.local_warehouses()),
-            governance: Arc::new(Governance::new(
+            planner: Planner::new(
+                state,
                 Arc::clone(&mounts),
-                config.admin_roles.clone(),
-                config.access_default,
-                config.mask_key.clone(),
-                config.policy_store.as_ref(),
-                config.ranger.clone(),
-            )?),
+                Arc::clone(&governance),
+                Arc::clone(&secrets),
+                Arc::clone(&files),
+                Arc::clone(&registry),
+            ),
+            files,
+            governance,
             mounts,
-            session_secrets: SessionScoped::new("secrets", "DROP SECRET"),
-            persistent_secrets: persistent_secrets(&config)?,
+            secrets,
             default_catalog: default_catalog.to_lowercase(),
-            state,
             admission: Admission::new(config.admission.clone()),
             registry,
             draining: std::sync::atomic::AtomicBool::new(false),
@@ -300,141 +287,6 @@ impl Engine {
         Ok(())
     }
 
-    /// The session state for one statement: the session's current catalog and schema, plus the
-    /// tables the statement resolved itself.
-    fn state_for(&self, session: &Session, tables: QueryTables) -> SqeResult<SessionState> {
-        self.state_with(session, tables, Vec::new())
-    }
-
-    /// [`state_for`](Self::state_for), in which the names of `views` are those views.
-    fn state_with(
-        &self,
-        session: &Session,
-        tables: QueryTables,
-        views: Vec<PlannedView>,
-    ) -> SqeResult<SessionState> {
-        let mut config = self.state.config().clone().with_extension(Arc::new(Caller {
-            name: session.principal.name.clone(),
-            admin: self.governance.is_admin(&session.principal),
-        }));
-        if let Some(visibility) = self.governance.visibility(session) {
-            config = config.with_extension(Arc::new(visibility));
-        }
-        config.options_mut().catalog.default_catalog = session.catalog.clone();
-        config.options_mut().catalog.default_schema = session.schema.clone();
-        // The session's zone: `now()` is in it, and `TIMESTAMP WITH TIME ZONE` is a timestamp in it.
-        config.options_mut().execution.time_zone = Some(time_zone(session)?);
-        let mut builder =
-            SessionStateBuilder::new_from_existing(self.state.clone()).with_config(config);
-        if let Some(runtime) = self.session_runtime(session)? {
-            builder = builder.with_runtime_env(runtime);
-        }
-        let attached = self.mounts.attached().of(session);
-        let per_session = self.mounts.per_session();
-        if !tables.is_empty() || per_session || !attached.is_empty() || !views.is_empty() {
-            // The engine's shared catalogs, this session's own, and one holding this statement's
-            // own tables.
-            let list = Arc::new(MemoryCatalogProviderList::new());
-            let shared = self.state.catalog_list();
-            for name in shared.catalog_names() {
-                if let Some(catalog) = shared.catalog(&name) {
-                    list.register_catalog(name, catalog);
-                }
-            }
-            if per_session || !attached.is_empty() {
-                let own = self
-                    .mounts
-                    .server()
-                    .iter()
-                    .map(|(n, m)| (n.clone(), m.clone()))
-                    .filter(|(_, m)| m.shared_catalog().is_none());
-                for (name, mount) in own.chain(attached) {
-                    let provider: Arc<dyn CatalogProvider> = match mount.bind(session) {
-                        Ok(catalog) => catalog_provider(&name, catalog),
-                        // The statement may not touch this catalog; if it does, it gets why not.
-                        Err(e) => Arc::new(Unreachable(e)),
-                    };
-                    list.register_catalog(name, provider);
-                }
-                register_system_catalog(&list, &self.registry);
-            }
-            let mut by_catalog: BTreeMap<String, HashMap<String, HashMap<String, _>>> =
-                BTreeMap::new();
-            for (catalog, schema, name, view) in views {
-                by_catalog
-                    .entry(catalog)
-                    .or_default()
-                    .entry(schema)
-                    .or_default()
-                    .insert(name, view);
-            }
-            for (name, views) in by_catalog {
-                let inner = list.catalog(&name);
-                list.register_catalog(name, Arc::new(WithViews { inner, views }));
-            }
-            let schema = Arc::new(MemorySchemaProvider::new());
-            for (name, provider) in tables {
-                schema
-                    .register_table(name, provider)
-                    .map_err(from_datafusion)?;
-            }
-            let query_catalog = Arc::new(MemoryCatalogProvider::new());
-            query_catalog
-                .register_schema(QUERY_SCHEMA, schema)
-                .map_err(from_datafusion)?;
-            list.register_catalog(QUERY_CATALOG.to_string(), query_catalog);
-            builder = builder.with_catalog_list(list);
-        }
-        let mut state = builder.build();
-        // Fixes now()/current_timestamp for the statement (DataFusion folds them to this instant).
-        state.mark_start_execution();
-        // `current_user` is the session's principal.
-        state
-            .register_udf(text_constant(
-                "current_user",
-                session.principal.name.clone(),
-            ))
-            .map_err(from_datafusion)?;
-        // `current_groups()`: the principal's groups (the roles its token carries).
-        state
-            .register_udf(groups_constant(&session.principal.roles))
-            .map_err(from_datafusion)?;
-        // The session's catalog and schema, and its roles (access.rs).
-        for (name, value) in [
-            ("current_catalog", &session.catalog),
-            ("current_schema", &session.schema),
-        ] {
-            state
-                .register_udf(text_constant(name, value.clone()))
-                .map_err(from_datafusion)?;
-        }
-        for udf in self.governance.role_functions(session) {
-            state.register_udf(udf).map_err(from_datafusion)?;
-        }
-        // `current_timezone()` is the session's (Trino's `X-Trino-Time-Zone`), UTC by default.
-        let zone = time_zone(session)?;
-        state
-            .register_udf(text_constant("current_timezone", zone))
-            .map_err(from_datafusion)?;
-        Ok(state)
-    }
-
-    /// A runtime of the statement's own when the session reaches object stores with a secret of
-    /// its own: the engine's memory and spill space, but object stores with that secret and caches
-    /// no other session shares.
-    fn session_runtime(&self, session: &Session) -> SqeResult<Option<Arc<RuntimeEnv>>> {
-        let Some(secret) = self.s3_secret(session)? else {
-            return Ok(None);
-        };
-        let shared = self.state.runtime_env();
-        RuntimeEnvBuilder::from_runtime_env(shared)
-            .with_cache_manager(CacheManagerConfig::default())
-            .with_object_store_registry(Arc::new(ObjectStores::new(secret.storage_properties())))
-            .build_arc()
-            .map(Some)
-            .map_err(from_datafusion)
-    }
-
     /// Runs one statement.
     pub async fn run(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         let Parsed {
@@ -444,13 +296,16 @@ impl Engine {
         match statement {
             SqeStatement::Query(mut statement) => {
                 let tables = self
+                    .planner
                     .resolve_relations(session, &mut statement, &prepared)
                     .await?;
-                self.run_query(session, statement, tables).await
+                let (state, plan) = self.planner.plan(session, statement, tables).await?;
+                Planner::stream(state, plan).await
             }
             SqeStatement::Insert(insert) => {
                 let mut statement = Statement::Insert(insert);
                 let tables = self
+                    .planner
                     .resolve_relations(session, &mut statement, &prepared)
                     .await?;
                 let Statement::Insert(insert) = statement else {
@@ -461,6 +316,7 @@ impl Engine {
             SqeStatement::CreateTableAs(create) => {
                 let mut statement = Statement::CreateTable(create);
                 let tables = self
+                    .planner
                     .resolve_relations(session, &mut statement, &prepared)
                     .await?;
                 let Statement::CreateTable(create) = statement else {
@@ -474,12 +330,12 @@ impl Engine {
             SqeStatement::Attach(attach) => self.attach(session, attach).await,
             SqeStatement::Detach(detach) => self.detach(session, detach),
             SqeStatement::ShowFunctions { like } => {
-                crate::show_functions::show_functions(&self.state, like.as_deref())
+                crate::show_functions::show_functions(self.planner.state(), like.as_deref())
             }
             SqeStatement::ShowStats { table } => {
                 crate::show_stats::show_stats(self, session, &table).await
             }
-            SqeStatement::ShowSecrets => self.show_secrets(session),
+            SqeStatement::ShowSecrets => self.secrets.show_secrets(session),
             SqeStatement::ShowGrants { on } => self.governance.show_grants(session, on.as_ref()),
             SqeStatement::ShowSession => crate::session_properties::show_session(session),
             SqeStatement::RowFilter(filter) => self.run_row_filter_statement(session, filter).await,
@@ -489,9 +345,9 @@ impl Engine {
                     .run_access_statement(session, &statement)
                     .await
             }
-            SqeStatement::CreateSecret(secret) => self.create_secret(session, secret),
+            SqeStatement::CreateSecret(secret) => self.secrets.create_secret(session, secret),
             SqeStatement::DropSecret { name, if_exists } => {
-                self.drop_secret(session, &name, if_exists)
+                self.secrets.drop_secret(session, &name, if_exists)
             }
             SqeStatement::Catalog(statement) => self.run_ddl(session, statement, prepared).await,
         }
@@ -509,6 +365,7 @@ impl Engine {
             CopyToSource::Query(query) => {
                 let mut statement = Statement::Query(query.clone());
                 let tables = self
+                    .planner
                     .resolve_relations(session, &mut statement, prepared)
                     .await?;
                 if let Statement::Query(q) = statement {
@@ -518,370 +375,14 @@ impl Engine {
             }
             CopyToSource::Relation(_) => Vec::new(),
         };
-        let state = self.state_for(session, tables)?;
         let statement = DFStatement::CopyTo(copy);
-        self.governance
-            .authorize_statement(session, &state, &statement)?;
-        let plan = state
-            .statement_to_plan(statement)
-            .await
-            .map_err(from_datafusion)?;
-        let plan = self.governance.check_plan(session, &state, plan)?;
-        self.stream_plan(state, plan).await
-    }
-
-    /// Plans a query (or EXPLAIN) with DataFusion and streams its result.
-    async fn run_query(
-        &self,
-        session: &Session,
-        statement: Statement,
-        tables: QueryTables,
-    ) -> SqeResult<QueryResult> {
-        let (state, plan) = self.plan(session, statement, tables).await?;
-        self.stream_plan(state, plan).await
-    }
-
-    async fn stream_plan(&self, state: SessionState, plan: LogicalPlan) -> SqeResult<QueryResult> {
-        let df = DataFrame::new(state, plan);
-        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-        let stream = df.execute_stream().await.map_err(from_datafusion)?;
-        Ok(QueryResult {
-            schema,
-            batches: stream.map_err(from_datafusion).boxed(),
-            update_count: None,
-            session_update: None,
-        })
-    }
-
-    pub(crate) async fn plan(
-        &self,
-        session: &Session,
-        statement: Statement,
-        tables: QueryTables,
-    ) -> SqeResult<(SessionState, LogicalPlan)> {
-        let chain = crate::views::ViewChain::default();
+        let chain = ViewChain::default();
         let (state, plan) = self
+            .planner
             .plan_statement(session, statement, tables, &chain)
             .await?;
-        if matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
-            // A plan shows a filter's condition and (analyzed) the rows before it.
-            crate::governance::row_filters::refuse_describing_filtered(&plan, "EXPLAIN")?;
-            return Ok((state, plan));
-        }
-        if plan_has_side_effects(&plan) {
-            return Err(SqeError::unsupported(
-                "this statement is not supported here",
-            ));
-        }
-        // Analyzed now, so that the result's schema is the one its rows will have: Trino's
-        // semantics (trino.rs) change some types after DataFusion's type coercion.
-        let plan = state
-            .analyzer()
-            .execute_and_check(plan, state.config_options(), |_, _| {})
-            .map_err(from_datafusion)?;
-        Ok((state, plan))
+        Planner::stream(state, plan).await
     }
-
-    /// Plans a statement with DataFusion (not yet analyzed), with the views it reads planned first.
-    /// `chain`: the views being planned around this statement (views.rs).
-    pub(crate) async fn plan_statement(
-        &self,
-        session: &Session,
-        statement: Statement,
-        tables: QueryTables,
-        chain: &crate::views::ViewChain,
-    ) -> SqeResult<(SessionState, LogicalPlan)> {
-        let statement = DFStatement::Statement(Box::new(statement));
-        let mut state = self.state_for(session, tables.clone())?;
-        self.governance
-            .authorize_statement(session, &state, &statement)?;
-        let views = self.plan_views(session, &state, &statement, chain).await?;
-        if !views.is_empty() {
-            state = self.state_with(session, tables, views)?;
-        }
-        let plan = state
-            .statement_to_plan(statement)
-            .await
-            .map_err(from_datafusion)?;
-        let plan = self.governance.check_plan(session, &state, plan)?;
-        Ok((state, plan))
-    }
-
-    /// Plans one query given as text, as `run` would (Trino's rewrites, the relations SQE resolves
-    /// itself, the caller's rights), without running it.
-    pub(crate) async fn plan_sql(
-        &self,
-        session: &Session,
-        sql: &str,
-    ) -> SqeResult<(SessionState, LogicalPlan)> {
-        let (mut statement, prepared) = statement::parse_query(sql)?;
-        let tables = self
-            .resolve_relations(session, &mut statement, &prepared)
-            .await?;
-        self.plan(session, statement, tables).await
-    }
-
-    /// Runs `SELECT <expr>` and returns its single value.
-    async fn eval_scalar(
-        &self,
-        session: &Session,
-        expr: &Expr,
-        cast_to: Option<&str>,
-    ) -> SqeResult<ScalarValue> {
-        let sql = match cast_to {
-            Some(ty) => format!("SELECT CAST(({expr}) AS {ty})"),
-            None => format!("SELECT {expr}"),
-        };
-        let result = Box::pin(self.run(session, &sql)).await?;
-        let batches: Vec<RecordBatch> = result.batches.try_collect().await?;
-        let batch = batches.iter().find(|b| b.num_rows() > 0);
-        match batch {
-            Some(b) if b.num_columns() == 1 => {
-                ScalarValue::try_from_array(b.column(0), 0).map_err(from_datafusion)
-            }
-            _ => Err(SqeError::invalid(format!(
-                "'{expr}' did not produce a value"
-            ))),
-        }
-    }
-
-    /// Finds the relations SQE resolves itself (time travel, file functions, bare paths), loads
-    /// them, and points the statement at per-query names.
-    pub(crate) async fn resolve_relations(
-        &self,
-        session: &Session,
-        statement: &mut Statement,
-        prepared: &Prepared,
-    ) -> SqeResult<QueryTables> {
-        let travel_aliases = prepared
-            .time_travel
-            .iter()
-            .map(|t| {
-                t.table
-                    .0
-                    .last()
-                    .and_then(|p| p.as_ident())
-                    .cloned()
-                    .unwrap_or_else(|| Ident::new("t"))
-            })
-            .collect();
-        let mut collector = RelationRewriter {
-            jobs: Vec::new(),
-            error: None,
-            travel_aliases,
-        };
-        let _ = statement.visit(&mut collector);
-        if let Some(e) = collector.error {
-            return Err(e);
-        }
-        let mut tables = Vec::new();
-        for (name, job) in collector.jobs {
-            let provider = match job {
-                RelationJob::TimeTravel(n) => {
-                    let travel = prepared
-                        .time_travel
-                        .get(n)
-                        .ok_or_else(|| SqeError::internal("time travel marker without a clause"))?;
-                    self.time_travel_provider(session, travel).await?
-                }
-                RelationJob::BarePath(n) => {
-                    let path = prepared
-                        .files
-                        .get(n)
-                        .ok_or_else(|| SqeError::internal("file marker without a path"))?;
-                    self.files.check(path, Access::Read)?;
-                    let format = FileFormat::from_path(path).ok_or_else(|| {
-                        SqeError::invalid(format!(
-                            "cannot tell the format of '{path}' from its extension; use read_parquet, read_csv or read_json"
-                        ))
-                    })?;
-                    let ctx = SessionContext::new_with_state(self.state_for(session, Vec::new())?);
-                    file_table(&ctx, format, vec![path.clone()], Vec::new()).await?
-                }
-                RelationJob::FileFunction {
-                    format,
-                    paths,
-                    options,
-                } => {
-                    for path in &paths {
-                        self.files.check(path, Access::Read)?;
-                    }
-                    let ctx = SessionContext::new_with_state(self.state_for(session, Vec::new())?);
-                    file_table(&ctx, format, paths, options).await?
-                }
-            };
-            tables.push((name, provider));
-        }
-        Ok(tables)
-    }
-
-    async fn time_travel_provider(
-        &self,
-        session: &Session,
-        travel: &TimeTravel,
-    ) -> SqeResult<Arc<dyn TableProvider>> {
-        let (catalog_name, namespace, name) = resolve_name(session, &travel.table)?;
-        let object = crate::governance::model::Object::table(&catalog_name, &namespace, &name);
-        self.governance.authorize_read(session, &object, || {
-            SqeError::not_found(format!(
-                "table '{catalog_name}.{namespace}.{name}' does not exist"
-            ))
-        })?;
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), name.clone());
-        let table = load_table_opt(catalog.as_ref(), &ident)
-            .await
-            .map_err(from_iceberg)?
-            .ok_or_else(|| {
-                SqeError::not_found(format!(
-                    "table '{catalog_name}.{namespace}.{name}' does not exist"
-                ))
-            })?;
-        let snapshot_id = match travel.kind {
-            TravelKind::Version => {
-                let v = self.eval_scalar(session, &travel.expr, None).await?;
-                let id = match v {
-                    ScalarValue::Int64(Some(v)) => v,
-                    ScalarValue::Int32(Some(v)) => i64::from(v),
-                    ScalarValue::UInt64(Some(v)) => i64::try_from(v).unwrap_or(i64::MAX),
-                    other => {
-                        return Err(SqeError::invalid(format!(
-                            "FOR VERSION AS OF needs a snapshot id (bigint), got {other}"
-                        )));
-                    }
-                };
-                if table.metadata().snapshot_by_id(id).is_none() {
-                    return Err(SqeError::not_found(format!(
-                        "snapshot {id} does not exist in table '{namespace}.{name}'"
-                    )));
-                }
-                id
-            }
-            TravelKind::Timestamp => {
-                let v = self
-                    .eval_scalar(session, &travel.expr, Some("TIMESTAMP"))
-                    .await?;
-                let millis = match v {
-                    ScalarValue::TimestampSecond(Some(s), _) => s.saturating_mul(1_000),
-                    ScalarValue::TimestampMillisecond(Some(ms), _) => ms,
-                    ScalarValue::TimestampMicrosecond(Some(us), _) => us.div_euclid(1_000),
-                    ScalarValue::TimestampNanosecond(Some(ns), _) => ns.div_euclid(1_000_000),
-                    _ => {
-                        return Err(SqeError::invalid(format!(
-                            "FOR TIMESTAMP AS OF needs a timestamp, got {}",
-                            travel.expr
-                        )));
-                    }
-                };
-                table
-                    .metadata()
-                    .history()
-                    .iter()
-                    .filter(|l| l.timestamp_ms <= millis)
-                    .max_by_key(|l| l.timestamp_ms)
-                    .map(|l| l.snapshot_id)
-                    .ok_or_else(|| {
-                        let at = chrono::DateTime::from_timestamp_millis(millis)
-                            .map(|t| t.to_rfc3339())
-                            .unwrap_or_else(|| millis.to_string());
-                        SqeError::not_found(format!(
-                            "table '{namespace}.{name}' has no snapshot at or before {at}"
-                        ))
-                    })?
-            }
-        };
-        // Known as its table, so that its row filters and column masks apply (row_filters.rs).
-        let provider = crate::catalog::scan::IcebergScanProvider::try_new(table, Some(snapshot_id))
-            .map_err(from_iceberg)?
-            .in_catalog(&catalog_name)
-            .with_manifests(catalog.manifest_cache());
-        Ok(Arc::new(provider))
-    }
-}
-
-/// DataFusion's view of a mounted catalog, with Trino's `information_schema`.
-fn catalog_provider(name: &str, catalog: CatalogRef) -> Arc<dyn CatalogProvider> {
-    let provider = Arc::new(IcebergCatalogProvider::new(name, catalog));
-    Arc::new(WithInformationSchema::new(name, provider))
-}
-
-/// Trino's `system` catalog over the catalogs of `list`.
-fn register_system_catalog(list: &Arc<MemoryCatalogProviderList>, registry: &Arc<QueryRegistry>) {
-    let all: Weak<dyn CatalogProviderList> = Arc::downgrade(list) as _;
-    let system = Arc::new(SystemCatalog::new(registry.clone(), Catalogs(all)));
-    list.register_catalog(
-        SYSTEM_CATALOG.to_string(),
-        Arc::new(WithInformationSchema::new(SYSTEM_CATALOG, system)),
-    );
-}
-
-/// A catalog this session cannot reach (no credential for a passthrough catalog): listed as
-/// empty, and any table in it fails with the reason.
-#[derive(Debug)]
-struct Unreachable(SqeError);
-
-impl CatalogProvider for Unreachable {
-    fn schema_names(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    fn schema(&self, _name: &str) -> Option<Arc<dyn SchemaProvider>> {
-        Some(Arc::new(UnreachableSchema(self.0.clone())))
-    }
-}
-
-#[derive(Debug)]
-struct UnreachableSchema(SqeError);
-
-#[async_trait::async_trait]
-impl SchemaProvider for UnreachableSchema {
-    fn table_names(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    async fn table(
-        &self,
-        _name: &str,
-    ) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
-        Err(datafusion::error::DataFusionError::External(Box::new(
-            self.0.clone(),
-        )))
-    }
-
-    fn table_exist(&self, _name: &str) -> bool {
-        false
-    }
-}
-
-/// `current_groups()`: these groups, sorted, as an array of varchar.
-fn groups_constant(groups: &[String]) -> Arc<datafusion::logical_expr::ScalarUDF> {
-    let mut groups = groups.to_vec();
-    groups.sort();
-    groups.dedup();
-    let values: Vec<ScalarValue> = groups
-        .into_iter()
-        .map(|g| ScalarValue::Utf8(Some(g)))
-        .collect();
-    let value = ScalarValue::List(ScalarValue::new_list_nullable(&values, &DataType::Utf8));
-    Arc::new(create_udf(
-        "current_groups",
-        vec![],
-        value.data_type(),
-        Volatility::Immutable,
-        Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(value.clone()))),
-    ))
-}
-
-/// A function of no arguments that returns `value`.
-fn text_constant(name: &str, value: String) -> Arc<datafusion::logical_expr::ScalarUDF> {
-    let value = ScalarValue::Utf8(Some(value));
-    Arc::new(create_udf(
-        name,
-        vec![],
-        DataType::Utf8,
-        Volatility::Immutable,
-        Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(value.clone()))),
-    ))
 }
 
 /// Ends `batches` with an error from `exceeded` if they are not done by `deadline`; what is still
@@ -944,179 +445,6 @@ fn unreachable_statement<T>() -> SqeResult<T> {
     Err(SqeError::internal(
         "statement changed kind while resolving relations",
     ))
-}
-
-/// True if DataFusion planned something that would change state (its own DDL/DML): SQE routes those
-/// statements itself, so reaching here means an unsupported form.
-fn plan_has_side_effects(plan: &LogicalPlan) -> bool {
-    matches!(
-        plan,
-        LogicalPlan::Ddl(_)
-            | LogicalPlan::Dml(_)
-            | LogicalPlan::Copy(_)
-            | LogicalPlan::Statement(_)
-    )
-}
-
-enum RelationJob {
-    TimeTravel(usize),
-    BarePath(usize),
-    FileFunction {
-        format: FileFormat,
-        paths: Vec<String>,
-        options: FileOptions,
-    },
-}
-
-struct RelationRewriter {
-    jobs: Vec<(String, RelationJob)>,
-    error: Option<SqeError>,
-    /// The table name each time-travel marker stands for, to alias the replacement with.
-    travel_aliases: Vec<Ident>,
-}
-
-fn literal(expr: &Expr) -> Option<OptionValue> {
-    match expr {
-        Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
-                Some(OptionValue::Str(s.clone()))
-            }
-            Value::Boolean(b) => Some(OptionValue::Bool(*b)),
-            Value::Number(n, _) => Some(OptionValue::Number(n.to_string())),
-            _ => None,
-        },
-        Expr::Identifier(id) => match id.value.to_ascii_lowercase().as_str() {
-            "true" => Some(OptionValue::Bool(true)),
-            "false" => Some(OptionValue::Bool(false)),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn file_function_args(
-    name: &str,
-    args: &TableFunctionArgs,
-) -> SqeResult<(Vec<String>, FileOptions)> {
-    let mut paths = Vec::new();
-    let mut options = Vec::new();
-    for (i, arg) in args.args.iter().enumerate() {
-        match arg {
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) if i == 0 => match e {
-                Expr::Array(arr) => {
-                    for el in &arr.elem {
-                        match literal(el) {
-                            Some(OptionValue::Str(s)) => paths.push(s),
-                            _ => {
-                                return Err(SqeError::invalid(format!(
-                                    "{name}() paths must be strings"
-                                )));
-                            }
-                        }
-                    }
-                }
-                other => match literal(other) {
-                    Some(OptionValue::Str(s)) => paths.push(s),
-                    _ => {
-                        return Err(SqeError::invalid(format!(
-                            "{name}() needs a path string as its first argument"
-                        )));
-                    }
-                },
-            },
-            FunctionArg::Named {
-                name: key,
-                arg: FunctionArgExpr::Expr(e),
-                ..
-            }
-            | FunctionArg::ExprNamed {
-                name: Expr::Identifier(key),
-                arg: FunctionArgExpr::Expr(e),
-                ..
-            } => {
-                let value = literal(e).ok_or_else(|| {
-                    SqeError::invalid(format!(
-                        "option '{}' of {name}() must be a literal",
-                        key.value
-                    ))
-                })?;
-                options.push((key.value.to_ascii_lowercase(), value));
-            }
-            other => {
-                return Err(SqeError::invalid(format!(
-                    "unexpected argument '{other}' to {name}()"
-                )));
-            }
-        }
-    }
-    Ok((paths, options))
-}
-
-impl VisitorMut for RelationRewriter {
-    type Break = ();
-
-    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        let TableFactor::Table {
-            name, alias, args, ..
-        } = factor
-        else {
-            return ControlFlow::Continue(());
-        };
-        let single = match name.0.as_slice() {
-            [part] => part.as_ident().map(|i| i.value.clone()),
-            _ => None,
-        };
-        let n = self.jobs.len();
-        let generated = format!("t{n}");
-        let job = if let Some(s) = single
-            .as_deref()
-            .and_then(|s| s.strip_prefix(TIME_TRAVEL_MARKER))
-        {
-            s.parse().ok().map(RelationJob::TimeTravel)
-        } else if let Some(s) = single.as_deref().and_then(|s| s.strip_prefix(FILE_MARKER)) {
-            s.parse().ok().map(RelationJob::BarePath)
-        } else if let (Some(fargs), Some(fname)) = (args.as_ref(), single.as_deref()) {
-            match FileFormat::from_function(fname) {
-                Some(format) => match file_function_args(fname, fargs) {
-                    Ok((paths, options)) => Some(RelationJob::FileFunction {
-                        format,
-                        paths,
-                        options,
-                    }),
-                    Err(e) => {
-                        self.error = Some(e);
-                        return ControlFlow::Break(());
-                    }
-                },
-                None => None,
-            }
-        } else {
-            None
-        };
-        let Some(job) = job else {
-            return ControlFlow::Continue(());
-        };
-        if alias.is_none()
-            && let RelationJob::TimeTravel(i) = job
-            && let Some(original) = self.travel_aliases.get(i)
-        {
-            // Keep `t.col` working after the name is replaced: the original table name becomes the alias.
-            *alias = Some(TableAlias {
-                explicit: false,
-                name: original.clone(),
-                columns: Vec::new(),
-                at: None,
-            });
-        }
-        *name = ObjectName::from(vec![
-            Ident::new(QUERY_CATALOG),
-            Ident::new(QUERY_SCHEMA),
-            Ident::new(generated.clone()),
-        ]);
-        *args = None;
-        self.jobs.push((generated, job));
-        ControlFlow::Continue(())
-    }
 }
 
 #[async_trait::async_trait]

@@ -16,6 +16,7 @@ mod ingest;
 mod names;
 mod object_stores;
 mod optimizer;
+mod planner;
 mod secrets;
 mod session_properties;
 mod session_scoped;

@@ -21,6 +21,7 @@ pub(crate) async fn show_stats(
     table: &str,
 ) -> SqeResult<QueryResult> {
     let (state, plan) = engine
+        .planner
         .plan_sql(session, &format!("SELECT * FROM {table}"))
         .await?;
     // The statistics are the table's, before its row filter.

@@ -139,7 +139,10 @@ impl Engine {
             },
         )?;
         let (catalog_name, ident, table) = self.mounts.table(session, name).await?;
-        let (state, plan) = self.plan(session, Statement::Query(source), tables).await?;
+        let (state, plan) = self
+            .planner
+            .plan(session, Statement::Query(source), tables)
+            .await?;
         let columns: Option<Vec<String>> =
             (!insert.columns.is_empty()).then(|| insert.columns.iter().map(column_name).collect());
         let plan = cast_to_table(
@@ -172,7 +175,10 @@ impl Engine {
         let Some(query) = ct.query.clone() else {
             return Err(SqeError::internal("CREATE TABLE AS without a query"));
         };
-        let (state, plan) = self.plan(session, Statement::Query(query), tables).await?;
+        let (state, plan) = self
+            .planner
+            .plan(session, Statement::Query(query), tables)
+            .await?;
         let mut fields = Vec::new();
         for f in plan.schema().fields() {
             if fields.iter().any(|g: &Field| g.name() == f.name()) {

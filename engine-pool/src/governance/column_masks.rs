@@ -711,7 +711,7 @@ impl Engine {
             quote_identifier(&object.schema),
             quote_identifier(object.table.as_deref().unwrap_or_default()),
         );
-        let (_, plan) = Box::pin(self.plan_sql(session, &check))
+        let (_, plan) = Box::pin(self.planner.plan_sql(session, &check))
             .await
             .map_err(|e| SqeError::invalid(format!("mask {mask} on {object}: {}", e.message())))?;
         let made = plan.schema().field(0).data_type().clone();

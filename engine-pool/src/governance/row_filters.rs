@@ -670,7 +670,7 @@ impl Engine {
                     schema_q = quote_identifier(&schema),
                     table_q = quote_identifier(&table),
                 );
-                Box::pin(self.plan_sql(session, &check))
+                Box::pin(self.planner.plan_sql(session, &check))
                     .await
                     .map_err(|e| {
                         SqeError::invalid(format!(

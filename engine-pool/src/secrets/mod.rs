@@ -21,8 +21,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::Ident;
 use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
 
-use crate::engine::Engine;
 use crate::names::normalize_ident;
+use crate::session_scoped::SessionScoped;
 use crate::statement::CreateSecret;
 use store::SecretStore;
 
@@ -125,7 +125,22 @@ fn refuse_on_trino(session: &Session) -> SqeResult<()> {
     Ok(())
 }
 
-impl Engine {
+/// The secrets of every session, and the store of persistent ones.
+pub(crate) struct Secrets {
+    /// Secrets sessions made for themselves (`CREATE SECRET`).
+    session: SessionScoped<Secret>,
+    /// `CREATE PERSISTENT SECRET`'s store, when the engine has one.
+    persistent: Option<SecretStore>,
+}
+
+impl Secrets {
+    pub fn new(persistent: Option<SecretStore>) -> Self {
+        Self {
+            session: SessionScoped::new("secrets", "DROP SECRET"),
+            persistent,
+        }
+    }
+
     pub(crate) fn create_secret(
         &self,
         session: &Session,
@@ -188,7 +203,7 @@ impl Engine {
             store.put(owner, &name, kind.name(), &values)?;
             return Ok(QueryResult::empty());
         }
-        if self.session_secrets.get(session, &name).is_some() && !create.or_replace {
+        if self.session.get(session, &name).is_some() && !create.or_replace {
             if create.if_not_exists {
                 return Ok(QueryResult::empty());
             }
@@ -196,8 +211,7 @@ impl Engine {
                 "secret '{name}' already exists"
             )));
         }
-        self.session_secrets
-            .add(session, name, Secret { kind, values })?;
+        self.session.add(session, name, Secret { kind, values })?;
         Ok(QueryResult::empty())
     }
 
@@ -208,10 +222,10 @@ impl Engine {
         if_exists: bool,
     ) -> SqeResult<QueryResult> {
         let name = normalize_ident(name);
-        if self.session_secrets.remove(session, &name) {
+        if self.session.remove(session, &name) {
             return Ok(QueryResult::empty());
         }
-        if let Some(store) = &self.persistent_secrets
+        if let Some(store) = &self.persistent
             && store.remove(&session.principal.name, &name)?
         {
             return Ok(QueryResult::empty());
@@ -227,7 +241,7 @@ impl Engine {
     /// `SHOW SECRETS`: the session's secrets, then its user's persistent ones, by name and type.
     pub(crate) fn show_secrets(&self, session: &Session) -> SqeResult<QueryResult> {
         let mut secrets: Vec<(String, Secret, &str)> = self
-            .session_secrets
+            .session
             .of(session)
             .into_iter()
             .map(|(n, s)| (n, s, "session"))
@@ -258,7 +272,7 @@ impl Engine {
     /// The session's secret `name`, or else its user's persistent one, for ATTACH.
     pub(crate) fn secret(&self, session: &Session, name: &str) -> SqeResult<Secret> {
         let name = name.to_lowercase();
-        if let Some(secret) = self.session_secrets.get(session, &name) {
+        if let Some(secret) = self.session.get(session, &name) {
             return Ok(secret);
         }
         self.persistent_of(session)?
@@ -276,7 +290,7 @@ impl Engine {
     /// The first S3 secret of the session, or else of its user's persistent ones, by name.
     pub(crate) fn s3_secret(&self, session: &Session) -> SqeResult<Option<Secret>> {
         let own = self
-            .session_secrets
+            .session
             .of(session)
             .into_iter()
             .find(|(_, s)| s.kind == SecretKind::S3);
@@ -292,7 +306,7 @@ impl Engine {
 
     /// The persistent secrets of the session's user.
     fn persistent_of(&self, session: &Session) -> SqeResult<Vec<(String, Secret)>> {
-        let Some(store) = &self.persistent_secrets else {
+        let Some(store) = &self.persistent else {
             return Ok(Vec::new());
         };
         Ok(store
@@ -312,7 +326,7 @@ impl Engine {
     }
 
     fn secret_store(&self) -> SqeResult<&SecretStore> {
-        self.persistent_secrets.as_ref().ok_or_else(|| {
+        self.persistent.as_ref().ok_or_else(|| {
             SqeError::unsupported(
                 "persistent secrets need a key to seal them with: set SQE_SECRETS_KEY for the shell, or [secrets] key_env on a server",
             )

@@ -208,16 +208,12 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
 }
 
 /// The statements sqlparser does not know, told apart by their first words (`lead`); `None` for
-/// any other. Each is one statement: text after its `;` is refused.
+/// any other.
 fn parse_own(sql: &str, lead: &[&str], purpose: Purpose) -> SqeResult<Option<SqeStatement>> {
-    let one = || {
-        one_statement(
-            sql,
-            match purpose {
-                Purpose::Run => "expected one statement",
-                Purpose::ReadOnly => "a read-only statement is exactly one statement",
-            },
-        )
+    // For the read-only gate, each is one statement; to run, its own parser refuses what follows.
+    let one = || match purpose {
+        Purpose::ReadOnly => one_statement(sql, "a read-only statement is exactly one statement"),
+        Purpose::Run => Ok(()),
     };
     let statement = match lead {
         ["attach", ..] => SqeStatement::Attach(own::parse_attach(sql)?),
@@ -236,6 +232,7 @@ fn parse_own(sql: &str, lead: &[&str], purpose: Purpose) -> SqeResult<Option<Sqe
         }
         ["show", "secrets", ..] => {
             one()?;
+            own::parse_show_secrets(sql)?;
             SqeStatement::ShowSecrets
         }
         ["show", "grants", ..] => {
@@ -318,14 +315,28 @@ fn parse_copy(sql: &str) -> SqeResult<CopyToStatement> {
     Ok(copy)
 }
 
-/// One query given as text (a view's body, a check SQE plans for itself), parsed as the engine
-/// parses a query, with Trino's rewrites. `what` names it in errors.
+/// One query given as text (a check SQE plans for itself), parsed as the engine parses a query,
+/// with Trino's rewrites.
 pub(crate) fn parse_query(sql: &str) -> SqeResult<(Statement, Prepared)> {
     let prepared = prepare(sql)?;
     let mut statements = Parser::parse_sql(&dialect::SqeDialect::default(), &prepared.sql)
         .map_err(|e| SqeError::invalid(format!("syntax error: {e}")))?;
     let (Some(mut statement), None) = (statements.pop(), statements.pop()) else {
         return Err(SqeError::invalid("expected one query"));
+    };
+    check_depth(&statement)?;
+    crate::trino_sql::rewrite_statement(&mut statement)?;
+    Ok((statement, prepared))
+}
+
+/// A view's SQL, parsed as [`parse_query`] parses a query: one query and nothing else.
+pub(crate) fn parse_view(sql: &str) -> SqeResult<(Statement, Prepared)> {
+    let prepared = prepare(sql)?;
+    let mut statements = Parser::parse_sql(&dialect::SqeDialect::default(), &prepared.sql)
+        .map_err(|e| SqeError::invalid(format!("syntax error in a view: {e}")))?;
+    let mut statement = match (statements.pop(), statements.is_empty()) {
+        (Some(s @ Statement::Query(_)), true) => s,
+        _ => return Err(SqeError::invalid("a view's SQL must be one query")),
     };
     check_depth(&statement)?;
     crate::trino_sql::rewrite_statement(&mut statement)?;

@@ -1,6 +1,6 @@
 //! Parsers of SQE's own statements, which sqlparser does not know: `ATTACH` and `DETACH` (as
-//! DuckDB spells them), `SHOW FUNCTIONS [LIKE 'pattern']`, `SHOW STATS FOR table` and `SHOW GRANTS
-//! [ON TABLE t | ON SCHEMA s]`.
+//! DuckDB spells them), `SHOW FUNCTIONS [LIKE 'pattern']`, `SHOW STATS FOR table`, `SHOW GRANTS
+//! [ON TABLE t | ON SCHEMA s]` and `SHOW SECRETS`.
 
 use datafusion::sql::sqlparser::ast::{GrantObjects, Ident, ObjectName};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -113,6 +113,15 @@ pub(crate) fn parse_show_stats(sql: &str) -> SqeResult<String> {
         ));
     }
     Ok(table)
+}
+
+/// `SHOW SECRETS`, and nothing after it.
+pub(crate) fn parse_show_secrets(sql: &str) -> SqeResult<()> {
+    let mut words = Words::of(sql)?;
+    if !words.words(&["show", "secrets"]) {
+        return Err(expected("SHOW SECRETS", words.next()));
+    }
+    words.end("SHOW SECRETS")
 }
 
 /// `SHOW GRANTS [ON TABLE t | ON SCHEMA s]`: the table or schema, if one is named.

@@ -140,19 +140,17 @@ impl Words {
         )))
     }
 
-    /// Takes what is left up to the statement's end, and gives its text as written (whitespace
-    /// and comments included).
+    /// Takes all that is left and gives its text as written (whitespace, comments and any later
+    /// statement included), without the `;` and whitespace that end it.
     pub fn rest(&mut self) -> String {
         self.skip_space();
-        let end = (self.at..self.tokens.len())
-            .find(|i| matches!(self.tokens[*i], Token::SemiColon | Token::EOF))
-            .unwrap_or(self.tokens.len());
-        let text = self.tokens[self.at..end]
+        let text = self.tokens[self.at..]
             .iter()
             .map(ToString::to_string)
             .collect::<String>();
-        self.at = end;
-        text.trim_end().to_string()
+        self.at = self.tokens.len();
+        text.trim_end_matches(|c: char| c == ';' || c.is_whitespace())
+            .to_string()
     }
 }
 
