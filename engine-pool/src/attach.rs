@@ -15,13 +15,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
+use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogMount, SharedMount};
 use crate::catalog::hms::{HmsCatalog, HmsConfig};
 use crate::catalog::rest::{RestAuth, RestCatalogConfig, RestMount};
 use crate::catalog::sql::{PostgresConfig, SqlCatalog};
-use crate::engine::Engine;
+use crate::context::Ctx;
 use crate::error::from_iceberg;
 use crate::files::policy::Access;
 use crate::names::{QUERY_CATALOG, SYSTEM_CATALOG};
@@ -68,157 +68,157 @@ fn known_options(kind: Kind) -> &'static [&'static str] {
     }
 }
 
-impl Engine {
-    pub(crate) async fn attach(&self, session: &Session, attach: Attach) -> SqeResult<QueryResult> {
-        if session.protocol == "trino" {
-            return Err(SqeError::unsupported(
-                "ATTACH lasts as long as a session, and Trino's protocol keeps none between statements: mount the catalog in sqe.toml ([catalogs.NAME]), or ATTACH over Flight SQL (with its session cookie) or in the shell",
-            ));
-        }
-        let name = attach.name.clone();
-        if name == SYSTEM_CATALOG || name == QUERY_CATALOG || self.mounts.is_server_catalog(&name) {
-            return Err(SqeError::already_exists(format!(
-                "catalog '{name}' is mounted by the server; choose another name"
-            )));
-        }
-        if self.mounts.attached().get(session, &name).is_some() {
-            if attach.if_not_exists {
-                return Ok(QueryResult::empty());
-            }
-            return Err(SqeError::already_exists(format!(
-                "catalog '{name}' is already attached"
-            )));
-        }
-        let kind = kind_of(&attach.uri, &attach.options)?;
-        let option = |key: &str| {
-            attach
-                .options
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.clone())
-        };
-        for (key, _) in &attach.options {
-            if key != "type" && !known_options(kind).contains(&key.as_str()) {
-                let known = known_options(kind);
-                return Err(SqeError::invalid(format!(
-                    "unknown option {key} for a {kind:?} catalog (known: TYPE{}{})",
-                    if known.is_empty() { "" } else { ", " },
-                    known.join(", ").to_uppercase()
-                )));
-            }
-        }
-        let mount: Arc<dyn CatalogMount> = match kind {
-            Kind::Sqlite => {
-                let dir = attach
-                    .uri
-                    .strip_prefix("file://")
-                    .unwrap_or(&attach.uri)
-                    .to_string();
-                self.files.check(&dir, Access::Write)?;
-                let dir = PathBuf::from(dir);
-                let confinement = self.files.confinement(Some(&dir));
-                let catalog = tokio::task::spawn_blocking(move || {
-                    SqlCatalog::open(&name, &dir).map(|c| c.confined(confinement))
-                })
-                .await
-                .map_err(|e| SqeError::internal(format!("attaching a warehouse: {e}")))?
-                .map_err(from_iceberg)?;
-                Arc::new(SharedMount::new(Arc::new(catalog)))
-            }
-            Kind::Rest => {
-                self.files.check_catalog_uri(&attach.uri)?;
-                let secret = match option("secret") {
-                    Some(name) => Some(self.secrets.secret(session, &name)?),
-                    None => None,
-                };
-                let token = secret.as_ref().and_then(|s| s.token()).map(str::to_string);
-                let auth = match option("auth").map(|a| a.to_ascii_lowercase()).as_deref() {
-                    Some(_) if token.is_some() => {
-                        return Err(SqeError::invalid("give AUTH or a bearer SECRET, not both"));
-                    }
-                    Some("passthrough") => RestAuth::Passthrough,
-                    Some("none") => RestAuth::None,
-                    None => match token {
-                        Some(token) => RestAuth::Static { token },
-                        None if session.credential.is_some() => RestAuth::Passthrough,
-                        None => RestAuth::None,
-                    },
-                    Some(other) => {
-                        return Err(SqeError::invalid(format!(
-                            "AUTH '{other}' is not known here (known: passthrough, none)"
-                        )));
-                    }
-                };
-                let config = RestCatalogConfig {
-                    uri: attach.uri.clone(),
-                    warehouse: option("warehouse"),
-                    prefix: option("prefix"),
-                    auth,
-                    properties: secret.map(|s| s.storage_properties()).unwrap_or_default(),
-                    locations: Vec::new(),
-                };
-                Arc::new(RestMount::new(&name, config, self.files.confinement(None))?)
-            }
-            Kind::Hms => {
-                self.files.check_catalog_uri(&attach.uri)?;
-                let properties = match option("secret") {
-                    Some(name) => self.secrets.secret(session, &name)?.storage_properties(),
-                    None => Default::default(),
-                };
-                let config = HmsConfig {
-                    uri: attach.uri.clone(),
-                    properties,
-                    locations: Vec::new(),
-                };
-                let catalog = HmsCatalog::new(&name, &config, self.files.confinement(None))
-                    .map_err(from_iceberg)?;
-                Arc::new(SharedMount::new(Arc::new(catalog)))
-            }
-            Kind::Postgres => {
-                self.files.check_catalog_uri(&attach.uri)?;
-                let Some(warehouse) = option("warehouse") else {
-                    return Err(SqeError::invalid(
-                        "a jdbc catalog needs WAREHOUSE, the local directory its new tables go to",
-                    ));
-                };
-                self.files.check(&warehouse, Access::Write)?;
-                let config = PostgresConfig {
-                    uri: attach.uri.clone(),
-                    password: None,
-                    warehouse: PathBuf::from(warehouse),
-                };
-                let confinement = self.files.confinement(Some(&config.warehouse));
-                let catalog = tokio::task::spawn_blocking(move || {
-                    SqlCatalog::open_postgres(&name, &config).map(|c| c.confined(confinement))
-                })
-                .await
-                .map_err(|e| SqeError::internal(format!("attaching a catalog: {e}")))?
-                .map_err(from_iceberg)?;
-                Arc::new(SharedMount::new(Arc::new(catalog)))
-            }
-        };
-        self.mounts.attached().add(session, attach.name, mount)?;
-        Ok(QueryResult::empty())
+pub(crate) async fn attach(ctx: &Ctx<'_>, attach: Attach) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    if session.protocol == "trino" {
+        return Err(SqeError::unsupported(
+            "ATTACH lasts as long as a session, and Trino's protocol keeps none between statements: mount the catalog in sqe.toml ([catalogs.NAME]), or ATTACH over Flight SQL (with its session cookie) or in the shell",
+        ));
     }
-
-    pub(crate) fn detach(&self, session: &Session, detach: Detach) -> SqeResult<QueryResult> {
-        if self.mounts.attached().remove(session, &detach.name) || detach.if_exists {
+    let name = attach.name.clone();
+    if name == SYSTEM_CATALOG || name == QUERY_CATALOG || ctx.mounts.is_server_catalog(&name) {
+        return Err(SqeError::already_exists(format!(
+            "catalog '{name}' is mounted by the server; choose another name"
+        )));
+    }
+    if ctx.mounts.attached().get(session, &name).is_some() {
+        if attach.if_not_exists {
             return Ok(QueryResult::empty());
         }
-        if self.mounts.is_server_catalog(&detach.name) {
-            return Err(SqeError::new(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "catalog '{}' is mounted by the server and cannot be detached",
-                    detach.name
-                ),
-            ));
-        }
-        Err(SqeError::not_found(format!(
-            "catalog '{}' is not attached",
-            detach.name
-        )))
+        return Err(SqeError::already_exists(format!(
+            "catalog '{name}' is already attached"
+        )));
     }
+    let kind = kind_of(&attach.uri, &attach.options)?;
+    let option = |key: &str| {
+        attach
+            .options
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    for (key, _) in &attach.options {
+        if key != "type" && !known_options(kind).contains(&key.as_str()) {
+            let known = known_options(kind);
+            return Err(SqeError::invalid(format!(
+                "unknown option {key} for a {kind:?} catalog (known: TYPE{}{})",
+                if known.is_empty() { "" } else { ", " },
+                known.join(", ").to_uppercase()
+            )));
+        }
+    }
+    let mount: Arc<dyn CatalogMount> = match kind {
+        Kind::Sqlite => {
+            let dir = attach
+                .uri
+                .strip_prefix("file://")
+                .unwrap_or(&attach.uri)
+                .to_string();
+            ctx.files.check(&dir, Access::Write)?;
+            let dir = PathBuf::from(dir);
+            let confinement = ctx.files.confinement(Some(&dir));
+            let catalog = tokio::task::spawn_blocking(move || {
+                SqlCatalog::open(&name, &dir).map(|c| c.confined(confinement))
+            })
+            .await
+            .map_err(|e| SqeError::internal(format!("attaching a warehouse: {e}")))?
+            .map_err(from_iceberg)?;
+            Arc::new(SharedMount::new(Arc::new(catalog)))
+        }
+        Kind::Rest => {
+            ctx.files.check_catalog_uri(&attach.uri)?;
+            let secret = match option("secret") {
+                Some(name) => Some(ctx.secrets.secret(session, &name)?),
+                None => None,
+            };
+            let token = secret.as_ref().and_then(|s| s.token()).map(str::to_string);
+            let auth = match option("auth").map(|a| a.to_ascii_lowercase()).as_deref() {
+                Some(_) if token.is_some() => {
+                    return Err(SqeError::invalid("give AUTH or a bearer SECRET, not both"));
+                }
+                Some("passthrough") => RestAuth::Passthrough,
+                Some("none") => RestAuth::None,
+                None => match token {
+                    Some(token) => RestAuth::Static { token },
+                    None if session.credential.is_some() => RestAuth::Passthrough,
+                    None => RestAuth::None,
+                },
+                Some(other) => {
+                    return Err(SqeError::invalid(format!(
+                        "AUTH '{other}' is not known here (known: passthrough, none)"
+                    )));
+                }
+            };
+            let config = RestCatalogConfig {
+                uri: attach.uri.clone(),
+                warehouse: option("warehouse"),
+                prefix: option("prefix"),
+                auth,
+                properties: secret.map(|s| s.storage_properties()).unwrap_or_default(),
+                locations: Vec::new(),
+            };
+            Arc::new(RestMount::new(&name, config, ctx.files.confinement(None))?)
+        }
+        Kind::Hms => {
+            ctx.files.check_catalog_uri(&attach.uri)?;
+            let properties = match option("secret") {
+                Some(name) => ctx.secrets.secret(session, &name)?.storage_properties(),
+                None => Default::default(),
+            };
+            let config = HmsConfig {
+                uri: attach.uri.clone(),
+                properties,
+                locations: Vec::new(),
+            };
+            let catalog = HmsCatalog::new(&name, &config, ctx.files.confinement(None))
+                .map_err(from_iceberg)?;
+            Arc::new(SharedMount::new(Arc::new(catalog)))
+        }
+        Kind::Postgres => {
+            ctx.files.check_catalog_uri(&attach.uri)?;
+            let Some(warehouse) = option("warehouse") else {
+                return Err(SqeError::invalid(
+                    "a jdbc catalog needs WAREHOUSE, the local directory its new tables go to",
+                ));
+            };
+            ctx.files.check(&warehouse, Access::Write)?;
+            let config = PostgresConfig {
+                uri: attach.uri.clone(),
+                password: None,
+                warehouse: PathBuf::from(warehouse),
+            };
+            let confinement = ctx.files.confinement(Some(&config.warehouse));
+            let catalog = tokio::task::spawn_blocking(move || {
+                SqlCatalog::open_postgres(&name, &config).map(|c| c.confined(confinement))
+            })
+            .await
+            .map_err(|e| SqeError::internal(format!("attaching a catalog: {e}")))?
+            .map_err(from_iceberg)?;
+            Arc::new(SharedMount::new(Arc::new(catalog)))
+        }
+    };
+    ctx.mounts.attached().add(session, attach.name, mount)?;
+    Ok(QueryResult::empty())
+}
+
+pub(crate) fn detach(ctx: &Ctx<'_>, detach: Detach) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    if ctx.mounts.attached().remove(session, &detach.name) || detach.if_exists {
+        return Ok(QueryResult::empty());
+    }
+    if ctx.mounts.is_server_catalog(&detach.name) {
+        return Err(SqeError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "catalog '{}' is mounted by the server and cannot be detached",
+                detach.name
+            ),
+        ));
+    }
+    Err(SqeError::not_found(format!(
+        "catalog '{}' is not attached",
+        detach.name
+    )))
 }
 
 #[cfg(test)]

@@ -18,17 +18,18 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
-use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
+use sqe_sessions::{QueryResult, SessionUpdate, SqeError, SqeResult};
 
 use crate::catalog::backend::CatalogRef;
 use crate::catalog::provider::load_table_opt;
-use crate::engine::Engine;
+use crate::context::Ctx;
 use crate::error::from_iceberg;
 use crate::files::policy::Access;
 use crate::names::{SYSTEM_CATALOG, normalize_ident, object_parts, schema_name, table_ident};
 use crate::session_properties::{reset_session, set_session};
 use crate::statement::prepass::Prepared;
 use crate::types::{FieldIds, sql_to_iceberg, trino_type_name};
+use crate::views::{drop_view, find_view, show_create_view};
 
 /// A LIKE pattern matcher with `%` and `_`.
 fn like(pattern: &str, text: &str) -> bool {
@@ -270,699 +271,675 @@ fn create_schema(ct: &CreateTable) -> SqeResult<Schema> {
         .map_err(from_iceberg)
 }
 
-impl Engine {
-    /// The catalog holding `schema`, or a not-found error naming the schema.
-    async fn existing_schema(
-        &self,
-        session: &Session,
-        catalog_name: &str,
-        schema: &str,
-    ) -> SqeResult<CatalogRef> {
-        let catalog = self.mounts.bind(session, catalog_name)?;
-        let exists = catalog
-            .namespace_exists(&NamespaceIdent::new(schema.to_string()))
-            .await
-            .map_err(from_iceberg)?;
-        if !exists {
-            return Err(SqeError::not_found(format!(
-                "schema '{catalog_name}.{schema}' does not exist"
-            )));
-        }
-        Ok(catalog)
+/// The catalog holding `schema`, or a not-found error naming the schema.
+async fn existing_schema(ctx: &Ctx<'_>, catalog_name: &str, schema: &str) -> SqeResult<CatalogRef> {
+    let session = ctx.session;
+    let catalog = ctx.mounts.bind(session, catalog_name)?;
+    let exists = catalog
+        .namespace_exists(&NamespaceIdent::new(schema.to_string()))
+        .await
+        .map_err(from_iceberg)?;
+    if !exists {
+        return Err(SqeError::not_found(format!(
+            "schema '{catalog_name}.{schema}' does not exist"
+        )));
     }
+    Ok(catalog)
+}
 
-    /// A table or view the caller holds no privilege on is described as absent.
-    pub(crate) fn hidden_is_absent(
-        &self,
-        session: &Session,
-        catalog: &str,
-        ident: &TableIdent,
-    ) -> SqeResult<()> {
-        let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
-        self.governance.authorize_visible(session, &object, || {
-            SqeError::not_found(format!("table '{object}' does not exist"))
-        })
+/// A table or view the caller holds no privilege on is described as absent.
+pub(crate) fn hidden_is_absent(ctx: &Ctx<'_>, catalog: &str, ident: &TableIdent) -> SqeResult<()> {
+    let session = ctx.session;
+    let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
+    ctx.governance.authorize_visible(session, &object, || {
+        SqeError::not_found(format!("table '{object}' does not exist"))
+    })
+}
+
+/// Creates a table, failing if it exists (or doing nothing under IF NOT EXISTS: returns `None`).
+pub(crate) async fn create_iceberg_table(
+    ctx: &Ctx<'_>,
+    ct: &CreateTable,
+    schema: Schema,
+    partitioned_by: Option<Vec<String>>,
+) -> SqeResult<Option<(String, TableIdent, Table)>> {
+    let session = ctx.session;
+    if ct.or_replace {
+        return Err(SqeError::unsupported(
+            "CREATE OR REPLACE TABLE is not supported",
+        ));
     }
-
-    /// Creates a table, failing if it exists (or doing nothing under IF NOT EXISTS: returns `None`).
-    pub(crate) async fn create_iceberg_table(
-        &self,
-        session: &Session,
-        ct: &CreateTable,
-        schema: Schema,
-        partitioned_by: Option<Vec<String>>,
-    ) -> SqeResult<Option<(String, TableIdent, Table)>> {
-        if ct.or_replace {
-            return Err(SqeError::unsupported(
-                "CREATE OR REPLACE TABLE is not supported",
-            ));
-        }
-        if ct.external || ct.temporary {
-            return Err(SqeError::unsupported(
-                "only managed Iceberg tables can be created",
-            ));
-        }
-        let (catalog_name, ident) = table_ident(session, &ct.name)?;
-        let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
-        self.governance
-            .authorize(session, Privilege::Create, &schema_object, || {
-                SqeError::internal("a schema is never hidden")
-            })?;
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
-            if ct.if_not_exists {
-                return Ok(None);
-            }
-            return Err(SqeError::already_exists(format!(
-                "table '{catalog_name}.{}.{}' already exists",
-                ident.namespace.join("."),
-                ident.name
-            )));
-        }
-        let (with_partitioning, mut props) = table_options(&ct.table_options)?;
-        let spec = partition_spec(&schema, with_partitioning, partitioned_by)?;
-        let location = props.remove("__location").or_else(|| ct.location.clone());
-        if let Some(l) = &location {
-            self.files.check(l, Access::TableLocation)?;
-        }
-        if let Some(comment) = &ct.comment {
-            props.insert("comment".to_string(), comment.to_string());
-        }
-        let creation = TableCreation::builder()
-            .name(ident.name.clone())
-            .schema(schema)
-            .partition_spec_opt(spec)
-            .location_opt(location)
-            .properties(props)
-            .build();
-        let table = catalog
-            .create_table(&ident.namespace, creation)
-            .await
-            .map_err(from_iceberg)?;
-        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        // A table dropped behind SQE's back (another engine) leaves its policies under the name:
-        // the new table starts with none of them.
-        self.governance.forget_object(session, &object)?;
-        self.governance.record_owner(session, &object)?;
-        Ok(Some((catalog_name, ident, table)))
+    if ct.external || ct.temporary {
+        return Err(SqeError::unsupported(
+            "only managed Iceberg tables can be created",
+        ));
     }
+    let (catalog_name, ident) = table_ident(session, &ct.name)?;
+    let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
+    ctx.governance
+        .authorize(session, Privilege::Create, &schema_object, || {
+            SqeError::internal("a schema is never hidden")
+        })?;
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
+        if ct.if_not_exists {
+            return Ok(None);
+        }
+        return Err(SqeError::already_exists(format!(
+            "table '{catalog_name}.{}.{}' already exists",
+            ident.namespace.join("."),
+            ident.name
+        )));
+    }
+    let (with_partitioning, mut props) = table_options(&ct.table_options)?;
+    let spec = partition_spec(&schema, with_partitioning, partitioned_by)?;
+    let location = props.remove("__location").or_else(|| ct.location.clone());
+    if let Some(l) = &location {
+        ctx.files.check(l, Access::TableLocation)?;
+    }
+    if let Some(comment) = &ct.comment {
+        props.insert("comment".to_string(), comment.to_string());
+    }
+    let creation = TableCreation::builder()
+        .name(ident.name.clone())
+        .schema(schema)
+        .partition_spec_opt(spec)
+        .location_opt(location)
+        .properties(props)
+        .build();
+    let table = catalog
+        .create_table(&ident.namespace, creation)
+        .await
+        .map_err(from_iceberg)?;
+    let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+    // A table dropped behind SQE's back (another engine) leaves its policies under the name:
+    // the new table starts with none of them.
+    ctx.governance.forget_object(session, &object)?;
+    ctx.governance.record_owner(session, &object)?;
+    Ok(Some((catalog_name, ident, table)))
+}
 
-    pub(crate) async fn run_ddl(
-        &self,
-        session: &Session,
-        statement: Statement,
-        prepared: Prepared,
-    ) -> SqeResult<QueryResult> {
-        match statement {
-            Statement::CreateTable(ct) => {
-                let schema = create_schema(&ct)?;
-                self.create_iceberg_table(session, &ct, schema, prepared.partitioned_by)
-                    .await?;
-                Ok(QueryResult::empty())
-            }
-            Statement::CreateSchema {
-                schema_name: created,
-                if_not_exists,
-                ..
-            } => {
-                let SchemaName::Simple(name) = created else {
-                    return Err(SqeError::unsupported(
-                        "CREATE SCHEMA ... AUTHORIZATION is not supported",
-                    ));
-                };
-                let (catalog_name, schema) = schema_name(session, &name)?;
-                let object = Object::schema(&catalog_name, &schema);
-                self.governance
-                    .authorize(session, Privilege::Create, &object, || {
-                        SqeError::internal("a schema is never hidden")
-                    })?;
-                let catalog = self.mounts.bind(session, &catalog_name)?;
-                let ns = NamespaceIdent::new(schema.clone());
-                if catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
-                    if if_not_exists {
-                        return Ok(QueryResult::empty());
-                    }
-                    return Err(SqeError::already_exists(format!(
-                        "schema '{catalog_name}.{schema}' already exists"
-                    )));
+pub(crate) async fn run_ddl(
+    ctx: &Ctx<'_>,
+    statement: Statement,
+    prepared: Prepared,
+) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    match statement {
+        Statement::CreateTable(ct) => {
+            let schema = create_schema(&ct)?;
+            create_iceberg_table(ctx, &ct, schema, prepared.partitioned_by).await?;
+            Ok(QueryResult::empty())
+        }
+        Statement::CreateSchema {
+            schema_name: created,
+            if_not_exists,
+            ..
+        } => {
+            let SchemaName::Simple(name) = created else {
+                return Err(SqeError::unsupported(
+                    "CREATE SCHEMA ... AUTHORIZATION is not supported",
+                ));
+            };
+            let (catalog_name, schema) = schema_name(session, &name)?;
+            let object = Object::schema(&catalog_name, &schema);
+            ctx.governance
+                .authorize(session, Privilege::Create, &object, || {
+                    SqeError::internal("a schema is never hidden")
+                })?;
+            let catalog = ctx.mounts.bind(session, &catalog_name)?;
+            let ns = NamespaceIdent::new(schema.clone());
+            if catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
+                if if_not_exists {
+                    return Ok(QueryResult::empty());
                 }
-                catalog
-                    .create_namespace(&ns, HashMap::new())
-                    .await
-                    .map_err(from_iceberg)?;
-                self.governance.forget_object(session, &object)?;
-                self.governance.record_owner(session, &object)?;
-                Ok(QueryResult::empty())
+                return Err(SqeError::already_exists(format!(
+                    "schema '{catalog_name}.{schema}' already exists"
+                )));
             }
-            Statement::Drop {
-                object_type,
-                if_exists,
-                names,
-                cascade,
-                ..
-            } => {
-                for name in &names {
-                    match object_type {
-                        ObjectType::Table => self.drop_table(session, name, if_exists).await?,
-                        ObjectType::View => self.drop_view(session, name, if_exists).await?,
-                        ObjectType::Schema | ObjectType::Database => {
-                            self.drop_schema(session, name, if_exists, cascade).await?
-                        }
-                        ObjectType::Role => self.governance.drop_role(session, name, if_exists)?,
-                        other => {
-                            return Err(SqeError::unsupported(format!(
-                                "DROP {other} is not supported"
-                            )));
-                        }
+            catalog
+                .create_namespace(&ns, HashMap::new())
+                .await
+                .map_err(from_iceberg)?;
+            ctx.governance.forget_object(session, &object)?;
+            ctx.governance.record_owner(session, &object)?;
+            Ok(QueryResult::empty())
+        }
+        Statement::Drop {
+            object_type,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => {
+            for name in &names {
+                match object_type {
+                    ObjectType::Table => drop_table(ctx, name, if_exists).await?,
+                    ObjectType::View => drop_view(ctx, name, if_exists).await?,
+                    ObjectType::Schema | ObjectType::Database => {
+                        drop_schema(ctx, name, if_exists, cascade).await?
+                    }
+                    ObjectType::Role => ctx.governance.drop_role(session, name, if_exists)?,
+                    other => {
+                        return Err(SqeError::unsupported(format!(
+                            "DROP {other} is not supported"
+                        )));
                     }
                 }
-                Ok(QueryResult::empty())
             }
-            Statement::AlterTable(alter) => {
-                for op in alter.operations {
-                    self.alter_table(session, &alter.name, alter.if_exists, op)
-                        .await?;
-                }
-                Ok(QueryResult::empty())
-            }
-            Statement::Use(u) => self.use_statement(session, u).await,
-            Statement::Set(set) => set_session(&set),
-            Statement::Reset(reset) => match reset.reset {
-                Reset::ConfigurationParameter(name) => reset_session(&name),
-                Reset::ALL => Err(SqeError::unsupported(
-                    "RESET ALL is not supported; reset each property with RESET SESSION name",
-                )),
-            },
-            Statement::ShowCatalogs {
-                terse: false,
-                history: false,
-                show_options,
-            } => {
-                if show_options.show_in.is_some()
-                    || show_options.starts_with.is_some()
-                    || show_options.limit.is_some()
-                {
-                    return Err(SqeError::invalid("expected SHOW CATALOGS [LIKE 'pattern']"));
-                }
-                let pattern = like_filter(&show_options)?;
-                let attached: Vec<String> = self
-                    .mounts
-                    .attached()
-                    .of(session)
-                    .into_iter()
-                    .map(|(n, _)| n)
-                    .collect();
-                let mut names: Vec<String> = self
-                    .mounts
-                    .server()
-                    .keys()
-                    .map(String::as_str)
-                    .chain(attached.iter().map(String::as_str))
-                    .chain([SYSTEM_CATALOG])
-                    .filter(|c| pattern.as_deref().is_none_or(|p| like(p, c)))
-                    .map(str::to_string)
-                    .collect();
-                names.sort();
-                QueryResult::column("Catalog", names)
-            }
-            Statement::ShowSchemas { show_options, .. }
-            | Statement::ShowDatabases { show_options, .. } => {
-                let catalog_name = match show_in(&show_options) {
-                    Some(n) => object_parts(n)?.pop().unwrap_or_default(),
-                    None => session.catalog.clone(),
-                };
-                let catalog = self.mounts.bind(session, &catalog_name)?;
-                let pattern = like_filter(&show_options)?;
-                let mut names = catalog.namespace_names().await.map_err(from_iceberg)?;
-                names.push("information_schema".to_string());
-                names.sort();
-                names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
-                QueryResult::column("Schema", names)
-            }
-            Statement::ShowTables { show_options, .. } => {
-                let (catalog_name, schema) = match show_in(&show_options) {
-                    Some(n) => schema_name(session, n)?,
-                    None => (session.catalog.clone(), session.schema.clone()),
-                };
-                let catalog = self
-                    .existing_schema(session, &catalog_name, &schema)
-                    .await?;
-                let pattern = like_filter(&show_options)?;
-                let mut names = catalog.table_names(&schema).await.map_err(from_iceberg)?;
-                names.extend(catalog.view_names(&schema).await.map_err(from_iceberg)?);
-                let mut names =
-                    self.governance
-                        .visible_tables(session, &catalog_name, &schema, names)?;
-                names.sort();
-                names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
-                QueryResult::column("Table", names)
-            }
-            Statement::ShowColumns { show_options, .. } => {
-                let Some(name) = show_in(&show_options) else {
-                    return Err(SqeError::invalid("SHOW COLUMNS needs FROM <table>"));
-                };
-                self.describe(session, name).await
-            }
-            Statement::ExplainTable { table_name, .. } => self.describe(session, &table_name).await,
-            Statement::ShowCreate {
-                obj_type: ShowCreateObject::Table,
-                obj_name,
-            } => self.show_create_table(session, &obj_name).await,
-            Statement::ShowCreate {
-                obj_type: ShowCreateObject::View,
-                obj_name,
-            } => self.show_create_view(session, &obj_name).await,
-            other => Err(SqeError::unsupported(format!(
-                "statement not supported: {}",
-                other.to_string().chars().take(60).collect::<String>()
-            ))),
+            Ok(QueryResult::empty())
         }
-    }
-
-    pub(crate) async fn drop_table(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-        if_exists: bool,
-    ) -> SqeResult<()> {
-        let (catalog_name, ident) = table_ident(session, name)?;
-        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        match self
-            .governance
-            .authorize(session, Privilege::Drop, &object, || {
-                SqeError::not_found(format!("table '{object}' does not exist"))
-            }) {
-            Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
-            other => other?,
+        Statement::AlterTable(alter) => {
+            for op in alter.operations {
+                alter_table(ctx, &alter.name, alter.if_exists, op).await?;
+            }
+            Ok(QueryResult::empty())
         }
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        if !catalog.table_exists(&ident).await.map_err(from_iceberg)? {
-            if catalog.supports_views()
-                && catalog.view_exists(&ident).await.map_err(from_iceberg)?
+        Statement::Use(u) => use_statement(ctx, u).await,
+        Statement::Set(set) => set_session(&set),
+        Statement::Reset(reset) => match reset.reset {
+            Reset::ConfigurationParameter(name) => reset_session(&name),
+            Reset::ALL => Err(SqeError::unsupported(
+                "RESET ALL is not supported; reset each property with RESET SESSION name",
+            )),
+        },
+        Statement::ShowCatalogs {
+            terse: false,
+            history: false,
+            show_options,
+        } => {
+            if show_options.show_in.is_some()
+                || show_options.starts_with.is_some()
+                || show_options.limit.is_some()
             {
-                return Err(SqeError::invalid(format!(
-                    "'{catalog_name}.{}.{}' is a view, not a table; drop it with DROP VIEW",
-                    ident.namespace.join("."),
-                    ident.name
-                )));
+                return Err(SqeError::invalid("expected SHOW CATALOGS [LIKE 'pattern']"));
             }
-            if if_exists {
-                return Ok(());
-            }
-            return Err(SqeError::not_found(format!(
-                "table '{catalog_name}.{}.{}' does not exist",
+            let pattern = like_filter(&show_options)?;
+            let attached: Vec<String> = ctx
+                .mounts
+                .attached()
+                .of(session)
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            let mut names: Vec<String> = ctx
+                .mounts
+                .server()
+                .keys()
+                .map(String::as_str)
+                .chain(attached.iter().map(String::as_str))
+                .chain([SYSTEM_CATALOG])
+                .filter(|c| pattern.as_deref().is_none_or(|p| like(p, c)))
+                .map(str::to_string)
+                .collect();
+            names.sort();
+            QueryResult::column("Catalog", names)
+        }
+        Statement::ShowSchemas { show_options, .. }
+        | Statement::ShowDatabases { show_options, .. } => {
+            let catalog_name = match show_in(&show_options) {
+                Some(n) => object_parts(n)?.pop().unwrap_or_default(),
+                None => session.catalog.clone(),
+            };
+            let catalog = ctx.mounts.bind(session, &catalog_name)?;
+            let pattern = like_filter(&show_options)?;
+            let mut names = catalog.namespace_names().await.map_err(from_iceberg)?;
+            names.push("information_schema".to_string());
+            names.sort();
+            names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
+            QueryResult::column("Schema", names)
+        }
+        Statement::ShowTables { show_options, .. } => {
+            let (catalog_name, schema) = match show_in(&show_options) {
+                Some(n) => schema_name(session, n)?,
+                None => (session.catalog.clone(), session.schema.clone()),
+            };
+            let catalog = existing_schema(ctx, &catalog_name, &schema).await?;
+            let pattern = like_filter(&show_options)?;
+            let mut names = catalog.table_names(&schema).await.map_err(from_iceberg)?;
+            names.extend(catalog.view_names(&schema).await.map_err(from_iceberg)?);
+            let mut names =
+                ctx.governance
+                    .visible_tables(session, &catalog_name, &schema, names)?;
+            names.sort();
+            names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
+            QueryResult::column("Table", names)
+        }
+        Statement::ShowColumns { show_options, .. } => {
+            let Some(name) = show_in(&show_options) else {
+                return Err(SqeError::invalid("SHOW COLUMNS needs FROM <table>"));
+            };
+            describe(ctx, name).await
+        }
+        Statement::ExplainTable { table_name, .. } => describe(ctx, &table_name).await,
+        Statement::ShowCreate {
+            obj_type: ShowCreateObject::Table,
+            obj_name,
+        } => show_create_table(ctx, &obj_name).await,
+        Statement::ShowCreate {
+            obj_type: ShowCreateObject::View,
+            obj_name,
+        } => show_create_view(ctx, &obj_name).await,
+        other => Err(SqeError::unsupported(format!(
+            "statement not supported: {}",
+            other.to_string().chars().take(60).collect::<String>()
+        ))),
+    }
+}
+
+pub(crate) async fn drop_table(ctx: &Ctx<'_>, name: &ObjectName, if_exists: bool) -> SqeResult<()> {
+    let session = ctx.session;
+    let (catalog_name, ident) = table_ident(session, name)?;
+    let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+    match ctx
+        .governance
+        .authorize(session, Privilege::Drop, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        }) {
+        Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
+        other => other?,
+    }
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    if !catalog.table_exists(&ident).await.map_err(from_iceberg)? {
+        if catalog.supports_views() && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
+            return Err(SqeError::invalid(format!(
+                "'{catalog_name}.{}.{}' is a view, not a table; drop it with DROP VIEW",
                 ident.namespace.join("."),
                 ident.name
             )));
         }
-        // Purging removes the table's files, and its folder when that is the warehouse's (the
-        // catalog knows where the table is; a path made from its name would not).
-        catalog.purge_table(&ident).await.map_err(from_iceberg)?;
-        self.governance.forget_object(session, &object)
+        if if_exists {
+            return Ok(());
+        }
+        return Err(SqeError::not_found(format!(
+            "table '{catalog_name}.{}.{}' does not exist",
+            ident.namespace.join("."),
+            ident.name
+        )));
     }
+    // Purging removes the table's files, and its folder when that is the warehouse's (the
+    // catalog knows where the table is; a path made from its name would not).
+    catalog.purge_table(&ident).await.map_err(from_iceberg)?;
+    ctx.governance.forget_object(session, &object)
+}
 
-    async fn drop_schema(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-        if_exists: bool,
-        cascade: bool,
-    ) -> SqeResult<()> {
-        let (catalog_name, schema) = schema_name(session, name)?;
-        let object = Object::schema(&catalog_name, &schema);
-        self.governance
-            .authorize(session, Privilege::Drop, &object, || {
-                SqeError::internal("a schema is never hidden")
-            })?;
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        let ns = NamespaceIdent::new(schema.clone());
-        if !catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
-            if if_exists {
-                return Ok(());
-            }
-            return Err(SqeError::not_found(format!(
-                "schema '{catalog_name}.{schema}' does not exist"
+async fn drop_schema(
+    ctx: &Ctx<'_>,
+    name: &ObjectName,
+    if_exists: bool,
+    cascade: bool,
+) -> SqeResult<()> {
+    let session = ctx.session;
+    let (catalog_name, schema) = schema_name(session, name)?;
+    let object = Object::schema(&catalog_name, &schema);
+    ctx.governance
+        .authorize(session, Privilege::Drop, &object, || {
+            SqeError::internal("a schema is never hidden")
+        })?;
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    let ns = NamespaceIdent::new(schema.clone());
+    if !catalog.namespace_exists(&ns).await.map_err(from_iceberg)? {
+        if if_exists {
+            return Ok(());
+        }
+        return Err(SqeError::not_found(format!(
+            "schema '{catalog_name}.{schema}' does not exist"
+        )));
+    }
+    let tables = catalog.table_names(&schema).await.map_err(from_iceberg)?;
+    let views = catalog.view_names(&schema).await.map_err(from_iceberg)?;
+    if !tables.is_empty() || !views.is_empty() {
+        if !cascade {
+            let what = match (tables.len(), views.len()) {
+                (t, 0) => format!("{t} tables"),
+                (0, v) => format!("{v} views"),
+                (t, v) => format!("{t} tables, {v} views"),
+            };
+            return Err(SqeError::invalid(format!(
+                "schema '{catalog_name}.{schema}' is not empty ({what}); drop them first or use CASCADE"
             )));
         }
-        let tables = catalog.table_names(&schema).await.map_err(from_iceberg)?;
-        let views = catalog.view_names(&schema).await.map_err(from_iceberg)?;
-        if !tables.is_empty() || !views.is_empty() {
-            if !cascade {
-                let what = match (tables.len(), views.len()) {
-                    (t, 0) => format!("{t} tables"),
-                    (0, v) => format!("{v} views"),
-                    (t, v) => format!("{t} tables, {v} views"),
-                };
-                return Err(SqeError::invalid(format!(
-                    "schema '{catalog_name}.{schema}' is not empty ({what}); drop them first or use CASCADE"
-                )));
-            }
-            // All or nothing: every table and view in it must be the caller's to drop.
-            for name in tables.iter().chain(&views) {
-                let inside = Object::table(&catalog_name, &schema, name);
-                if self
-                    .governance
-                    .authorize(session, Privilege::Drop, &inside, || {
-                        SqeError::internal("hidden")
-                    })
-                    .is_err()
-                {
-                    return Err(SqeError::new(
-                        sqe_sessions::ErrorCode::PermissionDenied,
-                        format!(
-                            "Access Denied: Cannot drop schema {object}: it holds tables or views you may not drop"
-                        ),
-                    ));
-                }
-            }
-            for v in views {
-                catalog
-                    .drop_view(&TableIdent::new(ns.clone(), v.clone()))
-                    .await
-                    .map_err(from_iceberg)?;
-                self.governance
-                    .forget_object(session, &Object::table(&catalog_name, &schema, &v))?;
-            }
-            for t in tables {
-                catalog
-                    .purge_table(&TableIdent::new(ns.clone(), t.clone()))
-                    .await
-                    .map_err(from_iceberg)?;
-                self.governance
-                    .forget_object(session, &Object::table(&catalog_name, &schema, &t))?;
+        // All or nothing: every table and view in it must be the caller's to drop.
+        for name in tables.iter().chain(&views) {
+            let inside = Object::table(&catalog_name, &schema, name);
+            if ctx
+                .governance
+                .authorize(session, Privilege::Drop, &inside, || {
+                    SqeError::internal("hidden")
+                })
+                .is_err()
+            {
+                return Err(SqeError::new(
+                    sqe_sessions::ErrorCode::PermissionDenied,
+                    format!(
+                        "Access Denied: Cannot drop schema {object}: it holds tables or views you may not drop"
+                    ),
+                ));
             }
         }
-        catalog.drop_namespace(&ns).await.map_err(from_iceberg)?;
-        self.governance.forget_object(session, &object)
+        for v in views {
+            catalog
+                .drop_view(&TableIdent::new(ns.clone(), v.clone()))
+                .await
+                .map_err(from_iceberg)?;
+            ctx.governance
+                .forget_object(session, &Object::table(&catalog_name, &schema, &v))?;
+        }
+        for t in tables {
+            catalog
+                .purge_table(&TableIdent::new(ns.clone(), t.clone()))
+                .await
+                .map_err(from_iceberg)?;
+            ctx.governance
+                .forget_object(session, &Object::table(&catalog_name, &schema, &t))?;
+        }
     }
+    catalog.drop_namespace(&ns).await.map_err(from_iceberg)?;
+    ctx.governance.forget_object(session, &object)
+}
 
-    async fn alter_table(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-        if_exists: bool,
-        op: AlterTableOperation,
-    ) -> SqeResult<()> {
-        let (catalog_name, ident) = table_ident(session, name)?;
-        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        match self
-            .governance
-            .authorize(session, Privilege::Alter, &object, || {
-                SqeError::not_found(format!("table '{object}' does not exist"))
-            }) {
-            Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
-            other => other?,
+async fn alter_table(
+    ctx: &Ctx<'_>,
+    name: &ObjectName,
+    if_exists: bool,
+    op: AlterTableOperation,
+) -> SqeResult<()> {
+    let session = ctx.session;
+    let (catalog_name, ident) = table_ident(session, name)?;
+    let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+    match ctx
+        .governance
+        .authorize(session, Privilege::Alter, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        }) {
+        Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
+        other => other?,
+    }
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    let Some(table) = load_table_opt(catalog.as_ref(), &ident)
+        .await
+        .map_err(from_iceberg)?
+    else {
+        if if_exists {
+            return Ok(());
         }
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        let Some(table) = load_table_opt(catalog.as_ref(), &ident)
-            .await
-            .map_err(from_iceberg)?
-        else {
-            if if_exists {
-                return Ok(());
-            }
-            return Err(SqeError::not_found(format!(
-                "table '{catalog_name}.{}.{}' does not exist",
-                ident.namespace.join("."),
-                ident.name
-            )));
-        };
-        let schema = table.metadata().current_schema().clone();
-        match op {
-            AlterTableOperation::AddColumn {
-                column_def,
-                if_not_exists,
-                ..
-            } => {
-                let col = normalize_ident(&column_def.name);
-                if schema.field_by_name(&col).is_some() {
-                    if if_not_exists {
-                        return Ok(());
-                    }
-                    return Err(SqeError::already_exists(format!(
-                        "column '{col}' already exists"
-                    )));
-                }
-                // Ids after every id the table ever gave a column, nested ones included.
-                let mut ids = FieldIds::after(table.metadata().last_column_id());
-                let id = ids.fresh();
-                let ty = sql_to_iceberg(&column_def.data_type, &mut ids)?;
-                let mut fields = schema.as_struct().fields().to_vec();
-                fields.push(Arc::new(NestedField::optional(id, col, ty)));
-                commit_schema(&catalog, &table, fields).await?;
-            }
-            AlterTableOperation::DropColumn {
-                column_names,
-                if_exists: col_if_exists,
-                ..
-            } => {
-                let mut dropped = Vec::new();
-                for c in &column_names {
-                    let col = normalize_ident(c);
-                    if schema.field_by_name(&col).is_none() {
-                        if col_if_exists {
-                            continue;
-                        }
-                        return Err(SqeError::not_found(format!(
-                            "column '{col}' does not exist"
-                        )));
-                    }
-                    if table
-                        .metadata()
-                        .default_partition_spec()
-                        .fields()
-                        .iter()
-                        .any(|f| {
-                            schema
-                                .field_by_name(&col)
-                                .is_some_and(|sf| sf.id == f.source_id)
-                        })
-                    {
-                        return Err(SqeError::invalid(format!(
-                            "cannot drop partition column '{col}'"
-                        )));
-                    }
-                    dropped.push(col);
-                }
-                if dropped.is_empty() {
+        return Err(SqeError::not_found(format!(
+            "table '{catalog_name}.{}.{}' does not exist",
+            ident.namespace.join("."),
+            ident.name
+        )));
+    };
+    let schema = table.metadata().current_schema().clone();
+    match op {
+        AlterTableOperation::AddColumn {
+            column_def,
+            if_not_exists,
+            ..
+        } => {
+            let col = normalize_ident(&column_def.name);
+            if schema.field_by_name(&col).is_some() {
+                if if_not_exists {
                     return Ok(());
                 }
-                let fields: Vec<NestedFieldRef> = schema
-                    .as_struct()
-                    .fields()
-                    .iter()
-                    .filter(|f| !dropped.contains(&f.name))
-                    .cloned()
-                    .collect();
-                if fields.is_empty() {
-                    return Err(SqeError::invalid(
-                        "cannot drop every column of a table; drop the table instead",
-                    ));
-                }
-                commit_schema(&catalog, &table, fields).await?;
-            }
-            AlterTableOperation::RenameColumn {
-                old_column_name,
-                new_column_name,
-            } => {
-                let old = normalize_ident(&old_column_name);
-                let new = normalize_ident(&new_column_name);
-                if schema.field_by_name(&old).is_none() {
-                    return Err(SqeError::not_found(format!(
-                        "column '{old}' does not exist"
-                    )));
-                }
-                if schema.field_by_name(&new).is_some() {
-                    return Err(SqeError::already_exists(format!(
-                        "column '{new}' already exists"
-                    )));
-                }
-                // Same field id, new name: data written under the old name stays with this column.
-                let fields: Vec<NestedFieldRef> = schema
-                    .as_struct()
-                    .fields()
-                    .iter()
-                    .map(|f| {
-                        if f.name == old {
-                            let mut renamed = (**f).clone();
-                            renamed.name = new.clone();
-                            Arc::new(renamed)
-                        } else {
-                            f.clone()
-                        }
-                    })
-                    .collect();
-                commit_schema(&catalog, &table, fields).await?;
-            }
-            AlterTableOperation::RenameTable { table_name } => {
-                let target = match table_name {
-                    datafusion::sql::sqlparser::ast::RenameTableNameKind::To(n)
-                    | datafusion::sql::sqlparser::ast::RenameTableNameKind::As(n) => n,
-                };
-                let (target_catalog, target_ident) = table_ident(session, &target)?;
-                if target_catalog != catalog_name {
-                    return Err(SqeError::unsupported(
-                        "a table cannot be renamed into another catalog",
-                    ));
-                }
-                let to = Object::table(
-                    &catalog_name,
-                    &target_ident.namespace.join("."),
-                    &target_ident.name,
-                );
-                let target_schema = Object::schema(&catalog_name, &to.schema);
-                self.governance
-                    .authorize(session, Privilege::Create, &target_schema, || {
-                        SqeError::internal("a schema is never hidden")
-                    })?;
-                catalog
-                    .rename_table(&ident, &target_ident)
-                    .await
-                    .map_err(from_iceberg)?;
-                // Its owner and privileges go with it.
-                self.governance.move_object(session, &object, &to)?;
-            }
-            other => {
-                return Err(SqeError::unsupported(format!(
-                    "ALTER TABLE {other} is not supported"
+                return Err(SqeError::already_exists(format!(
+                    "column '{col}' already exists"
                 )));
             }
+            // Ids after every id the table ever gave a column, nested ones included.
+            let mut ids = FieldIds::after(table.metadata().last_column_id());
+            let id = ids.fresh();
+            let ty = sql_to_iceberg(&column_def.data_type, &mut ids)?;
+            let mut fields = schema.as_struct().fields().to_vec();
+            fields.push(Arc::new(NestedField::optional(id, col, ty)));
+            commit_schema(&catalog, &table, fields).await?;
         }
-        Ok(())
-    }
-
-    async fn use_statement(&self, session: &Session, u: Use) -> SqeResult<QueryResult> {
-        let name = match u {
-            Use::Object(n) | Use::Schema(n) | Use::Database(n) => n,
-            Use::Catalog(n) => {
-                let parts = object_parts(&n)?;
-                let [c] = parts.as_slice() else {
-                    return Err(SqeError::invalid(format!("'{n}' is not a catalog name")));
-                };
-                self.mounts.mount(session, c)?;
-                return Ok(QueryResult {
-                    session_update: Some(SessionUpdate {
-                        catalog: Some(c.clone()),
-                        ..SessionUpdate::default()
-                    }),
-                    ..QueryResult::empty()
-                });
-            }
-            other => return Err(SqeError::unsupported(format!("{other} is not supported"))),
-        };
-        let (catalog_name, schema) = schema_name(session, &name)?;
-        self.existing_schema(session, &catalog_name, &schema)
-            .await?;
-        Ok(QueryResult {
-            session_update: Some(SessionUpdate {
-                catalog: Some(catalog_name),
-                schema: Some(schema),
-                ..SessionUpdate::default()
-            }),
-            ..QueryResult::empty()
-        })
-    }
-
-    async fn describe(&self, session: &Session, name: &ObjectName) -> SqeResult<QueryResult> {
-        let (catalog_name, ident) = table_ident(session, name)?;
-        self.hidden_is_absent(session, &catalog_name, &ident)?;
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
-            && let Some((_, _, view)) = self.find_view(session, name).await?
-        {
-            let fields = view.schema.as_struct().fields();
-            return describe_rows(fields, vec![String::new(); fields.len()]);
-        }
-        let (_, ident, table) = self.mounts.table(session, name).await?;
-        let schema = table.metadata().current_schema();
-        let spec = table.metadata().default_partition_spec();
-        let fields =
-            self.listed_columns(session, &catalog_name, &ident, schema.as_struct().fields())?;
-        let extra: Vec<String> = fields
-            .iter()
-            .map(|f| {
-                let parts: Vec<String> = spec
+        AlterTableOperation::DropColumn {
+            column_names,
+            if_exists: col_if_exists,
+            ..
+        } => {
+            let mut dropped = Vec::new();
+            for c in &column_names {
+                let col = normalize_ident(c);
+                if schema.field_by_name(&col).is_none() {
+                    if col_if_exists {
+                        continue;
+                    }
+                    return Err(SqeError::not_found(format!(
+                        "column '{col}' does not exist"
+                    )));
+                }
+                if table
+                    .metadata()
+                    .default_partition_spec()
                     .fields()
                     .iter()
-                    .filter(|p| p.source_id == f.id)
-                    .map(|p| format!("partition key ({})", partition_label(&p.transform, &f.name)))
-                    .collect();
-                parts.join(", ")
-            })
-            .collect();
-        describe_rows(&fields, extra)
-    }
-
-    /// The columns of a table that DESCRIBE and SHOW CREATE show the caller: those they may read
-    /// when they read it by columns.
-    fn listed_columns(
-        &self,
-        session: &Session,
-        catalog: &str,
-        ident: &TableIdent,
-        fields: &[NestedFieldRef],
-    ) -> SqeResult<Vec<NestedFieldRef>> {
-        let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
-        let access = self.governance.column_access(session, &object)?;
-        Ok(fields
-            .iter()
-            .filter(|f| access.as_ref().is_none_or(|a| a.lists(f.id)))
-            .cloned()
-            .collect())
-    }
-
-    async fn show_create_table(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-    ) -> SqeResult<QueryResult> {
-        let (catalog_name, ident) = table_ident(session, name)?;
-        self.hidden_is_absent(session, &catalog_name, &ident)?;
-        let (catalog, ident, table) = self.mounts.table(session, name).await?;
-        let schema = table.metadata().current_schema();
-        let fields =
-            self.listed_columns(session, &catalog_name, &ident, schema.as_struct().fields())?;
-        let columns: Vec<String> = fields
-            .iter()
-            .map(|f| {
-                let mut line = format!("   {} {}", f.name, trino_type_name(&f.field_type));
-                if f.required {
-                    line.push_str(" NOT NULL");
+                    .any(|f| {
+                        schema
+                            .field_by_name(&col)
+                            .is_some_and(|sf| sf.id == f.source_id)
+                    })
+                {
+                    return Err(SqeError::invalid(format!(
+                        "cannot drop partition column '{col}'"
+                    )));
                 }
-                if let Some(doc) = &f.doc {
-                    line.push_str(&format!(" COMMENT '{}'", doc.replace('\'', "''")));
-                }
-                line
-            })
-            .collect();
-        let mut with = vec![
-            "   format = 'PARQUET'".to_string(),
-            "   format_version = 2".to_string(),
-        ];
-        let spec = table.metadata().default_partition_spec();
-        if !spec.is_unpartitioned() {
+                dropped.push(col);
+            }
+            if dropped.is_empty() {
+                return Ok(());
+            }
+            let fields: Vec<NestedFieldRef> = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .filter(|f| !dropped.contains(&f.name))
+                .cloned()
+                .collect();
+            if fields.is_empty() {
+                return Err(SqeError::invalid(
+                    "cannot drop every column of a table; drop the table instead",
+                ));
+            }
+            commit_schema(&catalog, &table, fields).await?;
+        }
+        AlterTableOperation::RenameColumn {
+            old_column_name,
+            new_column_name,
+        } => {
+            let old = normalize_ident(&old_column_name);
+            let new = normalize_ident(&new_column_name);
+            if schema.field_by_name(&old).is_none() {
+                return Err(SqeError::not_found(format!(
+                    "column '{old}' does not exist"
+                )));
+            }
+            if schema.field_by_name(&new).is_some() {
+                return Err(SqeError::already_exists(format!(
+                    "column '{new}' already exists"
+                )));
+            }
+            // Same field id, new name: data written under the old name stays with this column.
+            let fields: Vec<NestedFieldRef> = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .map(|f| {
+                    if f.name == old {
+                        let mut renamed = (**f).clone();
+                        renamed.name = new.clone();
+                        Arc::new(renamed)
+                    } else {
+                        f.clone()
+                    }
+                })
+                .collect();
+            commit_schema(&catalog, &table, fields).await?;
+        }
+        AlterTableOperation::RenameTable { table_name } => {
+            let target = match table_name {
+                datafusion::sql::sqlparser::ast::RenameTableNameKind::To(n)
+                | datafusion::sql::sqlparser::ast::RenameTableNameKind::As(n) => n,
+            };
+            let (target_catalog, target_ident) = table_ident(session, &target)?;
+            if target_catalog != catalog_name {
+                return Err(SqeError::unsupported(
+                    "a table cannot be renamed into another catalog",
+                ));
+            }
+            let to = Object::table(
+                &catalog_name,
+                &target_ident.namespace.join("."),
+                &target_ident.name,
+            );
+            let target_schema = Object::schema(&catalog_name, &to.schema);
+            ctx.governance
+                .authorize(session, Privilege::Create, &target_schema, || {
+                    SqeError::internal("a schema is never hidden")
+                })?;
+            catalog
+                .rename_table(&ident, &target_ident)
+                .await
+                .map_err(from_iceberg)?;
+            // Its owner and privileges go with it.
+            ctx.governance.move_object(session, &object, &to)?;
+        }
+        other => {
+            return Err(SqeError::unsupported(format!(
+                "ALTER TABLE {other} is not supported"
+            )));
+        }
+    }
+    Ok(())
+}
+
+async fn use_statement(ctx: &Ctx<'_>, u: Use) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    let name = match u {
+        Use::Object(n) | Use::Schema(n) | Use::Database(n) => n,
+        Use::Catalog(n) => {
+            let parts = object_parts(&n)?;
+            let [c] = parts.as_slice() else {
+                return Err(SqeError::invalid(format!("'{n}' is not a catalog name")));
+            };
+            ctx.mounts.mount(session, c)?;
+            return Ok(QueryResult {
+                session_update: Some(SessionUpdate {
+                    catalog: Some(c.clone()),
+                    ..SessionUpdate::default()
+                }),
+                ..QueryResult::empty()
+            });
+        }
+        other => return Err(SqeError::unsupported(format!("{other} is not supported"))),
+    };
+    let (catalog_name, schema) = schema_name(session, &name)?;
+    existing_schema(ctx, &catalog_name, &schema).await?;
+    Ok(QueryResult {
+        session_update: Some(SessionUpdate {
+            catalog: Some(catalog_name),
+            schema: Some(schema),
+            ..SessionUpdate::default()
+        }),
+        ..QueryResult::empty()
+    })
+}
+
+async fn describe(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    let (catalog_name, ident) = table_ident(session, name)?;
+    hidden_is_absent(ctx, &catalog_name, &ident)?;
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
+        && let Some((_, _, view)) = find_view(ctx, name).await?
+    {
+        let fields = view.schema.as_struct().fields();
+        return describe_rows(fields, vec![String::new(); fields.len()]);
+    }
+    let (_, ident, table) = ctx.mounts.table(session, name).await?;
+    let schema = table.metadata().current_schema();
+    let spec = table.metadata().default_partition_spec();
+    let fields = listed_columns(ctx, &catalog_name, &ident, schema.as_struct().fields())?;
+    let extra: Vec<String> = fields
+        .iter()
+        .map(|f| {
             let parts: Vec<String> = spec
                 .fields()
                 .iter()
-                .filter_map(|p| {
-                    let col = fields.iter().find(|f| f.id == p.source_id)?;
-                    Some(format!("'{}'", partition_label(&p.transform, &col.name)))
-                })
+                .filter(|p| p.source_id == f.id)
+                .map(|p| format!("partition key ({})", partition_label(&p.transform, &f.name)))
                 .collect();
-            if !parts.is_empty() {
-                with.push(format!("   partitioning = ARRAY[{}]", parts.join(", ")));
+            parts.join(", ")
+        })
+        .collect();
+    describe_rows(&fields, extra)
+}
+
+/// The columns of a table that DESCRIBE and SHOW CREATE show the caller: those they may read
+/// when they read it by columns.
+fn listed_columns(
+    ctx: &Ctx<'_>,
+    catalog: &str,
+    ident: &TableIdent,
+    fields: &[NestedFieldRef],
+) -> SqeResult<Vec<NestedFieldRef>> {
+    let session = ctx.session;
+    let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
+    let access = ctx.governance.column_access(session, &object)?;
+    Ok(fields
+        .iter()
+        .filter(|f| access.as_ref().is_none_or(|a| a.lists(f.id)))
+        .cloned()
+        .collect())
+}
+
+async fn show_create_table(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    let (catalog_name, ident) = table_ident(session, name)?;
+    hidden_is_absent(ctx, &catalog_name, &ident)?;
+    let (catalog, ident, table) = ctx.mounts.table(session, name).await?;
+    let schema = table.metadata().current_schema();
+    let fields = listed_columns(ctx, &catalog_name, &ident, schema.as_struct().fields())?;
+    let columns: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            let mut line = format!("   {} {}", f.name, trino_type_name(&f.field_type));
+            if f.required {
+                line.push_str(" NOT NULL");
             }
+            if let Some(doc) = &f.doc {
+                line.push_str(&format!(" COMMENT '{}'", doc.replace('\'', "''")));
+            }
+            line
+        })
+        .collect();
+    let mut with = vec![
+        "   format = 'PARQUET'".to_string(),
+        "   format_version = 2".to_string(),
+    ];
+    let spec = table.metadata().default_partition_spec();
+    if !spec.is_unpartitioned() {
+        let parts: Vec<String> = spec
+            .fields()
+            .iter()
+            .filter_map(|p| {
+                let col = fields.iter().find(|f| f.id == p.source_id)?;
+                Some(format!("'{}'", partition_label(&p.transform, &col.name)))
+            })
+            .collect();
+        if !parts.is_empty() {
+            with.push(format!("   partitioning = ARRAY[{}]", parts.join(", ")));
         }
-        with.push(format!("   location = '{}'", table.metadata().location()));
-        let text = format!(
-            "CREATE TABLE {catalog}.{}.{} (\n{}\n)\nWITH (\n{}\n)",
-            ident.namespace.join("."),
-            ident.name,
-            columns.join(",\n"),
-            with.join(",\n")
-        );
-        QueryResult::column("Create Table", vec![text])
     }
+    with.push(format!("   location = '{}'", table.metadata().location()));
+    let text = format!(
+        "CREATE TABLE {catalog}.{}.{} (\n{}\n)\nWITH (\n{}\n)",
+        ident.namespace.join("."),
+        ident.name,
+        columns.join(",\n"),
+        with.join(",\n")
+    );
+    QueryResult::column("Create Table", vec![text])
 }
 
 /// DESCRIBE's rows, in Trino's shape: one per column, `extra` saying more of each.

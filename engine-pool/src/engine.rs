@@ -10,7 +10,6 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::Statement;
 use futures::StreamExt;
 use sqe_sessions::{
     BatchStream, ErrorCode, IngestTarget, QueryResult, QueryService, Session, SqeError, SqeResult,
@@ -21,6 +20,7 @@ use crate::catalog::hms::HmsConfig;
 use crate::catalog::mounts::{MountConfig, Mounts};
 use crate::catalog::rest::RestCatalogConfig;
 use crate::catalog::sql::PostgresConfig;
+use crate::context::Ctx;
 use crate::error::from_datafusion;
 use crate::files::policy::{Access, FileAccess, FilePolicy};
 use crate::governance::Governance;
@@ -36,6 +36,9 @@ use crate::secrets::store::SecretStore;
 use crate::session_properties::{check_session, max_run_time};
 use crate::statement::prepass::Prepared;
 use crate::statement::{self, Parsed, SqeStatement, recorded_text};
+use crate::{
+    attach, ddl, governance, ingest, session_properties, show_functions, show_stats, views, write,
+};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
 #[derive(Debug, Clone, Default)]
@@ -287,59 +290,65 @@ impl Engine {
         Ok(())
     }
 
+    /// One statement's view of the engine, for its handler.
+    fn ctx<'a>(&'a self, session: &'a Session) -> Ctx<'a> {
+        Ctx {
+            session,
+            mounts: &self.mounts,
+            governance: &self.governance,
+            planner: &self.planner,
+            secrets: &self.secrets,
+            files: &self.files,
+        }
+    }
+
     /// Runs one statement.
     pub async fn run(&self, session: &Session, sql: &str) -> SqeResult<QueryResult> {
         let Parsed {
             statement,
             prepared,
         } = statement::parse(sql)?;
+        let ctx = self.ctx(session);
         match statement {
             SqeStatement::Query(mut statement) => {
-                let tables = self
-                    .planner
+                let planner = &self.planner;
+                let tables = planner
                     .resolve_relations(session, &mut statement, &prepared)
                     .await?;
-                let (state, plan) = self.planner.plan(session, statement, tables).await?;
+                let (state, plan) = planner.plan(session, statement, tables).await?;
                 Planner::stream(state, plan).await
             }
-            SqeStatement::Insert(insert) => {
-                let mut statement = Statement::Insert(insert);
+            SqeStatement::Insert(mut insert) => {
                 let tables = self
                     .planner
-                    .resolve_relations(session, &mut statement, &prepared)
+                    .resolve_relations(session, &mut insert, &prepared)
                     .await?;
-                let Statement::Insert(insert) = statement else {
-                    unreachable_statement()?
-                };
-                self.insert(session, insert, tables).await
+                write::insert(&ctx, insert, tables).await
             }
-            SqeStatement::CreateTableAs(create) => {
-                let mut statement = Statement::CreateTable(create);
+            SqeStatement::CreateTableAs(mut create) => {
                 let tables = self
                     .planner
-                    .resolve_relations(session, &mut statement, &prepared)
+                    .resolve_relations(session, &mut create, &prepared)
                     .await?;
-                let Statement::CreateTable(create) = statement else {
-                    unreachable_statement()?
-                };
-                self.create_table_as(session, create, prepared.partitioned_by, tables)
-                    .await
+                write::create_table_as(&ctx, create, prepared.partitioned_by, tables).await
             }
-            SqeStatement::CreateView(view) => self.create_view(session, &view, &prepared).await,
-            SqeStatement::Copy(copy) => self.copy_to(session, copy, &prepared).await,
-            SqeStatement::Attach(attach) => self.attach(session, attach).await,
-            SqeStatement::Detach(detach) => self.detach(session, detach),
+            SqeStatement::CreateView(view) => views::create_view(&ctx, &view, &prepared).await,
+            SqeStatement::Copy(copy) => copy_to(&ctx, copy, &prepared).await,
+            SqeStatement::Attach(attach) => attach::attach(&ctx, attach).await,
+            SqeStatement::Detach(detach) => attach::detach(&ctx, detach),
             SqeStatement::ShowFunctions { like } => {
-                crate::show_functions::show_functions(self.planner.state(), like.as_deref())
+                show_functions::show_functions(self.planner.state(), like.as_deref())
             }
-            SqeStatement::ShowStats { table } => {
-                crate::show_stats::show_stats(self, session, &table).await
-            }
+            SqeStatement::ShowStats { table } => show_stats::show_stats(&ctx, &table).await,
             SqeStatement::ShowSecrets => self.secrets.show_secrets(session),
             SqeStatement::ShowGrants { on } => self.governance.show_grants(session, on.as_ref()),
-            SqeStatement::ShowSession => crate::session_properties::show_session(session),
-            SqeStatement::RowFilter(filter) => self.run_row_filter_statement(session, filter).await,
-            SqeStatement::Mask(mask) => self.run_mask_statement(session, mask).await,
+            SqeStatement::ShowSession => session_properties::show_session(session),
+            SqeStatement::RowFilter(filter) => {
+                governance::statements::run_row_filter_statement(&ctx, filter).await
+            }
+            SqeStatement::Mask(mask) => {
+                governance::statements::run_mask_statement(&ctx, mask).await
+            }
             SqeStatement::Access(statement) => {
                 self.governance
                     .run_access_statement(session, &statement)
@@ -349,40 +358,34 @@ impl Engine {
             SqeStatement::DropSecret { name, if_exists } => {
                 self.secrets.drop_secret(session, &name, if_exists)
             }
-            SqeStatement::Catalog(statement) => self.run_ddl(session, statement, prepared).await,
+            SqeStatement::Catalog(statement) => ddl::run_ddl(&ctx, statement, prepared).await,
         }
     }
+}
 
-    /// `COPY (query) TO 'file'`: DataFusion's own statement, which writes a file.
-    async fn copy_to(
-        &self,
-        session: &Session,
-        mut copy: CopyToStatement,
-        prepared: &Prepared,
-    ) -> SqeResult<QueryResult> {
-        self.files.check(&copy.target, Access::Write)?;
-        let tables = match &mut copy.source {
-            CopyToSource::Query(query) => {
-                let mut statement = Statement::Query(query.clone());
-                let tables = self
-                    .planner
-                    .resolve_relations(session, &mut statement, prepared)
-                    .await?;
-                if let Statement::Query(q) = statement {
-                    *query = q;
-                }
-                tables
-            }
-            CopyToSource::Relation(_) => Vec::new(),
-        };
-        let statement = DFStatement::CopyTo(copy);
-        let chain = ViewChain::default();
-        let (state, plan) = self
-            .planner
-            .plan_statement(session, statement, tables, &chain)
-            .await?;
-        Planner::stream(state, plan).await
-    }
+/// `COPY (query) TO 'file'`: DataFusion's own statement, which writes a file where the file
+/// policy allows.
+async fn copy_to(
+    ctx: &Ctx<'_>,
+    mut copy: CopyToStatement,
+    prepared: &Prepared,
+) -> SqeResult<QueryResult> {
+    ctx.files.check(&copy.target, Access::Write)?;
+    let tables = match &mut copy.source {
+        CopyToSource::Query(query) => {
+            ctx.planner
+                .resolve_relations(ctx.session, query, prepared)
+                .await?
+        }
+        CopyToSource::Relation(_) => Vec::new(),
+    };
+    let statement = DFStatement::CopyTo(copy);
+    let chain = ViewChain::default();
+    let (state, plan) = ctx
+        .planner
+        .plan_statement(ctx.session, statement, tables, &chain)
+        .await?;
+    Planner::stream(state, plan).await
 }
 
 /// Ends `batches` with an error from `exceeded` if they are not done by `deadline`; what is still
@@ -439,12 +442,6 @@ fn display_duration(d: std::time::Duration) -> String {
     } else {
         format!("{:.2}d", s / 86400.0)
     }
-}
-
-fn unreachable_statement<T>() -> SqeResult<T> {
-    Err(SqeError::internal(
-        "statement changed kind while resolving relations",
-    ))
 }
 
 #[async_trait::async_trait]
@@ -515,8 +512,8 @@ impl QueryService for Engine {
             target.schema.as_deref().unwrap_or(&session.schema),
             target.table
         );
-        admitted(&self.admission, &self.registry, session, &what, || {
-            self.ingest_rows(session, target, schema, batches)
+        admitted(&self.admission, &self.registry, session, &what, || async move {
+            ingest::ingest_rows(&self.ctx(session), target, schema, batches).await
         })
         .await
     }

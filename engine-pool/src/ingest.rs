@@ -19,12 +19,14 @@ use datafusion::sql::sqlparser::parser::Parser;
 use futures::StreamExt;
 use iceberg::TableIdent;
 use sqe_sessions::{
-    BatchStream, IfExists, IfMissing, IngestTarget, QueryResult, Session, SqeError, SqeResult,
+    BatchStream, IfExists, IfMissing, IngestTarget, QueryResult, SqeError, SqeResult,
 };
 
-use crate::engine::Engine;
+use crate::context::Ctx;
+use crate::ddl::drop_table;
 use crate::error::from_iceberg;
 use crate::names::{QUERY_CATALOG, QUERY_SCHEMA};
+use crate::write;
 
 const SOURCE: &str = "ingest";
 
@@ -78,95 +80,93 @@ fn parse_one(sql: &str) -> SqeResult<Statement> {
         .ok_or_else(|| SqeError::internal("bulk ingest: no statement"))
 }
 
-impl Engine {
-    pub(crate) async fn ingest_rows(
-        &self,
-        session: &Session,
-        target: IngestTarget,
-        schema: SchemaRef,
-        batches: BatchStream,
-    ) -> SqeResult<QueryResult> {
-        if target.table.is_empty() {
-            return Err(SqeError::invalid("bulk ingest needs a table name"));
-        }
-        let catalog_name = target
-            .catalog
-            .clone()
-            .unwrap_or_else(|| session.catalog.clone());
-        let schema_name = target
-            .schema
-            .clone()
-            .unwrap_or_else(|| session.schema.clone());
-        let name = format!(
-            "{}.{}.{}",
-            quoted(&catalog_name),
-            quoted(&schema_name),
-            quoted(&target.table)
-        );
-        let display = format!("{catalog_name}.{schema_name}.{}", target.table);
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        let ident = TableIdent::from_strs([schema_name.as_str(), target.table.as_str()])
-            .map_err(from_iceberg)?;
-        let exists = catalog.table_exists(&ident).await.map_err(from_iceberg)?;
-
-        let provider = StreamingTable::try_new(
-            schema.clone(),
-            vec![Arc::new(OneShot {
-                schema: schema.clone(),
-                batches: Mutex::new(Some(batches)),
-            })],
-        )
-        .map_err(|e| SqeError::invalid(format!("bulk ingest: {e}")))?;
-        let tables = vec![(
-            SOURCE.to_string(),
-            Arc::new(provider) as Arc<dyn datafusion::catalog::TableProvider>,
-        )];
-        let source = format!("{QUERY_CATALOG}.{QUERY_SCHEMA}.{SOURCE}");
-
-        let create = match (exists, target.if_exists, target.if_missing) {
-            (true, IfExists::Fail, _) => {
-                return Err(SqeError::already_exists(format!(
-                    "table '{display}' already exists"
-                )));
-            }
-            (true, IfExists::Append, _) => false,
-            (true, IfExists::Replace, _) => {
-                let object = ObjectName::from(vec![
-                    catalog_name.as_str().into(),
-                    schema_name.as_str().into(),
-                    target.table.as_str().into(),
-                ]);
-                self.drop_table(session, &object, true).await?;
-                true
-            }
-            (false, _, IfMissing::Create) => true,
-            (false, _, IfMissing::Fail) => {
-                return Err(SqeError::not_found(format!(
-                    "table '{display}' does not exist"
-                )));
-            }
-        };
-        if create {
-            let Statement::CreateTable(ct) =
-                parse_one(&format!("CREATE TABLE {name} AS SELECT * FROM {source}"))?
-            else {
-                return Err(SqeError::internal("bulk ingest: not a CREATE TABLE"));
-            };
-            return self.create_table_as(session, ct, None, tables).await;
-        }
-        // Appending matches columns by name, as the client named them.
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|f| quoted(f.name()))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let Statement::Insert(insert) = parse_one(&format!(
-            "INSERT INTO {name} ({columns}) SELECT * FROM {source}"
-        ))?
-        else {
-            return Err(SqeError::internal("bulk ingest: not an INSERT"));
-        };
-        self.insert(session, insert, tables).await
+pub(crate) async fn ingest_rows(
+    ctx: &Ctx<'_>,
+    target: IngestTarget,
+    schema: SchemaRef,
+    batches: BatchStream,
+) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    if target.table.is_empty() {
+        return Err(SqeError::invalid("bulk ingest needs a table name"));
     }
+    let catalog_name = target
+        .catalog
+        .clone()
+        .unwrap_or_else(|| session.catalog.clone());
+    let schema_name = target
+        .schema
+        .clone()
+        .unwrap_or_else(|| session.schema.clone());
+    let name = format!(
+        "{}.{}.{}",
+        quoted(&catalog_name),
+        quoted(&schema_name),
+        quoted(&target.table)
+    );
+    let display = format!("{catalog_name}.{schema_name}.{}", target.table);
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    let ident = TableIdent::from_strs([schema_name.as_str(), target.table.as_str()])
+        .map_err(from_iceberg)?;
+    let exists = catalog.table_exists(&ident).await.map_err(from_iceberg)?;
+
+    let provider = StreamingTable::try_new(
+        schema.clone(),
+        vec![Arc::new(OneShot {
+            schema: schema.clone(),
+            batches: Mutex::new(Some(batches)),
+        })],
+    )
+    .map_err(|e| SqeError::invalid(format!("bulk ingest: {e}")))?;
+    let tables = vec![(
+        SOURCE.to_string(),
+        Arc::new(provider) as Arc<dyn datafusion::catalog::TableProvider>,
+    )];
+    let source = format!("{QUERY_CATALOG}.{QUERY_SCHEMA}.{SOURCE}");
+
+    let create = match (exists, target.if_exists, target.if_missing) {
+        (true, IfExists::Fail, _) => {
+            return Err(SqeError::already_exists(format!(
+                "table '{display}' already exists"
+            )));
+        }
+        (true, IfExists::Append, _) => false,
+        (true, IfExists::Replace, _) => {
+            let object = ObjectName::from(vec![
+                catalog_name.as_str().into(),
+                schema_name.as_str().into(),
+                target.table.as_str().into(),
+            ]);
+            drop_table(ctx, &object, true).await?;
+            true
+        }
+        (false, _, IfMissing::Create) => true,
+        (false, _, IfMissing::Fail) => {
+            return Err(SqeError::not_found(format!(
+                "table '{display}' does not exist"
+            )));
+        }
+    };
+    if create {
+        let Statement::CreateTable(ct) =
+            parse_one(&format!("CREATE TABLE {name} AS SELECT * FROM {source}"))?
+        else {
+            return Err(SqeError::internal("bulk ingest: not a CREATE TABLE"));
+        };
+        return write::create_table_as(ctx, ct, None, tables).await;
+    }
+    // Appending matches columns by name, as the client named them.
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| quoted(f.name()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let Statement::Insert(insert) = parse_one(&format!(
+        "INSERT INTO {name} ({columns}) SELECT * FROM {source}"
+    ))?
+    else {
+        return Err(SqeError::internal("bulk ingest: not an INSERT"));
+    };
+    write::insert(ctx, insert, tables).await
 }

@@ -6,6 +6,7 @@
 mod admission;
 mod attach;
 pub mod catalog;
+mod context;
 mod ddl;
 mod engine;
 pub mod error;

@@ -10,19 +10,15 @@ use datafusion::arrow::array::{ArrayRef, Float64Array, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::common::stats::Precision;
-use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
+use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
-use crate::engine::Engine;
+use crate::context::Ctx;
 
 /// `table`: the table's name as written after `SHOW STATS FOR`.
-pub(crate) async fn show_stats(
-    engine: &Engine,
-    session: &Session,
-    table: &str,
-) -> SqeResult<QueryResult> {
-    let (state, plan) = engine
+pub(crate) async fn show_stats(ctx: &Ctx<'_>, table: &str) -> SqeResult<QueryResult> {
+    let (state, plan) = ctx
         .planner
-        .plan_sql(session, &format!("SELECT * FROM {table}"))
+        .plan_sql(ctx.session, &format!("SELECT * FROM {table}"))
         .await?;
     // The statistics are the table's, before its row filter.
     crate::governance::row_filters::refuse_describing_filtered(&plan, "SHOW STATS")?;

@@ -16,210 +16,201 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use datafusion::sql::sqlparser::ast::{CreateView, ObjectName};
 use iceberg::TableIdent;
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
-use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
+use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 use crate::catalog::view::{ViewChange, ViewDefinition};
-use crate::engine::Engine;
+use crate::context::Ctx;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::names::{qualified, table_ident};
 use crate::planner::views::{ViewChain, in_view};
 use crate::statement::prepass::Prepared;
 
-impl Engine {
-    pub(crate) async fn create_view(
-        &self,
-        session: &Session,
-        cv: &CreateView,
-        prepared: &Prepared,
-    ) -> SqeResult<QueryResult> {
-        if cv.materialized {
-            return Err(SqeError::unsupported(
-                "CREATE MATERIALIZED VIEW is not supported",
-            ));
-        }
-        if cv.temporary || cv.or_alter || cv.to.is_some() {
-            return Err(SqeError::unsupported(
-                "only CREATE [OR REPLACE] VIEW name [COMMENT '…'] AS query is supported",
-            ));
-        }
-        if !prepared.files.is_empty() || !prepared.time_travel.is_empty() {
-            return Err(SqeError::unsupported(
-                "a view cannot name a file path or read a table AS OF a version; use read_parquet(…) and the like in a view",
-            ));
-        }
-        let (catalog_name, ident) = table_ident(session, &cv.name)?;
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        let full = qualified(&catalog_name, &ident);
-        if !catalog.supports_views() {
-            return Err(SqeError::unsupported(format!(
-                "cannot create view '{full}': catalog '{catalog_name}' does not keep views"
-            )));
-        }
-        if let Some(why) = catalog.read_only() {
-            return Err(SqeError::unsupported(why));
-        }
-        let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
-        self.governance
-            .authorize(session, Privilege::Create, &schema_object, || {
-                SqeError::internal("a schema is never hidden")
+pub(crate) async fn create_view(
+    ctx: &Ctx<'_>,
+    cv: &CreateView,
+    prepared: &Prepared,
+) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    if cv.materialized {
+        return Err(SqeError::unsupported(
+            "CREATE MATERIALIZED VIEW is not supported",
+        ));
+    }
+    if cv.temporary || cv.or_alter || cv.to.is_some() {
+        return Err(SqeError::unsupported(
+            "only CREATE [OR REPLACE] VIEW name [COMMENT '…'] AS query is supported",
+        ));
+    }
+    if !prepared.files.is_empty() || !prepared.time_travel.is_empty() {
+        return Err(SqeError::unsupported(
+            "a view cannot name a file path or read a table AS OF a version; use read_parquet(…) and the like in a view",
+        ));
+    }
+    let (catalog_name, ident) = table_ident(session, &cv.name)?;
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    let full = qualified(&catalog_name, &ident);
+    if !catalog.supports_views() {
+        return Err(SqeError::unsupported(format!(
+            "cannot create view '{full}': catalog '{catalog_name}' does not keep views"
+        )));
+    }
+    if let Some(why) = catalog.read_only() {
+        return Err(SqeError::unsupported(why));
+    }
+    let schema_object = Object::schema(&catalog_name, &ident.namespace.join("."));
+    ctx.governance
+        .authorize(session, Privilege::Create, &schema_object, || {
+            SqeError::internal("a schema is never hidden")
+        })?;
+    let view_object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+    let replaces = cv.or_replace && catalog.view_exists(&ident).await.map_err(from_iceberg)?;
+    if replaces {
+        ctx.governance
+            .authorize(session, Privilege::Drop, &view_object, || {
+                SqeError::invalid(format!(
+                    "cannot create view '{full}': a view of that name exists"
+                ))
             })?;
-        let view_object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        let replaces = cv.or_replace && catalog.view_exists(&ident).await.map_err(from_iceberg)?;
-        if replaces {
-            self.governance
-                .authorize(session, Privilege::Drop, &view_object, || {
-                    SqeError::invalid(format!(
-                        "cannot create view '{full}': a view of that name exists"
-                    ))
-                })?;
-        }
-        if cv.if_not_exists && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
-            return Ok(QueryResult::empty());
-        }
-        let sql = cv.query.to_string();
-        let schema_name = ident.namespace.join(".");
-        // Planned now as every reader will plan it: this checks it, and gives its columns.
-        let as_view = in_view(session, &catalog_name, &schema_name);
-        let (state, plan) = self
-            .planner
-            .plan_view_sql(&as_view, &sql, &ViewChain::default().inside(&full))
-            .await?;
-        let plan = state
-            .analyzer()
-            .execute_and_check(plan, state.config_options(), |_, _| {})
-            .map_err(from_datafusion)?;
-        let fields = plan.schema().fields();
-        let names: Vec<String> = if cv.columns.is_empty() {
-            fields.iter().map(|f| f.name().clone()).collect()
-        } else if cv.columns.len() == fields.len() {
-            cv.columns.iter().map(|c| c.name.value.clone()).collect()
-        } else {
+    }
+    if cv.if_not_exists && catalog.view_exists(&ident).await.map_err(from_iceberg)? {
+        return Ok(QueryResult::empty());
+    }
+    let sql = cv.query.to_string();
+    let schema_name = ident.namespace.join(".");
+    // Planned now as every reader will plan it: this checks it, and gives its columns.
+    let as_view = in_view(session, &catalog_name, &schema_name);
+    let (state, plan) = ctx
+        .planner
+        .plan_view_sql(&as_view, &sql, &ViewChain::default().inside(&full))
+        .await?;
+    let plan = state
+        .analyzer()
+        .execute_and_check(plan, state.config_options(), |_, _| {})
+        .map_err(from_datafusion)?;
+    let fields = plan.schema().fields();
+    let names: Vec<String> = if cv.columns.is_empty() {
+        fields.iter().map(|f| f.name().clone()).collect()
+    } else if cv.columns.len() == fields.len() {
+        cv.columns.iter().map(|c| c.name.value.clone()).collect()
+    } else {
+        return Err(SqeError::invalid(format!(
+            "view '{full}' names {} columns but its query has {}",
+            cv.columns.len(),
+            fields.len()
+        )));
+    };
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].iter().any(|m| m.eq_ignore_ascii_case(n)) {
             return Err(SqeError::invalid(format!(
-                "view '{full}' names {} columns but its query has {}",
-                cv.columns.len(),
-                fields.len()
-            )));
-        };
-        for (i, n) in names.iter().enumerate() {
-            if names[..i].iter().any(|m| m.eq_ignore_ascii_case(n)) {
-                return Err(SqeError::invalid(format!(
-                    "column name '{n}' is given more than once in view '{full}'"
-                )));
-            }
-        }
-        let arrow = ArrowSchema::new(
-            fields
-                .iter()
-                .zip(&names)
-                .map(|(f, n)| Field::new(n, storable(f.data_type()), true))
-                .collect::<Vec<_>>(),
-        );
-        let schema = arrow_schema_to_schema_auto_assign_ids(&arrow).map_err(|e| {
-            SqeError::unsupported(format!(
-                "view '{full}' has a column type a view cannot keep: {}",
-                e.message()
-            ))
-        })?;
-        let change = ViewChange {
-            sql,
-            default_catalog: catalog_name.clone(),
-            default_schema: schema_name,
-            schema,
-            comment: cv.comment.clone(),
-            owner: session.principal.name.clone(),
-        };
-        catalog
-            .create_view(&ident, change, replaces)
-            .await
-            .map_err(from_iceberg)?;
-        // A replaced view keeps its owner and privileges.
-        if !replaces {
-            self.governance.record_owner(session, &view_object)?;
-        }
-        Ok(QueryResult::empty())
-    }
-
-    pub(crate) async fn drop_view(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-        if_exists: bool,
-    ) -> SqeResult<()> {
-        let (catalog_name, ident) = table_ident(session, name)?;
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        let full = qualified(&catalog_name, &ident);
-        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        match self
-            .governance
-            .authorize(session, Privilege::Drop, &object, || {
-                SqeError::not_found(format!("view '{full}' does not exist"))
-            }) {
-            Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
-            other => other?,
-        }
-        if catalog.supports_views() {
-            // Dropped without reading its metadata, which may be what is broken.
-            match catalog.drop_view(&ident).await {
-                Ok(()) => return self.governance.forget_object(session, &object),
-                Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => {}
-                Err(e) => return Err(from_iceberg(e)),
-            }
-        }
-        if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
-            return Err(SqeError::invalid(format!(
-                "'{full}' is a table, not a view; drop it with DROP TABLE"
+                "column name '{n}' is given more than once in view '{full}'"
             )));
         }
-        if if_exists {
-            return Ok(());
-        }
-        Err(SqeError::not_found(format!("view '{full}' does not exist")))
     }
+    let arrow = ArrowSchema::new(
+        fields
+            .iter()
+            .zip(&names)
+            .map(|(f, n)| Field::new(n, storable(f.data_type()), true))
+            .collect::<Vec<_>>(),
+    );
+    let schema = arrow_schema_to_schema_auto_assign_ids(&arrow).map_err(|e| {
+        SqeError::unsupported(format!(
+            "view '{full}' has a column type a view cannot keep: {}",
+            e.message()
+        ))
+    })?;
+    let change = ViewChange {
+        sql,
+        default_catalog: catalog_name.clone(),
+        default_schema: schema_name,
+        schema,
+        comment: cv.comment.clone(),
+        owner: session.principal.name.clone(),
+    };
+    catalog
+        .create_view(&ident, change, replaces)
+        .await
+        .map_err(from_iceberg)?;
+    // A replaced view keeps its owner and privileges.
+    if !replaces {
+        ctx.governance.record_owner(session, &view_object)?;
+    }
+    Ok(QueryResult::empty())
+}
 
-    /// The view of that name, if there is one: `(catalog, ident, definition)`.
-    pub(crate) async fn find_view(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-    ) -> SqeResult<Option<(String, TableIdent, ViewDefinition)>> {
-        let (catalog_name, ident) = table_ident(session, name)?;
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        if !catalog.supports_views() {
-            return Ok(None);
+pub(crate) async fn drop_view(ctx: &Ctx<'_>, name: &ObjectName, if_exists: bool) -> SqeResult<()> {
+    let session = ctx.session;
+    let (catalog_name, ident) = table_ident(session, name)?;
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    let full = qualified(&catalog_name, &ident);
+    let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+    match ctx
+        .governance
+        .authorize(session, Privilege::Drop, &object, || {
+            SqeError::not_found(format!("view '{full}' does not exist"))
+        }) {
+        Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
+        other => other?,
+    }
+    if catalog.supports_views() {
+        // Dropped without reading its metadata, which may be what is broken.
+        match catalog.drop_view(&ident).await {
+            Ok(()) => return ctx.governance.forget_object(session, &object),
+            Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => {}
+            Err(e) => return Err(from_iceberg(e)),
         }
-        let view = catalog.load_view(&ident).await.map_err(from_iceberg)?;
-        Ok(view.map(|v| (catalog_name, ident, v)))
     }
+    if catalog.table_exists(&ident).await.map_err(from_iceberg)? {
+        return Err(SqeError::invalid(format!(
+            "'{full}' is a table, not a view; drop it with DROP TABLE"
+        )));
+    }
+    if if_exists {
+        return Ok(());
+    }
+    Err(SqeError::not_found(format!("view '{full}' does not exist")))
+}
 
-    /// `SHOW CREATE VIEW`, in Trino's form.
-    pub(crate) async fn show_create_view(
-        &self,
-        session: &Session,
-        name: &ObjectName,
-    ) -> SqeResult<QueryResult> {
-        let (catalog_name, ident) = table_ident(session, name)?;
-        let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-        self.governance.authorize_visible(session, &object, || {
-            SqeError::not_found(format!("view '{object}' does not exist"))
-        })?;
-        let Some((catalog, ident, view)) = self.find_view(session, name).await? else {
-            let (catalog_name, ident) = table_ident(session, name)?;
-            return Err(SqeError::not_found(format!(
-                "view '{}' does not exist",
-                qualified(&catalog_name, &ident)
-            )));
-        };
-        let comment = match &view.comment {
-            Some(c) => format!(" COMMENT '{}'", c.replace('\'', "''")),
-            None => String::new(),
-        };
-        let text = format!(
-            "CREATE VIEW {}{comment} SECURITY INVOKER AS\n{}",
-            qualified(&catalog, &ident),
-            view.sql
-        );
-        QueryResult::column("Create View", vec![text])
+/// The view of that name, if there is one: `(catalog, ident, definition)`.
+pub(crate) async fn find_view(
+    ctx: &Ctx<'_>,
+    name: &ObjectName,
+) -> SqeResult<Option<(String, TableIdent, ViewDefinition)>> {
+    let session = ctx.session;
+    let (catalog_name, ident) = table_ident(session, name)?;
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    if !catalog.supports_views() {
+        return Ok(None);
     }
+    let view = catalog.load_view(&ident).await.map_err(from_iceberg)?;
+    Ok(view.map(|v| (catalog_name, ident, v)))
+}
+
+/// `SHOW CREATE VIEW`, in Trino's form.
+pub(crate) async fn show_create_view(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    let (catalog_name, ident) = table_ident(session, name)?;
+    let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+    ctx.governance.authorize_visible(session, &object, || {
+        SqeError::not_found(format!("view '{object}' does not exist"))
+    })?;
+    let Some((catalog, ident, view)) = find_view(ctx, name).await? else {
+        let (catalog_name, ident) = table_ident(session, name)?;
+        return Err(SqeError::not_found(format!(
+            "view '{}' does not exist",
+            qualified(&catalog_name, &ident)
+        )));
+    };
+    let comment = match &view.comment {
+        Some(c) => format!(" COMMENT '{}'", c.replace('\'', "''")),
+        None => String::new(),
+    };
+    let text = format!(
+        "CREATE VIEW {}{comment} SECURITY INVOKER AS\n{}",
+        qualified(&catalog, &ident),
+        view.sql
+    );
+    QueryResult::column("Create View", vec![text])
 }
 
 /// A column type as a view's schema keeps it (Iceberg has neither unsigned integers nor a type

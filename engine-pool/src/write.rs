@@ -35,10 +35,11 @@ use iceberg::{Catalog, TableIdent};
 use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
-use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult};
+use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogRef, SqeCatalog};
-use crate::engine::Engine;
+use crate::context::Ctx;
+use crate::ddl::create_iceberg_table;
 use crate::error::CatalogRefusal;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::names::{normalize_ident, resolve_name};
@@ -108,110 +109,107 @@ fn trino_name(t: &DataType) -> String {
     }
 }
 
-impl Engine {
-    pub(crate) async fn insert(
-        &self,
-        session: &Session,
-        insert: Insert,
-        tables: QueryTables,
-    ) -> SqeResult<QueryResult> {
-        let TableObject::TableName(name) = &insert.table else {
-            return Err(SqeError::unsupported(
-                "INSERT INTO TABLE FUNCTION is not supported",
-            ));
-        };
-        if insert.overwrite {
-            return Err(SqeError::unsupported("INSERT OVERWRITE is not supported"));
-        }
-        let Some(source) = insert.source.clone() else {
-            return Err(SqeError::invalid("INSERT needs VALUES or a query"));
-        };
-        let (catalog_name, schema, table_name) = resolve_name(session, name)?;
-        let object = crate::governance::model::Object::table(&catalog_name, &schema, &table_name);
-        self.governance.authorize(
-            session,
-            crate::governance::model::Privilege::Insert,
-            &object,
-            || {
-                SqeError::not_found(format!(
-                    "table '{catalog_name}.{schema}.{table_name}' does not exist"
-                ))
-            },
-        )?;
-        let (catalog_name, ident, table) = self.mounts.table(session, name).await?;
-        let (state, plan) = self
-            .planner
-            .plan(session, Statement::Query(source), tables)
-            .await?;
-        let columns: Option<Vec<String>> =
-            (!insert.columns.is_empty()).then(|| insert.columns.iter().map(column_name).collect());
-        let plan = cast_to_table(
-            plan,
-            &table,
-            columns.as_deref(),
-            &format!(
-                "{catalog_name}.{}.{}",
-                ident.namespace.join("."),
-                ident.name
-            ),
-        )?;
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        let rows = append(&catalog, &table, &state, plan).await?;
-        QueryResult::written(rows)
+pub(crate) async fn insert(
+    ctx: &Ctx<'_>,
+    insert: Insert,
+    tables: QueryTables,
+) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    let TableObject::TableName(name) = &insert.table else {
+        return Err(SqeError::unsupported(
+            "INSERT INTO TABLE FUNCTION is not supported",
+        ));
+    };
+    if insert.overwrite {
+        return Err(SqeError::unsupported("INSERT OVERWRITE is not supported"));
     }
+    let Some(source) = insert.source.clone() else {
+        return Err(SqeError::invalid("INSERT needs VALUES or a query"));
+    };
+    let (catalog_name, schema, table_name) = resolve_name(session, name)?;
+    let object = crate::governance::model::Object::table(&catalog_name, &schema, &table_name);
+    ctx.governance.authorize(
+        session,
+        crate::governance::model::Privilege::Insert,
+        &object,
+        || {
+            SqeError::not_found(format!(
+                "table '{catalog_name}.{schema}.{table_name}' does not exist"
+            ))
+        },
+    )?;
+    let (catalog_name, ident, table) = ctx.mounts.table(session, name).await?;
+    let (state, plan) = ctx
+        .planner
+        .plan(session, Statement::Query(source), tables)
+        .await?;
+    let columns: Option<Vec<String>> =
+        (!insert.columns.is_empty()).then(|| insert.columns.iter().map(column_name).collect());
+    let plan = cast_to_table(
+        plan,
+        &table,
+        columns.as_deref(),
+        &format!(
+            "{catalog_name}.{}.{}",
+            ident.namespace.join("."),
+            ident.name
+        ),
+    )?;
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    let rows = append(&catalog, &table, &state, plan).await?;
+    QueryResult::written(rows)
+}
 
-    pub(crate) async fn create_table_as(
-        &self,
-        session: &Session,
-        ct: CreateTable,
-        partitioned_by: Option<Vec<String>>,
-        tables: QueryTables,
-    ) -> SqeResult<QueryResult> {
-        if !ct.columns.is_empty() {
-            return Err(SqeError::unsupported(
-                "CREATE TABLE AS with a column list is not supported; alias the query's columns",
-            ));
+pub(crate) async fn create_table_as(
+    ctx: &Ctx<'_>,
+    ct: CreateTable,
+    partitioned_by: Option<Vec<String>>,
+    tables: QueryTables,
+) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    if !ct.columns.is_empty() {
+        return Err(SqeError::unsupported(
+            "CREATE TABLE AS with a column list is not supported; alias the query's columns",
+        ));
+    }
+    let Some(query) = ct.query.clone() else {
+        return Err(SqeError::internal("CREATE TABLE AS without a query"));
+    };
+    let (state, plan) = ctx
+        .planner
+        .plan(session, Statement::Query(query), tables)
+        .await?;
+    let mut fields = Vec::new();
+    for f in plan.schema().fields() {
+        if fields.iter().any(|g: &Field| g.name() == f.name()) {
+            return Err(SqeError::invalid(format!(
+                "column '{}' appears more than once in the query; give the columns distinct aliases",
+                f.name()
+            )));
         }
-        let Some(query) = ct.query.clone() else {
-            return Err(SqeError::internal("CREATE TABLE AS without a query"));
-        };
-        let (state, plan) = self
-            .planner
-            .plan(session, Statement::Query(query), tables)
-            .await?;
-        let mut fields = Vec::new();
-        for f in plan.schema().fields() {
-            if fields.iter().any(|g: &Field| g.name() == f.name()) {
-                return Err(SqeError::invalid(format!(
-                    "column '{}' appears more than once in the query; give the columns distinct aliases",
-                    f.name()
-                )));
-            }
-            fields.push(Field::new(
-                f.name(),
-                storable_arrow_type(f.data_type())?,
-                true,
-            ));
-        }
-        let schema = arrow_schema_to_schema_auto_assign_ids(&ArrowSchema::new(fields))
-            .map_err(from_iceberg)?;
-        let Some((catalog_name, ident, table)) = self
-            .create_iceberg_table(session, &ct, schema, partitioned_by)
-            .await?
-        else {
-            return QueryResult::written(0);
-        };
-        let catalog = self.mounts.bind(session, &catalog_name)?;
-        let written = match cast_to_table(plan, &table, None, &ident.name) {
-            Ok(plan) => append(&catalog, &table, &state, plan).await,
-            Err(e) => Err(e),
-        };
-        match written {
-            Ok(rows) => QueryResult::written(rows),
-            Err(e) => {
-                drop_quietly(catalog.as_ref(), &ident).await;
-                Err(e)
-            }
+        fields.push(Field::new(
+            f.name(),
+            storable_arrow_type(f.data_type())?,
+            true,
+        ));
+    }
+    let schema =
+        arrow_schema_to_schema_auto_assign_ids(&ArrowSchema::new(fields)).map_err(from_iceberg)?;
+    let Some((catalog_name, ident, table)) =
+        create_iceberg_table(ctx, &ct, schema, partitioned_by).await?
+    else {
+        return QueryResult::written(0);
+    };
+    let catalog = ctx.mounts.bind(session, &catalog_name)?;
+    let written = match cast_to_table(plan, &table, None, &ident.name) {
+        Ok(plan) => append(&catalog, &table, &state, plan).await,
+        Err(e) => Err(e),
+    };
+    match written {
+        Ok(rows) => QueryResult::written(rows),
+        Err(e) => {
+            drop_quietly(catalog.as_ref(), &ident).await;
+            Err(e)
         }
     }
 }

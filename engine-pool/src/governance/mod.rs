@@ -17,6 +17,7 @@ pub mod grants;
 pub mod model;
 pub mod ranger;
 pub mod row_filters;
+pub mod statements;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;

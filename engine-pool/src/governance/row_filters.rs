@@ -29,15 +29,12 @@ use datafusion::common::{Column, DataFusionError};
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan, Projection};
 use datafusion::physical_plan::ExecutionPlan;
-use sqe_sessions::{ErrorCode, QueryResult, Session, SqeError, SqeResult, quote_identifier};
+use sqe_sessions::{ErrorCode, Session, SqeError, SqeResult};
 
 use super::Governance;
 use crate::catalog::policy_store::PolicyDb;
-use crate::engine::Engine;
 use crate::governance::column_masks::Mask;
 use crate::governance::model::Object;
-use crate::names::resolve_name;
-use crate::statement::policies::{RowFilterKind, RowFilterStatement};
 
 /// A row filter in a statement's plan: its condition over the rows of the scan below, and a
 /// barrier to the optimizer. DataFusion's rules see a node they do not know: no condition of the
@@ -626,110 +623,5 @@ impl Governance {
         })
         .map(|t| t.data)
         .map_err(crate::error::from_datafusion)
-    }
-}
-
-impl Engine {
-    /// `CREATE ROW FILTER`, `DROP ROW FILTER`, `SHOW ROW FILTERS`: see the module doc.
-    pub(crate) async fn run_row_filter_statement(
-        &self,
-        session: &Session,
-        statement: RowFilterStatement,
-    ) -> SqeResult<QueryResult> {
-        let RowFilterStatement {
-            kind,
-            name,
-            table_name,
-            rule,
-        } = statement;
-        let (catalog, schema, table) = resolve_name(session, &table_name)?;
-        let object = Object::table(&catalog, &schema, &table);
-        // Only a table's owner or an admin sees and changes its filters; to anyone else it is
-        // as absent as a table they cannot see, or refused.
-        self.governance.authorize_owner(session, &object, || {
-            SqeError::not_found(format!("table '{object}' does not exist"))
-        })?;
-        let (_, _, _) = self.mounts.table(session, &table_name).await?;
-        let handle = self.mounts.bind(session, &catalog)?;
-        let db = self.governance.policy_db_of(&catalog, &handle).ok_or_else(|| {
-            SqeError::unsupported(format!(
-                "catalog '{catalog}' keeps no row filters (only SQLite and PostgreSQL catalogs do)"
-            ))
-        })?;
-        match (kind, name, rule) {
-            (RowFilterKind::Create, Some(name), Some((condition, grantee_kind, grantee))) => {
-                if name.len() > 255 || grantee.len() > 255 || condition.len() > 4000 {
-                    return Err(SqeError::invalid(
-                        "a row filter's name and grantee are at most 255 characters, its condition 4000",
-                    ));
-                }
-                // The condition must be a boolean over the table's own columns.
-                let check = format!(
-                    "SELECT count(*) FROM {catalog_q}.{schema_q}.{table_q} WHERE ({condition})",
-                    catalog_q = quote_identifier(&catalog),
-                    schema_q = quote_identifier(&schema),
-                    table_q = quote_identifier(&table),
-                );
-                Box::pin(self.planner.plan_sql(session, &check))
-                    .await
-                    .map_err(|e| {
-                        SqeError::invalid(format!(
-                            "row filter ({condition}) on {object}: {}",
-                            e.message()
-                        ))
-                    })?;
-                let exists = !db
-                    .query(
-                        "SELECT filter_name FROM sqe_row_filters WHERE catalog_name = $1
-                         AND schema_name = $2 AND table_name = $3 AND filter_name = $4",
-                        &[&catalog, &schema, &table, &name],
-                    )?
-                    .is_empty();
-                if exists {
-                    return Err(SqeError::already_exists(format!(
-                        "row filter '{name}' on {object} already exists"
-                    )));
-                }
-                db.execute(
-                    "INSERT INTO sqe_row_filters (catalog_name, schema_name, table_name, filter_name,
-                     grantee_kind, grantee, expression) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    &[&catalog, &schema, &table, &name, grantee_kind, &grantee, &condition],
-                )?;
-                Ok(QueryResult::empty())
-            }
-            (RowFilterKind::Drop { if_exists }, Some(name), _) => {
-                let removed = db.execute(
-                    "DELETE FROM sqe_row_filters WHERE catalog_name = $1 AND schema_name = $2
-                     AND table_name = $3 AND filter_name = $4",
-                    &[&catalog, &schema, &table, &name],
-                )?;
-                if removed == 0 && !if_exists {
-                    return Err(SqeError::not_found(format!(
-                        "row filter '{name}' on {object} does not exist"
-                    )));
-                }
-                Ok(QueryResult::empty())
-            }
-            _ => {
-                let rows: Vec<Vec<String>> = db
-                    .query(
-                        "SELECT filter_name, grantee_kind, grantee, expression FROM sqe_row_filters
-                         WHERE catalog_name = $1 AND schema_name = $2 AND table_name = $3
-                         ORDER BY filter_name",
-                        &[&catalog, &schema, &table],
-                    )?
-                    .into_iter()
-                    .map(|r| {
-                        let mut r: Vec<String> =
-                            r.into_iter().map(Option::unwrap_or_default).collect();
-                        if let Some(kind) = r.get_mut(1) {
-                            *kind = kind.to_uppercase();
-                        }
-                        r
-                    })
-                    .collect();
-                QueryResult::text(&["Filter", "Grantee Type", "Grantee", "Condition"], &rows)
-            }
-        }
     }
 }

@@ -11,7 +11,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::ScalarValue;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, Statement, TableAlias, TableFactor,
+    Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, TableAlias, TableFactor,
     TableFunctionArgs, Value, VisitMut, VisitorMut,
 };
 use futures::TryStreamExt;
@@ -60,7 +60,7 @@ impl Planner {
     pub(crate) async fn resolve_relations(
         &self,
         session: &Session,
-        statement: &mut Statement,
+        statement: &mut impl VisitMut,
         prepared: &Prepared,
     ) -> SqeResult<QueryTables> {
         let travel_aliases = prepared
