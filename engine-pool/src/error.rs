@@ -203,7 +203,7 @@ pub fn from_datafusion(e: DataFusionError) -> SqeError {
         }
     }
     let message = one_line(&root.to_string());
-    if let Some(overflow) = crate::trino_sql::overflow_message(&message) {
+    if let Some(overflow) = crate::trino_sql::overflow_text::overflow_message(&message) {
         return SqeError::new(ErrorCode::InvalidInput, overflow);
     }
     match code_of(root, &message) {

@@ -13,6 +13,7 @@ pub mod provider;
 pub mod rest;
 pub mod scan;
 pub mod sql;
+pub(crate) mod sql_db;
 pub mod storage;
 pub mod system;
 mod thrift;

@@ -209,12 +209,12 @@ pub(crate) fn read_tag_masks(
 /// The hash key of `catalog`: the configured one, else the catalog's own (made on first need when
 /// `make` is set).
 pub(crate) fn hash_key(
-    governance: &super::Governance,
+    configured: Option<&[u8]>,
     db: &dyn PolicyDb,
     catalog: &str,
     make: bool,
 ) -> SqeResult<Option<Vec<u8>>> {
-    if let Some(key) = governance.mask_key() {
+    if let Some(key) = configured {
         return Ok(Some(key.to_vec()));
     }
     let read = || -> SqeResult<Option<Vec<u8>>> {

@@ -72,7 +72,9 @@ impl Governance {
             default_allow: default == AccessDefault::Allow,
             mask_key,
             policy_store: match policy_store {
-                Some(path) => Some(crate::catalog::sql::policy_store(path).map_err(from_iceberg)?),
+                Some(path) => {
+                    Some(crate::catalog::sql_db::policy_store(path).map_err(from_iceberg)?)
+                }
                 None => None,
             },
             ranger: ranger.map(Ranger::start).transpose()?,

@@ -407,9 +407,12 @@ impl<'a> StatementPolicies<'a> {
     fn hash_key(&self, catalog: &str) -> SqeResult<Option<Vec<u8>>> {
         let handle = self.governance.mounts.bind(self.session, catalog)?;
         match self.governance.policy_db_of(catalog, &handle) {
-            Some(db) => {
-                crate::governance::column_masks::hash_key(self.governance, db, catalog, false)
-            }
+            Some(db) => crate::governance::column_masks::hash_key(
+                self.governance.mask_key(),
+                db,
+                catalog,
+                false,
+            ),
             // Ranger's catalogs: the configured key alone.
             None => Ok(self.governance.mask_key().map(<[u8]>::to_vec)),
         }

@@ -176,7 +176,7 @@ fn tag_mask_statement(
                 ));
             }
             if mask == Mask::Hash {
-                hash_key(ctx.governance, db, &catalog, true)?;
+                hash_key(ctx.governance.mask_key(), db, &catalog, true)?;
             }
             let (mask_kind, argument) = mask.stored();
             db.execute(
@@ -295,7 +295,7 @@ async fn mask_statement(
                 .map_err(crate::error::from_iceberg)?;
             check_mask(ctx, &object, &column, &arrow, &mask).await?;
             if mask == Mask::Hash {
-                hash_key(ctx.governance, db, &catalog, true)?;
+                hash_key(ctx.governance.mask_key(), db, &catalog, true)?;
             }
             let (kind, argument) = mask.stored();
             let [c, s, t, id] = keys(field.id);

@@ -46,7 +46,7 @@ impl PhysicalOptimizerRule for DecimalArithmetic {
         if !super::switches(config).decimal_arithmetic {
             return Ok(plan);
         }
-        super::rewrite_operator_expressions(plan, fast)
+        super::operator_exprs::rewrite_operator_expressions(plan, fast)
     }
 
     fn name(&self) -> &str {

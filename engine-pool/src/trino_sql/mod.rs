@@ -12,7 +12,7 @@
 //! - the logical plan, before DataFusion's type coercion (operands.rs) and after it (casts.rs),
 //!   both placed by [`analyzer_rules`];
 //! - integer `+ - *` of columns in the physical plan ([`CheckedArithmetic`]: overflow.rs), and
-//!   arrow's overflow errors in Trino's words ([`overflow_message`]).
+//!   arrow's overflow errors in Trino's words (overflow_text.rs, which error.rs reads).
 //!
 //! syntax.rs, exprs.rs, timestamps.rs and quotient.rs hold what several parts share, below them;
 //! testing.rs is the unit tests' (a session wired as the engine wires it, without catalogs).
@@ -27,6 +27,7 @@ mod literals;
 mod operands;
 mod operators;
 mod overflow;
+pub(crate) mod overflow_text;
 mod quotient;
 mod rewriter;
 mod syntax;
@@ -42,7 +43,7 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionConfig;
 
 pub(crate) use operators::TrinoOperators;
-pub(crate) use overflow::{CheckedArithmetic, overflow_message};
+pub(crate) use overflow::CheckedArithmetic;
 pub(crate) use rewriter::rewrite_statement;
 
 use casts::TrinoCasts;

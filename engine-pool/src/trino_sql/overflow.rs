@@ -18,14 +18,7 @@ use datafusion::physical_expr::expressions::BinaryExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 
-fn words(op: Operator) -> Option<(&'static str, &'static str)> {
-    match op {
-        Operator::Plus => Some(("addition", "+")),
-        Operator::Minus => Some(("subtraction", "-")),
-        Operator::Multiply => Some(("multiplication", "*")),
-        _ => None,
-    }
-}
+use super::overflow_text::words;
 
 /// Trino's message for an overflowing integer operation.
 fn overflow(
@@ -76,19 +69,6 @@ pub(crate) fn fold_constant(
     }
 }
 
-/// An arrow overflow error in Trino's words ("addition overflow: 9223372036854775807 + 1"), or
-/// None for any other message.
-pub(crate) fn overflow_message(message: &str) -> Option<String> {
-    let rest = message
-        .split_once("Overflow happened on: ")
-        .map(|(_, r)| r.trim())?;
-    let (word, _) = [Operator::Plus, Operator::Minus, Operator::Multiply]
-        .into_iter()
-        .filter_map(words)
-        .find(|(_, sign)| rest.contains(&format!(" {sign} ")))?;
-    Some(format!("integer {word} overflow: {rest}"))
-}
-
 /// Marks the integer `+ - *` of `expr` to fail on overflow.
 fn checked(
     expr: Arc<dyn PhysicalExpr>,
@@ -120,7 +100,7 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        crate::optimizer::rewrite_operator_expressions(plan, checked)
+        crate::optimizer::operator_exprs::rewrite_operator_expressions(plan, checked)
     }
 
     fn name(&self) -> &str {
@@ -135,6 +115,7 @@ impl PhysicalOptimizerRule for CheckedArithmetic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trino_sql::overflow_text::overflow_message;
 
     #[test]
     fn constants_fold_or_overflow() {
