@@ -34,11 +34,11 @@ use crate::planner::{
 use crate::secrets::Secrets;
 use crate::secrets::store::SecretStore;
 use crate::session_properties::{check_session, max_run_time};
+use crate::show::{functions as show_functions, stats as show_stats};
 use crate::statement::prepass::Prepared;
 use crate::statement::{self, Parsed, SqeStatement, recorded_text};
-use crate::{
-    attach, ddl, governance, ingest, session_properties, show_functions, show_stats, views, write,
-};
+use crate::write::{append, ddl, ingest, views};
+use crate::{attach, governance, session_properties};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
 #[derive(Debug, Clone, Default)]
@@ -325,14 +325,14 @@ impl Engine {
                     .planner
                     .resolve_relations(session, &mut insert, &prepared)
                     .await?;
-                write::insert(&ctx, insert, tables).await
+                append::insert(&ctx, insert, tables).await
             }
             SqeStatement::CreateTableAs(mut create) => {
                 let tables = self
                     .planner
                     .resolve_relations(session, &mut create, &prepared)
                     .await?;
-                write::create_table_as(&ctx, create, prepared.partitioned_by, tables).await
+                append::create_table_as(&ctx, create, prepared.partitioned_by, tables).await
             }
             SqeStatement::CreateView(view) => views::create_view(&ctx, &view, &prepared).await,
             SqeStatement::Copy(copy) => copy_to(&ctx, copy, &prepared).await,

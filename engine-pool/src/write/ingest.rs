@@ -22,11 +22,11 @@ use sqe_sessions::{
     BatchStream, IfExists, IfMissing, IngestTarget, QueryResult, SqeError, SqeResult,
 };
 
+use super::append;
+use super::ddl::drop_table;
 use crate::context::Ctx;
-use crate::ddl::drop_table;
 use crate::error::from_iceberg;
 use crate::names::{QUERY_CATALOG, QUERY_SCHEMA};
-use crate::write;
 
 const SOURCE: &str = "ingest";
 
@@ -153,7 +153,7 @@ pub(crate) async fn ingest_rows(
         else {
             return Err(SqeError::internal("bulk ingest: not a CREATE TABLE"));
         };
-        return write::create_table_as(ctx, ct, None, tables).await;
+        return append::create_table_as(ctx, ct, None, tables).await;
     }
     // Appending matches columns by name, as the client named them.
     let columns = schema
@@ -168,5 +168,5 @@ pub(crate) async fn ingest_rows(
     else {
         return Err(SqeError::internal("bulk ingest: not an INSERT"));
     };
-    write::insert(ctx, insert, tables).await
+    append::insert(ctx, insert, tables).await
 }

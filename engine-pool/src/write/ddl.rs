@@ -29,7 +29,7 @@ use crate::names::{SYSTEM_CATALOG, normalize_ident, object_parts, schema_name, t
 use crate::session_properties::{reset_session, set_session};
 use crate::statement::prepass::Prepared;
 use crate::types::{FieldIds, sql_to_iceberg, trino_type_name};
-use crate::views::{drop_view, find_view, show_create_view};
+use crate::write::views::{drop_view, find_view, show_create_view};
 
 /// A LIKE pattern matcher with `%` and `_`.
 fn like(pattern: &str, text: &str) -> bool {

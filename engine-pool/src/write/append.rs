@@ -39,11 +39,11 @@ use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogRef, SqeCatalog};
 use crate::context::Ctx;
-use crate::ddl::create_iceberg_table;
 use crate::error::CatalogRefusal;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::names::{normalize_ident, resolve_name};
 use crate::types::storable_arrow_type;
+use crate::write::ddl::create_iceberg_table;
 
 type QueryTables = Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>;
 
