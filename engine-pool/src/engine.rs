@@ -34,7 +34,7 @@ use crate::planner::{
 use crate::secrets::Secrets;
 use crate::secrets::store::SecretStore;
 use crate::session_properties::{check_session, max_run_time};
-use crate::show::{functions as show_functions, stats as show_stats};
+use crate::show::{self, functions as show_functions, stats as show_stats};
 use crate::statement::prepass::Prepared;
 use crate::statement::{self, Parsed, SqeStatement, recorded_text};
 use crate::write::{append, ddl, ingest, views};
@@ -360,7 +360,11 @@ impl Engine {
             SqeStatement::DropSecret { name, if_exists } => {
                 self.secrets.drop_secret(session, &name, if_exists)
             }
-            SqeStatement::Catalog(statement) => ddl::run_ddl(&ctx, statement, prepared).await,
+            SqeStatement::Ddl(statement) => ddl::run(&ctx, statement, prepared).await,
+            SqeStatement::Show(statement) => show::run(&ctx, statement).await,
+            SqeStatement::Session(statement) => {
+                session_properties::run(&self.mounts, session, statement).await
+            }
         }
     }
 }

@@ -6,8 +6,13 @@ use std::time::Duration;
 
 use datafusion::arrow::array::StringArray;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::sql::sqlparser::ast::{ContextModifier, Expr, ObjectName, Set, Value};
+use datafusion::sql::sqlparser::ast::{
+    ContextModifier, Expr, ObjectName, Reset, Set, Statement, Use, Value,
+};
 use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
+
+use crate::catalog::mounts::Mounts;
+use crate::names::{object_parts, schema_name};
 
 struct Property {
     name: &'static str,
@@ -164,7 +169,7 @@ fn property_name(name: &ObjectName) -> String {
 }
 
 /// `SET SESSION name = value`.
-pub(crate) fn set_session(set: &Set) -> SqeResult<QueryResult> {
+fn set_session(set: &Set) -> SqeResult<QueryResult> {
     if let Set::SetTimeZone { value, .. } = set {
         return set_time_zone(value);
     }
@@ -213,7 +218,7 @@ pub(crate) fn set_session(set: &Set) -> SqeResult<QueryResult> {
 }
 
 /// `RESET SESSION name`.
-pub(crate) fn reset_session(name: &ObjectName) -> SqeResult<QueryResult> {
+fn reset_session(name: &ObjectName) -> SqeResult<QueryResult> {
     let name = property_name(name);
     property(&name)?;
     Ok(QueryResult {
@@ -259,6 +264,61 @@ pub(crate) fn show_session(session: &Session) -> SqeResult<QueryResult> {
             column(&|p| p.description.to_string()),
         ],
     )
+}
+
+/// `USE`, `SET SESSION` and `RESET SESSION`: changes to the session, which the caller applies.
+pub(crate) async fn run(
+    mounts: &Mounts,
+    session: &Session,
+    statement: Statement,
+) -> SqeResult<QueryResult> {
+    match statement {
+        Statement::Use(u) => use_statement(mounts, session, u).await,
+        Statement::Set(set) => set_session(&set),
+        Statement::Reset(reset) => match reset.reset {
+            Reset::ConfigurationParameter(name) => reset_session(&name),
+            Reset::ALL => Err(SqeError::unsupported(
+                "RESET ALL is not supported; reset each property with RESET SESSION name",
+            )),
+        },
+        other => Err(SqeError::internal(format!(
+            "not a session statement: {}",
+            other.to_string().chars().take(40).collect::<String>()
+        ))),
+    }
+}
+
+/// `USE catalog.schema`, `USE schema` or `USE CATALOG c`: the session's new catalog and schema,
+/// which must exist.
+async fn use_statement(mounts: &Mounts, session: &Session, u: Use) -> SqeResult<QueryResult> {
+    let name = match u {
+        Use::Object(n) | Use::Schema(n) | Use::Database(n) => n,
+        Use::Catalog(n) => {
+            let parts = object_parts(&n)?;
+            let [c] = parts.as_slice() else {
+                return Err(SqeError::invalid(format!("'{n}' is not a catalog name")));
+            };
+            mounts.mount(session, c)?;
+            return Ok(QueryResult {
+                session_update: Some(SessionUpdate {
+                    catalog: Some(c.clone()),
+                    ..SessionUpdate::default()
+                }),
+                ..QueryResult::empty()
+            });
+        }
+        other => return Err(SqeError::unsupported(format!("{other} is not supported"))),
+    };
+    let (catalog_name, schema) = schema_name(session, &name)?;
+    mounts.schema(session, &catalog_name, &schema).await?;
+    Ok(QueryResult {
+        session_update: Some(SessionUpdate {
+            catalog: Some(catalog_name),
+            schema: Some(schema),
+            ..SessionUpdate::default()
+        }),
+        ..QueryResult::empty()
+    })
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::ObjectName;
-use iceberg::TableIdent;
 use iceberg::table::Table;
+use iceberg::{NamespaceIdent, TableIdent};
 use sqe_sessions::{Session, SqeError, SqeResult};
 
 use super::backend::{CatalogMount, CatalogRef, SharedMount};
@@ -139,6 +139,27 @@ impl Mounts {
             .values()
             .filter_map(|c| c.local_warehouse().map(Path::to_path_buf))
             .collect()
+    }
+
+    /// The catalog `catalog` as `session` reaches it, if it holds the schema `schema`; else a
+    /// not-found error naming the schema.
+    pub async fn schema(
+        &self,
+        session: &Session,
+        catalog: &str,
+        schema: &str,
+    ) -> SqeResult<CatalogRef> {
+        let handle = self.bind(session, catalog)?;
+        let exists = handle
+            .namespace_exists(&NamespaceIdent::new(schema.to_string()))
+            .await
+            .map_err(from_iceberg)?;
+        if !exists {
+            return Err(SqeError::not_found(format!(
+                "schema '{catalog}.{schema}' does not exist"
+            )));
+        }
+        Ok(handle)
     }
 
     /// The table `name` (qualified by the session), or an error naming it: not found, or a view

@@ -19,6 +19,8 @@ use datafusion::logical_expr::type_coercion::functions::{UDFCoercionExt, fields_
 use datafusion::logical_expr::{Documentation, ReturnFieldArgs, TypeSignature, Volatility};
 use sqe_sessions::{QueryResult, SqeResult};
 
+use super::like_chars;
+
 /// A documented signature: return type and argument types, in Trino's names.
 type Signed = (&'static str, &'static str);
 
@@ -387,29 +389,6 @@ fn describe(doc: Option<&Documentation>) -> String {
 }
 
 /// The pattern of `SHOW FUNCTIONS LIKE '…'`, if any (`rest` is the text after `SHOW FUNCTIONS`).
-/// SQL's LIKE: `%` any run of characters, `_` one character.
-fn like(pattern: &[char], text: &[char]) -> bool {
-    // Where the last `%` was, and the text position it has taken up to.
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == '_' || pattern[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pattern.len() && pattern[p] == '%' {
-            star = Some((p, t));
-            p += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|c| *c == '%')
-}
-
 pub(crate) fn show_functions(
     state: &SessionState,
     pattern: Option<&str>,
@@ -418,7 +397,7 @@ pub(crate) fn show_functions(
     let wanted = |name: &str| {
         pattern
             .as_ref()
-            .is_none_or(|p| like(p, &name.chars().collect::<Vec<_>>()))
+            .is_none_or(|p| like_chars(p, &name.chars().collect::<Vec<_>>()))
     };
     let mut rows: Vec<Row> = Vec::new();
     let mut add = |name: &str,
@@ -581,27 +560,4 @@ pub(crate) fn show_functions(
             text(&|r| r.description.clone()),
         ],
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::like;
-
-    fn matches(p: &str, t: &str) -> bool {
-        like(
-            &p.chars().collect::<Vec<_>>(),
-            &t.chars().collect::<Vec<_>>(),
-        )
-    }
-
-    #[test]
-    fn like_patterns() {
-        assert!(matches("date%", "date_add"));
-        assert!(matches("%add", "date_add"));
-        assert!(matches("d_te%", "date_add"));
-        assert!(matches("%_%", "x"));
-        assert!(!matches("date", "date_add"));
-        assert!(!matches("%sub", "substr"));
-        assert!(matches("%", ""));
-    }
 }

@@ -73,9 +73,13 @@ pub(crate) enum SqeStatement {
     CreateSecret(CreateSecret),
     /// `DROP [TEMPORARY] SECRET [IF EXISTS] name`.
     DropSecret { name: Ident, if_exists: bool },
-    /// What SQE runs against its catalogs and the session: CREATE and DROP (schemas, tables,
-    /// views, roles), ALTER TABLE, USE, SET and RESET SESSION, SHOW and DESCRIBE.
-    Catalog(Statement),
+    /// What changes the catalogs' schemas, tables, views and roles: CREATE, DROP, ALTER TABLE; and
+    /// any statement SQE does not run (refused by name).
+    Ddl(Statement),
+    /// SHOW CATALOGS, SCHEMAS, TABLES, COLUMNS; DESCRIBE; SHOW CREATE TABLE and VIEW.
+    Show(Statement),
+    /// `USE`, `SET SESSION`, `RESET SESSION`.
+    Session(Statement),
 }
 
 /// The parts of a `CREATE SECRET` statement SQE uses.
@@ -197,7 +201,17 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
                 Statement::DropSecret {
                     if_exists, name, ..
                 } => SqeStatement::DropSecret { name, if_exists },
-                other => SqeStatement::Catalog(other),
+                statement @ (Statement::Use(_) | Statement::Set(_) | Statement::Reset(_)) => {
+                    SqeStatement::Session(statement)
+                }
+                statement @ (Statement::ShowCatalogs { .. }
+                | Statement::ShowSchemas { .. }
+                | Statement::ShowDatabases { .. }
+                | Statement::ShowTables { .. }
+                | Statement::ShowColumns { .. }
+                | Statement::ExplainTable { .. }
+                | Statement::ShowCreate { .. }) => SqeStatement::Show(statement),
+                other => SqeStatement::Ddl(other),
             }
         }
     };
@@ -371,9 +385,10 @@ impl SqeStatement {
     /// kind answers here: a kind added to the enum must say whether it reads only.
     pub fn is_read_only(&self) -> bool {
         match self {
-            SqeStatement::Query(statement) | SqeStatement::Catalog(statement) => {
-                reads_only(statement)
-            }
+            SqeStatement::Query(statement)
+            | SqeStatement::Ddl(statement)
+            | SqeStatement::Show(statement)
+            | SqeStatement::Session(statement) => reads_only(statement),
             SqeStatement::ShowFunctions { .. }
             | SqeStatement::ShowStats { .. }
             | SqeStatement::ShowSecrets
@@ -405,7 +420,9 @@ impl SqeStatement {
         match self {
             SqeStatement::Query(Statement::Query(_)) => words("a query with a data-modifying part"),
             SqeStatement::Query(statement)
-            | SqeStatement::Catalog(statement)
+            | SqeStatement::Ddl(statement)
+            | SqeStatement::Show(statement)
+            | SqeStatement::Session(statement)
             | SqeStatement::Access(statement) => {
                 let text = statement.to_string();
                 let first: Vec<&str> = text.split_whitespace().take(2).collect();

@@ -5,12 +5,9 @@ use crate::governance::model::{Object, Privilege};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::StringArray;
-use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use datafusion::sql::sqlparser::ast::{
     AlterTableOperation, ColumnOption, CreateTable, CreateTableOptions, Expr, ObjectName,
-    ObjectType, Reset, SchemaName, ShowCreateObject, ShowStatementFilter, ShowStatementIn,
-    ShowStatementOptions, SqlOption, Statement, Use, Value,
+    ObjectType, SchemaName, SqlOption, Statement, Value,
 };
 use iceberg::spec::{
     NestedField, NestedFieldRef, Schema, Transform, UnboundPartitionSpec,
@@ -18,56 +15,17 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
-use sqe_sessions::{QueryResult, SessionUpdate, SqeError, SqeResult};
+use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 use crate::catalog::backend::CatalogRef;
 use crate::catalog::provider::load_table_opt;
 use crate::context::Ctx;
 use crate::error::from_iceberg;
 use crate::files::policy::Access;
-use crate::names::{SYSTEM_CATALOG, normalize_ident, object_parts, schema_name, table_ident};
-use crate::session_properties::{reset_session, set_session};
+use crate::names::{normalize_ident, schema_name, table_ident};
 use crate::statement::prepass::Prepared;
-use crate::types::{FieldIds, sql_to_iceberg, trino_type_name};
-use crate::write::views::{drop_view, find_view, show_create_view};
-
-/// A LIKE pattern matcher with `%` and `_`.
-fn like(pattern: &str, text: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match p.split_first() {
-            None => t.is_empty(),
-            Some(('%', rest)) => (0..=t.len()).any(|i| go(rest, &t[i..])),
-            Some(('_', rest)) => !t.is_empty() && go(rest, &t[1..]),
-            Some((c, rest)) => t.first() == Some(c) && go(rest, &t[1..]),
-        }
-    }
-    go(
-        &pattern.chars().collect::<Vec<_>>(),
-        &text.chars().collect::<Vec<_>>(),
-    )
-}
-
-fn like_filter(options: &ShowStatementOptions) -> SqeResult<Option<String>> {
-    match options.filter_position.as_ref().map(|f| match f {
-        datafusion::sql::sqlparser::ast::ShowStatementFilterPosition::Infix(f)
-        | datafusion::sql::sqlparser::ast::ShowStatementFilterPosition::Suffix(f) => f,
-    }) {
-        None => Ok(None),
-        Some(ShowStatementFilter::Like(p)) | Some(ShowStatementFilter::ILike(p)) => {
-            Ok(Some(p.clone()))
-        }
-        Some(other) => Err(SqeError::unsupported(format!(
-            "SHOW ... {other} is not supported; use LIKE"
-        ))),
-    }
-}
-
-fn show_in(options: &ShowStatementOptions) -> Option<&ObjectName> {
-    options
-        .show_in
-        .as_ref()
-        .and_then(|ShowStatementIn { parent_name, .. }| parent_name.as_ref())
-}
+use crate::types::{FieldIds, sql_to_iceberg};
+use crate::write::views::drop_view;
 
 /// A partition field as written in Trino (`'bucket(id, 16)'`) or Spark (`bucket(16, id)`, `days(ts)`).
 fn parse_partition_field(text: &str, schema: &Schema) -> SqeResult<(i32, String, Transform)> {
@@ -271,31 +229,6 @@ fn create_schema(ct: &CreateTable) -> SqeResult<Schema> {
         .map_err(from_iceberg)
 }
 
-/// The catalog holding `schema`, or a not-found error naming the schema.
-async fn existing_schema(ctx: &Ctx<'_>, catalog_name: &str, schema: &str) -> SqeResult<CatalogRef> {
-    let session = ctx.session;
-    let catalog = ctx.mounts.bind(session, catalog_name)?;
-    let exists = catalog
-        .namespace_exists(&NamespaceIdent::new(schema.to_string()))
-        .await
-        .map_err(from_iceberg)?;
-    if !exists {
-        return Err(SqeError::not_found(format!(
-            "schema '{catalog_name}.{schema}' does not exist"
-        )));
-    }
-    Ok(catalog)
-}
-
-/// A table or view the caller holds no privilege on is described as absent.
-pub(crate) fn hidden_is_absent(ctx: &Ctx<'_>, catalog: &str, ident: &TableIdent) -> SqeResult<()> {
-    let session = ctx.session;
-    let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
-    ctx.governance.authorize_visible(session, &object, || {
-        SqeError::not_found(format!("table '{object}' does not exist"))
-    })
-}
-
 /// Creates a table, failing if it exists (or doing nothing under IF NOT EXISTS: returns `None`).
 pub(crate) async fn create_iceberg_table(
     ctx: &Ctx<'_>,
@@ -359,7 +292,9 @@ pub(crate) async fn create_iceberg_table(
     Ok(Some((catalog_name, ident, table)))
 }
 
-pub(crate) async fn run_ddl(
+/// CREATE and DROP (schemas, tables, views, roles) and ALTER TABLE; any other statement is refused
+/// by name.
+pub(crate) async fn run(
     ctx: &Ctx<'_>,
     statement: Statement,
     prepared: Prepared,
@@ -435,91 +370,6 @@ pub(crate) async fn run_ddl(
             }
             Ok(QueryResult::empty())
         }
-        Statement::Use(u) => use_statement(ctx, u).await,
-        Statement::Set(set) => set_session(&set),
-        Statement::Reset(reset) => match reset.reset {
-            Reset::ConfigurationParameter(name) => reset_session(&name),
-            Reset::ALL => Err(SqeError::unsupported(
-                "RESET ALL is not supported; reset each property with RESET SESSION name",
-            )),
-        },
-        Statement::ShowCatalogs {
-            terse: false,
-            history: false,
-            show_options,
-        } => {
-            if show_options.show_in.is_some()
-                || show_options.starts_with.is_some()
-                || show_options.limit.is_some()
-            {
-                return Err(SqeError::invalid("expected SHOW CATALOGS [LIKE 'pattern']"));
-            }
-            let pattern = like_filter(&show_options)?;
-            let attached: Vec<String> = ctx
-                .mounts
-                .attached()
-                .of(session)
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect();
-            let mut names: Vec<String> = ctx
-                .mounts
-                .server()
-                .keys()
-                .map(String::as_str)
-                .chain(attached.iter().map(String::as_str))
-                .chain([SYSTEM_CATALOG])
-                .filter(|c| pattern.as_deref().is_none_or(|p| like(p, c)))
-                .map(str::to_string)
-                .collect();
-            names.sort();
-            QueryResult::column("Catalog", names)
-        }
-        Statement::ShowSchemas { show_options, .. }
-        | Statement::ShowDatabases { show_options, .. } => {
-            let catalog_name = match show_in(&show_options) {
-                Some(n) => object_parts(n)?.pop().unwrap_or_default(),
-                None => session.catalog.clone(),
-            };
-            let catalog = ctx.mounts.bind(session, &catalog_name)?;
-            let pattern = like_filter(&show_options)?;
-            let mut names = catalog.namespace_names().await.map_err(from_iceberg)?;
-            names.push("information_schema".to_string());
-            names.sort();
-            names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
-            QueryResult::column("Schema", names)
-        }
-        Statement::ShowTables { show_options, .. } => {
-            let (catalog_name, schema) = match show_in(&show_options) {
-                Some(n) => schema_name(session, n)?,
-                None => (session.catalog.clone(), session.schema.clone()),
-            };
-            let catalog = existing_schema(ctx, &catalog_name, &schema).await?;
-            let pattern = like_filter(&show_options)?;
-            let mut names = catalog.table_names(&schema).await.map_err(from_iceberg)?;
-            names.extend(catalog.view_names(&schema).await.map_err(from_iceberg)?);
-            let mut names =
-                ctx.governance
-                    .visible_tables(session, &catalog_name, &schema, names)?;
-            names.sort();
-            names.retain(|n| pattern.as_deref().is_none_or(|p| like(p, n)));
-            QueryResult::column("Table", names)
-        }
-        Statement::ShowColumns { show_options, .. } => {
-            let Some(name) = show_in(&show_options) else {
-                return Err(SqeError::invalid("SHOW COLUMNS needs FROM <table>"));
-            };
-            describe(ctx, name).await
-        }
-        Statement::ExplainTable { table_name, .. } => describe(ctx, &table_name).await,
-        Statement::ShowCreate {
-            obj_type: ShowCreateObject::Table,
-            obj_name,
-        } => show_create_table(ctx, &obj_name).await,
-        Statement::ShowCreate {
-            obj_type: ShowCreateObject::View,
-            obj_name,
-        } => show_create_view(ctx, &obj_name).await,
         other => Err(SqeError::unsupported(format!(
             "statement not supported: {}",
             other.to_string().chars().take(60).collect::<String>()
@@ -813,163 +663,6 @@ async fn alter_table(
     Ok(())
 }
 
-async fn use_statement(ctx: &Ctx<'_>, u: Use) -> SqeResult<QueryResult> {
-    let session = ctx.session;
-    let name = match u {
-        Use::Object(n) | Use::Schema(n) | Use::Database(n) => n,
-        Use::Catalog(n) => {
-            let parts = object_parts(&n)?;
-            let [c] = parts.as_slice() else {
-                return Err(SqeError::invalid(format!("'{n}' is not a catalog name")));
-            };
-            ctx.mounts.mount(session, c)?;
-            return Ok(QueryResult {
-                session_update: Some(SessionUpdate {
-                    catalog: Some(c.clone()),
-                    ..SessionUpdate::default()
-                }),
-                ..QueryResult::empty()
-            });
-        }
-        other => return Err(SqeError::unsupported(format!("{other} is not supported"))),
-    };
-    let (catalog_name, schema) = schema_name(session, &name)?;
-    existing_schema(ctx, &catalog_name, &schema).await?;
-    Ok(QueryResult {
-        session_update: Some(SessionUpdate {
-            catalog: Some(catalog_name),
-            schema: Some(schema),
-            ..SessionUpdate::default()
-        }),
-        ..QueryResult::empty()
-    })
-}
-
-async fn describe(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryResult> {
-    let session = ctx.session;
-    let (catalog_name, ident) = table_ident(session, name)?;
-    hidden_is_absent(ctx, &catalog_name, &ident)?;
-    let catalog = ctx.mounts.bind(session, &catalog_name)?;
-    if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
-        && let Some((_, _, view)) = find_view(ctx, name).await?
-    {
-        let fields = view.schema.as_struct().fields();
-        return describe_rows(fields, vec![String::new(); fields.len()]);
-    }
-    let (_, ident, table) = ctx.mounts.table(session, name).await?;
-    let schema = table.metadata().current_schema();
-    let spec = table.metadata().default_partition_spec();
-    let fields = listed_columns(ctx, &catalog_name, &ident, schema.as_struct().fields())?;
-    let extra: Vec<String> = fields
-        .iter()
-        .map(|f| {
-            let parts: Vec<String> = spec
-                .fields()
-                .iter()
-                .filter(|p| p.source_id == f.id)
-                .map(|p| format!("partition key ({})", partition_label(&p.transform, &f.name)))
-                .collect();
-            parts.join(", ")
-        })
-        .collect();
-    describe_rows(&fields, extra)
-}
-
-/// The columns of a table that DESCRIBE and SHOW CREATE show the caller: those they may read
-/// when they read it by columns.
-fn listed_columns(
-    ctx: &Ctx<'_>,
-    catalog: &str,
-    ident: &TableIdent,
-    fields: &[NestedFieldRef],
-) -> SqeResult<Vec<NestedFieldRef>> {
-    let session = ctx.session;
-    let object = Object::table(catalog, &ident.namespace.join("."), &ident.name);
-    let access = ctx.governance.column_access(session, &object)?;
-    Ok(fields
-        .iter()
-        .filter(|f| access.as_ref().is_none_or(|a| a.lists(f.id)))
-        .cloned()
-        .collect())
-}
-
-async fn show_create_table(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryResult> {
-    let session = ctx.session;
-    let (catalog_name, ident) = table_ident(session, name)?;
-    hidden_is_absent(ctx, &catalog_name, &ident)?;
-    let (catalog, ident, table) = ctx.mounts.table(session, name).await?;
-    let schema = table.metadata().current_schema();
-    let fields = listed_columns(ctx, &catalog_name, &ident, schema.as_struct().fields())?;
-    let columns: Vec<String> = fields
-        .iter()
-        .map(|f| {
-            let mut line = format!("   {} {}", f.name, trino_type_name(&f.field_type));
-            if f.required {
-                line.push_str(" NOT NULL");
-            }
-            if let Some(doc) = &f.doc {
-                line.push_str(&format!(" COMMENT '{}'", doc.replace('\'', "''")));
-            }
-            line
-        })
-        .collect();
-    let mut with = vec![
-        "   format = 'PARQUET'".to_string(),
-        "   format_version = 2".to_string(),
-    ];
-    let spec = table.metadata().default_partition_spec();
-    if !spec.is_unpartitioned() {
-        let parts: Vec<String> = spec
-            .fields()
-            .iter()
-            .filter_map(|p| {
-                let col = fields.iter().find(|f| f.id == p.source_id)?;
-                Some(format!("'{}'", partition_label(&p.transform, &col.name)))
-            })
-            .collect();
-        if !parts.is_empty() {
-            with.push(format!("   partitioning = ARRAY[{}]", parts.join(", ")));
-        }
-    }
-    with.push(format!("   location = '{}'", table.metadata().location()));
-    let text = format!(
-        "CREATE TABLE {catalog}.{}.{} (\n{}\n)\nWITH (\n{}\n)",
-        ident.namespace.join("."),
-        ident.name,
-        columns.join(",\n"),
-        with.join(",\n")
-    );
-    QueryResult::column("Create Table", vec![text])
-}
-
-/// DESCRIBE's rows, in Trino's shape: one per column, `extra` saying more of each.
-fn describe_rows(fields: &[NestedFieldRef], extra: Vec<String>) -> SqeResult<QueryResult> {
-    QueryResult::rows(
-        ArrowSchema::new(vec![
-            Field::new("Column", DataType::Utf8, false),
-            Field::new("Type", DataType::Utf8, false),
-            Field::new("Extra", DataType::Utf8, false),
-            Field::new("Comment", DataType::Utf8, true),
-        ]),
-        vec![
-            Arc::new(StringArray::from(
-                fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-            )),
-            Arc::new(StringArray::from(
-                fields
-                    .iter()
-                    .map(|f| trino_type_name(&f.field_type))
-                    .collect::<Vec<_>>(),
-            )),
-            Arc::new(StringArray::from(extra)),
-            Arc::new(StringArray::from(
-                fields.iter().map(|f| f.doc.clone()).collect::<Vec<_>>(),
-            )),
-        ],
-    )
-}
-
-/// Trino's spelling of a partition field.
 /// Makes `fields` the table's schema: a new schema with the next free schema id, made current, on
 /// the condition that the current schema is still the one the change was made from. (iceberg-rust
 /// 0.10.1's own schema change sends its new schema under id 0, which a REST catalog that checks
@@ -1007,20 +700,6 @@ async fn commit_schema(
         .await
         .map_err(from_iceberg)?;
     Ok(())
-}
-
-fn partition_label(t: &Transform, column: &str) -> String {
-    match t {
-        Transform::Identity => column.to_string(),
-        Transform::Year => format!("year({column})"),
-        Transform::Month => format!("month({column})"),
-        Transform::Day => format!("day({column})"),
-        Transform::Hour => format!("hour({column})"),
-        Transform::Bucket(n) => format!("bucket({column}, {n})"),
-        Transform::Truncate(w) => format!("truncate({column}, {w})"),
-        Transform::Void => format!("void({column})"),
-        Transform::Unknown => format!("unknown({column})"),
-    }
 }
 
 #[cfg(test)]
@@ -1072,12 +751,5 @@ mod tests {
                 .as_deref(),
             Some("unknown partition transform 'weeks' in 'weeks(ts)'")
         );
-    }
-
-    #[test]
-    fn like_patterns() {
-        assert!(like("t%", "tab"));
-        assert!(like("t_b", "tab"));
-        assert!(!like("t_", "tab"));
     }
 }
