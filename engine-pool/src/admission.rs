@@ -93,7 +93,7 @@ pub struct QueryInfo {
     pub error: Option<String>,
     /// What the client said it is (Trino's `X-Trino-Source`).
     pub source: Option<String>,
-    /// The authorization decisions taken for it (access.rs, row_filters.rs): what was allowed or
+    /// The authorization decisions taken for it (governance/): what was allowed or
     /// denied, which row filters and column masks applied.
     pub decisions: Vec<String>,
 }

@@ -64,14 +64,14 @@ pub struct EngineConfig {
     /// Principals holding one of these roles read every user's queries in
     /// `system.runtime.queries`.
     pub admin_roles: Vec<String>,
-    /// What no privilege decides (access.rs): allow (the embedded shell) or deny.
+    /// What no privilege decides (governance/model.rs): allow (the embedded shell) or deny.
     pub access_default: crate::governance::model::AccessDefault,
-    /// The key of HASH column masks (column_masks.rs); each catalog makes its own when unset.
+    /// The key of HASH column masks (governance/column_masks.rs); each catalog makes its own when unset.
     pub mask_key: Option<Vec<u8>>,
-    /// A SQLite file keeping the policies (access.rs) of the catalogs that keep none in their own
+    /// A SQLite file keeping the policies (governance/) of the catalogs that keep none in their own
     /// database (REST, Hive Metastore): `[access] store`.
     pub policy_store: Option<PathBuf>,
-    /// Ranger's policies in place of SQE's own, for the catalogs named (ranger.rs).
+    /// Ranger's policies in place of SQE's own, for the catalogs named (governance/ranger.rs).
     pub ranger: Option<crate::governance::ranger::RangerConfig>,
     /// Which files the file functions, COPY and table locations may reach (all, embedded).
     pub files: FileAccess,

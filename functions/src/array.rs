@@ -649,7 +649,7 @@ fn zip_fields(lists: &[DataType]) -> Fields {
 }
 
 /// The fields of an UNNEST element that spreads over several columns (a map's entry, a row), renamed
-/// `f1`, `f2`, … so that the UNNEST rewrite (engine-pool's unnest.rs) can read them by position.
+/// `f1`, `f2`, … so that the UNNEST rewrite (engine-pool's trino_sql/unnest.rs) can read them by position.
 fn positional(fields: &Fields) -> Fields {
     fields
         .iter()
@@ -658,7 +658,7 @@ fn positional(fields: &Fields) -> Fields {
         .collect()
 }
 
-/// What UNNEST reads, for engine-pool's unnest.rs: `sqe_unnest_rows(x, outer)` gives a map's
+/// What UNNEST reads, for engine-pool's trino_sql/unnest.rs: `sqe_unnest_rows(x, outer)` gives a map's
 /// entries or an array's rows as rows of fields `f1`, `f2`, …; `sqe_unnest_outer(x, outer)` the
 /// array itself. With `outer` (a LEFT JOIN UNNEST), a NULL or empty array is one NULL element, so
 /// that its row is kept.

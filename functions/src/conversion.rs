@@ -20,7 +20,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
     ]
 }
 
-/// `sqe_cast_as(x, like, try)`: `x` cast to the type of `like` (from trino.rs, for the casts to
+/// `sqe_cast_as(x, like, try)`: `x` cast to the type of `like` (from engine-pool/src/trino_sql/, for the casts to
 /// types DataFusion's SQL parser does not know, as MAP(K, V)). The analyzer turns it into a cast
 /// (or a read of JSON) once the types are known; evaluating it casts.
 fn cast_as() -> Arc<ScalarUDF> {

@@ -7,7 +7,7 @@
 //! JSONPath text; the parsing here is `serde_json`'s. A JSON value is VARCHAR holding JSON text,
 //! its field marked with Arrow's JSON extension type ([`crate::JSON_EXTENSION`]): `JSON '…'` is
 //! `json_parse('…')`, `CAST(x AS JSON)` is `sqe_to_json(x)`, and a cast from JSON is
-//! `sqe_from_json` (all three from trino.rs).
+//! `sqe_from_json` (all three from engine-pool/src/trino_sql/).
 
 use std::sync::Arc;
 
@@ -37,7 +37,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
     ]
 }
 
-/// `CAST(x AS JSON)` (`sqe_to_json`, from trino.rs): `x` as JSON text, as Trino casts it: a
+/// `CAST(x AS JSON)` (`sqe_to_json`, from engine-pool/src/trino_sql/): `x` as JSON text, as Trino casts it: a
 /// VARCHAR becomes a JSON string, an array a JSON array, a map or a row a JSON object (a map's
 /// keys as text), numbers and booleans themselves, NULL (the SQL NULL) stays NULL.
 fn to_json() -> Arc<ScalarUDF> {
@@ -84,9 +84,10 @@ fn json_text(
 }
 
 /// `CAST(j AS T)` of a JSON value `j` (`sqe_from_json(j, <a value of type T>, lenient)`, from
-/// trino.rs): a JSON array becomes an ARRAY, an object a MAP (keys read from their text) or a ROW
-/// (fields by name, any case; an array gives a ROW's fields by position), a scalar a number,
-/// boolean, VARCHAR (a JSON string without its quotes), date or timestamp; JSON null is NULL.
+/// engine-pool/src/trino_sql/): a JSON array becomes an ARRAY, an object a MAP (keys read from
+/// their text) or a ROW (fields by name, any case; an array gives a ROW's fields by position), a
+/// scalar a number, boolean, VARCHAR (a JSON string without its quotes), date or timestamp; JSON
+/// null is NULL.
 /// `lenient` (TRY_CAST) gives NULL where the value does not fit.
 pub fn from_json() -> Arc<ScalarUDF> {
     Scalar::new(

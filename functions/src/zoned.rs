@@ -9,7 +9,7 @@
 //! The functions that read a timestamp with a time zone take either form: [`each_zone`] wraps
 //! them, and calls the function once per zone in the batch, on the rows of that zone as Arrow
 //! timestamps in it. Comparisons and arithmetic take the instant (the engine's operators,
-//! engine-pool/src/trino.rs), casts the text, wall-clock time or instant, and the protocols show
+//! engine-pool/src/trino_sql/), casts the text, wall-clock time or instant, and the protocols show
 //! each value in its zone (Trino HTTP's `2020-05-11 11:15:05.000 +01:00`; Flight SQL sends the
 //! struct as it is).
 
@@ -302,7 +302,7 @@ impl ScalarUDFImpl for EachZone {
 
 /// A function whose arguments meet at one type (`coalesce`): where a timestamp with a time zone
 /// per value meets timestamps with one zone, all take the per-value form (cast by the engine,
-/// engine-pool/src/trino.rs, as in a CASE). Everything else is the function's own.
+/// engine-pool/src/trino_sql/, as in a CASE). Everything else is the function's own.
 pub fn same_zone(inner: Arc<ScalarUDF>) -> Arc<ScalarUDF> {
     let signature = Signature::user_defined(inner.signature().volatility);
     Arc::new(ScalarUDF::new_from_impl(SameZone { inner, signature }))

@@ -35,7 +35,7 @@ pub trait SqeCatalog: Catalog {
         None
     }
 
-    /// The database SQE keeps this catalog's privileges, owners and roles in (access.rs), if it
+    /// The database SQE keeps this catalog's privileges, owners and roles in (governance/model.rs), if it
     /// keeps them here.
     fn policy_db(&self) -> Option<&dyn crate::catalog::policy_store::PolicyDb> {
         None

@@ -590,9 +590,21 @@ fn listed_table(
     Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
 }
 
+/// What the listings may show a statement's caller, as the governance part decides it: the
+/// tables they may see, and of a table the columns they may read. The catalog side only asks.
+pub(crate) trait ListingRules: Send + Sync + std::fmt::Debug {
+    fn sees(&self, catalog: &str, schema: &str, table: &str) -> bool;
+    fn lists_column(&self, catalog: &str, schema: &str, table: &str, field_id: i32) -> bool;
+}
+
+/// The caller's [`ListingRules`], carried in a statement's config; without it (an admin), the
+/// listings show everything.
+#[derive(Debug, Clone)]
+pub(crate) struct CallerListing(pub Arc<dyn ListingRules>);
+
 /// Metadata rows naming tables (by catalog, schema and table), of which each caller sees those of
-/// the tables they may see ([`crate::governance::model::Visibility`] in the statement's config), and of rows
-/// about columns those of the columns they may read.
+/// the tables they may see ([`CallerListing`] in the statement's config), and of rows about columns
+/// those of the columns they may read.
 #[derive(Debug)]
 struct Listed {
     batch: RecordBatch,
@@ -618,12 +630,10 @@ impl TableProvider for Listed {
         filters: &[datafusion::logical_expr::Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
-        let batch = match state
-            .config()
-            .get_extension::<crate::governance::model::Visibility>()
-        {
+        let batch = match state.config().get_extension::<CallerListing>() {
             None => self.batch.clone(),
-            Some(visibility) => {
+            Some(listing) => {
+                let visibility = &listing.0;
                 let text = |i: usize| {
                     self.batch
                         .column(self.keys[i])

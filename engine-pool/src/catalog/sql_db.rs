@@ -20,7 +20,7 @@ pub(super) const EXISTS_PROPERTY: &str = "exists";
 pub(super) struct Db {
     pub(super) name: String,
     pub(super) conn: Mutex<Conn>,
-    /// SQE's policy tables exist (access.rs).
+    /// SQE's policy tables exist (governance/).
     pub(super) policies_ready: std::sync::atomic::AtomicBool,
 }
 

@@ -7,8 +7,9 @@
 //! planned the tables it names are checked ([`Governance::authorize_statement`], authorize.rs);
 //! once planned, its scans are put behind their row filters and masks and the columns it reads are
 //! checked ([`Governance::check_plan`]). The policies themselves are kept in the catalog's own
-//! database ([`crate::catalog::policy_store`]); model.rs reads and judges them; grants.rs,
-//! row_filters.rs, column_masks.rs and column_privileges.rs hold the statements that change them.
+//! database ([`crate::catalog::policy_store`]); model.rs reads and judges them; row_filters.rs,
+//! column_masks.rs and column_privileges.rs apply them to plans; grants.rs and statements.rs hold
+//! the statements that change them.
 
 pub mod authorize;
 pub mod column_masks;

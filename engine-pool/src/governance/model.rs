@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use sqe_sessions::{ErrorCode, SqeError, SqeResult};
 
+use crate::catalog::information::ListingRules;
 use crate::catalog::policy_store::PolicyDb;
 
 /// What no privilege row decides: `[access] default`.
@@ -196,8 +197,8 @@ impl std::fmt::Debug for Visibility {
     }
 }
 
-impl Visibility {
-    pub(crate) fn sees(&self, catalog: &str, schema: &str, table: &str) -> bool {
+impl ListingRules for Visibility {
+    fn sees(&self, catalog: &str, schema: &str, table: &str) -> bool {
         let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
         let known = read
             .entry(catalog.to_string())
@@ -209,13 +210,7 @@ impl Visibility {
     }
 
     /// Whether listings show the caller the column of field id `field_id` of a table.
-    pub(crate) fn lists_column(
-        &self,
-        catalog: &str,
-        schema: &str,
-        table: &str,
-        field_id: i32,
-    ) -> bool {
+    fn lists_column(&self, catalog: &str, schema: &str, table: &str, field_id: i32) -> bool {
         let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
         let known = read
             .entry(catalog.to_string())
@@ -229,7 +224,9 @@ impl Visibility {
                 .column_access(who, &object)
                 .is_none_or(|access| access.lists(field_id))
     }
+}
 
+impl Visibility {
     /// A catalog's policies and the caller with the roles it grants them; None if unreadable.
     pub(crate) fn policies(&self, catalog: &str) -> Option<(Policies, Who)> {
         let mut who = self.who.clone();

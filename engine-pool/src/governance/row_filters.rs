@@ -8,7 +8,7 @@
 //! ```
 //!
 //! The table's owner (or an admin) makes and drops them; they are kept beside the privileges
-//! (access.rs) and apply to every caller they name, by user or by role (admins included: the
+//! (model.rs) and apply to every caller they name, by user or by role (admins included: the
 //! filter is the data's, not the caller's rights). Several filters for one caller all apply.
 //!
 //! Each statement's plan gets a [`RowFilterNode`] right above every scan of a filtered table,

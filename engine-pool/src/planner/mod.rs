@@ -33,7 +33,7 @@ use sqe_sessions::{QueryResult, Session, SqeError, SqeResult};
 
 use crate::admission::QueryRegistry;
 use crate::catalog::backend::CatalogRef;
-use crate::catalog::information::{Catalogs, WithInformationSchema};
+use crate::catalog::information::{CallerListing, Catalogs, WithInformationSchema};
 use crate::catalog::mounts::Mounts;
 use crate::catalog::provider::IcebergCatalogProvider;
 use crate::catalog::system::{Caller, SystemCatalog};
@@ -111,7 +111,7 @@ impl Planner {
             admin: self.governance.is_admin(&session.principal),
         }));
         if let Some(visibility) = self.governance.visibility(session) {
-            config = config.with_extension(Arc::new(visibility));
+            config = config.with_extension(Arc::new(CallerListing(Arc::new(visibility))));
         }
         config.options_mut().catalog.default_catalog = session.catalog.clone();
         config.options_mut().catalog.default_schema = session.schema.clone();
@@ -192,7 +192,7 @@ impl Planner {
         state
             .register_udf(groups_constant(&session.principal.roles))
             .map_err(from_datafusion)?;
-        // The session's catalog and schema, and its roles (access.rs).
+        // The session's catalog and schema, and its roles (governance/).
         for (name, value) in [
             ("current_catalog", &session.catalog),
             ("current_schema", &session.schema),
@@ -252,7 +252,7 @@ impl Planner {
             ));
         }
         // Analyzed now, so that the result's schema is the one its rows will have: Trino's
-        // semantics (trino.rs) change some types after DataFusion's type coercion.
+        // semantics (trino_sql/) change some types after DataFusion's type coercion.
         let plan = state
             .analyzer()
             .execute_and_check(plan, state.config_options(), |_, _| {})

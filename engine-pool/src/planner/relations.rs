@@ -200,7 +200,7 @@ impl Planner {
                     })?
             }
         };
-        // Known as its table, so that its row filters and column masks apply (row_filters.rs).
+        // Known as its table, so that its row filters and column masks apply (governance/row_filters.rs).
         let provider = crate::catalog::scan::IcebergScanProvider::try_new(table, Some(snapshot_id))
             .map_err(from_iceberg)?
             .in_catalog(&catalog_name)

@@ -495,7 +495,7 @@ pub(crate) fn show_functions(
             f.documentation(),
         );
     }
-    // Functions SQE plans as DataFusion's under other names or as expressions (trino.rs).
+    // Functions SQE plans as DataFusion's under other names or as expressions (trino_sql/).
     for (name, kind) in [
         ("approx_percentile", "aggregate"),
         ("listagg", "aggregate"),

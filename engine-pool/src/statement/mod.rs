@@ -510,6 +510,103 @@ fn query_reads_only(query: &Query) -> bool {
 mod tests {
     use super::*;
 
+    /// Each kind of statement by a number of its own: a match without a catch-all, so a kind
+    /// added to [`SqeStatement`] does not compile here until it has a number, and the test below
+    /// fails until it has a sample and an answer.
+    fn kind_number(statement: &SqeStatement) -> usize {
+        match statement {
+            SqeStatement::Query(_) => 0,
+            SqeStatement::Insert(_) => 1,
+            SqeStatement::CreateTableAs(_) => 2,
+            SqeStatement::CreateView(_) => 3,
+            SqeStatement::Copy(_) => 4,
+            SqeStatement::Attach(_) => 5,
+            SqeStatement::Detach(_) => 6,
+            SqeStatement::ShowFunctions { .. } => 7,
+            SqeStatement::ShowStats { .. } => 8,
+            SqeStatement::ShowSecrets => 9,
+            SqeStatement::ShowGrants { .. } => 10,
+            SqeStatement::ShowSession => 11,
+            SqeStatement::RowFilter(_) => 12,
+            SqeStatement::Mask(_) => 13,
+            SqeStatement::Access(_) => 14,
+            SqeStatement::CreateSecret(_) => 15,
+            SqeStatement::DropSecret { .. } => 16,
+            SqeStatement::Ddl(_) => 17,
+            SqeStatement::Show(_) => 18,
+            SqeStatement::Session(_) => 19,
+        }
+    }
+
+    /// How many kinds [`kind_number`] numbers.
+    const KINDS: usize = 20;
+
+    #[test]
+    fn every_kind_of_statement_says_whether_it_only_reads() {
+        // (statement, its kind, whether MCP's read-only tool may run it)
+        let cases: &[(&str, usize, bool)] = &[
+            ("SELECT 1", 0, true),
+            ("EXPLAIN SELECT 1", 0, true),
+            (
+                "WITH x AS (DELETE FROM t RETURNING *) SELECT * FROM x",
+                0,
+                false,
+            ),
+            ("INSERT INTO t VALUES (1)", 1, false),
+            ("CREATE TABLE t AS SELECT 1 AS x", 2, false),
+            ("CREATE VIEW v AS SELECT 1 AS x", 3, false),
+            ("COPY (SELECT 1) TO '/tmp/x.parquet'", 4, false),
+            ("ATTACH '/tmp/w' AS w", 5, false),
+            ("DETACH w", 6, false),
+            ("SHOW FUNCTIONS LIKE 'abs'", 7, true),
+            ("SHOW STATS FOR t", 8, true),
+            ("SHOW SECRETS", 9, true),
+            ("SHOW GRANTS ON TABLE t", 10, true),
+            ("SHOW SESSION", 11, true),
+            ("SHOW ROW FILTERS ON t", 12, true),
+            (
+                "CREATE ROW FILTER f ON t USING (x > 0) FOR USER u",
+                12,
+                false,
+            ),
+            ("DROP ROW FILTER f ON t", 12, false),
+            ("SHOW MASKS ON t", 13, true),
+            ("SHOW TAGS ON t", 13, true),
+            (
+                "ALTER TABLE t ALTER COLUMN c SET MASK NULL FOR ROLE r",
+                13,
+                false,
+            ),
+            ("ALTER TAG pii DROP MASK", 13, false),
+            ("GRANT SELECT ON TABLE t TO USER u", 14, false),
+            ("CREATE ROLE r", 14, false),
+            ("CREATE SECRET s (TYPE bearer, TOKEN 't')", 15, false),
+            ("DROP SECRET s", 16, false),
+            ("CREATE TABLE t (x int)", 17, false),
+            ("DROP TABLE t", 17, false),
+            ("ALTER TABLE t ADD COLUMN y int", 17, false),
+            ("SHOW TABLES", 18, true),
+            ("DESCRIBE t", 18, true),
+            ("SHOW CREATE TABLE t", 18, true),
+            ("USE s", 19, false),
+            ("SET SESSION query_max_run_time = '10s'", 19, false),
+        ];
+        let mut seen = [false; KINDS];
+        for (sql, kind, reads) in cases {
+            let parsed = parse(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+            assert_eq!(kind_number(&parsed.statement), *kind, "{sql}");
+            assert_eq!(parsed.statement.is_read_only(), *reads, "{sql}");
+            assert_eq!(
+                parse_read_only(sql).is_ok(),
+                *reads,
+                "the read-only gate on {sql}"
+            );
+            seen[*kind] = true;
+        }
+        let missing: Vec<usize> = (0..KINDS).filter(|k| !seen[*k]).collect();
+        assert!(missing.is_empty(), "kinds without a sample: {missing:?}");
+    }
+
     #[test]
     fn only_reads_pass() {
         for sql in [

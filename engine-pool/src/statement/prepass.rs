@@ -441,7 +441,7 @@ fn trino_query_shorthands(tokens: &[Token], texts: &mut [String]) {
 
 /// Trino's `CREATE VIEW v COMMENT 'text' SECURITY DEFINER|INVOKER AS …`: the parser wants
 /// `COMMENT = 'text'` and knows no SECURITY clause. A view always runs with its reader's rights
-/// (views.rs), so the clause is accepted and has nothing to change.
+/// (planner/views.rs), so the clause is accepted and has nothing to change.
 fn trino_view_clauses(tokens: &[Token], texts: &mut [String]) {
     let solid: Vec<usize> = (0..tokens.len())
         .filter(|&i| !is_space(&tokens[i]))
