@@ -1,5 +1,9 @@
-//! The engine: one DataFusion session state over the mounted Iceberg catalogs, and the routing of each
-//! statement to DataFusion (queries, EXPLAIN) or to SQE's own DDL, writes and SHOW handling.
+//! The engine: the coordinator of the parts. It opens them from an [`EngineConfig`] (the catalogs,
+//! governance, secrets, the file policy, the planner over DataFusion's session state), admits each
+//! statement ([`QueryService::execute`]), parses it ([`crate::statement`]) and hands it, with a
+//! [`Ctx`] of the parts, to the handler of its kind in one match; a query's plan comes from the
+//! planner and streams back. It decides nothing a part decides: who may do what is governance's,
+//! what a statement is the parser's.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,12 +65,14 @@ pub struct EngineConfig {
     /// a statement that needs more spills to disk where it can and fails otherwise, and the
     /// process lives on. Three quarters of the machine's memory if unset.
     pub memory_limit: Option<usize>,
-    /// Principals holding one of these roles read every user's queries in
-    /// `system.runtime.queries`.
+    /// Principals holding one of these roles are admins (with none, everyone is where
+    /// `access_default` allows, nobody where it denies: [`Governance::is_admin`]): they may do
+    /// anything, read everyone's queries and cancel them.
     pub admin_roles: Vec<String>,
     /// What no privilege decides (governance/model.rs): allow (the embedded shell) or deny.
     pub access_default: crate::governance::model::AccessDefault,
-    /// The key of HASH column masks (governance/column_masks.rs); each catalog makes its own when unset.
+    /// The key of HASH column masks (governance/column_masks.rs); each catalog makes its own when
+    /// unset.
     pub mask_key: Option<Vec<u8>>,
     /// A SQLite file keeping the policies (governance/) of the catalogs that keep none in their own
     /// database (REST, Hive Metastore): `[access] store`.
@@ -108,15 +114,15 @@ impl EngineConfig {
 
 pub struct Engine {
     /// The catalogs statements reach: the server's and those sessions attached.
-    pub(crate) mounts: Arc<Mounts>,
+    mounts: Arc<Mounts>,
     /// Secrets sessions made for themselves, and persistent ones (`CREATE SECRET`).
-    pub(crate) secrets: Arc<Secrets>,
+    secrets: Arc<Secrets>,
     default_catalog: String,
     /// Privileges, row filters, masks, Ranger: who may do what, and what they see.
-    pub(crate) governance: Arc<Governance>,
-    pub(crate) files: Arc<FilePolicy>,
+    governance: Arc<Governance>,
+    files: Arc<FilePolicy>,
     /// From a statement to its plan, as its caller may run it.
-    pub(crate) planner: Planner,
+    planner: Planner,
     admission: Admission,
     registry: Arc<QueryRegistry>,
     /// Set when the server shuts down: statements already running finish, new ones are refused.

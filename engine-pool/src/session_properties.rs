@@ -1,5 +1,5 @@
-//! Session properties: `SET SESSION name = value`, `RESET SESSION name`, `SHOW SESSION`. Only
-//! properties SQE acts on exist; any other name is refused, as Trino refuses it.
+//! The session's statements: `SET SESSION name = value`, `RESET SESSION name`, `SHOW SESSION`, and
+//! `USE`. Only properties SQE acts on exist; any other name is refused, as Trino refuses it.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,11 +6,14 @@ lets anyone do it, under all three settings:
 - Trino HTTP: `DELETE /v1/query/{id}` of alice's running query, by bob (no roles) and by ada (the
   role `sqe_admin`).
 - Flight SQL: CancelFlightInfo of alice's planned, unfetched result, by bob and by ada.
+- MCP and DuckDB's Quack, which cancel nothing of anyone's: who reads alice's statements (her name
+  and their text) in `system.runtime.queries`, which the engine shows its admins only.
 
 A refusal is the answer for work that does not exist, and leaves alice's work as it was; a cancel
 ends it. Each server has static principals only (alice, bob, ada), so no identity provider runs.
 """
 
+import duckdb
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -18,6 +21,8 @@ import requests
 
 from conftest import start_server
 from flight_messages import field, parse, statement
+from test_mcp import call, rows
+from test_quack import find_quack_port, load
 
 USERS = {"alice": [], "bob": [], "ada": ["sqe_admin"]}
 TOKENS = {user: f"{user}-token-0123456789abcdef" for user in USERS}
@@ -42,7 +47,8 @@ def config(admin_roles, default):
     return (
         f"[auth]\nallow_anonymous = false\nadmin_roles = {admin_roles}\n\n"
         + principals
-        + f'[access]\ndefault = "{default}"\n'
+        + f'[access]\ndefault = "{default}"\n\n'
+        + "[mcp]\nenabled = true\n\n[quack]\nenabled = true\nport = 0\n"
     )
 
 
@@ -52,6 +58,7 @@ def setting(request, tmp_path_factory):
     env = {f"{user.upper()}_TOKEN": secret for user, secret in TOKENS.items()}
     root = tmp_path_factory.mktemp("sqe-admin-rule")
     s = start_server(root, config(admin_roles, default), env)
+    find_quack_port(s)
     try:
         yield s, enders
     finally:
@@ -118,3 +125,51 @@ def test_who_may_cancel_another_users_flight_result(setting):
                 assert [parse(a) for a in answers] == [[(1, 3)]], canceller
                 table = client.do_get(ticket, options["alice"]).read_all()
                 assert table.column("value").to_pylist() == list(range(20000)), canceller
+
+
+MARK = "SELECT 'alice was here' AS mark"
+# Rows of alice's statement as the reader sees them: an admin sees its user and text; anyone else
+# sees only that some statement exists.
+READ_MARK = (
+    "SELECT count(*) AS n FROM system.runtime.queries "
+    "WHERE \"user\" = 'alice' AND query = 'SELECT ''alice was here'' AS mark'"
+)
+
+
+def alice_runs_the_mark(server):
+    rows, last = finish(
+        requests.post(
+            f"http://127.0.0.1:{server.http_port}/v1/statement",
+            data=MARK.encode(),
+            headers=trino_headers("alice"),
+            timeout=60,
+        ).json(),
+        trino_headers("alice"),
+    )
+    assert "error" not in last, last.get("error")
+    assert rows == [["alice was here"]]
+
+
+def test_who_reads_another_users_statements_over_mcp(setting):
+    server, enders = setting
+    alice_runs_the_mark(server)
+    for reader in ("bob", "ada"):
+        seen = rows(call(server, TOKENS[reader], "execute_sql_readonly", {"sql": READ_MARK}))
+        assert seen == [{"n": 1 if reader in enders else 0}], reader
+
+
+def test_who_reads_another_users_statements_over_quack(setting):
+    server, enders = setting
+    alice_runs_the_mark(server)
+    con = duckdb.connect()
+    try:
+        load(con, "httpfs")
+        load(con, "quack")
+        for reader in ("bob", "ada"):
+            seen = con.execute(
+                f"SELECT n FROM quack_query('quack:127.0.0.1:{server.quack_port}', $${READ_MARK}$$, "
+                f"token => '{TOKENS[reader]}')"
+            ).fetchall()
+            assert seen == [(1 if reader in enders else 0,)], reader
+    finally:
+        con.close()

@@ -1,7 +1,8 @@
-//! Statements SQE answers itself rather than through DataFusion: CREATE/DROP SCHEMA and TABLE,
-//! ALTER TABLE, USE, and SHOW/DESCRIBE in Trino's shape (column names and type spellings).
+//! The statements that change the catalogs' schemas and tables: CREATE SCHEMA and TABLE (Trino's
+//! `WITH (partitioning = …)` and Spark's `PARTITIONED BY`), DROP SCHEMA, TABLE, VIEW and ROLE, and
+//! ALTER TABLE's columns and name. Each is authorized by governance first; a schema change commits
+//! as one compare-and-swap on the table's current schema.
 
-use crate::governance::model::{Object, Privilege};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use crate::catalog::provider::load_table_opt;
 use crate::context::Ctx;
 use crate::error::from_iceberg;
 use crate::files::policy::Access;
+use crate::governance::model::{Object, Privilege};
 use crate::names::{normalize_ident, schema_name, table_ident};
 use crate::statement::prepass::Prepared;
 use crate::types::{FieldIds, sql_to_iceberg};

@@ -1,14 +1,9 @@
-//! Views: `CREATE [OR REPLACE] VIEW`, `DROP VIEW`, `SHOW CREATE VIEW`, and a view's expansion when
-//! a statement names it.
+//! Views: `CREATE [OR REPLACE] VIEW`, `DROP VIEW` and `SHOW CREATE VIEW`.
 //!
 //! A view is kept in its catalog as Iceberg's view spec says (catalog/view.rs), with its SQL as
-//! written and the catalog and schema its names resolve in. Reading one plans that SQL again as the
-//! caller, so a view never reaches more than its reader may (Trino's `SECURITY INVOKER`, the only
-//! kind SQE has): the caller's own token goes on to every table the view reads.
-//!
-//! Expansion happens before DataFusion plans the statement: the relations it names (DataFusion's
-//! own resolution, which knows CTE names from tables) are looked up, each view is planned, and the
-//! statement is planned against catalogs in which those names are the planned views.
+//! written and the catalog and schema its names resolve in. It is planned when it is created, as
+//! every reader will plan it (which checks it and gives its columns); reading one plans that SQL
+//! again as the caller (planner/views.rs), so a view never reaches more than its reader may.
 
 use crate::governance::model::{Object, Privilege};
 
