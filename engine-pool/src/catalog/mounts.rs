@@ -17,6 +17,7 @@ use super::hms::{HmsCatalog, HmsConfig};
 use super::provider::load_table_opt;
 use super::rest::{RestCatalogConfig, RestMount};
 use super::sql::{PostgresConfig, SqlCatalog};
+use super::view::ViewDefinition;
 use crate::error::from_iceberg;
 use crate::files::policy::{Confinement, FileAccess};
 use crate::names::{QUERY_CATALOG, SYSTEM_CATALOG, qualified, table_ident};
@@ -160,6 +161,22 @@ impl Mounts {
             )));
         }
         Ok(handle)
+    }
+
+    /// The view `name` (qualified by the session), if there is one: its catalog, identifier and
+    /// definition. A catalog that keeps no views has none.
+    pub async fn view(
+        &self,
+        session: &Session,
+        name: &ObjectName,
+    ) -> SqeResult<Option<(String, TableIdent, ViewDefinition)>> {
+        let (catalog, ident) = table_ident(session, name)?;
+        let handle = self.bind(session, &catalog)?;
+        if !handle.supports_views() {
+            return Ok(None);
+        }
+        let view = handle.load_view(&ident).await.map_err(from_iceberg)?;
+        Ok(view.map(|v| (catalog, ident, v)))
     }
 
     /// The table `name` (qualified by the session), or an error naming it: not found, or a view

@@ -22,9 +22,8 @@ use sqe_sessions::{QueryResult, SqeError, SqeResult};
 use crate::context::Ctx;
 use crate::error::from_iceberg;
 use crate::governance::model::Object;
-use crate::names::{SYSTEM_CATALOG, object_parts, schema_name, table_ident};
+use crate::names::{SYSTEM_CATALOG, object_parts, qualified, schema_name, table_ident};
 use crate::types::trino_type_name;
-use crate::write::views::{find_view, show_create_view};
 
 /// SHOW CATALOGS, SCHEMAS, TABLES and COLUMNS, DESCRIBE, SHOW CREATE TABLE and VIEW.
 pub(crate) async fn run(ctx: &Ctx<'_>, statement: Statement) -> SqeResult<QueryResult> {
@@ -114,6 +113,33 @@ pub(crate) async fn run(ctx: &Ctx<'_>, statement: Statement) -> SqeResult<QueryR
     }
 }
 
+/// `SHOW CREATE VIEW`, in Trino's form.
+pub(crate) async fn show_create_view(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    let (catalog_name, ident) = table_ident(session, name)?;
+    let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
+    ctx.governance.authorize_visible(session, &object, || {
+        SqeError::not_found(format!("view '{object}' does not exist"))
+    })?;
+    let Some((catalog, ident, view)) = ctx.mounts.view(session, name).await? else {
+        let (catalog_name, ident) = table_ident(session, name)?;
+        return Err(SqeError::not_found(format!(
+            "view '{}' does not exist",
+            qualified(&catalog_name, &ident)
+        )));
+    };
+    let comment = match &view.comment {
+        Some(c) => format!(" COMMENT '{}'", c.replace('\'', "''")),
+        None => String::new(),
+    };
+    let text = format!(
+        "CREATE VIEW {}{comment} SECURITY INVOKER AS\n{}",
+        qualified(&catalog, &ident),
+        view.sql
+    );
+    QueryResult::column("Create View", vec![text])
+}
+
 /// SQL's LIKE on names: `%` any run of characters, `_` one character.
 pub(crate) fn like(pattern: &str, text: &str) -> bool {
     like_chars(
@@ -182,7 +208,7 @@ async fn describe(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryResult> {
     hidden_is_absent(ctx, &catalog_name, &ident)?;
     let catalog = ctx.mounts.bind(session, &catalog_name)?;
     if !catalog.table_exists(&ident).await.map_err(from_iceberg)?
-        && let Some((_, _, view)) = find_view(ctx, name).await?
+        && let Some((_, _, view)) = ctx.mounts.view(session, name).await?
     {
         let fields = view.schema.as_struct().fields();
         return describe_rows(fields, vec![String::new(); fields.len()]);

@@ -9,11 +9,10 @@ use crate::governance::model::{Object, Privilege};
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use datafusion::sql::sqlparser::ast::{CreateView, ObjectName};
-use iceberg::TableIdent;
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
-use crate::catalog::view::{ViewChange, ViewDefinition};
+use crate::catalog::view::ViewChange;
 use crate::context::Ctx;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::names::{qualified, table_ident};
@@ -164,48 +163,6 @@ pub(crate) async fn drop_view(ctx: &Ctx<'_>, name: &ObjectName, if_exists: bool)
         return Ok(());
     }
     Err(SqeError::not_found(format!("view '{full}' does not exist")))
-}
-
-/// The view of that name, if there is one: `(catalog, ident, definition)`.
-pub(crate) async fn find_view(
-    ctx: &Ctx<'_>,
-    name: &ObjectName,
-) -> SqeResult<Option<(String, TableIdent, ViewDefinition)>> {
-    let session = ctx.session;
-    let (catalog_name, ident) = table_ident(session, name)?;
-    let catalog = ctx.mounts.bind(session, &catalog_name)?;
-    if !catalog.supports_views() {
-        return Ok(None);
-    }
-    let view = catalog.load_view(&ident).await.map_err(from_iceberg)?;
-    Ok(view.map(|v| (catalog_name, ident, v)))
-}
-
-/// `SHOW CREATE VIEW`, in Trino's form.
-pub(crate) async fn show_create_view(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryResult> {
-    let session = ctx.session;
-    let (catalog_name, ident) = table_ident(session, name)?;
-    let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
-    ctx.governance.authorize_visible(session, &object, || {
-        SqeError::not_found(format!("view '{object}' does not exist"))
-    })?;
-    let Some((catalog, ident, view)) = find_view(ctx, name).await? else {
-        let (catalog_name, ident) = table_ident(session, name)?;
-        return Err(SqeError::not_found(format!(
-            "view '{}' does not exist",
-            qualified(&catalog_name, &ident)
-        )));
-    };
-    let comment = match &view.comment {
-        Some(c) => format!(" COMMENT '{}'", c.replace('\'', "''")),
-        None => String::new(),
-    };
-    let text = format!(
-        "CREATE VIEW {}{comment} SECURITY INVOKER AS\n{}",
-        qualified(&catalog, &ident),
-        view.sql
-    );
-    QueryResult::column("Create View", vec![text])
 }
 
 /// A column type as a view's schema keeps it (Iceberg has neither unsigned integers nor a type
