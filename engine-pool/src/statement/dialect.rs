@@ -1,11 +1,16 @@
-//! The SQL dialect SQE parses statements with: sqlparser's generic dialect, and Trino's lambdas
-//! (`x -> x + 1`, `(s, x) -> s + x`), which the generic dialect reads as the JSON `->` operator.
+//! The SQL dialect SQE parses statements with: sqlparser's generic dialect, Trino's lambdas
+//! (`x -> x + 1`, `(s, x) -> s + x`), which the generic dialect reads as the JSON `->` operator,
+//! and Trino's `current_schema` without parentheses (a reserved word there, as `current_catalog`
+//! and `current_user` are, which the generic dialect already reads as functions).
 //! Every other choice is the generic dialect's (its overrides are forwarded one by one, and the
 //! parser's "is this the generic dialect" checks see the generic dialect).
 
 use std::any::TypeId;
 
+use datafusion::sql::sqlparser::ast::{Expr, Function, FunctionArguments, Ident, ObjectName};
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
 
 #[derive(Debug, Default)]
 pub(crate) struct SqeDialect(GenericDialect);
@@ -17,6 +22,33 @@ impl Dialect for SqeDialect {
 
     fn supports_lambda_functions(&self) -> bool {
         true
+    }
+
+    /// `current_schema` (unquoted, without parentheses) is the function of that name, as in Trino;
+    /// `current_schema()` is left to the parser.
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        let [word, next] = parser.peek_tokens::<2>();
+        let Token::Word(w) = word else {
+            return None;
+        };
+        if w.quote_style.is_some()
+            || !w.value.eq_ignore_ascii_case("current_schema")
+            || next == Token::LParen
+            || next == Token::Period
+        {
+            return None;
+        }
+        parser.next_token();
+        Some(Ok(Expr::Function(Function {
+            name: ObjectName::from(vec![Ident::new(w.value)]),
+            uses_odbc_syntax: false,
+            parameters: FunctionArguments::None,
+            args: FunctionArguments::None,
+            null_treatment: None,
+            filter: None,
+            over: None,
+            within_group: vec![],
+        })))
     }
 
     fn is_delimited_identifier_start(&self, ch: char) -> bool {
@@ -324,6 +356,22 @@ mod tests {
             let ours = Parser::parse_sql(&SqeDialect::default(), sql).map(|s| format!("{s:?}"));
             assert_eq!(ours.ok(), generic.ok(), "{sql}");
         }
+    }
+
+    #[test]
+    fn current_schema_needs_no_parentheses() {
+        let text = |sql: &str| {
+            Parser::parse_sql(&SqeDialect::default(), sql)
+                .map(|s| format!("{:?}", s[0]))
+                .unwrap_or_else(|e| e.to_string())
+        };
+        let bare = text("SELECT current_schema");
+        assert!(bare.contains("Function(Function"), "{bare}");
+        assert!(bare.contains("args: None"), "{bare}");
+        assert!(text("SELECT current_schema()").contains("args: List"));
+        // Quoted, or qualified, it is a column's name.
+        assert!(text("SELECT \"current_schema\" FROM t").contains("Identifier"));
+        assert!(text("SELECT current_schema.x FROM t").contains("CompoundIdentifier"));
     }
 
     #[test]

@@ -205,6 +205,56 @@ pub fn is_incomplete(sql: &str) -> bool {
     tokenize(sql).is_err()
 }
 
+/// Whether the FROM or JOIN at `at` is a clause's, naming a relation: not the FROM of `x IS [NOT]
+/// DISTINCT FROM y`, and not one inside a function's arguments (`trim(BOTH 'x' FROM s)`,
+/// `extract(year FROM d)`, `substring(s FROM 2)`), where a string after it is a value.
+fn names_relation(tokens: &[Token], at: usize) -> bool {
+    let before = |i: usize| (0..i).rev().find(|k| !is_space(&tokens[*k]));
+    if before(at).is_some_and(|p| is_keyword(&tokens[p], Keyword::DISTINCT)) {
+        return false;
+    }
+    // The innermost parenthesis still open at `at`.
+    let mut depth = 0usize;
+    let open = (0..at).rev().find(|k| match tokens[*k] {
+        Token::RParen => {
+            depth += 1;
+            false
+        }
+        Token::LParen if depth == 0 => true,
+        Token::LParen => {
+            depth -= 1;
+            false
+        }
+        _ => false,
+    });
+    let Some(open) = open else {
+        return true;
+    };
+    let opens_query = next_solid(tokens, open + 1).is_some_and(|k| {
+        [
+            Keyword::SELECT,
+            Keyword::WITH,
+            Keyword::VALUES,
+            Keyword::TABLE,
+        ]
+        .iter()
+        .any(|q| is_keyword(&tokens[k], *q))
+    });
+    let after_clause_word = before(open).is_some_and(|p| {
+        [
+            Keyword::FROM,
+            Keyword::JOIN,
+            Keyword::IN,
+            Keyword::EXISTS,
+            Keyword::LATERAL,
+        ]
+        .iter()
+        .any(|w| is_keyword(&tokens[p], *w))
+    });
+    let is_call = before(open).is_some_and(|p| matches!(tokens[p], Token::Word(_)));
+    opens_query || after_clause_word || !is_call
+}
+
 pub fn prepare(sql: &str) -> SqeResult<Prepared> {
     // Each token with its original text: rewrites replace tokens, everything else is kept exactly as
     // written (a token's Display does not re-escape quotes inside literals and identifiers).
@@ -280,6 +330,7 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
         }
         // FROM 'path' / JOIN 'path'
         if (is_keyword(&tokens[i], Keyword::FROM) || is_keyword(&tokens[i], Keyword::JOIN))
+            && names_relation(&tokens, i)
             && let Some(j) = next_solid(&tokens, i + 1)
             && let Token::SingleQuotedString(path) = &tokens[j]
         {
@@ -723,6 +774,36 @@ mod tests {
             Some(vec!["days(ts)".to_string(), "bucket(16, id)".to_string()])
         );
         assert_eq!(p.map(|p| p.files.clone()), Some(vec!["a.csv".to_string()]));
+    }
+
+    #[test]
+    fn a_string_after_a_from_that_names_no_relation_stays_a_string() {
+        let sql = |s: &str| {
+            prepare(s)
+                .map(|p| (p.sql, p.files))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        for text in [
+            "SELECT x IS DISTINCT FROM 'text' FROM t",
+            "SELECT x IS NOT DISTINCT FROM 'text'",
+            "SELECT trim(BOTH 'x' FROM 'xax')",
+            "SELECT extract(year FROM '2020-01-01')",
+            "SELECT substring('abc' FROM 2)",
+        ] {
+            assert_eq!(sql(text), (text.to_string(), Vec::new()), "{text}");
+        }
+        assert_eq!(
+            sql("SELECT * FROM (SELECT * FROM 'a.csv') JOIN 'b.csv' ON true"),
+            (
+                "SELECT * FROM (SELECT * FROM \"__sqe_file_0\") JOIN \"__sqe_file_1\" ON true"
+                    .to_string(),
+                vec!["a.csv".to_string(), "b.csv".to_string()]
+            )
+        );
+        assert_eq!(
+            sql("SELECT count(*) FROM (VALUES 1) v WHERE 1 IN (SELECT 1 FROM 'c.csv')").1,
+            vec!["c.csv".to_string()]
+        );
     }
 
     #[test]
