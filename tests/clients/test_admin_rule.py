@@ -92,9 +92,11 @@ def test_who_may_kill_another_users_trino_query(setting):
         killed = requests.delete(f"{base}/v1/query/{qid}", headers=trino_headers(killer), timeout=30)
         if killer in enders:
             assert (killed.status_code, killed.text) == (204, ""), killer
-            # The query is gone: its owner's next page is a missing query's 404.
+            # The query is gone: its owner's next page is Trino's error for a killed query.
             gone = requests.get(started["nextUri"], headers=alice, timeout=30)
-            assert (gone.status_code, gone.text) == (404, f"query {qid} not found"), killer
+            assert gone.status_code == 200, (killer, gone.text)
+            error = gone.json()["error"]
+            assert (error["errorName"], error["errorCode"]) == ("ADMINISTRATIVELY_KILLED", 38), killer
         else:
             assert (killed.status_code, killed.text) == (404, f"query {qid} not found"), killer
             rows, last = finish(started, alice)

@@ -330,9 +330,47 @@ def test_only_the_owner_or_an_admin_kills_a_trino_query(sqe, jwt):
         started = post(sqe, LONG, alice)
         qid = started["id"]
         assert kill(qid, killer) == (204, ""), killer
-        # The query is gone: its owner's next page is the missing query's 404.
-        assert attempt("GET", started["nextUri"], alice)[:2] == (404, f"query {qid} not found"), killer
+        # The query is gone: its owner's next page says why, as Trino's does (her own cancel, or
+        # an admin's kill); anyone else still gets a missing query's 404.
+        status, text = attempt("GET", started["nextUri"], alice)[:2]
+        assert status == 200, (killer, status, text)
+        error = json.loads(text)["error"]
+        expected = (
+            ("USER_CANCELED", 3, "Query was canceled")
+            if killer == "alice"
+            else ("ADMINISTRATIVELY_KILLED", 38, "Query killed. No message provided.")
+        )
+        assert (error["errorName"], error["errorCode"], error["message"]) == expected, killer
+        bob = headers_for("bob", jwt["bob"])
+        assert attempt("GET", started["nextUri"], bob)[:2] == (404, f"query {qid} not found"), killer
         assert kill(qid, killer) == (404, f"query {qid} not found"), killer
+
+
+def test_a_cancelled_trino_query_tells_its_owner_and_nobody_else(sqe, jwt):
+    alice = headers_for("alice", jwt["alice"])
+    bob = headers_for("bob", jwt["bob"])
+    started = post(sqe, LONG, alice)
+    qid = started["id"]
+    first_page = page(started["nextUri"], alice)
+    # Alice's client cancels on its next page's URI, as the Trino client does on close.
+    assert attempt("DELETE", first_page["nextUri"], alice)[:2] == (204, "")
+    as_missing = (404, f"query {qid} not found", "text/plain; charset=utf-8")
+    assert attempt("GET", first_page["nextUri"], bob) == as_missing
+    status, text = attempt("GET", first_page["nextUri"], alice)[:2]
+    assert status == 200, text
+    body = json.loads(text)
+    assert body["stats"]["state"] == "FAILED"
+    assert "nextUri" not in body
+    error = body["error"]
+    assert (error["errorName"], error["errorCode"], error["errorType"], error["message"]) == (
+        "USER_CANCELED",
+        3,
+        "USER_ERROR",
+        "Query was canceled",
+    )
+    # The wrong slug is still a missing query, even for alice.
+    wrong = first_page["nextUri"].replace(first_page["nextUri"].split("/")[-2], "0" * 64)
+    assert attempt("GET", wrong, alice) == as_missing
 
 
 # --- 2. Flight SQL ownership ----------------------------------------------------------------------

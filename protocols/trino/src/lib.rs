@@ -11,6 +11,8 @@
 //! (as the [`QueryService`] judges it: `is_admin`, the one rule) may cancel another user's query. The queries are a [`HandleMap`]: a
 //! query nobody polls for `client_timeout` (while no page of it is being served) expires, which
 //! cancels it and frees its slot; the gateway's reaper expires them through [`ProtocolHandles`].
+//! A query its user cancelled or an admin killed answers its user's next poll with Trino's error
+//! for that (`USER_CANCELED`, `ADMINISTRATIVELY_KILLED`), as a Trino client expects.
 
 mod statements;
 pub mod types;
@@ -29,8 +31,8 @@ use axum::{Extension, Json, Router};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use sqe_sessions::{
-    Credential, ErrorCode, HandleMap, Principal, ProtocolHandles, QueryService, Session,
-    SessionUpdate, SqeError, random_handle,
+    AtCapacity, Credential, ErrorCode, HandleMap, Principal, ProtocolHandles, QueryService,
+    Session, SessionUpdate, SqeError, random_handle,
 };
 use tokio::sync::mpsc;
 
@@ -97,6 +99,20 @@ struct Query {
     update_type: Option<String>,
 }
 
+/// How a query that a user or an admin ended answers its owner's next poll, as Trino's does: the
+/// error its client expects instead of a missing query's 404.
+struct Ended {
+    slug: String,
+    started: Instant,
+    /// Trino's error name, code and message.
+    name: &'static str,
+    code: i64,
+    message: &'static str,
+}
+
+/// Ended queries kept for their owner's next poll, at most; past it the oldest go.
+const ENDED_KEPT: usize = 10_000;
+
 /// A query as the map of queries holds it. Its task (the statement feeding the pages) ends when
 /// the query leaves the map: read to its end, cancelled, or expired.
 struct Running {
@@ -129,6 +145,8 @@ pub struct TrinoService {
     /// By query id, each owned by the user it runs as; a query whose page is being served is in
     /// use, and so never idle.
     queries: HandleMap<String, Running>,
+    /// Queries cancelled or killed, by id, each owned by its user, for one more answer each.
+    ended: HandleMap<String, Ended>,
     sequence: AtomicU64,
 }
 
@@ -137,10 +155,14 @@ impl TrinoService {
         let queries = HandleMap::new()
             .idle_after(config.client_timeout)
             .in_use_when(|r: &Running| r.query.events.try_lock().is_err());
+        let ended = HandleMap::new()
+            .idle_after(config.client_timeout)
+            .at_most(ENDED_KEPT, AtCapacity::EvictLeastRecentlyUsed);
         Arc::new(Self {
             service,
             config,
             queries,
+            ended,
             sequence: AtomicU64::new(0),
         })
     }
@@ -174,6 +196,40 @@ impl TrinoService {
         let admin = principal.as_ref().is_some_and(|p| self.service.is_admin(p));
         let acting = self.acting_user(principal, headers).ok().map(|u| u.name);
         move |user| admin || acting.as_deref() == Some(user)
+    }
+
+    /// Ends the query `id` if `may` allows it (given its owner), and keeps what its owner's next
+    /// poll answers: Trino's `USER_CANCELED` when the owner ended it, `ADMINISTRATIVELY_KILLED`
+    /// when an admin did. False when there was no such query to end.
+    fn end(&self, id: &str, by: Option<&str>, may: impl FnOnce(&str, &Running) -> bool) -> bool {
+        let mut owner = String::new();
+        let Some(running) = self.queries.remove_where(id, |user, r| {
+            owner = user.to_string();
+            may(user, r)
+        }) else {
+            return false;
+        };
+        let (name, code, message) = if by == Some(owner.as_str()) {
+            ("USER_CANCELED", 3, "Query was canceled")
+        } else {
+            (
+                "ADMINISTRATIVELY_KILLED",
+                38,
+                "Query killed. No message provided.",
+            )
+        };
+        let ended = Ended {
+            slug: running.query.slug.clone(),
+            started: running.query.started,
+            name,
+            code,
+            message,
+        };
+        // Leaving the map ends the query's task.
+        drop(running);
+        // The id is new to this map unless it was ended before (which cannot happen twice).
+        let _ = self.ended.insert(id.to_string(), &owner, ended);
+        true
     }
 
     /// Who a request acts as: the authenticated principal, or the user it names in
@@ -219,6 +275,7 @@ impl ProtocolHandles for TrinoService {
     /// Cancels and forgets the queries whose client has not asked for a page within the client
     /// timeout, which frees their slots. A page being served is not idle.
     fn expire_idle(&self) -> usize {
+        self.ended.expire_idle();
         self.queries.expire_idle()
     }
 
@@ -324,16 +381,27 @@ fn stats(state: &str, started: Instant, rows: u64) -> Value {
 
 fn error_body(id: &str, base: &str, started: Instant, e: &SqeError) -> Value {
     let (name, code, kind) = trino_error(e);
+    failed_body(id, base, started, (name, code, kind), e.message())
+}
+
+/// A failed query's answer: Trino's error triple (name, code, type) and message.
+fn failed_body(
+    id: &str,
+    base: &str,
+    started: Instant,
+    (name, code, kind): (&str, i64, &str),
+    message: &str,
+) -> Value {
     json!({
         "id": id,
         "infoUri": format!("{base}/ui/query.html?{id}"),
         "stats": stats("FAILED", started, 0),
         "error": {
-            "message": e.message(),
+            "message": message,
             "errorCode": code,
             "errorName": name,
             "errorType": kind,
-            "failureInfo": {"type": name, "message": e.message(), "suppressed": [], "stack": []},
+            "failureInfo": {"type": name, "message": message, "suppressed": [], "stack": []},
         },
         "warnings": [],
     })
@@ -559,7 +627,23 @@ async fn get_page(
         return not_found(&id);
     };
     let Some(query) = trino.query_of(&id, &slug, &user.name) else {
-        return not_found(&id);
+        // A query its owner or an admin ended answers its owner with why, as Trino's does.
+        let base = base_url(&headers, &trino.config);
+        let ended = trino.ended.get(&id, &user.name, |e| {
+            (e.slug == slug).then(|| {
+                failed_body(
+                    &id,
+                    &base,
+                    e.started,
+                    (e.name, e.code, "USER_ERROR"),
+                    e.message,
+                )
+            })
+        });
+        return match ended {
+            Some(body) => Json(body).into_response(),
+            None => not_found(&id),
+        };
     };
     let base = base_url(&headers, &trino.config);
     let mut pages = query.events.lock().await;
@@ -727,11 +811,14 @@ async fn cancel(
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
+    let by = trino
+        .acting_user(principal.clone().map(|Extension(p)| p), &headers)
+        .ok()
+        .map(|p| p.name);
     let may_end = trino.may_end(principal.map(|Extension(p)| p), &headers);
-    // Leaving the map ends the query's task.
-    trino
-        .queries
-        .remove_where(&id, |user, r| r.query.slug == slug && may_end(user));
+    trino.end(&id, by.as_deref(), |user, r| {
+        r.query.slug == slug && may_end(user)
+    });
     StatusCode::NO_CONTENT.into_response()
 }
 
@@ -743,11 +830,14 @@ async fn kill(
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
+    let by = trino
+        .acting_user(principal.clone().map(|Extension(p)| p), &headers)
+        .ok()
+        .map(|p| p.name);
     let may_end = trino.may_end(principal.map(|Extension(p)| p), &headers);
-    // Leaving the map ends the query's task.
-    match trino.queries.remove_where(&id, |user, _| may_end(user)) {
-        Some(_ended) => StatusCode::NO_CONTENT.into_response(),
-        None => not_found(&id),
+    match trino.end(&id, by.as_deref(), |user, _| may_end(user)) {
+        true => StatusCode::NO_CONTENT.into_response(),
+        false => not_found(&id),
     }
 }
 
