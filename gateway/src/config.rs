@@ -151,9 +151,11 @@ impl Config {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AccessSection {
-    /// `"allow"` (the default: every signed-in user may do what nothing denies) or `"deny"`
-    /// (nothing not granted); `production_mode` requires `"deny"`.
-    pub default: AccessDefaultSetting,
+    /// `"owner"` (the default with an authenticator: anyone may read and create, and only the
+    /// owner, a grantee or an admin may write to, alter or drop what someone owns), `"allow"` (the
+    /// default without one: everyone may do what nothing denies) or `"deny"` (nothing not
+    /// granted); `production_mode` requires `"deny"`.
+    pub default: Option<AccessDefaultSetting>,
     /// The environment variable holding the key of HASH column masks (16 characters or more);
     /// without it each catalog makes and keeps a random key of its own.
     pub mask_key_env: Option<String>,
@@ -203,19 +205,27 @@ impl RangerSection {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
 #[serde(rename_all = "lowercase")]
 pub enum AccessDefaultSetting {
-    #[default]
     Allow,
     Deny,
+    Owner,
 }
 
 impl AccessSection {
-    pub fn engine_default(&self) -> sqe_engine::AccessDefault {
-        match self.default {
-            AccessDefaultSetting::Allow => sqe_engine::AccessDefault::Allow,
-            AccessDefaultSetting::Deny => sqe_engine::AccessDefault::Deny,
+    /// What the engine decides where no privilege does: the configured default, else `owner` on a
+    /// server with an authenticator (users who sign in cannot change each other's tables) and
+    /// `allow` on one without (a loopback server, as the shell).
+    pub fn engine_default(&self, has_authenticator: bool) -> sqe_engine::AccessDefault {
+        match (self.default, has_authenticator) {
+            (Some(AccessDefaultSetting::Allow), _) | (None, false) => {
+                sqe_engine::AccessDefault::Allow
+            }
+            (Some(AccessDefaultSetting::Deny), _) => sqe_engine::AccessDefault::Deny,
+            (Some(AccessDefaultSetting::Owner), _) | (None, true) => {
+                sqe_engine::AccessDefault::Owner
+            }
         }
     }
 
@@ -749,7 +759,7 @@ impl Config {
         if self.server.production_mode && self.auth.allow_anonymous {
             return Err("production_mode = true forbids auth.allow_anonymous = true".into());
         }
-        if self.server.production_mode && self.access.default != AccessDefaultSetting::Deny {
+        if self.server.production_mode && self.access.default != Some(AccessDefaultSetting::Deny) {
             return Err(
                 "production_mode = true requires [access] default = \"deny\" (grant what users may do)"
                     .into(),
@@ -834,6 +844,34 @@ mod tests {
             "[quack]",
         ] {
             assert!(text.contains(section), "{section} is missing");
+        }
+    }
+
+    #[test]
+    fn users_who_sign_in_cannot_change_each_others_tables_by_default() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("sqe.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+            let config = Config::load(Some(&path), Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+            config.access.engine_default(config.has_authenticator())
+        };
+        let oidc = "[auth.oidc]\nissuer = \"http://127.0.0.1:1\"\n";
+        assert_eq!(load(""), sqe_engine::AccessDefault::Allow);
+        assert_eq!(load(oidc), sqe_engine::AccessDefault::Owner);
+        assert_eq!(
+            load("[[auth.static]]\nname = \"etl\"\ntoken_env = \"ETL_TOKEN\"\n"),
+            sqe_engine::AccessDefault::Owner
+        );
+        for (setting, default) in [
+            ("allow", sqe_engine::AccessDefault::Allow),
+            ("deny", sqe_engine::AccessDefault::Deny),
+            ("owner", sqe_engine::AccessDefault::Owner),
+        ] {
+            let text = format!("{oidc}[access]\ndefault = \"{setting}\"\n");
+            assert_eq!(load(&text), default, "{setting}");
+            let text = format!("[access]\ndefault = \"{setting}\"\n");
+            assert_eq!(load(&text), default, "{setting} without an authenticator");
         }
     }
 

@@ -173,7 +173,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
             hms_catalogs,
             admission: config.engine.admission(),
             admin_roles: config.auth.admin_roles.clone(),
-            access_default: config.access.engine_default(),
+            access_default: config.access.engine_default(config.has_authenticator()),
             mask_key: config.access.mask_key()?,
             policy_store: config.access.store.as_deref().map(config::expand_home),
             ranger,

@@ -370,7 +370,8 @@ impl Governance {
     }
 
     /// `SHOW GRANTS [ON TABLE t | ON SCHEMA s]`: the privileges of the session's catalog (an
-    /// admin's view: all of them; anyone else's: their own and their roles').
+    /// admin's view: all of them; anyone else's: their own and their roles', and those on what
+    /// they own).
     pub(crate) fn show_grants(
         &self,
         session: &Session,
@@ -388,12 +389,21 @@ impl Governance {
             .policy_db_of(&catalog, &handle)
             .ok_or_else(|| self.no_policies(&catalog))?;
         let who = self.who(session, Some(db), &catalog)?;
-        let policies = Policies::read(db, &catalog, self.default_allow)?;
+        let policies = Policies::read(db, &catalog, self.default)?;
         let mut rows: Vec<Vec<String>> = policies
             .grants
             .iter()
             .filter(|g| {
+                let (schema, table) = &g.object;
+                let on = Object {
+                    catalog: catalog.clone(),
+                    schema: schema.clone(),
+                    table: (!table.is_empty()).then(|| table.clone()),
+                };
+                // An admin sees every grant; the owner of a table or schema those on it; anyone
+                // else those to them and their roles.
                 who.admin
+                    || (!schema.is_empty() && policies.owns(&who, &on))
                     || match g.grantee.0.as_str() {
                         "user" => g.grantee.1 == who.name,
                         _ => who.roles.contains(&g.grantee.1),

@@ -39,8 +39,8 @@ pub(crate) struct Governance {
     /// The catalogs whose policies it reads, as each caller reaches them.
     mounts: Arc<Mounts>,
     admin_roles: Vec<String>,
-    /// `[access] default = "allow"`: what no privilege row decides is allowed.
-    default_allow: bool,
+    /// `[access] default`: what no privilege row decides.
+    default: AccessDefault,
     /// The key of HASH column masks (column_masks.rs); each catalog makes its own when unset.
     mask_key: Option<Vec<u8>>,
     /// `[access] store`: the policies of the catalogs that keep none in their own database.
@@ -53,7 +53,7 @@ impl std::fmt::Debug for Governance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Governance")
             .field("admin_roles", &self.admin_roles)
-            .field("default_allow", &self.default_allow)
+            .field("default", &self.default)
             .finish_non_exhaustive()
     }
 }
@@ -70,7 +70,7 @@ impl Governance {
         Ok(Self {
             mounts,
             admin_roles,
-            default_allow: default == AccessDefault::Allow,
+            default,
             mask_key,
             policy_store: match policy_store {
                 Some(path) => {
@@ -89,7 +89,7 @@ impl Governance {
     /// admin may do anything, read everyone's queries and cancel them.
     pub fn is_admin(&self, principal: &Principal) -> bool {
         principal.has_any_role(&self.admin_roles)
-            || (self.admin_roles.is_empty() && self.default_allow)
+            || (self.admin_roles.is_empty() && self.default == AccessDefault::Allow)
     }
 
     /// A planned statement as the caller may run it: each scan of a governed table behind its
@@ -141,7 +141,7 @@ impl Governance {
                 roles: session.principal.roles.iter().cloned().collect(),
                 admin: false,
             },
-            default_allow: self.default_allow,
+            default: self.default,
             catalogs,
             store: self.policy_store.clone(),
             ranger: self.ranger.clone(),
@@ -159,9 +159,9 @@ impl Governance {
         let db = self.policy_db_of(catalog, &handle);
         let who = self.who(session, db, catalog)?;
         let policies = match db {
-            Some(db) => Policies::read(db, catalog, self.default_allow)?,
+            Some(db) => Policies::read(db, catalog, self.default)?,
             None => Policies::without_rows(
-                self.default_allow,
+                self.default,
                 match &self.ranger {
                     Some(r) if r.governs(catalog) => Some(r.current()?),
                     _ => None,

@@ -36,11 +36,16 @@ use crate::catalog::policy_store::PolicyDb;
 /// What no privilege row decides: `[access] default`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum AccessDefault {
-    /// Everything not denied is allowed (the embedded shell; a server without `[access]`).
+    /// Everything not denied is allowed (the embedded shell; a server without an authenticator).
     #[default]
     Allow,
     /// Nothing not granted is allowed.
     Deny,
+    /// Anyone may read and create; writing to, altering or dropping what someone else owns (a
+    /// table, or a table or schema in a schema someone else owns) takes a grant, or being an
+    /// admin. What nobody owns is anyone's to change, as under `Allow`. A server with an
+    /// authenticator defaults to this.
+    Owner,
 }
 
 /// What a privilege allows.
@@ -181,7 +186,7 @@ pub(crate) struct Who {
 /// read on the first row that needs them. A catalog whose policies cannot be read shows nothing.
 pub(crate) struct Visibility {
     pub(crate) who: Who,
-    pub(crate) default_allow: bool,
+    pub(crate) default: AccessDefault,
     pub(crate) catalogs: HashMap<String, crate::catalog::backend::CatalogRef>,
     /// `[access] store`, for the catalogs that keep no policies of their own.
     pub(crate) store: Option<Arc<dyn PolicyDb>>,
@@ -231,7 +236,8 @@ impl Visibility {
     pub(crate) fn policies(&self, catalog: &str) -> Option<(Policies, Who)> {
         let mut who = self.who.clone();
         if let Some(ranger) = self.ranger.as_ref().filter(|r| r.governs(catalog)) {
-            let policies = Policies::without_rows(false, Some(ranger.current().ok()?));
+            let policies =
+                Policies::without_rows(AccessDefault::Deny, Some(ranger.current().ok()?));
             return Some((policies, who));
         }
         let Some(db) = self
@@ -239,11 +245,11 @@ impl Visibility {
             .get(catalog)
             .and_then(|c| c.policy_db().or(self.store.as_deref()))
         else {
-            return Some((Policies::without_rows(self.default_allow, None), who));
+            return Some((Policies::without_rows(self.default, None), who));
         };
         who.roles
             .extend(granted_roles(db, catalog, &who.name).ok()?);
-        Some((Policies::read(db, catalog, self.default_allow).ok()?, who))
+        Some((Policies::read(db, catalog, self.default).ok()?, who))
     }
 }
 
@@ -253,7 +259,7 @@ pub(crate) struct Policies {
     /// SELECT granted or denied on single columns (by field id) of a table.
     pub(crate) columns: Vec<ColumnGrant>,
     pub(crate) owners: HashMap<(String, String), String>,
-    pub(crate) default_allow: bool,
+    pub(crate) default: AccessDefault,
     /// Ranger's policies, in place of all the above, for a catalog they govern (ranger.rs).
     pub(crate) ranger: Option<Arc<crate::governance::ranger::RangerPolicies>>,
 }
@@ -293,19 +299,23 @@ impl ColumnAccess {
 impl Policies {
     /// A catalog that keeps no policy rows: the default decides, or Ranger's policies.
     pub(crate) fn without_rows(
-        default_allow: bool,
+        default: AccessDefault,
         ranger: Option<Arc<crate::governance::ranger::RangerPolicies>>,
     ) -> Self {
         Self {
             grants: Vec::new(),
             columns: Vec::new(),
             owners: HashMap::new(),
-            default_allow,
+            default,
             ranger,
         }
     }
 
-    pub(crate) fn read(db: &dyn PolicyDb, catalog: &str, default_allow: bool) -> SqeResult<Self> {
+    pub(crate) fn read(
+        db: &dyn PolicyDb,
+        catalog: &str,
+        default: AccessDefault,
+    ) -> SqeResult<Self> {
         let rows = db.query(
             "SELECT schema_name, table_name, grantee_kind, grantee, privilege, effect, grant_option
              FROM sqe_privileges WHERE catalog_name = $1",
@@ -355,7 +365,7 @@ impl Policies {
             grants,
             columns,
             owners,
-            default_allow,
+            default,
             ranger: None,
         })
     }
@@ -461,7 +471,28 @@ impl Policies {
             }
             granted = true;
         }
-        granted || self.default_allow
+        granted
+            || match self.default {
+                AccessDefault::Allow => true,
+                AccessDefault::Deny => false,
+                AccessDefault::Owner => match privilege {
+                    Privilege::Select | Privilege::Create => true,
+                    Privilege::Insert
+                    | Privilege::Update
+                    | Privilege::Delete
+                    | Privilege::Drop
+                    | Privilege::Alter => !self.owned(object),
+                },
+            }
+    }
+
+    /// Whether anyone owns `object`: the table, or its schema.
+    pub(crate) fn owned(&self, object: &Object) -> bool {
+        let owner_of = |table: &str| {
+            self.owners
+                .contains_key(&(object.schema.clone(), table.to_string()))
+        };
+        owner_of("") || object.table.as_deref().is_some_and(owner_of)
     }
 
     /// Whether the caller may grant `privilege` on `object` to others.
@@ -485,7 +516,8 @@ impl Policies {
             || self.owns(who, object)
             || self.about(who, object).any(|g| !g.deny)
             || (object.table.is_some() && !self.column_rules(who, object).0.is_empty())
-            || (self.default_allow && GRANTABLE.iter().any(|p| self.allows(who, *p, object)))
+            || (self.default != AccessDefault::Deny
+                && GRANTABLE.iter().any(|p| self.allows(who, *p, object)))
     }
 }
 
@@ -536,4 +568,94 @@ pub(crate) fn decide(
         ErrorCode::PermissionDenied,
         privilege.refusal(object),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Alice owns table s.t, Carol owns schema c; bob holds INSERT on s.g and is denied SELECT on
+    /// s.d.
+    fn policies(default: AccessDefault) -> Policies {
+        let text = |a: &str, b: &str| (a.to_string(), b.to_string());
+        let grant = |table: &str, privilege, deny| Grant {
+            object: text("s", table),
+            grantee: text("user", "bob"),
+            privilege,
+            deny,
+            grant_option: false,
+        };
+        Policies {
+            grants: vec![
+                grant("g", Privilege::Insert, false),
+                grant("d", Privilege::Select, true),
+            ],
+            columns: Vec::new(),
+            owners: HashMap::from([
+                (text("s", "t"), "alice".into()),
+                (text("c", ""), "carol".into()),
+            ]),
+            default,
+            ranger: None,
+        }
+    }
+
+    fn who(name: &str) -> Who {
+        Who {
+            name: name.to_string(),
+            roles: BTreeSet::new(),
+            admin: false,
+        }
+    }
+
+    #[test]
+    fn the_owner_default_protects_what_someone_owns() {
+        let p = policies(AccessDefault::Owner);
+        let (bob, alice) = (who("bob"), who("alice"));
+        let alices = Object::table("cat", "s", "t");
+        let unowned = Object::table("cat", "s", "u");
+        let in_carols_schema = Object::table("cat", "c", "x");
+        // Reading and creating are anyone's.
+        assert!(p.allows(&bob, Privilege::Select, &alices));
+        assert!(p.visible(&bob, &alices));
+        assert!(p.allows(&bob, Privilege::Create, &Object::schema("cat", "c")));
+        // Changing what someone else owns is not, a table or anything in their schema.
+        for privilege in [
+            Privilege::Insert,
+            Privilege::Update,
+            Privilege::Delete,
+            Privilege::Drop,
+            Privilege::Alter,
+        ] {
+            assert!(!p.allows(&bob, privilege, &alices), "{privilege:?}");
+            assert!(
+                !p.allows(&bob, privilege, &in_carols_schema),
+                "{privilege:?}"
+            );
+            assert!(p.allows(&alice, privilege, &alices), "{privilege:?}");
+            assert!(p.allows(&bob, privilege, &unowned), "{privilege:?}");
+        }
+        // A grant opens what the default closes; a deny closes what it opens.
+        let granted = Object::table("cat", "s", "g");
+        assert!(p.allows(&bob, Privilege::Insert, &granted));
+        assert!(!p.allows(&bob, Privilege::Select, &Object::table("cat", "s", "d")));
+        // An admin may do anything.
+        let admin = Who {
+            admin: true,
+            ..who("ada")
+        };
+        assert!(p.allows(&admin, Privilege::Drop, &alices));
+    }
+
+    #[test]
+    fn allow_and_deny_decide_alike_for_owned_and_unowned() {
+        let bob = who("bob");
+        let alices = Object::table("cat", "s", "t");
+        let allow = policies(AccessDefault::Allow);
+        assert!(allow.allows(&bob, Privilege::Drop, &alices));
+        let deny = policies(AccessDefault::Deny);
+        assert!(!deny.allows(&bob, Privilege::Select, &alices));
+        assert!(!deny.visible(&bob, &alices));
+        assert!(deny.allows(&bob, Privilege::Insert, &Object::table("cat", "s", "g")));
+    }
 }
