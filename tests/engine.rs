@@ -131,6 +131,7 @@ async fn admission_queues_then_refuses_and_the_registry_shows_each_query() {
             max_concurrent_queries: 1,
             max_queued: 1,
             queue_timeout: std::time::Duration::from_secs(10),
+            ..AdmissionConfig::default()
         },
         admin_roles: vec!["admin".into()],
         ..EngineConfig::default()

@@ -363,6 +363,13 @@ pub struct EngineSection {
     pub max_queued: usize,
     /// How long a statement waits for a slot before "server busy".
     pub queue_timeout_secs: u64,
+    /// Statements one user may run at once; a quarter of `max_concurrent_queries` if unset.
+    pub max_running_per_user: Option<usize>,
+    /// Statements one user may have waiting; a quarter of `max_queued` if unset.
+    pub max_queued_per_user: Option<usize>,
+    /// Seconds a result may go unread before its statement gives its slot back (taking one again,
+    /// in turn, when its client reads on).
+    pub idle_slot_secs: u64,
 }
 
 impl Default for EngineSection {
@@ -372,6 +379,9 @@ impl Default for EngineSection {
             max_concurrent_queries: d.max_concurrent_queries,
             max_queued: d.max_queued,
             queue_timeout_secs: d.queue_timeout.as_secs(),
+            max_running_per_user: d.max_running_per_user,
+            max_queued_per_user: d.max_queued_per_user,
+            idle_slot_secs: d.idle_slot.as_secs(),
         }
     }
 }
@@ -382,6 +392,9 @@ impl EngineSection {
             max_concurrent_queries: self.max_concurrent_queries,
             max_queued: self.max_queued,
             queue_timeout: std::time::Duration::from_secs(self.queue_timeout_secs),
+            max_running_per_user: self.max_running_per_user,
+            max_queued_per_user: self.max_queued_per_user,
+            idle_slot: std::time::Duration::from_secs(self.idle_slot_secs),
         }
     }
 }

@@ -1,27 +1,35 @@
 //! Admission and the query registry, in front of every statement a front end runs.
 //!
-//! At most `max_concurrent_queries` statements hold a slot at once; up to `max_queued` more wait, each
-//! at most `queue_timeout`, and past that a caller gets a "server busy" error at once. A slot is held
-//! until the result stream ends or is dropped (which cancels the query). Every statement is recorded,
+//! At most `max_concurrent_queries` statements hold a slot at once, and at most
+//! `max_running_per_user` of one user; up to `max_queued` more wait (`max_queued_per_user` of one
+//! user), each at most `queue_timeout`, and past that a caller gets a "server busy" error naming
+//! the limit. Freed slots go to the waiting users in turn (slots.rs). A slot is held until the
+//! result stream ends or is dropped (which cancels the query), or until nobody has read the result
+//! for `idle_slot`: then the statement gives its slot back and stays paused (its operators stop once
+//! their buffers fill), and takes a slot again, waiting its turn, when its reader comes back. So a
+//! client that stops reading cannot keep a slot from everyone else. Every statement is recorded,
 //! with its user, SQL, state, times and rows, and the registry is readable as
 //! `system.runtime.queries`: each user reads their own queries in full, an admin reads everyone's,
 //! and of other users' queries the rest see only that they exist (state and times, no user, text
 //! or error).
 
+mod slots;
+
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use datafusion::arrow::array::RecordBatch;
 use futures::Stream;
-use sqe_sessions::{BatchStream, ErrorCode, Session, SqeError, SqeResult};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use sqe_sessions::{BatchStream, ErrorCode, Session, SqeResult};
 use tracing::Instrument;
 
 use crate::guard::catching_panics;
+use slots::{Limits, Slot, Slots};
 
 /// Finished queries kept for `system.runtime.queries`.
 const KEEP_FINISHED: usize = 1000;
@@ -45,6 +53,12 @@ pub struct AdmissionConfig {
     pub max_concurrent_queries: usize,
     pub max_queued: usize,
     pub queue_timeout: Duration,
+    /// Statements one user may run at once; a quarter of `max_concurrent_queries` if unset.
+    pub max_running_per_user: Option<usize>,
+    /// Statements one user may have waiting at once; a quarter of `max_queued` if unset.
+    pub max_queued_per_user: Option<usize>,
+    /// How long a result may go unread before its statement gives its slot back.
+    pub idle_slot: Duration,
 }
 
 impl Default for AdmissionConfig {
@@ -53,6 +67,25 @@ impl Default for AdmissionConfig {
             max_concurrent_queries: 32,
             max_queued: 256,
             queue_timeout: Duration::from_secs(60),
+            max_running_per_user: None,
+            max_queued_per_user: None,
+            idle_slot: Duration::from_secs(5),
+        }
+    }
+}
+
+impl AdmissionConfig {
+    fn limits(&self) -> Limits {
+        let quarter = |n: usize| (n / 4).max(1);
+        Limits {
+            total: self.max_concurrent_queries,
+            per_user: self
+                .max_running_per_user
+                .unwrap_or_else(|| quarter(self.max_concurrent_queries)),
+            queued: self.max_queued,
+            queued_per_user: self
+                .max_queued_per_user
+                .unwrap_or_else(|| quarter(self.max_queued)),
         }
     }
 }
@@ -195,65 +228,103 @@ impl QueryRegistry {
     }
 }
 
-/// Slots for running statements.
-#[derive(Debug)]
+/// Slots for running statements, and the statements holding one.
 pub struct Admission {
     config: AdmissionConfig,
-    slots: Arc<Semaphore>,
-    waiting: AtomicUsize,
+    slots: Arc<Slots>,
+    /// The slots of statements with a result to read, watched for results nobody reads.
+    held: Arc<Mutex<Vec<Weak<Held>>>>,
+    /// The watch over `held`, started with the first statement.
+    watch: OnceLock<()>,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A statement's slot while its result is read, and since when nobody has asked for more rows
+/// (`None` while a reader waits for them).
+struct Held {
+    slot: Mutex<Option<Slot>>,
+    unread_since: Mutex<Option<Instant>>,
+}
+
+impl Held {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Slot>> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn unread_since(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.unread_since.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Admission {
     pub fn new(config: AdmissionConfig) -> Self {
-        let slots = Arc::new(Semaphore::new(config.max_concurrent_queries.max(1)));
+        let slots = Slots::new(config.limits());
         Self {
             config,
             slots,
-            waiting: AtomicUsize::new(0),
+            held: Arc::new(Mutex::new(Vec::new())),
+            watch: OnceLock::new(),
         }
     }
 
-    async fn admit(&self) -> SqeResult<OwnedSemaphorePermit> {
-        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-            return Ok(permit);
-        }
-        let busy = |what: String| {
-            SqeError::new(
-                ErrorCode::ResourceExhausted,
-                format!("server busy: {what}; try again later"),
-            )
-        };
-        let ahead = self.waiting.fetch_add(1, Ordering::SeqCst);
-        // Its place in the queue is given back however the wait ends (a caller who goes away too).
-        let _waiting = Waiting(&self.waiting);
-        if ahead >= self.config.max_queued {
-            return Err(busy(format!(
-                "{} queries are running and the queue of {} is full",
-                self.config.max_concurrent_queries, self.config.max_queued
-            )));
-        }
-        let waited = tokio::time::timeout(
-            self.config.queue_timeout,
-            self.slots.clone().acquire_owned(),
-        )
-        .await;
-        match waited {
-            Ok(Ok(permit)) => Ok(permit),
-            Ok(Err(_)) => Err(SqeError::internal("admission closed")),
-            Err(_) => Err(busy(format!(
-                "no query slot freed up within {}s",
-                self.config.queue_timeout.as_secs()
-            ))),
-        }
+    async fn admit(&self, user: &str) -> SqeResult<Slot> {
+        self.slots.admit(user, self.config.queue_timeout).await
+    }
+
+    /// Keeps `slot` for a statement whose result is being read, and starts the watch that takes
+    /// the slot of a result nobody reads.
+    fn hold(&self, slot: Slot) -> Arc<Held> {
+        let held = Arc::new(Held {
+            slot: Mutex::new(Some(slot)),
+            unread_since: Mutex::new(Some(Instant::now())),
+        });
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::downgrade(&held));
+        self.watch.get_or_init(|| {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(watch_unread(
+                    Arc::downgrade(&self.held),
+                    self.config.idle_slot,
+                ));
+            }
+        });
+        held
     }
 }
 
-/// A statement counted as waiting for a slot, until dropped.
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+/// Every so often, takes the slot of each statement whose result nobody has read for `idle`. Ends
+/// with the engine.
+async fn watch_unread(held: Weak<Mutex<Vec<Weak<Held>>>>, idle: Duration) {
+    let every = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(held) = held.upgrade() else {
+            return;
+        };
+        let live: Vec<Arc<Held>> = {
+            let mut list = held.lock().unwrap_or_else(|p| p.into_inner());
+            list.retain(|h| h.strong_count() > 0);
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        for h in live {
+            let unread = h.unread_since().is_some_and(|since| since.elapsed() >= idle);
+            if unread {
+                // Dropped here, the slot goes to the next statement in turn.
+                let taken = h.slot().take();
+                if taken.is_some() {
+                    tracing::debug!("a result unread for {}s gave its slot back", idle.as_secs());
+                }
+            }
+        }
     }
 }
 
@@ -314,7 +385,11 @@ where
         span: span.clone(),
         ended: false,
     };
-    let permit = match admission.admit().instrument(span.clone()).await {
+    let permit = match admission
+        .admit(&session.principal.name)
+        .instrument(span.clone())
+        .await
+    {
         Ok(p) => p,
         Err(e) => {
             unfinished.end(QueryState::Failed, Some(e.message()));
@@ -344,7 +419,11 @@ where
                 id,
                 span,
                 started,
-                _permit: permit,
+                held: admission.hold(permit),
+                slots: Arc::clone(&admission.slots),
+                user: session.principal.name.clone(),
+                queue_timeout: admission.config.queue_timeout,
+                readmit: None,
             };
             result.batches = Box::pin(tracked);
             Ok(result)
@@ -361,7 +440,8 @@ where
     }
 }
 
-/// A result stream that holds its query slot and reports how it ended.
+/// A result stream that holds its query slot (giving it back while nobody reads, taking one again
+/// when they do) and reports how it ended.
 struct Tracked {
     inner: BatchStream,
     rows: u64,
@@ -370,23 +450,62 @@ struct Tracked {
     id: u64,
     span: tracing::Span,
     started: std::time::Instant,
-    _permit: OwnedSemaphorePermit,
+    held: Arc<Held>,
+    slots: Arc<Slots>,
+    user: String,
+    queue_timeout: Duration,
+    /// Waiting for a slot again, after the watch took it.
+    readmit: Option<Pin<Box<dyn Future<Output = SqeResult<Slot>> + Send>>>,
 }
 
 impl Stream for Tracked {
     type Item = SqeResult<RecordBatch>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.outcome.is_some() {
+            return Poll::Ready(None);
+        }
+        // A reader asks: the result is not unread (whatever it waits for).
+        *self.held.unread_since() = None;
+        if self.held.slot().is_none() {
+            let this = &mut *self;
+            let readmit = this.readmit.get_or_insert_with(|| {
+                let (slots, user, timeout) =
+                    (Arc::clone(&this.slots), this.user.clone(), this.queue_timeout);
+                Box::pin(async move { slots.admit(&user, timeout).await })
+            });
+            match readmit.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(slot)) => {
+                    this.readmit = None;
+                    *this.held.slot() = Some(slot);
+                }
+                Poll::Ready(Err(e)) => {
+                    this.readmit = None;
+                    this.outcome = Some((QueryState::Failed, Some(e.message().to_string())));
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+        }
         let polled = self.inner.as_mut().poll_next(cx);
         match &polled {
-            Poll::Ready(Some(Ok(batch))) => self.rows += batch.num_rows() as u64,
+            Poll::Ready(Some(Ok(batch))) => {
+                self.rows += batch.num_rows() as u64;
+                *self.held.unread_since() = Some(Instant::now());
+            }
             Poll::Ready(Some(Err(e))) => {
-                self.outcome = Some((QueryState::Failed, Some(e.message().to_string())))
+                self.outcome = Some((QueryState::Failed, Some(e.message().to_string())));
+                self.held.slot().take();
             }
-            Poll::Ready(None) if self.outcome.is_none() => {
-                self.outcome = Some((QueryState::Finished, None))
+            Poll::Ready(None) => {
+                if self.outcome.is_none() {
+                    self.outcome = Some((QueryState::Finished, None));
+                }
+                // Read to its end: the slot is free now, not when the stream is dropped.
+                self.held.slot().take();
+                return Poll::Ready(None);
             }
-            _ => {}
+            Poll::Pending => {}
         }
         polled
     }
