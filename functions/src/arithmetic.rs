@@ -87,6 +87,8 @@ pub(crate) trait Int: Copy + Display + PartialOrd + std::ops::BitOr<Output = Sel
     fn step(op: IntegerOperator, a: Self, b: Self) -> (Self, Self);
     /// `a op b` when it fits.
     fn checked(op: IntegerOperator, a: Self, b: Self) -> Option<Self>;
+    /// `|a|`, wrapped, and a value whose sign bit is set when it overflowed.
+    fn abs_step(a: Self) -> (Self, Self);
 }
 
 macro_rules! int {
@@ -127,6 +129,13 @@ macro_rules! int {
                     IntegerOperator::Multiply => a.checked_mul(b),
                     IntegerOperator::Negate => a.checked_neg(),
                 }
+            }
+
+            #[inline(always)]
+            fn abs_step(a: Self) -> (Self, Self) {
+                // Only the minimum's absolute value is negative.
+                let r = a.wrapping_abs();
+                (r, r)
             }
         }
     };
@@ -248,6 +257,51 @@ where
         return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
     }
     Ok(ColumnarValue::Array(Arc::new(out)))
+}
+
+/// `abs(x)` of an integer array, failing where Trino's does ("Value -128 is out of range for
+/// abs(tinyint)", as its `MathFunctions.absTinyint` and siblings say); None when `x` is not of an
+/// integer type.
+pub(crate) fn integer_abs(x: &ArrayRef) -> Option<Result<ArrayRef>> {
+    match x.data_type() {
+        DataType::Int8 => Some(abs::<Int8Type>(x)),
+        DataType::Int16 => Some(abs::<Int16Type>(x)),
+        DataType::Int32 => Some(abs::<Int32Type>(x)),
+        DataType::Int64 => Some(abs::<Int64Type>(x)),
+        _ => None,
+    }
+}
+
+fn abs<P>(x: &ArrayRef) -> Result<ArrayRef>
+where
+    P: ArrowPrimitiveType,
+    P::Native: Int,
+{
+    let Some(values) = x.as_primitive_opt::<P>() else {
+        return exec_err!("abs: {} is not {}", x.data_type(), P::DATA_TYPE);
+    };
+    let mut bits = P::Native::ZERO;
+    let out: Vec<P::Native> = values
+        .values()
+        .iter()
+        .map(|v| {
+            let (r, o) = P::Native::abs_step(*v);
+            bits = bits | o;
+            r
+        })
+        .collect();
+    if bits < P::Native::ZERO
+        && let Some(v) = values
+            .iter()
+            .flatten()
+            .find(|v| P::Native::abs_step(*v).1 < P::Native::ZERO)
+    {
+        return exec_err!("Value {v} is out of range for abs({})", P::Native::NAME);
+    }
+    Ok(Arc::new(PrimitiveArray::<P>::new(
+        out.into(),
+        values.logical_nulls(),
+    )))
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -414,6 +468,51 @@ mod tests {
     }
 
     #[test]
+    fn abs_of_each_width() {
+        let abs = |a: ArrayRef| match integer_abs(&a) {
+            Some(Ok(v)) => Ok(array(ColumnarValue::Array(v))),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("not an integer".to_string()),
+        };
+        let cases: Vec<(ArrayRef, &str)> = vec![
+            (
+                Arc::new(Int8Array::from(vec![Some(-127), None, Some(-128)])),
+                "Value -128 is out of range for abs(tinyint)",
+            ),
+            (
+                Arc::new(Int16Array::from(vec![i16::MIN])),
+                "Value -32768 is out of range for abs(smallint)",
+            ),
+            (
+                Arc::new(Int32Array::from(vec![i32::MIN])),
+                "Value -2147483648 is out of range for abs(integer)",
+            ),
+            (
+                Arc::new(Int64Array::from(vec![i64::MIN])),
+                "Value -9223372036854775808 is out of range for abs(bigint)",
+            ),
+        ];
+        for (a, message) in cases {
+            assert_eq!(abs(a), Err(format!("Execution error: {message}")));
+        }
+        let fits = Arc::new(Int64Array::from(vec![
+            Some(-i64::MAX),
+            None,
+            Some(3),
+            Some(0),
+        ]));
+        assert_eq!(abs(fits), Ok(vec![Some(i64::MAX), None, Some(3), Some(0)]));
+        // The minimum under a NULL is no overflow.
+        let hidden = Int8Array::new(
+            vec![-3, i8::MIN].into(),
+            Some(NullBuffer::from(vec![true, false])),
+        );
+        assert_eq!(abs(Arc::new(hidden)), Ok(vec![Some(3), None]));
+        let double: ArrayRef = Arc::new(arrow::array::Float64Array::from(vec![-1.0]));
+        assert!(integer_abs(&double).is_none());
+    }
+
+    #[test]
     fn an_overflow_under_a_null_is_no_overflow() {
         // The second slot holds i64::MAX under a NULL: MAX + 1 wraps there, unseen.
         let values = Int64Array::new(
@@ -447,6 +546,10 @@ mod tests {
                     );
                 }
             }
+        }
+        for a in i8::MIN..=i8::MAX {
+            let (r, bits) = i8::abs_step(a);
+            assert_eq!(bits >= 0, a.checked_abs() == Some(r), "abs {a}");
         }
     }
 }
