@@ -203,8 +203,8 @@ pub fn from_datafusion(e: DataFusionError) -> SqeError {
         }
     }
     let message = one_line(&root.to_string());
-    if let Some(overflow) = crate::trino_sql::overflow_text::overflow_message(&message) {
-        return SqeError::new(ErrorCode::InvalidInput, overflow);
+    if let Some(out_of_range) = crate::trino_sql::overflow_text::out_of_range(&message) {
+        return SqeError::new(ErrorCode::InvalidInput, out_of_range);
     }
     match code_of(root, &message) {
         // The log gets all of it, context included (the caller gets only the id).
@@ -259,6 +259,27 @@ mod tests {
             "/data/nope.csv",
         ));
         assert_eq!(from_datafusion(missing).code(), ErrorCode::NotFound);
+    }
+
+    #[test]
+    fn integer_casts_out_of_range_in_trinos_words() {
+        let cast = DataFusionError::Context(
+            "Optimizer rule 'simplify_expressions' failed".into(),
+            Box::new(DataFusionError::ArrowError(
+                Box::new(ArrowError::CastError(
+                    "Can't cast value 3000000000 to type Int32".into(),
+                )),
+                None,
+            )),
+        );
+        let e = from_datafusion(cast);
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                ErrorCode::InvalidInput,
+                "Out of range for integer: 3000000000"
+            )
+        );
     }
 
     #[test]

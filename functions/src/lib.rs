@@ -4,6 +4,7 @@
 //! DataFusion's (`concat`, `greatest`, `reverse` of arrays, `array_remove`), the module says so.
 
 mod aggregate;
+mod arithmetic;
 mod array;
 mod binary;
 mod bitwise;
@@ -31,6 +32,7 @@ use datafusion::common::Result;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
+pub use arithmetic::{IntegerOperator, integer_operator};
 pub use datetime::{
     extract_function, interval_elapsed, interval_scaled, interval_text, timestamp_text,
     to_milliseconds,

@@ -1,19 +1,27 @@
 //! Trino's mathematical functions (`functions/math`) that DataFusion lacks or names otherwise:
 //! `e`, `infinity`, `nan`, `is_finite`, `is_infinite`, `is_nan`, `ceiling`, `truncate`,
 //! `width_bucket`, `sign`, the normal and beta distributions (`normal_cdf`, `inverse_normal_cdf`,
-//! `beta_cdf`, `inverse_beta_cdf`), the Wilson interval, `from_base`/`to_base`, `cosine_similarity`.
+//! `beta_cdf`, `inverse_beta_cdf`), the Wilson interval, `from_base`/`to_base`, `cosine_similarity`;
+//! and `abs`, DataFusion's with Trino's error for an integer's minimum (the operators are in
+//! arithmetic.rs).
 
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array};
 use arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::{Result, ScalarValue};
-use datafusion::logical_expr::ScalarUDF;
+use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+};
 
 use crate::udf::{Delegate, Scalar, invalid, is_integer, is_text, per_row, unexpected};
 
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![
+        Arc::new(ScalarUDF::new_from_impl(Abs(
+            datafusion::functions::math::abs().as_ref().clone(),
+        ))),
         constant("e", std::f64::consts::E),
         constant("infinity", f64::INFINITY),
         constant("nan", f64::NAN),
@@ -73,6 +81,64 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         to_base(),
         cosine_similarity(),
     ]
+}
+
+/// `abs(x)`: DataFusion's, except that an integer's minimum, which has no absolute value of its
+/// type, fails in Trino's words ("Value -128 is out of range for abs(tinyint)"), where DataFusion's
+/// names its Arrow array ("Int8Array overflow on abs(-128)").
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Abs(ScalarUDF);
+
+impl ScalarUDFImpl for Abs {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.0.aliases()
+    }
+
+    fn signature(&self) -> &Signature {
+        self.0.signature()
+    }
+
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        self.0.coerce_types(args)
+    }
+
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        self.0.return_type(args)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [x] = args.args.as_slice() else {
+            return self.0.invoke_with_args(args);
+        };
+        let array = match x {
+            ColumnarValue::Array(a) => Arc::clone(a),
+            ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
+        };
+        match crate::arithmetic::integer_abs(&array) {
+            Some(out) => {
+                let out = out?;
+                Ok(match x {
+                    ColumnarValue::Scalar(_) => {
+                        ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+                    }
+                    ColumnarValue::Array(_) => ColumnarValue::Array(out),
+                })
+            }
+            None => self.0.invoke_with_args(args),
+        }
+    }
+
+    fn output_ordering(&self, inputs: &[ExprProperties]) -> Result<SortProperties> {
+        self.0.output_ordering(inputs)
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.0.documentation()
+    }
 }
 
 /// `sign(x)`: -1, 0 or 1 of the argument's type (NaN and -0 of a double stay as they are).
@@ -595,4 +661,51 @@ fn width_bucket() -> Arc<ScalarUDF> {
         },
     )
     .udf()
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Float64Array, Int8Array};
+    use arrow::datatypes::Field;
+    use datafusion::config::ConfigOptions;
+
+    use super::*;
+
+    fn abs(x: ColumnarValue) -> Result<ColumnarValue> {
+        let f = functions()
+            .into_iter()
+            .find(|f| f.name() == "abs")
+            .unwrap_or_else(|| panic!("no abs"));
+        let t = x.data_type();
+        f.invoke_with_args(ScalarFunctionArgs {
+            args: vec![x],
+            arg_fields: vec![Arc::new(Field::new("x", t.clone(), true))],
+            number_rows: 2,
+            return_field: Arc::new(Field::new("abs", t, true)),
+            config_options: Arc::new(ConfigOptions::default()),
+        })
+    }
+
+    #[test]
+    fn abs_fails_on_an_integers_minimum_in_trinos_words() {
+        let minimum = ColumnarValue::Array(Arc::new(Int8Array::from(vec![Some(-5), Some(-128)])));
+        assert_eq!(
+            abs(minimum).map(|_| ()).map_err(|e| e.to_string()),
+            Err("Execution error: Value -128 is out of range for abs(tinyint)".to_string())
+        );
+        let scalar = abs(ColumnarValue::Scalar(ScalarValue::Int64(Some(-7))));
+        assert!(matches!(
+            scalar,
+            Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(7))))
+        ));
+        // Not an integer: DataFusion's.
+        let doubles = ColumnarValue::Array(Arc::new(Float64Array::from(vec![-1.5, 2.0])));
+        let out = abs(doubles)
+            .and_then(|v| v.into_array(2))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            out.as_primitive::<Float64Type>().values().as_ref(),
+            &[1.5, 2.0]
+        );
+    }
 }

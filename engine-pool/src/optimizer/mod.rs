@@ -12,7 +12,7 @@ mod conjunction;
 mod decimal;
 mod dynamic_filter;
 mod key_bitmap;
-pub(crate) mod operator_exprs;
+mod operator_exprs;
 mod rerun;
 mod shared;
 
@@ -73,8 +73,6 @@ pub(crate) fn install(builder: SessionStateBuilder) -> SessionStateBuilder {
 /// conjunctions come after every DataFusion rule.
 fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
-    // Trino's semantics, not a speed-up: first, before other rules move the expressions.
-    rules.insert(0, Arc::new(crate::trino_sql::CheckedArithmetic));
     let post = rules
         .iter()
         .position(|r| r.name() == "FilterPushdown(Post)")

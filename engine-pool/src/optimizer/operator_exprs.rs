@@ -1,6 +1,6 @@
 //! Rewriting the row-wise expressions of a physical plan (those of its projections, filters and
-//! aggregate arguments), for the rules that change how arithmetic runs: Trino's overflow checks
-//! (trino_sql/overflow.rs) and decimal arithmetic without checks that cannot fail (decimal.rs).
+//! aggregate arguments), for a rule that changes how arithmetic runs: decimal arithmetic without
+//! checks that cannot fail (decimal.rs).
 
 use std::sync::Arc;
 

@@ -3,8 +3,7 @@
 //! timestamp cast to VARCHAR is Trino's text (`2020-01-02 03:04:05`, no `T`; with a zone per
 //! value, each in its own), a row is cast field by field by position, JSON is read into the type
 //! it is cast to, and a DECIMAL quotient has Trino's scale, the larger of its operands' (rounded
-//! half up); integer `+ - *` of constants fail on overflow (and of columns, in the physical plan:
-//! overflow.rs).
+//! half up).
 
 use std::sync::Arc;
 
@@ -41,9 +40,10 @@ impl AnalyzerRule for TrinoCasts {
     }
 }
 
-/// In `TRY(x)` (`sqe_try(0, _ -> x)`), the constants that casts and arithmetic read are hidden
-/// from constant folding, which would fail the query at planning time where TRY must give NULL
-/// (`TRY(CAST('x' AS INTEGER))`, `TRY(9223372036854775807 + 1)`).
+/// In `TRY(x)` (`sqe_try(0, _ -> x)`), the constants that casts read are hidden from constant
+/// folding, which would fail the query at planning time where TRY must give NULL
+/// (`TRY(CAST('x' AS INTEGER))`; DataFusion leaves any other constant that fails to evaluate as it
+/// is, to fail where a row reaches it).
 fn opaque_try_constants(e: Expr) -> Result<Transformed<Expr>> {
     let Expr::HigherOrderFunction(hof) = &e else {
         return Ok(Transformed::no(e));
@@ -73,15 +73,6 @@ fn opaque_try_constants(e: Expr) -> Result<Transformed<Expr>> {
                         Expr::TryCast(TryCast { expr, field }) => Transformed::yes(Expr::TryCast(
                             TryCast::new_from_field(hide(expr), field),
                         )),
-                        Expr::BinaryExpr(BinaryExpr { left, op, right })
-                            if op.is_numerical_operators() =>
-                        {
-                            Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
-                                hide(left),
-                                op,
-                                hide(right),
-                            )))
-                        }
                         other => Transformed::no(other),
                     })
                 })?
@@ -402,24 +393,6 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 expr, field,
             ))))
         }
-        // Integer constants: folded here with overflow checks (overflow.rs), before DataFusion
-        // folds them with wrapping arithmetic.
-        Expr::BinaryExpr(BinaryExpr { left, op, right })
-            if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply)
-                && matches!(
-                    (left.as_ref(), right.as_ref()),
-                    (Expr::Literal(..), Expr::Literal(..))
-                ) =>
-        {
-            if let (Expr::Literal(a, _), Expr::Literal(b, _)) = (left.as_ref(), right.as_ref())
-                && let Some(folded) = super::overflow::fold_constant(a, op, b)
-            {
-                return Ok(Transformed::yes(Expr::Literal(folded?, None)));
-            }
-            Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr::new(
-                left, op, right,
-            ))))
-        }
         Expr::BinaryExpr(BinaryExpr {
             left,
             op: Operator::Divide,
@@ -433,7 +406,7 @@ fn rewrite_expr(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::datatypes::{Field, Fields};
-    use datafusion::prelude::{col, lit};
+    use datafusion::prelude::col;
 
     use super::*;
     use crate::trino_sql::testing::{error, schema, value};
@@ -469,14 +442,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn integer_constants_fail_on_overflow_except_in_try() {
-        assert_eq!(
-            error("SELECT 9223372036854775807 + 1").await,
-            "Execution error: bigint addition overflow: 9223372036854775807 + 1"
-        );
-        assert_eq!(value("SELECT 2147483647 * 2").await, "4294967294");
-        assert_eq!(value("SELECT TRY(9223372036854775807 + 1)").await, "NULL");
+    async fn failing_casts_of_constants_in_try_are_null() {
         assert_eq!(value("SELECT TRY(CAST('x' AS INTEGER))").await, "NULL");
+        assert_eq!(
+            value("SELECT TRY(CAST(3000000000 AS INTEGER))").await,
+            "NULL"
+        );
+        assert_eq!(
+            error("SELECT CAST(3000000000 AS INTEGER)").await,
+            "Arrow error: Cast error: Can't cast value 3000000000 to type Int32"
+        );
     }
 
     #[tokio::test]
@@ -613,16 +588,6 @@ mod tests {
         assert_eq!(
             rewritten(cast(col("i"), DataType::Int64)),
             (false, "CAST(i AS Int64)".to_string())
-        );
-        assert_eq!(
-            rewritten(lit(6i64) * lit(7i64)),
-            (true, "Int64(42)".to_string())
-        );
-        assert_eq!(
-            rewrite_expr(lit(i32::MIN) - lit(1), &schema)
-                .map(|t| t.data)
-                .map_err(|e| e.to_string()),
-            Err("Execution error: integer subtraction overflow: -2147483648 - 1".to_string())
         );
     }
 }

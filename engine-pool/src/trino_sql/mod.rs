@@ -9,10 +9,10 @@
 //!   hands clauses, function calls, date-time literals, UNNEST and USING joins to clauses.rs,
 //!   functions.rs, literals.rs, unnest.rs and using_joins.rs);
 //! - binary operators as DataFusion plans them ([`TrinoOperators`]: operators.rs);
-//! - the logical plan, before DataFusion's type coercion (operands.rs) and after it (casts.rs),
-//!   both placed by [`analyzer_rules`];
-//! - integer `+ - *` of columns in the physical plan ([`CheckedArithmetic`]: overflow.rs), and
-//!   arrow's overflow errors in Trino's words (overflow_text.rs, which error.rs reads).
+//! - the logical plan, before DataFusion's type coercion (operands.rs) and after it (casts.rs,
+//!   then overflow.rs: integer `+ - *` and minus as operators that fail on overflow), all placed
+//!   by [`analyzer_rules`]; arrow's errors of integer casts out of range in Trino's words
+//!   (overflow_text.rs, which error.rs reads).
 //!
 //! syntax.rs, exprs.rs, timestamps.rs and quotient.rs hold what several parts share, below them;
 //! testing.rs is the unit tests' (a session wired as the engine wires it, without catalogs).
@@ -43,11 +43,11 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::SessionConfig;
 
 pub(crate) use operators::TrinoOperators;
-pub(crate) use overflow::CheckedArithmetic;
 pub(crate) use rewriter::rewrite_statement;
 
 use casts::TrinoCasts;
 use operands::TrinoOperands;
+use overflow::CheckedIntegers;
 
 /// Trino's defaults on a session's DataFusion settings (a deployment's own settings come after).
 pub(crate) fn configure(config: &mut SessionConfig) {
@@ -58,7 +58,8 @@ pub(crate) fn configure(config: &mut SessionConfig) {
 
 /// DataFusion's analyzer rules with Trino's around its type coercion: operand types settled
 /// before it ([`TrinoOperands`]: so that a CASE, COALESCE or UNION around them takes Trino's
-/// type, not DataFusion's), and Trino's casts after it ([`TrinoCasts`]).
+/// type, not DataFusion's), and Trino's casts after it ([`TrinoCasts`]), then integer operators
+/// that fail on overflow ([`CheckedIntegers`]: on the types the casts leave).
 pub(crate) fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Analyzer::new().rules;
     let coercion = rules
@@ -67,6 +68,7 @@ pub(crate) fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
         .unwrap_or(rules.len());
     rules.insert(coercion, Arc::new(TrinoOperands));
     rules.push(Arc::new(TrinoCasts));
+    rules.push(Arc::new(CheckedIntegers));
     rules
 }
 
@@ -100,6 +102,7 @@ mod tests {
             .unwrap_or_else(|| panic!("no type_coercion in {datafusions:?}"));
         datafusions.insert(coercion, "trino_operands".to_string());
         datafusions.push("trino_casts".to_string());
+        datafusions.push("trino_checked_integers".to_string());
         assert_eq!(names, datafusions);
     }
 }

@@ -1,28 +1,55 @@
-//! The words of Trino's overflow errors ("bigint addition overflow: 9223372036854775807 + 1"), for
-//! the checks that raise them (overflow.rs) and for the error module, which gives arrow's own
-//! overflow errors in the same words. It imports nothing of SQE's, so both can depend on it.
+//! Trino's words for a cast to an integer type that does not hold the value ("Out of range for
+//! integer: 3000000000", as Trino's `BigintOperators.castToInteger` and its siblings say), for the
+//! error module, which gives arrow's cast error ("Can't cast value 3000000000 to type Int32") in
+//! them. Arrow's cast already fails there (DataFusion casts with `safe: false`; `TRY_CAST` and
+//! `TRY(…)` give NULL): only the words differ. Integer arithmetic needs no rewording: its checked
+//! operators (overflow.rs) raise Trino's messages themselves. It imports nothing of SQE's, so the
+//! error module can depend on it.
 
-use datafusion::logical_expr::Operator;
-
-/// The word and the sign of an integer operator that overflow checks cover.
-pub(crate) fn words(op: Operator) -> Option<(&'static str, &'static str)> {
-    match op {
-        Operator::Plus => Some(("addition", "+")),
-        Operator::Minus => Some(("subtraction", "-")),
-        Operator::Multiply => Some(("multiplication", "*")),
-        _ => None,
-    }
+/// Arrow's error for an integer that does not fit the integer type it is cast to, in Trino's
+/// words; None for any other message (a double or text cast to an integer keeps arrow's).
+pub(crate) fn out_of_range(message: &str) -> Option<String> {
+    let (_, rest) = message.split_once("Can't cast value ")?;
+    let (value, to) = rest.split_once(" to type ")?;
+    let value: i128 = value.parse().ok()?;
+    let name = match to.trim() {
+        "Int8" => "tinyint",
+        "Int16" => "smallint",
+        "Int32" => "integer",
+        "Int64" => "bigint",
+        _ => return None,
+    };
+    Some(format!("Out of range for {name}: {value}"))
 }
 
-/// An arrow overflow error in Trino's words ("addition overflow: 9223372036854775807 + 1"), or
-/// None for any other message.
-pub(crate) fn overflow_message(message: &str) -> Option<String> {
-    let rest = message
-        .split_once("Overflow happened on: ")
-        .map(|(_, r)| r.trim())?;
-    let (word, _) = [Operator::Plus, Operator::Minus, Operator::Multiply]
-        .into_iter()
-        .filter_map(words)
-        .find(|(_, sign)| rest.contains(&format!(" {sign} ")))?;
-    Some(format!("integer {word} overflow: {rest}"))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_casts_out_of_range() {
+        assert_eq!(
+            out_of_range("Can't cast value 3000000000 to type Int32").as_deref(),
+            Some("Out of range for integer: 3000000000")
+        );
+        assert_eq!(
+            out_of_range("Cast error: Can't cast value -129 to type Int8").as_deref(),
+            Some("Out of range for tinyint: -129")
+        );
+        assert_eq!(
+            out_of_range("Can't cast value 40000 to type Int16").as_deref(),
+            Some("Out of range for smallint: 40000")
+        );
+        assert_eq!(
+            out_of_range("Can't cast value 18446744073709551615 to type Int64").as_deref(),
+            Some("Out of range for bigint: 18446744073709551615")
+        );
+        // A double out of range, another target type, another error: arrow's words.
+        assert_eq!(
+            out_of_range("Can't cast value 30000000000.0 to type Int32"),
+            None
+        );
+        assert_eq!(out_of_range("Can't cast value 300 to type UInt8"), None);
+        assert_eq!(out_of_range("Division by zero"), None);
+    }
 }

@@ -1,6 +1,6 @@
 //! What the folder's unit tests share: parsing with SQE's dialect, the statement rewrite as text,
 //! and a DataFusion session wired as the engine wires it (Trino's defaults, analyzer rules,
-//! operators, overflow rule and `sqe-functions`), without catalogs, so that a test can assert the
+//! operators and `sqe-functions`), without catalogs, so that a test can assert the
 //! value a query gives.
 
 use std::sync::Arc;
@@ -10,7 +10,6 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::{DFSchema, Result};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{self, Query, Statement};
 use datafusion::sql::sqlparser::parser::Parser;
@@ -70,13 +69,10 @@ pub(super) fn schema(columns: &[(&str, DataType)]) -> DFSchema {
 pub(super) fn context() -> SessionContext {
     let mut config = SessionConfig::new();
     super::configure(&mut config);
-    let mut rules = PhysicalOptimizer::new().rules;
-    rules.insert(0, Arc::new(super::CheckedArithmetic));
     let mut builder = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
-        .with_analyzer_rules(super::analyzer_rules())
-        .with_physical_optimizer_rules(rules);
+        .with_analyzer_rules(super::analyzer_rules());
     builder
         .expr_planners()
         .get_or_insert_with(Vec::new)
