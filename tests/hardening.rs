@@ -1,7 +1,8 @@
 //! What a server's engine must withstand from any signed-in user, checked on the engine itself
 //! (the client tests in tests/clients repeat the attacks over the wire): statements too long or too
 //! deep, files outside what the server allows, another user's queries in the registry, and a broken
-//! file on disk, whose details stay out of the answer.
+//! file on disk, whose details stay out of the answer. And, through Flight SQL and Trino HTTP served
+//! on ports of their own, how much one user can make the server keep (`mod kept`).
 
 use futures::TryStreamExt;
 use sqe_engine::{Engine, EngineConfig, FileAccess, FileRules};
@@ -3101,6 +3102,431 @@ async fn first_words_with_odd_spaces_are_a_syntax_error() {
             e.message().starts_with("syntax error: "),
             "{sql}: {}",
             e.message()
+        );
+    }
+}
+
+/// What one user can make a server keep, over the protocols as the gateway serves them: each
+/// request runs as the user its `x-test-user` header names (where the gateway's authentication
+/// layer would have put the signed-in principal).
+mod kept {
+    use std::sync::Arc;
+
+    use arrow_flight::decode::FlightRecordBatchStream;
+    use arrow_flight::error::FlightError;
+    use arrow_flight::flight_service_client::FlightServiceClient;
+    use arrow_flight::sql::{
+        ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+        ActionCreatePreparedStatementResult, Any, CommandPreparedStatementQuery,
+        CommandStatementQuery, ProstMessageExt,
+    };
+    use arrow_flight::{Action, FlightDescriptor, FlightInfo};
+    use futures::TryStreamExt;
+    use prost::Message;
+    use sqe_engine::EngineConfig;
+    use sqe_flight_sql::{FlightSqlConfig, SqeFlightSql};
+    use sqe_sessions::Principal;
+    use sqe_trino::{TrinoConfig, TrinoService};
+    use tonic::transport::Channel;
+    use tonic::{Code, Status};
+
+    const USER_HEADER: &str = "x-test-user";
+
+    async fn as_named_user(
+        mut request: axum::extract::Request,
+        next: axum::middleware::Next,
+    ) -> axum::response::Response {
+        let user = request
+            .headers()
+            .get(USER_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        if let Some(user) = user {
+            request.extensions_mut().insert(Principal::new(user));
+        }
+        next.run(request).await
+    }
+
+    /// Serves `router` on a port of its own until the test ends; its address.
+    async fn serve(router: axum::Router) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let router = router.layer(axum::middleware::from_fn(as_named_user));
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        addr.to_string()
+    }
+
+    /// A Flight SQL client calling as `user`.
+    struct FlightUser {
+        client: FlightServiceClient<Channel>,
+        user: &'static str,
+    }
+
+    impl FlightUser {
+        async fn connect(addr: &str, user: &'static str) -> Self {
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .connect()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            Self {
+                client: FlightServiceClient::new(channel),
+                user,
+            }
+        }
+
+        fn request<T>(&self, body: T) -> tonic::Request<T> {
+            let mut request = tonic::Request::new(body);
+            let user = self.user.parse().unwrap_or_else(|e| panic!("{e}"));
+            request.metadata_mut().insert(USER_HEADER, user);
+            request
+        }
+
+        async fn act(&mut self, kind: &str, body: Vec<u8>) -> Result<Vec<Vec<u8>>, Status> {
+            let action = self.request(Action::new(kind, body));
+            let results = self.client.do_action(action).await?.into_inner();
+            let results: Vec<arrow_flight::Result> = results.try_collect().await?;
+            Ok(results.into_iter().map(|r| r.body.to_vec()).collect())
+        }
+
+        async fn prepare(&mut self, sql: &str) -> Result<Vec<u8>, Status> {
+            let command = ActionCreatePreparedStatementRequest {
+                query: sql.to_string(),
+                transaction_id: None,
+            };
+            let answers = self
+                .act("CreatePreparedStatement", command.as_any().encode_to_vec())
+                .await?;
+            let created: Option<ActionCreatePreparedStatementResult> = answers
+                .first()
+                .and_then(|body| Any::decode(body.as_slice()).ok())
+                .and_then(|any| any.unpack().ok().flatten());
+            let created = created.unwrap_or_else(|| panic!("no prepared statement in {answers:?}"));
+            Ok(created.prepared_statement_handle.to_vec())
+        }
+
+        async fn close(&mut self, handle: Vec<u8>) {
+            let command = ActionClosePreparedStatementRequest {
+                prepared_statement_handle: handle.into(),
+            };
+            let closed = self
+                .act("ClosePreparedStatement", command.as_any().encode_to_vec())
+                .await;
+            assert_eq!(plain(closed), Ok(Vec::new()));
+        }
+
+        async fn info(&mut self, command: impl ProstMessageExt) -> Result<FlightInfo, Status> {
+            let descriptor = FlightDescriptor::new_cmd(command.as_any().encode_to_vec());
+            let request = self.request(descriptor);
+            Ok(self.client.get_flight_info(request).await?.into_inner())
+        }
+
+        /// The first column of a result's rows, as text.
+        async fn fetch(&mut self, info: FlightInfo) -> Vec<String> {
+            let ticket = info
+                .endpoint
+                .first()
+                .and_then(|e| e.ticket.clone())
+                .unwrap_or_else(|| panic!("no ticket in {info:?}"));
+            let request = self.request(ticket);
+            let data = self
+                .client
+                .do_get(request)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into_inner()
+                .map_err(|e| FlightError::Tonic(Box::new(e)));
+            let batches: Vec<arrow::array::RecordBatch> =
+                FlightRecordBatchStream::new_from_flight_data(data)
+                    .try_collect()
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            let mut values = Vec::new();
+            for batch in &batches {
+                for row in 0..batch.num_rows() {
+                    values.push(
+                        arrow::util::display::array_value_to_string(batch.column(0), row)
+                            .unwrap_or_else(|e| panic!("{e}")),
+                    );
+                }
+            }
+            values
+        }
+
+        async fn run_prepared(&mut self, handle: &[u8]) -> Vec<String> {
+            let command = CommandPreparedStatementQuery {
+                prepared_statement_handle: handle.to_vec().into(),
+            };
+            let info = self.info(command).await.unwrap_or_else(|e| panic!("{e}"));
+            self.fetch(info).await
+        }
+    }
+
+    fn statement(sql: &str) -> CommandStatementQuery {
+        CommandStatementQuery {
+            query: sql.to_string(),
+            transaction_id: None,
+        }
+    }
+
+    /// A call's answer, its error as code and message (a `Status` compares with nothing).
+    fn plain<T>(result: Result<T, Status>) -> Result<T, (Code, String)> {
+        result.map_err(|status| (status.code(), status.message().to_string()))
+    }
+
+    fn refusal(result: Result<impl std::fmt::Debug, Status>) -> (Code, String) {
+        match result {
+            Ok(got) => panic!("expected a refusal, got {got:?}"),
+            Err(status) => (status.code(), status.message().to_string()),
+        }
+    }
+
+    /// `SELECT 1` padded with a comment to exactly `bytes` bytes.
+    fn select_one_of(bytes: usize) -> String {
+        let head = "SELECT 1 AS one --";
+        format!("{head}{}", "x".repeat(bytes - head.len()))
+    }
+
+    const PREPARED_RELEASE: &str = "close one (ClosePreparedStatement), or wait until one has been unused for [server] prepared_statement_idle_secs";
+
+    /// A statement longer than SQE runs is refused when it is prepared, and kept nowhere; bob's
+    /// prepared statements are capped in number and in bytes, results he does not fetch and
+    /// sessions in number, each refusal naming the cap and its setting; alice, beside him, goes on
+    /// preparing and running; and a refused statement never ran.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn flight_sql_keeps_only_so_much_for_one_user() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let engine = Arc::new(super::engine_in(dir.path(), EngineConfig::default()));
+        let flight = SqeFlightSql::new(
+            engine.clone(),
+            FlightSqlConfig {
+                max_prepared_per_user: 3,
+                max_prepared_bytes_per_user: 2_500_000,
+                max_results_per_user: 2,
+                max_sessions_per_user: 1,
+                ..FlightSqlConfig::new(engine.default_catalog())
+            },
+        );
+        let routes = tonic::service::Routes::new(sqe_flight_sql::server(flight));
+        let addr = serve(routes.into_axum_router()).await;
+        let mut bob = FlightUser::connect(&addr, "bob").await;
+        let mut alice = FlightUser::connect(&addr, "alice").await;
+
+        // 15 MB: within gRPC's message limit, past the statement limit.
+        let huge = select_one_of(15_000_000);
+        assert_eq!(
+            refusal(bob.prepare(&huge).await),
+            (
+                Code::InvalidArgument,
+                "statement is 15000000 bytes long, more than the 1000000 bytes SQE accepts"
+                    .to_string()
+            )
+        );
+        // The longest statement SQE runs is prepared, and runs.
+        let big = bob
+            .prepare(&select_one_of(1_000_000))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(bob.run_prepared(&big).await, vec!["1"]);
+        let _second = bob
+            .prepare(&select_one_of(1_000_000))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            refusal(bob.prepare(&select_one_of(1_000_000)).await),
+            (
+                Code::ResourceExhausted,
+                format!(
+                    "bob's Flight SQL prepared statements hold 2000000 bytes, and 1000000 more would take them past the 2500000 bytes one user's may hold ([server] max_prepared_statement_bytes_per_user): {PREPARED_RELEASE}"
+                )
+            )
+        );
+        let small = bob
+            .prepare("SELECT 2")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            refusal(bob.prepare("SELECT 3").await),
+            (
+                Code::ResourceExhausted,
+                format!(
+                    "bob holds 3 Flight SQL prepared statements, the most one user may ([server] max_prepared_statements_per_user): {PREPARED_RELEASE}"
+                )
+            )
+        );
+        // Alice is not held by bob's caps.
+        let hers = alice
+            .prepare("SELECT 1 AS one")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(alice.run_prepared(&hers).await, vec!["1"]);
+        // What bob closes he may use again.
+        bob.close(big).await;
+        let third = bob
+            .prepare("SELECT 3")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(bob.run_prepared(&third).await, vec!["3"]);
+        assert_eq!(bob.run_prepared(&small).await, vec!["2"]);
+
+        // Results he does not fetch: two, and a third is refused before it runs.
+        let first = bob
+            .info(statement("SELECT 10"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _unread = bob
+            .info(statement("SELECT 11"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            refusal(bob.info(statement("CREATE SCHEMA bob_refused")).await),
+            (
+                Code::ResourceExhausted,
+                "bob holds 2 Flight SQL results not yet fetched, the most one user may ([server] max_flight_results_per_user): fetch (DoGet) or cancel one first".to_string()
+            )
+        );
+        assert_eq!(
+            alice
+                .info(statement("SELECT 12"))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Ok(())
+        );
+        assert_eq!(bob.fetch(first).await, vec!["10"]);
+        let schemas = super::ok(
+            &engine,
+            &super::session(&engine, "alice", &[]),
+            "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'bob%'",
+        )
+        .await;
+        assert_eq!(schemas, Vec::<String>::new(), "the refused statement ran");
+
+        // Sessions: one, and a second is refused; alice opens her own.
+        assert_eq!(
+            plain(bob.act("SetSessionOptions", Vec::new()).await),
+            Ok(vec![Vec::new()])
+        );
+        assert_eq!(
+            refusal(bob.act("SetSessionOptions", Vec::new()).await),
+            (
+                Code::ResourceExhausted,
+                "bob holds 1 Flight SQL sessions, the most one user may ([server] max_flight_sessions_per_user): close one (CloseSession), or wait until one has been unused for an hour".to_string()
+            )
+        );
+        assert_eq!(
+            plain(alice.act("SetSessionOptions", Vec::new()).await),
+            Ok(vec![Vec::new()])
+        );
+    }
+
+    /// Bob's queries whose last page he has not read are capped, and one past the cap is refused
+    /// before it runs; alice's run beside them; a PREPARE longer than SQE runs is refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn trino_keeps_only_so_many_queries_for_one_user() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let engine = Arc::new(super::engine_in(dir.path(), EngineConfig::default()));
+        let trino = TrinoService::new(
+            engine.clone(),
+            TrinoConfig {
+                max_queries_per_user: 2,
+                ..TrinoConfig::new(engine.default_catalog())
+            },
+        );
+        let base = format!("http://{}", serve(sqe_trino::router(trino)).await);
+        let http = reqwest::Client::new();
+        let post = |user: &'static str, sql: String| {
+            let request = http
+                .post(format!("{base}/v1/statement"))
+                .header("X-Trino-User", user)
+                .body(sql);
+            async move {
+                let response = request.send().await.unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(response.status(), reqwest::StatusCode::OK);
+                response
+                    .json::<serde_json::Value>()
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+            }
+        };
+        let error = |body: &serde_json::Value| {
+            (
+                body["error"]["errorName"].as_str().map(str::to_string),
+                body["error"]["message"].as_str().map(str::to_string),
+            )
+        };
+        let read_to_end = |mut body: serde_json::Value| {
+            let http = http.clone();
+            async move {
+                let mut rows = Vec::new();
+                while let Some(next) = body["nextUri"].as_str().map(str::to_string) {
+                    if let Some(data) = body["data"].as_array() {
+                        rows.extend(data.iter().cloned());
+                    }
+                    body = http
+                        .get(next)
+                        .header("X-Trino-User", "bob")
+                        .send()
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"))
+                        .json()
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+                if let Some(data) = body["data"].as_array() {
+                    rows.extend(data.iter().cloned());
+                }
+                (rows, body)
+            }
+        };
+
+        let first = post("bob", "SELECT 1".into()).await;
+        let _second = post("bob", "SELECT 2".into()).await;
+        let refused = post("bob", "CREATE SCHEMA bob_refused".into()).await;
+        assert_eq!(
+            error(&refused),
+            (
+                Some("GENERIC_INSUFFICIENT_RESOURCES".to_string()),
+                Some("bob holds 2 Trino queries whose last page is unread, the most one user may ([server] max_trino_queries_per_user): read one to its end or cancel it, or wait until one has been unpolled for [server] client_timeout_secs".to_string())
+            )
+        );
+        assert!(refused.get("nextUri").is_none(), "{refused}");
+        // Alice is not held by bob's cap.
+        let hers = post("alice", "SELECT 42".into()).await;
+        assert_eq!(hers["error"], serde_json::Value::Null, "{hers}");
+        // Reading one to its end makes room.
+        let (rows, _) = read_to_end(first).await;
+        assert_eq!(rows, vec![serde_json::json!([1])]);
+        let again = post("bob", "SELECT 3".into()).await;
+        assert_eq!(error(&again), (None, None));
+        let schemas = super::ok(
+            &engine,
+            &super::session(&engine, "alice", &[]),
+            "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'bob%'",
+        )
+        .await;
+        assert_eq!(schemas, Vec::<String>::new(), "the refused statement ran");
+
+        // PREPARE: the server keeps the statement until its answer is read; what could never run
+        // is refused there.
+        let long = post(
+            "alice",
+            format!("PREPARE st FROM {}", select_one_of(1_000_001)),
+        )
+        .await;
+        assert_eq!(
+            error(&long),
+            (
+                Some("GENERIC_USER_ERROR".to_string()),
+                Some(
+                    "statement is 1000001 bytes long, more than the 1000000 bytes SQE accepts"
+                        .to_string()
+                )
+            )
         );
     }
 }

@@ -23,8 +23,9 @@ use sqe_sessions::{BatchStream, SqeError, SqeResult};
 /// The stack the runtime's threads need for the deepest expression the guard admits, with room to
 /// spare (a runtime built with `thread_stack_size(WORKER_STACK)`).
 pub const WORKER_STACK: usize = 16 << 20;
-/// Longest statement text accepted, in bytes (Trino's `query.max-length` is a million characters).
-pub const MAX_QUERY_LENGTH: usize = 1_000_000;
+/// Longest statement text accepted, in bytes: the limit the protocols also hold a statement to when
+/// it is prepared, kept in `sqe-sessions` where they reach it.
+pub const MAX_QUERY_LENGTH: usize = sqe_sessions::MAX_STATEMENT_BYTES;
 /// Deepest nesting of expressions accepted: a chain `a + b + … ` of n terms nests n - 1 deep.
 pub const MAX_EXPRESSION_DEPTH: usize = 1_000;
 /// Most set operations (UNION, INTERSECT, EXCEPT) in one query body. DataFusion plans a union in
@@ -39,15 +40,10 @@ const PLANNING_RED_ZONE: usize = 16 << 20;
 /// ever backed by memory.
 const PLANNING_STACK: usize = 64 << 20;
 
-/// Refuses a statement text longer than the engine accepts.
+/// Refuses a statement text longer than the engine accepts, in the words a protocol refusing it at
+/// prepare time uses.
 pub fn check_length(sql: &str) -> SqeResult<()> {
-    if sql.len() > MAX_QUERY_LENGTH {
-        return Err(SqeError::invalid(format!(
-            "statement is {} bytes long, more than the {MAX_QUERY_LENGTH} bytes SQE accepts",
-            sql.len()
-        )));
-    }
-    Ok(())
+    sqe_sessions::check_statement_length(sql)
 }
 
 /// Refuses a statement whose expressions nest deeper than [`MAX_EXPRESSION_DEPTH`] or with more

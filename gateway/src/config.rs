@@ -32,6 +32,8 @@ pub struct QuackSection {
     pub enabled: bool,
     /// DuckDB's default Quack port (0 picks a free one).
     pub port: u16,
+    /// Sessions (attached DuckDB clients) one user may hold open; past it a connection is refused.
+    pub max_sessions_per_user: usize,
 }
 
 impl Default for QuackSection {
@@ -39,6 +41,7 @@ impl Default for QuackSection {
         Self {
             enabled: false,
             port: 9494,
+            max_sessions_per_user: 64,
         }
     }
 }
@@ -70,6 +73,8 @@ pub struct McpSection {
     /// Host names the endpoint answers to (DNS rebinding); loopback names and the resource's
     /// host by default.
     pub allowed_hosts: Vec<String>,
+    /// Sessions one user may hold open; past it a new one is refused (429).
+    pub max_sessions_per_user: usize,
     pub auth: McpAuthSection,
 }
 
@@ -87,6 +92,7 @@ impl Default for McpSection {
             max_bytes: 256 << 10,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            max_sessions_per_user: sqe_mcp::McpConfig::new("").max_sessions_per_principal,
             auth: McpAuthSection::default(),
         }
     }
@@ -418,6 +424,17 @@ pub struct ServerConfig {
     pub result_timeout_secs: u64,
     /// A Flight SQL prepared statement not used for this long is closed.
     pub prepared_statement_idle_secs: u64,
+    /// Flight SQL prepared statements one user may hold open, and the bytes of their text and
+    /// bound parameters; past either a new one is refused.
+    pub max_prepared_statements_per_user: usize,
+    pub max_prepared_statement_bytes_per_user: usize,
+    /// Flight SQL results waiting for their DoGet one user may hold.
+    pub max_flight_results_per_user: usize,
+    /// Flight SQL sessions (cookies) one user may hold.
+    pub max_flight_sessions_per_user: usize,
+    /// Trino queries whose last page is unread one user may hold; past it a new one is refused
+    /// before it runs.
+    pub max_trino_queries_per_user: usize,
     /// How often abandoned queries, results and prepared statements are looked for.
     pub reaper_interval_secs: u64,
     /// On SIGTERM or Ctrl-C, how long running statements may take to finish (no new ones are
@@ -644,6 +661,7 @@ pub struct Mount {
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let flight = sqe_flight_sql::FlightSqlConfig::new("");
         Self {
             host: IpAddr::from([127, 0, 0, 1]),
             http_port: 8080,
@@ -653,6 +671,11 @@ impl Default for ServerConfig {
             client_timeout_secs: 300,
             result_timeout_secs: 300,
             prepared_statement_idle_secs: 3600,
+            max_prepared_statements_per_user: flight.max_prepared_per_user,
+            max_prepared_statement_bytes_per_user: flight.max_prepared_bytes_per_user,
+            max_flight_results_per_user: flight.max_results_per_user,
+            max_flight_sessions_per_user: flight.max_sessions_per_user,
+            max_trino_queries_per_user: sqe_trino::TrinoConfig::new("").max_queries_per_user,
             reaper_interval_secs: 10,
             shutdown_grace_secs: 30,
         }
@@ -817,6 +840,43 @@ impl Config {
         }
         if self.server.reaper_interval_secs == 0 {
             return Err("server.reaper_interval_secs must be at least 1".into());
+        }
+        let server = &self.server;
+        for (name, cap) in [
+            (
+                "[server] max_prepared_statements_per_user",
+                server.max_prepared_statements_per_user,
+            ),
+            (
+                "[server] max_prepared_statement_bytes_per_user",
+                server.max_prepared_statement_bytes_per_user,
+            ),
+            (
+                "[server] max_flight_results_per_user",
+                server.max_flight_results_per_user,
+            ),
+            (
+                "[server] max_flight_sessions_per_user",
+                server.max_flight_sessions_per_user,
+            ),
+            (
+                "[server] max_trino_queries_per_user",
+                server.max_trino_queries_per_user,
+            ),
+            (
+                "[mcp] max_sessions_per_user",
+                self.mcp.max_sessions_per_user,
+            ),
+            (
+                "[quack] max_sessions_per_user",
+                self.quack.max_sessions_per_user,
+            ),
+        ] {
+            if cap == 0 {
+                return Err(format!(
+                    "{name} must be at least 1 (it caps what one user may make the server keep)"
+                ));
+            }
         }
         if let Some(oidc) = &self.auth.oidc {
             if oidc.issuer.is_empty() {
@@ -1030,6 +1090,16 @@ mod tests {
                 .as_deref()
                 .is_some_and(|e| e.contains("[access] default")),
             "{refused:?}"
+        );
+        let no_room = vec![(
+            "SQE_SERVER__MAX_PREPARED_STATEMENTS_PER_USER".to_string(),
+            "0".to_string(),
+        )];
+        assert_eq!(
+            Config::load(None, no_room).err().as_deref(),
+            Some(
+                "[server] max_prepared_statements_per_user must be at least 1 (it caps what one user may make the server keep)"
+            )
         );
         let typo = vec![("SQE_SERVER__HTTP_PROT".to_string(), "1".to_string())];
         assert!(

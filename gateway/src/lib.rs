@@ -187,6 +187,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
         https: server.tls.is_some(),
         impersonators: config.auth.impersonators.clone(),
         client_timeout: Duration::from_secs(server.client_timeout_secs),
+        max_queries_per_user: server.max_trino_queries_per_user,
         ..TrinoConfig::new(engine.default_catalog())
     };
     let trino = TrinoService::new(engine.clone(), trino_config);
@@ -202,6 +203,10 @@ pub async fn serve(config: Config) -> Result<(), String> {
         FlightSqlConfig {
             result_timeout: Duration::from_secs(server.result_timeout_secs),
             prepared_idle: Duration::from_secs(server.prepared_statement_idle_secs),
+            max_prepared_per_user: server.max_prepared_statements_per_user,
+            max_prepared_bytes_per_user: server.max_prepared_statement_bytes_per_user,
+            max_results_per_user: server.max_flight_results_per_user,
+            max_sessions_per_user: server.max_flight_sessions_per_user,
             ..FlightSqlConfig::new(engine.default_catalog())
         },
     );
@@ -237,7 +242,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
     // Quack: at /quack on the HTTP port, and on a port of its own.
     let quack = match config.quack.enabled {
         true => {
-            let (routes, server) = quack_routes(&engine, &authenticator, server_idle(&config));
+            let (routes, server) = quack_routes(&engine, &authenticator, &config);
             protocols.push(server);
             let listener = bind(config.quack.port).await?;
             println!(
@@ -401,6 +406,7 @@ fn mcp_routes(
         max_bytes: section.max_bytes,
         allowed_origins: section.allowed_origins.clone(),
         allowed_hosts,
+        max_sessions_per_principal: section.max_sessions_per_user,
         ..McpConfig::new(engine.default_catalog())
     };
     // A token for the endpoint is for the endpoint alone, not for Trino HTTP or Flight SQL.
@@ -438,7 +444,7 @@ fn counts(pairs: &[(&str, usize)]) -> String {
 fn quack_routes(
     engine: &Arc<Engine>,
     authenticator: &Arc<Authenticator>,
-    idle: Duration,
+    config: &Config,
 ) -> (Router, Arc<sqe_quack::server::QuackServer>) {
     let identity = authenticator.clone();
     let authenticate: sqe_quack::server::Authenticate = Arc::new(move |token: String| {
@@ -461,8 +467,8 @@ fn quack_routes(
             catalog: engine.default_catalog().to_string(),
             schema: "default".into(),
             authenticate,
-            max_sessions_per_principal: 64,
-            idle,
+            max_sessions_per_principal: config.quack.max_sessions_per_user,
+            idle: server_idle(config),
         },
     );
     let server = Arc::new(server);

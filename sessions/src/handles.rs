@@ -11,6 +11,12 @@
 //! most as many entries as it is told. The protocols differ in what they cap and what "in use"
 //! means, so those are options of the map rather than five hand-kept copies of it.
 //!
+//! Whatever a user can make the server keep is capped per owner, so that one user cannot take the
+//! room (or the memory) every other user needs: a count of entries, and for entries whose size the
+//! client decides (a prepared statement's text and parameters), their bytes. A refusal says which
+//! cap it met and the setting that raises it ([`Refused::error`]), in the same words on every
+//! protocol.
+//!
 //! An entry's value is dropped when the entry leaves the map (taken, removed, replaced, evicted or
 //! expired), and never while the map is locked: what a value holds (a running query, an unread
 //! result) is released by its own `Drop`.
@@ -20,6 +26,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use crate::{ErrorCode, SqeError};
 
 /// A new unguessable handle.
 pub fn random_handle() -> String {
@@ -45,16 +53,77 @@ pub enum AtCapacity {
 pub enum Refused {
     /// The owner holds `held` entries, the most one owner may.
     OwnerFull { held: usize },
+    /// The owner's other entries hold `held` bytes, and the new one's `adding` would take them past
+    /// `most`, the most one owner's entries may hold.
+    OwnerBytes {
+        held: usize,
+        adding: usize,
+        most: usize,
+    },
     /// The map holds `held` entries, the most it may.
     Full { held: usize },
     /// The handle names another owner's entry.
     Taken,
 }
 
+/// How a protocol names one of its maps to a client it refuses: what the entries are, the
+/// settings that raise its caps, and how the client frees one.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    /// The entries, in the plural: `Flight SQL prepared statements`.
+    pub entries: &'static str,
+    /// The setting of the per-owner count: `[server] max_prepared_statements_per_user`.
+    pub count_setting: &'static str,
+    /// The setting of the per-owner byte cap, for a map that has one.
+    pub bytes_setting: Option<&'static str>,
+    /// What frees room: `close one, or wait for one to expire`.
+    pub release: &'static str,
+}
+
+impl Refused {
+    /// The error a client of `owner`'s gets for this refusal: a resource exhausted, naming the cap
+    /// met and the setting that raises it. A handle naming another owner's entry is the server's
+    /// fault (handles are random), an internal error.
+    pub fn error(self, owner: &str, caps: &Caps) -> SqeError {
+        let Caps {
+            entries,
+            count_setting,
+            bytes_setting,
+            release,
+        } = caps;
+        let message = match self {
+            Refused::OwnerFull { held } => format!(
+                "{owner} holds {held} {entries}, the most one user may ({count_setting}): {release}"
+            ),
+            Refused::OwnerBytes { held, adding, most } => format!(
+                "{owner}'s {entries} hold {held} bytes, and {adding} more would take them past the \
+                 {most} bytes one user's may hold{}: {release}",
+                bytes_setting.map(|s| format!(" ({s})")).unwrap_or_default()
+            ),
+            Refused::Full { held } => {
+                format!("the server holds {held} {entries}, the most it may: try again later")
+            }
+            Refused::Taken => {
+                return SqeError::internal(format!("a new handle named another user's {entries}"));
+            }
+        };
+        SqeError::new(ErrorCode::ResourceExhausted, message)
+    }
+}
+
 struct Entry<V> {
     owner: String,
     used: Instant,
+    /// The value's size as the map's byte cap counts it (0 without one), measured when it came
+    /// in and again whenever an accessor changed it.
+    bytes: usize,
     value: V,
+}
+
+/// A byte cap per owner: how to size a value, and the most one owner's values may hold.
+struct ByteCap<V> {
+    size: fn(&V) -> usize,
+    most: usize,
 }
 
 type Entries<K, V> = HashMap<K, Entry<V>>;
@@ -68,6 +137,8 @@ pub struct HandleMap<K, V> {
     most: Option<(usize, AtCapacity)>,
     /// The most entries one owner holds; an insert past it is refused.
     most_per_owner: Option<usize>,
+    /// The most bytes one owner's entries hold; an insert past it is refused.
+    bytes_per_owner: Option<ByteCap<V>>,
     /// Whether an entry is in use now, which keeps it from expiring and from eviction.
     in_use: Option<fn(&V) -> bool>,
 }
@@ -86,6 +157,7 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
             idle: None,
             most: None,
             most_per_owner: None,
+            bytes_per_owner: None,
             in_use: None,
         }
     }
@@ -108,6 +180,15 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
         self
     }
 
+    /// At most `most` bytes in one owner's entries, each entry's bytes as `size` counts them; an
+    /// insert past them is refused, a replacement of one's own entry included (the old value
+    /// stays). An accessor of [`get`](Self::get) may change a value: it is measured again after,
+    /// but never refused, so a value that grows at a client's word should grow by an insert.
+    pub fn at_most_bytes_per_owner(mut self, size: fn(&V) -> usize, most: usize) -> Self {
+        self.bytes_per_owner = Some(ByteCap { size, most });
+        self
+    }
+
     /// An entry for which `in_use` holds is not idle, however long ago it was last named (a page
     /// being served), and is never evicted.
     pub fn in_use_when(mut self, in_use: fn(&V) -> bool) -> Self {
@@ -117,6 +198,12 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
 
     fn lock(&self) -> MutexGuard<'_, Entries<K, V>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn size(&self, value: &V) -> usize {
+        self.bytes_per_owner
+            .as_ref()
+            .map_or(0, |cap| (cap.size)(value))
     }
 
     fn busy(&self, value: &V) -> bool {
@@ -153,21 +240,27 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
         let admitted = {
             let mut entries = self.lock();
             released = self.sweep(&mut entries, Instant::now());
-            self.room_for(&entries, owner)
+            self.room_for(&entries, owner, 0)
         };
         drop(released);
         admitted.map(|_| ())
     }
 
-    /// Whether the map has room for one more entry of `owner`; Ok(true) when it has to evict one
-    /// to make it.
-    fn room_for(&self, entries: &Entries<K, V>, owner: &str) -> Result<bool, Refused> {
+    /// Whether the map has room for one more entry of `owner`, of `adding` bytes; Ok(true) when it
+    /// has to evict one to make it.
+    fn room_for(
+        &self,
+        entries: &Entries<K, V>,
+        owner: &str,
+        adding: usize,
+    ) -> Result<bool, Refused> {
         if let Some(most) = self.most_per_owner {
             let held = entries.values().filter(|e| e.owner == owner).count();
             if held >= most {
                 return Err(Refused::OwnerFull { held });
             }
         }
+        self.bytes_room(entries, owner, 0, adding)?;
         match self.most {
             Some((most, at_capacity)) if entries.len() >= most => match at_capacity {
                 AtCapacity::EvictLeastRecentlyUsed => Ok(true),
@@ -179,8 +272,37 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
         }
     }
 
-    /// Adds `owner`'s entry `handle`, or replaces `owner`'s own entry of that handle (which no cap
-    /// refuses). Expired entries go first, so they do not count against a cap.
+    /// Whether `owner`'s entries, less `replacing` bytes of an entry being replaced, have room for
+    /// `adding` more bytes.
+    fn bytes_room(
+        &self,
+        entries: &Entries<K, V>,
+        owner: &str,
+        replacing: usize,
+        adding: usize,
+    ) -> Result<(), Refused> {
+        let Some(cap) = &self.bytes_per_owner else {
+            return Ok(());
+        };
+        let held = entries
+            .values()
+            .filter(|e| e.owner == owner)
+            .map(|e| e.bytes)
+            .sum::<usize>()
+            .saturating_sub(replacing);
+        if held.saturating_add(adding) > cap.most {
+            return Err(Refused::OwnerBytes {
+                held,
+                adding,
+                most: cap.most,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds `owner`'s entry `handle`, or replaces `owner`'s own entry of that handle (which only
+    /// the byte cap refuses, the old value staying). Expired entries go first, so they do not
+    /// count against a cap.
     pub fn insert(&self, handle: K, owner: &str, value: V) -> Result<(), Refused> {
         let mut released = Vec::new();
         let inserted = self.insert_locked(&mut self.lock(), handle, owner, value, &mut released);
@@ -198,10 +320,13 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
     ) -> Result<(), Refused> {
         let now = Instant::now();
         released.extend(self.sweep(entries, now));
+        let bytes = self.size(&value);
         let room = match entries.get(&handle) {
             Some(e) if e.owner != owner => Err(Refused::Taken),
-            Some(_) => Ok(false),
-            None => self.room_for(entries, owner),
+            Some(e) => self
+                .bytes_room(entries, owner, e.bytes, bytes)
+                .map(|()| false),
+            None => self.room_for(entries, owner, bytes),
         };
         let evicted = match room {
             Ok(false) => Ok(None),
@@ -228,6 +353,7 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
         let entry = Entry {
             owner: owner.to_string(),
             used: now,
+            bytes,
             value,
         };
         if let Some(old) = entries.insert(handle, entry) {
@@ -286,6 +412,7 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
                     if answer.is_some() {
                         e.used = now;
                     }
+                    e.bytes = self.size(&e.value);
                     answer
                 }
                 _ => None,
@@ -512,6 +639,100 @@ mod tests {
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(map.admits("carol"), Ok(()));
         assert!(map.is_empty());
+    }
+
+    #[test]
+    fn an_owners_bytes_are_capped_replacements_included() {
+        let map: HandleMap<String, String> = HandleMap::new()
+            .at_most_bytes_per_owner(String::len, 10)
+            .at_most_per_owner(5);
+        let text = |n: usize| "x".repeat(n);
+        assert!(map.insert("a1".to_string(), "alice", text(6)).is_ok());
+        assert_eq!(
+            map.insert("a2".to_string(), "alice", text(5)),
+            Err(Refused::OwnerBytes {
+                held: 6,
+                adding: 5,
+                most: 10
+            })
+        );
+        assert!(map.insert("a2".to_string(), "alice", text(4)).is_ok());
+        // Bob's bytes are his own.
+        assert!(map.insert("b1".to_string(), "bob", text(10)).is_ok());
+        // A replacement counts without the value it replaces, and a refused one leaves it be.
+        assert!(map.insert("a1".to_string(), "alice", text(2)).is_ok());
+        assert_eq!(
+            map.insert("a1".to_string(), "alice", text(7)),
+            Err(Refused::OwnerBytes {
+                held: 4,
+                adding: 7,
+                most: 10
+            })
+        );
+        assert_eq!(map.get("a1", "alice", |v| Some(v.len())), Some(2));
+        // One value larger than the cap is refused to an owner who holds nothing.
+        assert_eq!(
+            map.insert("c1".to_string(), "carol", text(11)),
+            Err(Refused::OwnerBytes {
+                held: 0,
+                adding: 11,
+                most: 10
+            })
+        );
+        // An accessor's change is measured again: what alice frees, she may use.
+        assert_eq!(
+            map.get("a2", "alice", |v| {
+                v.clear();
+                Some(())
+            }),
+            Some(())
+        );
+        assert!(map.insert("a3".to_string(), "alice", text(8)).is_ok());
+        assert_eq!(map.remove("a1", "alice").map(|v| v.len()), Some(2));
+        assert!(map.insert("a4".to_string(), "alice", text(2)).is_ok());
+    }
+
+    #[test]
+    fn refusals_name_the_cap_and_its_setting() {
+        let caps = Caps {
+            entries: "Flight SQL prepared statements",
+            count_setting: "[server] max_prepared_statements_per_user",
+            bytes_setting: Some("[server] max_prepared_statement_bytes_per_user"),
+            release: "close one",
+        };
+        let full = Refused::OwnerFull { held: 256 }.error("bob", &caps);
+        assert_eq!(
+            (full.code(), full.message()),
+            (
+                ErrorCode::ResourceExhausted,
+                "bob holds 256 Flight SQL prepared statements, the most one user may ([server] max_prepared_statements_per_user): close one"
+            )
+        );
+        let heavy = Refused::OwnerBytes {
+            held: 9,
+            adding: 2,
+            most: 10,
+        }
+        .error("bob", &caps);
+        assert_eq!(
+            (heavy.code(), heavy.message()),
+            (
+                ErrorCode::ResourceExhausted,
+                "bob's Flight SQL prepared statements hold 9 bytes, and 2 more would take them past the 10 bytes one user's may hold ([server] max_prepared_statement_bytes_per_user): close one"
+            )
+        );
+        let all = Refused::Full { held: 7 }.error("bob", &caps);
+        assert_eq!(
+            (all.code(), all.message()),
+            (
+                ErrorCode::ResourceExhausted,
+                "the server holds 7 Flight SQL prepared statements, the most it may: try again later"
+            )
+        );
+        assert_eq!(
+            Refused::Taken.error("bob", &caps).code(),
+            ErrorCode::Internal
+        );
     }
 
     #[test]

@@ -15,9 +15,12 @@ mod value_types;
 
 pub use batch_bytes::rows_within;
 pub use error::{ErrorCode, SqeError, SqeResult};
-pub use handles::{AtCapacity, HandleMap, ProtocolHandles, Refused, random_handle};
+pub use handles::{AtCapacity, Caps, HandleMap, ProtocolHandles, Refused, random_handle};
 pub use session::{Credential, Principal, Scopes, Session, SessionUpdate};
-pub use sql_text::{MAX_PARAMETERS, bind_parameters, quote_identifier, too_many_parameters};
+pub use sql_text::{
+    MAX_PARAMETERS, MAX_STATEMENT_BYTES, bind_parameters, check_statement_length, quote_identifier,
+    too_many_parameters,
+};
 pub use store::SessionStore;
 pub use value_types::{INSTANT, JSON_EXTENSION, ZONE, is_json_field, zoned_type, zoned_unit};
 

@@ -4,7 +4,7 @@ through concurrent fetches with the server's memory bounded, checks each connect
 identity chain and runs as its user (privileges hold); `ATTACH 'quack:…'` scans SQE's tables and
 views, joins them with local ones and inserts into them (one Iceberg commit an INSERT), each as the
 attaching user; the ADBC driver for Quack queries, ingests and rolls back; malformed and oversized
-messages are error answers while the server serves on.
+messages, and statements longer than SQE runs, are error answers while the server serves on.
 """
 
 import datetime
@@ -256,6 +256,17 @@ def test_an_oversized_message_is_refused_and_the_server_serves_on(sqe, duck):
     r = requests.post(f"http://127.0.0.1:{sqe.quack_port}/quack", data=b"\x00" * (65 << 20), timeout=60)
     assert r.status_code == 413
     assert remote(duck, sqe, "alice", "SELECT 'still here' AS s") == [("still here",)]
+
+
+def test_a_statement_longer_than_sqe_runs_is_refused_at_prepare(sqe, duck):
+    # DuckDB sends it in one prepare message (64 MiB is the most one may carry): refused before
+    # anything reads it, with the words the other protocols use.
+    for length in (1_000_001, 15_000_000):
+        sql = "SELECT 1 AS one --" + "x" * (length - 18)
+        with pytest.raises(duckdb.InvalidInputException) as refused:
+            remote(duck, sqe, "alice", sql)
+        assert f"statement is {length} bytes long, more than the 1000000 bytes SQE accepts" in str(refused.value)
+    assert remote(duck, sqe, "alice", "SELECT 1 AS one --" + "x" * (1_000_000 - 18)) == [(1,)]
 
 
 def test_the_adbc_driver_queries_ingests_and_rolls_back(sqe, duck):

@@ -17,6 +17,12 @@
 //! expire (a result when it has waited the result timeout, a prepared statement when it has not
 //! been used for the idle time), which frees their query slots; the gateway's reaper expires them
 //! through [`ProtocolHandles`].
+//!
+//! What a client can make the server keep between calls is capped per principal, so that one user
+//! cannot take the memory or the room everyone else needs: prepared statements (a count, and the
+//! bytes of their text and bound parameters), results not yet fetched, and sessions. A statement
+//! longer than the engine runs is refused when it is prepared, not kept until it is executed: 80
+//! prepared statements of 15 MB each took a server from 150 MB to 1.44 GB before.
 
 mod session_options;
 
@@ -56,9 +62,10 @@ use session_options::{
     SetSessionOptionsResult, session_id_from_cookies,
 };
 use sqe_sessions::{
-    Credential, ErrorCode, HandleMap, IfExists, IfMissing, IngestTarget, MAX_PARAMETERS, Principal,
-    ProtocolHandles, QueryResult, QueryService, Session, SessionStore, SqeError, bind_parameters,
-    quote_identifier, random_handle, too_many_parameters,
+    Caps, Credential, ErrorCode, HandleMap, IfExists, IfMissing, IngestTarget, MAX_PARAMETERS,
+    Principal, ProtocolHandles, QueryResult, QueryService, Refused, Session, SessionStore,
+    SqeError, bind_parameters, check_statement_length, quote_identifier, random_handle,
+    too_many_parameters,
 };
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
@@ -70,6 +77,28 @@ const SESSION_IDLE: Duration = Duration::from_secs(3600);
 const NO_RESULT: &str = "result not found (already fetched, or expired)";
 /// The answer for a prepared statement that does not exist, or is not the caller's.
 const NO_PREPARED: &str = "prepared statement not found (closed?)";
+
+/// How refusals name the prepared statements' caps.
+const PREPARED_CAPS: Caps = Caps {
+    entries: "Flight SQL prepared statements",
+    count_setting: "[server] max_prepared_statements_per_user",
+    bytes_setting: Some("[server] max_prepared_statement_bytes_per_user"),
+    release: "close one (ClosePreparedStatement), or wait until one has been unused for [server] prepared_statement_idle_secs",
+};
+/// How refusals name the cap on results waiting for their DoGet.
+const RESULT_CAPS: Caps = Caps {
+    entries: "Flight SQL results not yet fetched",
+    count_setting: "[server] max_flight_results_per_user",
+    bytes_setting: None,
+    release: "fetch (DoGet) or cancel one first",
+};
+/// How refusals name the cap on sessions.
+const SESSION_CAPS: Caps = Caps {
+    entries: "Flight SQL sessions",
+    count_setting: "[server] max_flight_sessions_per_user",
+    bytes_setting: None,
+    release: "close one (CloseSession), or wait until one has been unused for an hour",
+};
 
 type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -143,10 +172,31 @@ fn internal(e: impl std::fmt::Display) -> Status {
     status(&SqeError::internal(e.to_string()))
 }
 
+/// Bound parameter rows, each a list of SQL literals.
+type Rows = Arc<Vec<Vec<String>>>;
+
 struct Prepared {
-    sql: String,
-    /// Bound parameter rows, each a list of SQL literals. An update runs once per row.
-    rows: Vec<Vec<String>>,
+    /// The client's text as it arrived (an `Arc<str>` would copy it once more).
+    sql: Arc<String>,
+    /// Bound parameter rows. An update runs once per row. Shared, so that a call binds them
+    /// without holding the map.
+    rows: Rows,
+}
+
+impl Prepared {
+    /// The bytes it holds, as the per-principal cap counts them: its text, and each bound row and
+    /// value with what the server keeps for it besides its text.
+    fn bytes(&self) -> usize {
+        self.sql.len() + self.rows.iter().map(|row| row_bytes(row)).sum::<usize>()
+    }
+}
+
+fn row_bytes(row: &[String]) -> usize {
+    std::mem::size_of::<Vec<String>>()
+        + row
+            .iter()
+            .map(|value| std::mem::size_of::<String>() + value.len())
+            .sum::<usize>()
 }
 
 pub struct FlightSqlConfig {
@@ -156,6 +206,17 @@ pub struct FlightSqlConfig {
     pub result_timeout: Duration,
     /// A prepared statement not used for this long is closed.
     pub prepared_idle: Duration,
+    /// Prepared statements one principal holds at most (`[server]
+    /// max_prepared_statements_per_user`).
+    pub max_prepared_per_user: usize,
+    /// The most bytes one principal's prepared statements hold, their text and bound parameters
+    /// (`[server] max_prepared_statement_bytes_per_user`).
+    pub max_prepared_bytes_per_user: usize,
+    /// Results waiting for their DoGet one principal holds at most (`[server]
+    /// max_flight_results_per_user`).
+    pub max_results_per_user: usize,
+    /// Sessions one principal holds at most (`[server] max_flight_sessions_per_user`).
+    pub max_sessions_per_user: usize,
 }
 
 impl FlightSqlConfig {
@@ -166,6 +227,10 @@ impl FlightSqlConfig {
             default_schema: "default".into(),
             result_timeout: Duration::from_secs(300),
             prepared_idle: Duration::from_secs(3600),
+            max_prepared_per_user: 256,
+            max_prepared_bytes_per_user: 64 << 20,
+            max_results_per_user: 64,
+            max_sessions_per_user: 64,
         }
     }
 }
@@ -187,12 +252,17 @@ pub struct SqeFlightSql {
 
 impl SqeFlightSql {
     pub fn new(service: Arc<dyn QueryService>, config: FlightSqlConfig) -> Arc<Self> {
-        let prepared = HandleMap::new().idle_after(config.prepared_idle);
-        let results = HandleMap::new().idle_after(config.result_timeout);
+        let prepared = HandleMap::new()
+            .idle_after(config.prepared_idle)
+            .at_most_per_owner(config.max_prepared_per_user)
+            .at_most_bytes_per_owner(Prepared::bytes, config.max_prepared_bytes_per_user);
+        let results = HandleMap::new()
+            .idle_after(config.result_timeout)
+            .at_most_per_owner(config.max_results_per_user);
         Arc::new(SqeFlightSql {
             service,
+            sessions: SessionStore::new(SESSION_IDLE, config.max_sessions_per_user),
             config,
-            sessions: SessionStore::new(SESSION_IDLE),
             sql_info: sql_info(),
             prepared,
             results,
@@ -345,13 +415,38 @@ impl SqeFlightSql {
 
     /// Applies what a statement changed (`USE`) to the caller's session and keeps it. True if the
     /// session is new, so the client needs its cookie.
-    fn keep_changes(&self, session: &mut Session, stored: bool, result: &QueryResult) -> bool {
+    fn keep_changes(
+        &self,
+        session: &mut Session,
+        stored: bool,
+        result: &QueryResult,
+    ) -> Result<bool, Status> {
         let Some(update) = &result.session_update else {
-            return false;
+            return Ok(false);
         };
         session.apply(update);
-        self.sessions.put(session);
-        !stored
+        self.keep_session(session)?;
+        Ok(!stored)
+    }
+
+    /// Keeps the caller's session, unless they hold as many as they may.
+    fn keep_session(&self, session: &Session) -> Result<(), Status> {
+        self.sessions
+            .put(session)
+            .map_err(|refused| refusal(refused, &session.principal, &SESSION_CAPS))
+    }
+
+    /// Keeps `owner`'s prepared statement under `handle` (replacing theirs there), unless their
+    /// prepared statements would be more, or hold more bytes, than they may.
+    fn keep_prepared(
+        &self,
+        handle: Vec<u8>,
+        owner: &Principal,
+        prepared: Prepared,
+    ) -> Result<(), Status> {
+        self.prepared
+            .insert(handle, &owner.name, prepared)
+            .map_err(|refused| refusal(refused, owner, &PREPARED_CAPS))
     }
 
     async fn run(&self, session: &Session, sql: &str) -> Result<QueryResult, Status> {
@@ -369,14 +464,19 @@ impl SqeFlightSql {
         descriptor: FlightDescriptor,
     ) -> Result<Response<FlightInfo>, Status> {
         let (mut session, stored) = self.session_of(request);
+        // Refused before the statement runs, so that a refusal never follows work done. (Two
+        // calls of one principal at the cap may both get here; the later insert then refuses.)
+        self.results
+            .admits(&session.principal.name)
+            .map_err(|refused| refusal(refused, &session.principal, &RESULT_CAPS))?;
         let result = self.run(&session, sql).await?;
-        let new_session = self.keep_changes(&mut session, stored, &result);
+        let new_session = self.keep_changes(&mut session, stored, &result)?;
         let result = without_views(result);
         let schema = result.schema.clone();
         let handle = new_handle();
         self.results
             .insert(handle.clone(), &session.principal.name, result)
-            .map_err(|refused| internal(format!("a result was not kept: {refused:?}")))?;
+            .map_err(|refused| refusal(refused, &session.principal, &RESULT_CAPS))?;
         let ticket = TicketStatementQuery {
             statement_handle: handle.into(),
         };
@@ -394,19 +494,25 @@ impl SqeFlightSql {
         Ok(response)
     }
 
-    /// Runs each statement to the end and returns the rows they wrote (0 for DDL).
-    async fn update<T>(&self, request: &Request<T>, statements: &[String]) -> Result<i64, Status> {
+    /// Runs each statement to the end and returns the rows they wrote (0 for DDL). Each is made
+    /// only when its turn comes, so that many rows of parameters never hold all their statements
+    /// at once.
+    async fn update<T>(
+        &self,
+        request: &Request<T>,
+        statements: impl IntoIterator<Item = Result<String, Status>> + Send,
+    ) -> Result<i64, Status> {
         let (mut session, stored) = self.session_of(request);
         let mut total = 0;
         for sql in statements {
-            let mut result = self.run(&session, sql).await?;
+            let mut result = self.run(&session, &sql?).await?;
             while let Some(batch) = result.batches.next().await {
                 batch.map_err(|e| status(&e))?;
             }
             // Kept only for a session the client can name again (it has the cookie).
             if stored && let Some(update) = &result.session_update {
                 session.apply(update);
-                self.sessions.put(&session);
+                self.keep_session(&session)?;
             }
             total += result.update_count.unwrap_or(0) as i64;
         }
@@ -426,32 +532,37 @@ impl SqeFlightSql {
             .unwrap_or_else(|| Err(Status::not_found(NO_PREPARED)))
     }
 
-    /// The prepared statement's SQL with each bound parameter row (one statement if none).
-    fn bound_sql(&self, handle: &[u8], caller: &Principal) -> Result<Vec<String>, Status> {
-        self.with_prepared(handle, caller, |p| Self::bind(p))
+    /// The caller's prepared statement `handle`: its text and bound rows.
+    fn prepared_of(
+        &self,
+        handle: &[u8],
+        caller: &Principal,
+    ) -> Result<(Arc<String>, Rows), Status> {
+        self.with_prepared(handle, caller, |p| Ok((p.sql.clone(), p.rows.clone())))
     }
 
-    fn bind(p: &Prepared) -> Result<Vec<String>, Status> {
-        if p.rows.is_empty() {
-            return Ok(vec![
-                bind_parameters(&p.sql, &[]).map_err(Status::invalid_argument)?,
-            ]);
-        }
-        p.rows
-            .iter()
-            .map(|row| bind_parameters(&p.sql, row).map_err(Status::invalid_argument))
-            .collect()
+    /// `sql` with each row of parameters bound (once without any if there are no rows), each
+    /// statement made when it is asked for.
+    fn bind<'a>(
+        sql: &'a str,
+        rows: &'a [Vec<String>],
+    ) -> impl Iterator<Item = Result<String, Status>> + Send + 'a {
+        const NO_PARAMETERS: &[Vec<String>] = &[Vec::new()];
+        let rows = if rows.is_empty() { NO_PARAMETERS } else { rows };
+        rows.iter()
+            .map(move |row| bind_parameters(sql, row).map_err(Status::invalid_argument))
     }
 
     /// A query's SQL: at most one parameter row.
     fn bound_query(&self, handle: &[u8], caller: &Principal) -> Result<String, Status> {
-        let mut statements = self.bound_sql(handle, caller)?;
-        if statements.len() > 1 {
+        let (sql, rows) = self.prepared_of(handle, caller)?;
+        if rows.len() > 1 {
             return Err(Status::invalid_argument(
                 "a query takes one row of parameters; several rows are for updates",
             ));
         }
-        Ok(statements.remove(0))
+        let row = rows.first().map(Vec::as_slice).unwrap_or_default();
+        bind_parameters(&sql, row).map_err(Status::invalid_argument)
     }
 
     /// Stops a result, if `caller` may (its owner, or an admin as the service judges it): one
@@ -540,7 +651,7 @@ impl SqeFlightSql {
                 }
             }
         }
-        self.sessions.put(&session);
+        self.keep_session(&session)?;
         let result = SetSessionOptionsResult {
             errors: errors
                 .into_iter()
@@ -759,7 +870,7 @@ impl FlightSqlService for SqeFlightSql {
         command: CommandStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        self.update(&request, &[command.query]).await
+        self.update(&request, [Ok(command.query)]).await
     }
 
     async fn do_action_create_prepared_statement(
@@ -768,16 +879,14 @@ impl FlightSqlService for SqeFlightSql {
         request: Request<arrow_flight::Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         // Preparing must not run anything: the schema arrives with the FlightInfo at execution.
+        // What could never run is not kept.
+        check_statement_length(&query.query).map_err(|e| status(&e))?;
         let handle = new_handle();
         let prepared = Prepared {
-            sql: query.query,
-            rows: Vec::new(),
+            sql: Arc::new(query.query),
+            rows: Rows::default(),
         };
-        self.prepared
-            .insert(handle.clone(), &caller(&request).name, prepared)
-            .map_err(|refused| {
-                internal(format!("a prepared statement was not kept: {refused:?}"))
-            })?;
+        self.keep_prepared(handle.clone(), &caller(&request), prepared)?;
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle.into(),
             dataset_schema: bytes::Bytes::new(),
@@ -793,12 +902,13 @@ impl FlightSqlService for SqeFlightSql {
         let who = caller(&request);
         let handle = query.prepared_statement_handle.to_vec();
         // Checked before the parameters are read, so nobody else's statement costs a decode.
-        self.with_prepared(&handle, &who, |_| Ok(()))?;
-        let rows = parameter_rows(request).await?;
-        self.with_prepared(&handle, &who, |p| {
-            p.rows = rows;
-            Ok(())
-        })?;
+        let (sql, _) = self.prepared_of(&handle, &who)?;
+        let rows = parameter_rows(request, self.config.max_prepared_bytes_per_user).await?;
+        let prepared = Prepared {
+            sql,
+            rows: Arc::new(rows),
+        };
+        self.keep_prepared(handle.clone(), &who, prepared)?;
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle.into()),
         })
@@ -812,17 +922,26 @@ impl FlightSqlService for SqeFlightSql {
         // An update's parameters come in its own DoPut (a query's in an earlier one).
         let who = caller(&request);
         let handle = query.prepared_statement_handle.to_vec();
-        self.with_prepared(&handle, &who, |_| Ok(()))?;
+        let (sql, kept) = self.prepared_of(&handle, &who)?;
         let (metadata, extensions, stream) = request.into_parts();
-        let rows = parameter_rows(Request::new(stream)).await?;
+        let rows = parameter_rows(
+            Request::new(stream),
+            self.config.max_prepared_bytes_per_user,
+        )
+        .await?;
         let request = Request::from_parts(metadata, extensions, ());
-        let statements = self.with_prepared(&handle, &who, |p| {
-            if !rows.is_empty() {
-                p.rows = rows;
-            }
-            Self::bind(p)
-        })?;
-        self.update(&request, &statements).await
+        let rows = if rows.is_empty() {
+            kept
+        } else {
+            let rows = Arc::new(rows);
+            let prepared = Prepared {
+                sql: sql.clone(),
+                rows: rows.clone(),
+            };
+            self.keep_prepared(handle, &who, prepared)?;
+            rows
+        };
+        self.update(&request, Self::bind(&sql, &rows)).await
     }
 
     async fn do_action_close_prepared_statement(
@@ -1183,35 +1302,49 @@ impl FlightSqlService for SqeFlightSql {
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
 }
 
-/// Parameter rows sent with a DoPut, each as SQL literals.
+/// The answer of a refused insert into one of the maps, naming the cap met.
+fn refusal(refused: Refused, owner: &Principal, caps: &Caps) -> Status {
+    status(&refused.error(&owner.name, caps))
+}
+
+/// Parameter rows sent with a DoPut, each as SQL literals; refused once they hold more than
+/// `most_bytes` (as a prepared statement's bytes count them), which no principal may keep.
 async fn parameter_rows(
     request: Request<PeekableFlightDataStream>,
+    most_bytes: usize,
 ) -> Result<Vec<Vec<String>>, Status> {
     let flight_data = request
         .into_inner()
         .map_err(|e| FlightError::Tonic(Box::new(e)));
     let mut decoded =
         arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(flight_data);
-    let mut batches = Vec::new();
-    let mut values = 0;
+    let mut rows = Vec::new();
+    let (mut values, mut bytes) = (0usize, 0usize);
+    // Counted and turned into literals as they arrive, so a flood of parameters stops at a limit
+    // with at most one batch held besides.
     while let Some(batch) = decoded.next().await.transpose().map_err(Status::from)? {
-        // Counted as they arrive, so a flood of parameters stops at the limit.
         values += batch.num_rows() * batch.num_columns();
         if values > MAX_PARAMETERS {
             return Err(Status::invalid_argument(too_many_parameters(values)));
         }
-        batches.push(batch);
-    }
-    let mut rows = Vec::new();
-    for batch in &batches {
         for row in 0..batch.num_rows() {
-            rows.push(
-                batch
-                    .columns()
-                    .iter()
-                    .map(|c| literal(c.as_ref(), row))
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
+            let literals = batch
+                .columns()
+                .iter()
+                .map(|c| literal(c.as_ref(), row))
+                .collect::<Result<Vec<_>, _>>()?;
+            bytes += row_bytes(&literals);
+            if bytes > most_bytes {
+                return Err(status(&SqeError::new(
+                    ErrorCode::ResourceExhausted,
+                    format!(
+                        "the parameters bound hold more than the {most_bytes} bytes one user's \
+                         Flight SQL prepared statements may hold ([server] \
+                         max_prepared_statement_bytes_per_user); load many rows with bulk ingest"
+                    ),
+                )));
+            }
+            rows.push(literals);
         }
     }
     Ok(rows)

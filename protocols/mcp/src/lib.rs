@@ -6,7 +6,8 @@
 //! layer (sqe-identity) authenticates every request with the caller's own bearer token, and each
 //! tool call runs as that caller through the one `QueryService`. An `Mcp-Session-Id` belongs to
 //! the principal that opened it: anyone else presenting it gets the answer for an unknown session.
-//! The owners are a [`HandleMap`] ([`McpSessions`]), capped in all and per principal.
+//! The owners are a [`HandleMap`] ([`McpSessions`]), capped in all and per principal (`[mcp]
+//! max_sessions_per_user`), so that one user's agents cannot take every session rmcp keeps.
 
 mod results;
 mod tools;
@@ -23,7 +24,9 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
-use sqe_sessions::{AtCapacity, HandleMap, Principal, ProtocolHandles, QueryService, Refused};
+use sqe_sessions::{
+    AtCapacity, Caps, HandleMap, Principal, ProtocolHandles, QueryService, Refused,
+};
 
 /// What the MCP endpoint does (the gateway fills it from `[mcp]`).
 #[derive(Debug, Clone)]
@@ -49,7 +52,7 @@ pub struct McpConfig {
     pub allowed_origins: Vec<String>,
     /// `Host`s the endpoint answers to (DNS rebinding); an entry without a port allows any port.
     pub allowed_hosts: Vec<String>,
-    /// Most MCP sessions open at once, and for one principal.
+    /// Most MCP sessions open at once, and for one principal (`[mcp] max_sessions_per_user`).
     pub max_sessions: usize,
     pub max_sessions_per_principal: usize,
 }
@@ -171,22 +174,22 @@ impl ProtocolHandles for McpSessions {
     }
 }
 
-/// The answer to a new session past a cap.
+/// How refusals name the cap on one user's sessions.
+const SESSION_CAPS: Caps = Caps {
+    entries: "MCP sessions",
+    count_setting: "[mcp] max_sessions_per_user",
+    bytes_setting: None,
+    release: "close one (DELETE /mcp), or wait until one has been unused for ten minutes",
+};
+
+/// The answer to a new session past a cap: 429 for the caller's own cap, 503 for the server's.
 fn refusal(caller: &str, refused: Refused) -> Response {
-    match refused {
-        Refused::OwnerFull { held } => (
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "{caller} has {held} MCP sessions open, the most one user may: close one (DELETE /mcp) or wait for one to expire"
-            ),
-        )
-            .into_response(),
-        Refused::Full { .. } | Refused::Taken => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many MCP sessions are open: try again later",
-        )
-            .into_response(),
-    }
+    let status = match refused {
+        Refused::OwnerFull { .. } | Refused::OwnerBytes { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Refused::Full { .. } | Refused::Taken => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let error = refused.error(caller, &SESSION_CAPS);
+    (status, error.message().to_string()).into_response()
 }
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -251,4 +254,35 @@ async fn bind_sessions(
         return refusal(&caller, refused);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn answer(response: Response) -> (StatusCode, String) {
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn refusals_name_the_cap_and_its_setting() {
+        assert_eq!(
+            answer(refusal("bob", Refused::OwnerFull { held: 64 })).await,
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                "bob holds 64 MCP sessions, the most one user may ([mcp] max_sessions_per_user): close one (DELETE /mcp), or wait until one has been unused for ten minutes".to_string()
+            )
+        );
+        assert_eq!(
+            answer(refusal("bob", Refused::Full { held: 10_000 })).await,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server holds 10000 MCP sessions, the most it may: try again later".to_string()
+            )
+        );
+    }
 }

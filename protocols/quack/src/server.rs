@@ -5,7 +5,10 @@
 //! result; a disconnect closes the session. A session id is 128 random bits, and the only proof a
 //! later message carries of who sends it (it is handed only to the client that authenticated):
 //! presenting an id nobody was handed gets the answer for an unknown one. The sessions are a
-//! [`HandleMap`] capped per principal, whose idle sessions expire with their open results.
+//! [`HandleMap`] capped per principal (`[quack] max_sessions_per_user`), whose idle sessions
+//! expire with their open results. A prepare runs its statement at once and keeps only its open
+//! result, one a session; a statement longer than the engine runs is refused before anything else
+//! reads it, in the engine's words.
 //!
 //! Appends stream into one bulk ingest per table, so that an `INSERT` from DuckDB, which arrives
 //! as one append per 2,048 rows with nothing to mark its end, lands as one Iceberg commit. The
@@ -22,8 +25,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use sqe_sessions::{
-    BatchStream, Credential, HandleMap, IfExists, IfMissing, IngestTarget, Principal,
-    ProtocolHandles, QueryResult, QueryService, Refused, Session, SqeError, SqeResult,
+    BatchStream, Caps, Credential, HandleMap, IfExists, IfMissing, IngestTarget, Principal,
+    ProtocolHandles, QueryResult, QueryService, Session, SqeError, SqeResult,
+    check_statement_length,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -45,6 +49,14 @@ pub const APPEND_QUIET: Duration = Duration::from_millis(300);
 /// Tables one transaction may append to at once (each holds an ingest open until COMMIT).
 pub const MAX_TABLES_APPENDED: usize = 8;
 
+/// How refusals name the cap on one user's sessions.
+const SESSION_CAPS: Caps = Caps {
+    entries: "Quack sessions",
+    count_setting: "[quack] max_sessions_per_user",
+    bytes_setting: None,
+    release: "DETACH one, or wait until one has been unused for [server] result_timeout_secs",
+};
+
 /// Turns a connection's token into who it is (the gateway's identity chain).
 pub type Authenticate = Arc<
     dyn Fn(String) -> BoxFuture<'static, SqeResult<(Principal, Option<Credential>)>> + Send + Sync,
@@ -55,7 +67,8 @@ pub struct QuackConfig {
     pub catalog: String,
     pub schema: String,
     pub authenticate: Authenticate,
-    /// Sessions one principal may hold; past it a connection is refused.
+    /// Sessions one principal may hold (`[quack] max_sessions_per_user`); past it a connection
+    /// is refused.
     pub max_sessions_per_principal: usize,
     /// A session unused for this long expires, and its open result with it (the gateway's reaper
     /// closes it through [`ProtocolHandles::expire_idle`]).
@@ -279,19 +292,8 @@ impl QuackServer {
             transaction: None,
             failed: None,
         }));
-        match self.sessions.insert(id.clone(), &principal.name, shared) {
-            Ok(()) => {}
-            Err(Refused::OwnerFull { held }) => {
-                return message::error(&format!(
-                    "{} holds {held} Quack sessions, the most one user may: DETACH one",
-                    principal.name
-                ));
-            }
-            // No total cap, and ids are random: neither happens.
-            Err(refused @ (Refused::Full { .. } | Refused::Taken)) => {
-                tracing::warn!(?refused, "quack: a session was not opened");
-                return message::error("the session could not be opened: try again");
-            }
+        if let Err(refused) = self.sessions.insert(id.clone(), &principal.name, shared) {
+            return message::error(refused.error(&principal.name, &SESSION_CAPS).message());
         }
         message::connected(&id, concat!("sqe-", env!("CARGO_PKG_VERSION")), "sqe")
     }
@@ -299,6 +301,9 @@ impl QuackServer {
     async fn prepare(&self, session: &mut QuackSession, sql: &str) -> Vec<u8> {
         // A new statement closes the session's earlier result.
         session.result = None;
+        if let Err(e) = check_statement_length(sql) {
+            return message::error(e.message());
+        }
         let (result, expected) = match self.run(session, sql).await {
             Ok(ran) => ran,
             Err(e) => return message::error(e.message()),
@@ -1040,6 +1045,21 @@ mod tests {
             }))
             .await;
         assert_eq!(error_text(&failed), "alice cannot run 'DROP TABLE t'");
+        // A statement longer than SQE runs is refused in the engine's words before anything reads
+        // it (the service here would answer "cannot run").
+        let long = format!("rows 1 --{}", "x".repeat(sqe_sessions::MAX_STATEMENT_BYTES));
+        let too_long = quack
+            .handle(&request(message::kind::PREPARE_REQUEST, &session, |w| {
+                w.field(1).string(&long);
+            }))
+            .await;
+        assert_eq!(
+            error_text(&too_long),
+            format!(
+                "statement is {} bytes long, more than the 1000000 bytes SQE accepts",
+                long.len()
+            )
+        );
         let refused = quack
             .handle(&request(message::kind::CONNECTION_REQUEST, "", |w| {
                 w.field(1).string("nope");
@@ -1056,7 +1076,7 @@ mod tests {
         );
         assert_eq!(
             error_text(&quack.handle(&connect).await),
-            "alice holds 2 Quack sessions, the most one user may: DETACH one"
+            "alice holds 2 Quack sessions, the most one user may ([quack] max_sessions_per_user): DETACH one, or wait until one has been unused for [server] result_timeout_secs"
         );
         quack
             .handle(&request(

@@ -13,6 +13,12 @@
 //! cancels it and frees its slot; the gateway's reaper expires them through [`ProtocolHandles`].
 //! A query its user cancelled or an admin killed answers its user's next poll with Trino's error
 //! for that (`USER_CANCELED`, `ADMINISTRATIVELY_KILLED`), as a Trino client expects.
+//!
+//! One user holds at most `max_queries_per_user` queries whose last page is unread, so that one
+//! user's abandoned queries cannot crowd out everyone else's; a query past the cap is refused
+//! before it runs. The server keeps nothing of a client's prepared statements (the client sends
+//! them back in headers), but a `PREPARE` answer carries its statement until it is read, so a
+//! statement longer than the engine runs is refused at `PREPARE` as it would be at `EXECUTE`.
 
 mod statements;
 pub mod types;
@@ -31,8 +37,8 @@ use axum::{Extension, Json, Router};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use sqe_sessions::{
-    AtCapacity, Credential, ErrorCode, HandleMap, Principal, ProtocolHandles, QueryService,
-    Session, SessionUpdate, SqeError, random_handle,
+    AtCapacity, Caps, Credential, ErrorCode, HandleMap, Principal, ProtocolHandles, QueryService,
+    Session, SessionUpdate, SqeError, check_statement_length, random_handle,
 };
 use tokio::sync::mpsc;
 
@@ -44,6 +50,13 @@ const PAGE_WAIT: Duration = Duration::from_millis(500);
 const PAGE_ROWS: usize = 4096;
 /// The bytes of rows (as Arrow holds them) one page carries at most: wide rows make short pages.
 const PAGE_BYTES: usize = 8 << 20;
+/// How refusals name the cap on one user's queries.
+const QUERY_CAPS: Caps = Caps {
+    entries: "Trino queries whose last page is unread",
+    count_setting: "[server] max_trino_queries_per_user",
+    bytes_setting: None,
+    release: "read one to its end or cancel it, or wait until one has been unpolled for [server] client_timeout_secs",
+};
 /// Defaults for requests that name no catalog or schema, and who may act for whom.
 #[derive(Debug, Clone)]
 pub struct TrinoConfig {
@@ -57,6 +70,9 @@ pub struct TrinoConfig {
     /// A query whose client has not asked for a page for this long is cancelled (Trino's
     /// `query.client.timeout`).
     pub client_timeout: Duration,
+    /// Queries whose last page is unread one user holds at most (`[server]
+    /// max_trino_queries_per_user`); past it a new one is refused before it runs.
+    pub max_queries_per_user: usize,
 }
 
 impl TrinoConfig {
@@ -68,6 +84,7 @@ impl TrinoConfig {
             impersonators: Vec::new(),
             https: false,
             client_timeout: Duration::from_secs(300),
+            max_queries_per_user: 64,
         }
     }
 }
@@ -154,6 +171,7 @@ impl TrinoService {
     pub fn new(service: Arc<dyn QueryService>, config: TrinoConfig) -> Arc<Self> {
         let queries = HandleMap::new()
             .idle_after(config.client_timeout)
+            .at_most_per_owner(config.max_queries_per_user)
             .in_use_when(|r: &Running| r.query.events.try_lock().is_err());
         let ended = HandleMap::new()
             .idle_after(config.client_timeout)
@@ -526,6 +544,7 @@ async fn post_statement(
     let prepared = parse_prepared_header(&prepared_values);
 
     let (tx, rx) = mpsc::channel(2);
+    let (admit, admitted) = tokio::sync::oneshot::channel::<()>();
     let mut extra_headers = Vec::new();
     let mut update = update_type(sql);
     let task = match resolve(sql, &prepared) {
@@ -534,6 +553,10 @@ async fn post_statement(
             return (StatusCode::OK, Json(error_body(&id, &base, started, &e))).into_response();
         }
         Ok(ClientStatement::Prepare { name, sql }) => {
+            // What could never run is not kept for the client to read back.
+            if let Err(e) = check_statement_length(&sql) {
+                return (StatusCode::OK, Json(error_body(&id, &base, started, &e))).into_response();
+            }
             extra_headers.push((
                 HeaderName::from_static("x-trino-added-prepare"),
                 format!("{name}={}", urlencoding::encode(&sql)),
@@ -549,6 +572,10 @@ async fn post_statement(
         Ok(ClientStatement::Run(sql)) => {
             let service = trino.service.clone();
             tokio::spawn(async move {
+                // Nothing runs before the query is kept: a query past the user's cap never starts.
+                if admitted.await.is_err() {
+                    return;
+                }
                 let mut result = match service.execute(&session, &sql).await {
                     Ok(r) => r,
                     Err(e) => {
@@ -598,11 +625,13 @@ async fn post_statement(
     });
     let owner = query.user.clone();
     let running = Running { query, task };
+    // A refused query is dropped, which ends its task before it has run anything.
     if let Err(refused) = trino.queries.insert(id.clone(), &owner, running) {
-        // Query ids are new and the map has no cap: this is a fault, never a client's doing.
-        let e = SqeError::internal(format!("query {id} was not kept: {refused:?}"));
+        let e = refused.error(&owner, &QUERY_CAPS);
         return (StatusCode::OK, Json(error_body(&id, &base, started, &e))).into_response();
     }
+    // The task may have ended already (a statement answered here); nothing then waits for this.
+    let _ = admit.send(());
     let body = json!({
         "id": id,
         "infoUri": format!("{base}/ui/query.html?{id}"),

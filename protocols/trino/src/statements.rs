@@ -130,13 +130,17 @@ pub fn resolve(sql: &str, prepared: &[(String, String)]) -> Result<ClientStateme
 }
 
 /// Parses `X-Trino-Prepared-Statement` values: `name=url-encoded-sql` pairs separated by commas.
+/// The SQL is form-encoded, as Trino's server decodes it (`URLDecoder`) and its clients encode it
+/// (Python's `quote_plus`): a `+` is a space, a plus sign is `%2B`.
 pub fn parse_prepared_header(values: &[&str]) -> Vec<(String, String)> {
     values
         .iter()
         .flat_map(|v| v.split(','))
         .filter_map(|pair| {
             let (name, sql) = pair.split_once('=')?;
-            let sql = urlencoding::decode(sql.trim()).ok()?.into_owned();
+            let sql = urlencoding::decode(&sql.trim().replace('+', " "))
+                .ok()?
+                .into_owned();
             Some((name.trim().to_string(), sql))
         })
         .collect()
@@ -184,6 +188,14 @@ mod tests {
         assert_eq!(
             parse_prepared_header(&["st=SELECT%20%3F"]),
             vec![("st".to_string(), "SELECT ?".to_string())]
+        );
+        // Form-encoded, as the Python client sends it: `+` is a space, `%2B` a plus sign.
+        assert_eq!(
+            parse_prepared_header(&["st=SELECT+%3F+%2B+1+AS+p, other=SELECT+2"]),
+            vec![
+                ("st".to_string(), "SELECT ? + 1 AS p".to_string()),
+                ("other".to_string(), "SELECT 2".to_string())
+            ]
         );
     }
 }
