@@ -202,6 +202,136 @@ async fn admission_queues_then_refuses_and_the_registry_shows_each_query() {
     );
 }
 
+/// An engine with `slots` query slots, of which one user may take `per_user` and have one statement
+/// waiting, and a result unread for `idle` gives its slot back.
+fn fair_engine(
+    dir: &tempfile::TempDir,
+    slots: usize,
+    per_user: usize,
+    idle_ms: u64,
+) -> Arc<Engine> {
+    let config = EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        admission: AdmissionConfig {
+            max_concurrent_queries: slots,
+            max_queued: 8,
+            queue_timeout: std::time::Duration::from_secs(30),
+            max_running_per_user: Some(per_user),
+            max_queued_per_user: Some(1),
+            idle_slot: std::time::Duration::from_millis(idle_ms),
+        },
+        ..EngineConfig::default()
+    };
+    Arc::new(Engine::open(config).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// `sql` as `user`, read to its end, within `secs` seconds.
+async fn answered_within(engine: &Arc<Engine>, user: &str, sql: &str, secs: u64) -> String {
+    let session = session(user, engine);
+    let answer = async {
+        let result = engine.execute(&session, sql).await?;
+        result.batches.try_collect::<Vec<_>>().await
+    };
+    let batches = tokio::time::timeout(std::time::Duration::from_secs(secs), answer)
+        .await
+        .unwrap_or_else(|_| panic!("{user}'s {sql} waited more than {secs}s"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    lines(&batches).join("\n")
+}
+
+/// Bob takes what one user may (one slot of two, one statement waiting): his next statement is
+/// refused at once naming the limit, and Alice's statement runs at once in the slot he may not take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_user_takes_at_most_his_share_of_the_slots() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Nobody's result counts as unread within this test.
+    let engine = fair_engine(&dir, 2, 1, 600_000);
+    let bob = session("bob", &engine);
+    let held = engine
+        .execute(&bob, "SELECT * FROM range(0, 10)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let waiting = {
+        let (engine, bob) = (engine.clone(), bob.clone());
+        tokio::spawn(async move {
+            let r = engine.execute(&bob, "SELECT 2 AS two").await?;
+            r.batches.try_collect::<Vec<_>>().await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let refused = engine
+        .execute(&bob, "SELECT 3")
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("expected a refusal"));
+    assert_eq!(refused.code(), ErrorCode::ResourceExhausted);
+    assert_eq!(
+        refused.message(),
+        "too many statements of yours: 1 running and 1 waiting, the most one user may have waiting (max_queued_per_user = 1); wait for them to finish"
+    );
+    assert_eq!(
+        answered_within(&engine, "alice", "SELECT 1 AS one", 5).await,
+        "1"
+    );
+    // Bob's waiting statement runs once his first is done.
+    drop(held);
+    let two = waiting
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lines(&two), vec!["2"]);
+}
+
+/// Bob takes the only slot and stops reading his result: after the idle time the slot is Alice's,
+/// and when Bob reads on he gets the rows that follow, not the query again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_nobody_reads_gives_its_slot_back_until_it_is_read() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = fair_engine(&dir, 1, 1, 1000);
+    let bob = session("bob", &engine);
+    let mut result = engine
+        .execute(&bob, "SELECT value FROM range(0, 100000000)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = result
+        .batches
+        .try_next()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("no rows"));
+    // Bob reads no more; Alice's statement waits at most about the idle time.
+    assert_eq!(
+        answered_within(&engine, "alice", "SELECT 1 AS one", 5).await,
+        "1"
+    );
+    // Bob reads on: his rows continue where they stopped.
+    let next = result
+        .batches
+        .try_next()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("no more rows"));
+    let value = |batch: &arrow::array::RecordBatch, row: usize| {
+        arrow::util::display::array_value_to_string(batch.column(0), row)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    assert_eq!(value(&first, 0), "0");
+    assert_eq!(value(&next, 0), first.num_rows().to_string());
+    // While Bob holds the slot again, Alice waits for it: a slot given back is taken back.
+    let alice = session("alice", &engine);
+    let waits = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        engine.execute(&alice, "SELECT 1"),
+    )
+    .await;
+    assert!(waits.is_err(), "alice ran while bob held the only slot");
+    drop(result);
+    assert_eq!(
+        answered_within(&engine, "alice", "SELECT 1 AS one", 5).await,
+        "1"
+    );
+}
+
 /// A table written in several commits has several files; the scan is planned over several
 /// partitions (one per file here), reads every row once, and still reads them after a column is
 /// renamed (columns resolve by field id).

@@ -38,7 +38,11 @@ SLOTS = 32
 ABANDONED = 40
 BUSY = "server busy: no query slot freed up within 2s; try again later"
 SERVER = "client_timeout_secs = 3\nreaper_interval_secs = 1\nresult_timeout_secs = 3\n"
-CONFIG = f"[auth]\nallow_anonymous = true\n\n[engine]\nmax_concurrent_queries = {SLOTS}\nqueue_timeout_secs = 2\n"
+CONFIG = (
+    f"[auth]\nallow_anonymous = true\n\n[engine]\nmax_concurrent_queries = {SLOTS}\nqueue_timeout_secs = 2\n"
+    # One user abandons them all: they may take every slot.
+    f"max_running_per_user = {SLOTS}\n"
+)
 # How long the registry may take to show every abandoned statement ended.
 SETTLE_SECS = 15
 

@@ -316,7 +316,9 @@ async fn watch_unread(held: Weak<Mutex<Vec<Weak<Held>>>>, idle: Duration) {
             list.iter().filter_map(Weak::upgrade).collect()
         };
         for h in live {
-            let unread = h.unread_since().is_some_and(|since| since.elapsed() >= idle);
+            let unread = h
+                .unread_since()
+                .is_some_and(|since| since.elapsed() >= idle);
             if unread {
                 // Dropped here, the slot goes to the next statement in turn.
                 let taken = h.slot().take();
@@ -470,8 +472,11 @@ impl Stream for Tracked {
         if self.held.slot().is_none() {
             let this = &mut *self;
             let readmit = this.readmit.get_or_insert_with(|| {
-                let (slots, user, timeout) =
-                    (Arc::clone(&this.slots), this.user.clone(), this.queue_timeout);
+                let (slots, user, timeout) = (
+                    Arc::clone(&this.slots),
+                    this.user.clone(),
+                    this.queue_timeout,
+                );
                 Box::pin(async move { slots.admit(&user, timeout).await })
             });
             match readmit.as_mut().poll(cx) {

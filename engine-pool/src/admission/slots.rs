@@ -344,8 +344,14 @@ mod tests {
         let full = slots(1, 1, 0, 5);
         let _held = full.admit("carol", WAIT).await;
         assert_eq!(
-            full.admit("dan", WAIT).await.map(|_| ()).map_err(|e| e.message().to_string()),
-            Err("server busy: 1 queries are running and the queue of 0 is full; try again later".to_string())
+            full.admit("dan", WAIT)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.message().to_string()),
+            Err(
+                "server busy: 1 queries are running and the queue of 0 is full; try again later"
+                    .to_string()
+            )
         );
     }
 }
