@@ -147,7 +147,11 @@ int!(i32, "integer");
 int!(i64, "bigint");
 
 /// Trino's message for `a op b` (or `op a`) out of range.
-fn overflow<T: Int>(op: IntegerOperator, a: T, b: T) -> datafusion::error::DataFusionError {
+pub(crate) fn overflow<T: Int>(
+    op: IntegerOperator,
+    a: T,
+    b: T,
+) -> datafusion::error::DataFusionError {
     let (word, sign) = op.words();
     let message = if op == IntegerOperator::Negate {
         format!("{} {word} overflow: {a}", T::NAME)

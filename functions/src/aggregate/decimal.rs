@@ -6,8 +6,9 @@
 //! s + 4 decimals never crosses a rounding boundary at s). An interval day to second (and a
 //! duration, which SQE shows as one) is a duration in milliseconds here (the engine casts an
 //! interval with `to_milliseconds`): summed by DataFusion, averaged by [`IntervalAvg`], rounded
-//! half up to the millisecond as Trino's is (DataFusion's truncates). Other argument types are
-//! DataFusion's.
+//! half up to the millisecond as Trino's is (DataFusion's truncates). A sum of integers (a bigint
+//! once coerced) fails on overflow as Trino's does, with the accumulators of `integer_sum.rs`.
+//! Other argument types are DataFusion's.
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use datafusion::functions_aggregate::{average::avg_udaf, sum::sum_udaf};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::type_coercion::functions::fields_with_udf;
 
+use super::integer_sum::{DistinctIntegerSum, IntegerSum, IntegerSumGroups};
 use crate::udf::unexpected;
 use datafusion::logical_expr::utils::AggregateOrderSensitivity;
 use datafusion::logical_expr::{
@@ -58,6 +60,22 @@ impl TrinoDecimal {
     /// coerced).
     fn interval_avg(&self, args: &[FieldRef]) -> bool {
         self.avg && matches!(args, [f] if matches!(f.data_type(), DataType::Duration(_)))
+    }
+
+    /// Whether this is a sum of bigints (what a sum of any integer type is, once coerced), which
+    /// fails on overflow (`integer_sum.rs`).
+    fn integer_sum(&self, args: &[FieldRef]) -> bool {
+        !self.avg && matches!(args, [f] if f.data_type() == &DataType::Int64)
+    }
+
+    /// The accumulator of a sum of bigints, of its distinct values or all of them, for a sliding
+    /// window frame or not.
+    fn integer_accumulator(args: &AccumulatorArgs, sliding: bool) -> Box<dyn Accumulator> {
+        if args.is_distinct {
+            Box::<DistinctIntegerSum>::default()
+        } else {
+            Box::new(IntegerSum::new(sliding))
+        }
     }
 
     /// Trino's type of the answer, where it differs from DataFusion's.
@@ -177,12 +195,18 @@ impl AggregateUDFImpl for TrinoDecimal {
         if self.interval_avg(args.expr_fields) {
             return Ok(Box::<IntervalAvg>::default());
         }
+        if self.integer_sum(args.expr_fields) {
+            return Ok(Self::integer_accumulator(&args, false));
+        }
         self.rounded(args, AggregateUDF::accumulator)
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         if self.interval_avg(args.expr_fields) {
             return Ok(Box::<IntervalAvg>::default());
+        }
+        if self.integer_sum(args.expr_fields) {
+            return Ok(Self::integer_accumulator(&args, true));
         }
         self.rounded(args, AggregateUDF::create_sliding_accumulator)
     }
@@ -215,6 +239,9 @@ impl AggregateUDFImpl for TrinoDecimal {
         if self.interval_avg(args.expr_fields) {
             return false;
         }
+        if self.integer_sum(args.expr_fields) {
+            return !args.is_distinct;
+        }
         match self.rounding(args.expr_fields) {
             Ok(Some((theirs, _))) => self.inner.groups_accumulator_supported(AccumulatorArgs {
                 return_field: theirs,
@@ -229,6 +256,9 @@ impl AggregateUDFImpl for TrinoDecimal {
         &self,
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
+        if self.integer_sum(args.expr_fields) {
+            return Ok(Box::<IntegerSumGroups>::default());
+        }
         match self.rounding(args.expr_fields)? {
             Some((theirs, to)) => Ok(Box::new(RoundedGroups {
                 inner: self.inner.create_groups_accumulator(AccumulatorArgs {

@@ -2,10 +2,11 @@
 //! `max_by`, `min_by`, `arbitrary` here; the moments (`geometric_mean`, `skewness`, `kurtosis`)
 //! in `moments.rs`; the ones building maps, and `checksum`, in `maps.rs`; the multiset ones in
 //! `crate::multiset`. `distinct.rs` gives each of them DISTINCT; `decimal.rs` types `sum` and `avg`
-//! of decimals as Trino does.
+//! of decimals as Trino does, and has a sum of integers fail on overflow with `integer_sum.rs`.
 
 mod decimal;
 mod distinct;
+mod integer_sum;
 mod maps;
 mod moments;
 
@@ -62,7 +63,8 @@ pub fn functions() -> Vec<Arc<AggregateUDF>> {
             )))
         })
         .collect();
-    // DataFusion's sum and avg, with Trino's types for decimals (they take DISTINCT themselves).
+    // DataFusion's sum and avg, with Trino's types for decimals and a sum of integers that fails on
+    // overflow (they take DISTINCT themselves).
     out.push(Arc::new(AggregateUDF::new_from_impl(
         decimal::TrinoDecimal::sum(),
     )));
