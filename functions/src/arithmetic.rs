@@ -22,7 +22,7 @@ use arrow::datatypes::{ArrowPrimitiveType, DataType, Int8Type, Int16Type, Int32T
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
     Volatility,
 };
 
@@ -60,6 +60,24 @@ impl IntegerOperator {
 /// The function computing `op` on integers of one type (both operands of a binary one have it),
 /// failing on overflow.
 pub fn integer_operator(op: IntegerOperator) -> Arc<ScalarUDF> {
+    checked(op, None)
+}
+
+/// [`integer_operator`] for one call, whose column is named `schema_name` (the name of the
+/// operator it stands for, `a + b`) instead of a name made from its arguments' names. A call's
+/// name is asked for at every level of a nested expression, and made from the arguments' names
+/// that is a copy of the whole subtree at each level: a chain of 900 additions took minutes to
+/// plan. A name given once costs one copy of itself.
+pub fn named_integer_operator(op: IntegerOperator, schema_name: String) -> Arc<ScalarUDF> {
+    checked(op, Some(schema_name))
+}
+
+/// Whether `f` is one of [`integer_operator`]'s functions.
+pub fn is_integer_operator(f: &ScalarUDF) -> bool {
+    f.inner().downcast_ref::<Checked>().is_some()
+}
+
+fn checked(op: IntegerOperator, schema_name: Option<String>) -> Arc<ScalarUDF> {
     let types = [
         DataType::Int8,
         DataType::Int16,
@@ -74,7 +92,11 @@ pub fn integer_operator(op: IntegerOperator) -> Arc<ScalarUDF> {
             .collect(),
         Volatility::Immutable,
     );
-    Arc::new(ScalarUDF::new_from_impl(Checked { op, signature }))
+    Arc::new(ScalarUDF::new_from_impl(Checked {
+        op,
+        signature,
+        schema_name,
+    }))
 }
 
 /// An integer type of Trino's, and its operators with and without overflow checks.
@@ -312,6 +334,8 @@ where
 struct Checked {
     op: IntegerOperator,
     signature: Signature,
+    /// The call's column name, when it was given one.
+    schema_name: Option<String>,
 }
 
 impl ScalarUDFImpl for Checked {
@@ -321,6 +345,17 @@ impl ScalarUDFImpl for Checked {
 
     fn signature(&self) -> &Signature {
         &self.signature
+    }
+
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        match &self.schema_name {
+            Some(name) => Ok(name.clone()),
+            // As DataFusion names a call.
+            None => {
+                let args: Vec<String> = args.iter().map(|a| a.schema_name().to_string()).collect();
+                Ok(format!("{}({})", self.name(), args.join(",")))
+            }
+        }
     }
 
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {

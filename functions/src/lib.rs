@@ -32,7 +32,9 @@ use datafusion::common::Result;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
-pub use arithmetic::{IntegerOperator, integer_operator};
+pub use arithmetic::{
+    IntegerOperator, integer_operator, is_integer_operator, named_integer_operator,
+};
 pub use datetime::{
     extract_function, interval_elapsed, interval_scaled, interval_text, timestamp_text,
     to_milliseconds,

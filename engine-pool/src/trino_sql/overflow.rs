@@ -19,6 +19,7 @@
 //! faster than arrow's checked kernels the physical rule used (sqe-functions' arithmetic.rs has
 //! the figures); TPC-H SF1 against the build before: BENCHMARKS.md (2026-12-05).
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result};
@@ -57,29 +58,43 @@ fn integer_operator(op: Operator) -> Option<IntegerOperator> {
     }
 }
 
-/// `e` as a checked operator when it is an integer `+ - *` or minus.
+/// `e` as a checked operator when it is an integer `+ - *` or minus. The call keeps the name the
+/// operator had (`a + b`), given once: names made from the arguments' names at each level of a
+/// chain of calls cost a copy of the whole chain per level, and DataFusion asks for them at
+/// every level whenever it asks a call's type.
 fn checked(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    let integer = |x: &Expr| x.get_type(schema).ok().filter(|t| t.is_signed_integer());
-    let call = |op, args| {
-        Expr::ScalarFunction(ScalarFunction::new_udf(
-            sqe_functions::integer_operator(op),
-            args,
-        ))
+    let integer = |x: &Expr| integer_type(x, schema);
+    let op = match &e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => integer_operator(*op)
+            .filter(|_| integer(left).is_some() && integer(left) == integer(right)),
+        Expr::Negative(x) => integer(x).map(|_| IntegerOperator::Negate),
+        _ => None,
     };
-    match e {
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match integer_operator(op) {
-            Some(checked) if integer(&left).is_some() && integer(&left) == integer(&right) => {
-                Ok(Transformed::yes(call(checked, vec![*left, *right])))
-            }
-            _ => Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr::new(
-                left, op, right,
-            )))),
-        },
-        Expr::Negative(x) if integer(&x).is_some() => {
-            Ok(Transformed::yes(call(IntegerOperator::Negate, vec![*x])))
+    let Some(op) = op else {
+        return Ok(Transformed::no(e));
+    };
+    let name = e.schema_name().to_string();
+    let args = match e {
+        Expr::BinaryExpr(BinaryExpr { left, right, .. }) => vec![*left, *right],
+        Expr::Negative(x) => vec![*x],
+        _ => unreachable!("only operators have a checked one"),
+    };
+    Ok(Transformed::yes(Expr::ScalarFunction(
+        ScalarFunction::new_udf(sqe_functions::named_integer_operator(op, name), args),
+    )))
+}
+
+/// `x`'s type when it is a signed integer. A checked operator has its first argument's type: that
+/// is followed down without asking DataFusion, which would name every call on the way.
+fn integer_type(x: &Expr, schema: &DFSchema) -> Option<DataType> {
+    let mut x = x;
+    while let Expr::ScalarFunction(f) = x {
+        match f.args.first() {
+            Some(first) if sqe_functions::is_integer_operator(&f.func) => x = first,
+            _ => break,
         }
-        other => Ok(Transformed::no(other)),
     }
+    x.get_type(schema).ok().filter(|t| t.is_signed_integer())
 }
 
 #[cfg(test)]
