@@ -180,8 +180,13 @@ impl Slots {
             Ok(Ok(slot)) => Ok(slot),
             Ok(Err(_)) => Err(SqeError::internal("the query slots were closed")),
             Err(_) => {
-                let mine = self.lock().running_by.get(user).copied().unwrap_or(0);
-                let why = if mine >= self.limits.per_user {
+                let (mine, running) = {
+                    let state = self.lock();
+                    let mine = state.running_by.get(user).copied().unwrap_or(0);
+                    (mine, state.running)
+                };
+                // The user's own limit held it only if the server had a slot for someone else.
+                let why = if mine >= self.limits.per_user && running < self.limits.total {
                     format!(
                         "{mine} statements of yours are running, the most one user may run (max_running_per_user = {})",
                         self.limits.per_user
@@ -317,7 +322,7 @@ mod tests {
 
     #[tokio::test]
     async fn refusals_name_the_limit_met() {
-        let s = slots(1, 1, 10, 1);
+        let s = slots(2, 1, 10, 1);
         let _running = s.admit("bob", WAIT).await;
         let waiting = tokio::spawn({
             let s = Arc::clone(&s);
@@ -340,6 +345,13 @@ mod tests {
         assert_eq!(
             timed_out.map_err(|e| e.message().to_string()),
             Err("server busy: 1 statements of yours are running, the most one user may run (max_running_per_user = 1); try again later".to_string())
+        );
+        // With every slot taken, it is the server that is full, whoever waits.
+        let _alices = s.admit("alice", WAIT).await;
+        let timed_out = s.admit("bob", Duration::from_millis(30)).await.map(|_| ());
+        assert_eq!(
+            timed_out.map_err(|e| e.message().to_string()),
+            Err("server busy: no query slot freed up within 0s; try again later".to_string())
         );
         let full = slots(1, 1, 0, 5);
         let _held = full.admit("carol", WAIT).await;
