@@ -72,6 +72,66 @@ async fn concurrent_writers_lose_no_rows() {
     assert_eq!(text, "+----+\n| s  |\n+----+\n| 16 |\n+----+");
 }
 
+/// Two engines on one warehouse: one inserts rows one at a time while the other deletes every
+/// row, again and again. Each DELETE that loses the race is decided again on the new head, so no
+/// row is lost or counted twice: the rows the DELETEs answered they removed, and the rows left,
+/// add up to the rows inserted, and each snapshot's totals agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_racing_inserts_remove_each_row_once() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = EngineConfig {
+        catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+        ..EngineConfig::default()
+    };
+    let inserter = Arc::new(Engine::open(config.clone()).unwrap_or_else(|e| panic!("{e}")));
+    let deleter = Arc::new(Engine::open(config).unwrap_or_else(|e| panic!("{e}")));
+    run(&inserter, "CREATE TABLE t (n bigint) WITH (\"commit.retry.num-retries\" = '50', \"commit.retry.min-wait-ms\" = '5', \"commit.retry.max-wait-ms\" = '50')").await;
+    const ROWS: i64 = 16;
+    let inserts = tokio::spawn({
+        let engine = inserter.clone();
+        async move {
+            for n in 0..ROWS {
+                run(&engine, &format!("INSERT INTO t VALUES ({n})")).await;
+            }
+        }
+    });
+    let deletes = tokio::spawn({
+        let engine = deleter.clone();
+        async move {
+            let mut removed = 0i64;
+            for _ in 0..6 {
+                let answer = lines(&run(&engine, "DELETE FROM t").await);
+                removed += answer[0].parse::<i64>().unwrap_or_else(|e| panic!("{e}"));
+                tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+            }
+            removed
+        }
+    });
+    inserts.await.unwrap_or_else(|e| panic!("{e}"));
+    let removed = deletes.await.unwrap_or_else(|e| panic!("{e}"));
+    let left: i64 = lines(&run(&inserter, "SELECT count(*) FROM t").await)[0]
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(removed + left, ROWS, "{removed} removed, {left} left");
+    // Every delete snapshot removed what its DELETE answered, and the table's totals agree.
+    let deleted = lines(
+        &run(
+            &inserter,
+            "SELECT coalesce(sum(CAST(summary['deleted-records'] AS bigint)), 0) FROM \"t$snapshots\" WHERE operation = 'delete'",
+        )
+        .await,
+    );
+    assert_eq!(deleted, [removed.to_string()]);
+    let total = lines(
+        &run(
+            &inserter,
+            "SELECT summary['total-records'] FROM \"t$snapshots\" WHERE snapshot_id = (SELECT snapshot_id FROM \"t$history\" WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1)",
+        )
+        .await,
+    );
+    assert_eq!(total, [left.to_string()]);
+}
+
 fn session(user: &str, engine: &Engine) -> Session {
     Session::new(Principal::new(user), engine.default_catalog(), "default")
 }
@@ -605,6 +665,23 @@ async fn position_deletes_hide_their_rows_in_every_partition_and_range() {
     assert_remaining_rows(&engine, "name", &deleted).await;
     run(&engine, "ALTER TABLE t RENAME COLUMN name TO label").await;
     assert_remaining_rows(&engine, "label", &deleted).await;
+
+    // DELETE of every row removes the delete file with the data files; its count is the rows the
+    // deletes left, and the snapshot before still reads them.
+    let before = lines(&run(&engine, "SELECT count(*) FROM t").await);
+    assert_eq!(lines(&run(&engine, "DELETE FROM t").await), before);
+    assert_eq!(
+        lines(&run(&engine, "SELECT count(*) FROM \"t$files\"").await),
+        ["0"]
+    );
+    let summary = "SELECT summary['deleted-data-files'], summary['removed-position-delete-files'], \
+         summary['removed-position-deletes'], summary['total-delete-files'], \
+         summary['total-position-deletes'], summary['total-records'] \
+         FROM \"t$snapshots\" WHERE operation = 'delete' AND summary['removed-position-deletes'] IS NOT NULL";
+    assert_eq!(lines(&run(&engine, summary).await), ["4|1|6|0|0|0"]);
+    let previous = "SELECT count(*) FROM t FOR VERSION AS OF (SELECT parent_id FROM \"t$snapshots\" \
+         WHERE summary['removed-position-deletes'] IS NOT NULL)";
+    assert_eq!(lines(&run(&engine, previous).await), before);
 }
 
 /// The rows left by the deletes of the test above (`deleted`: the big file's deleted ids), read

@@ -41,7 +41,7 @@ use crate::session_properties::{check_session, max_run_time};
 use crate::show::{self, functions as show_functions, stats as show_stats};
 use crate::statement::prepass::Prepared;
 use crate::statement::{self, Parsed, SqeStatement, recorded_text};
-use crate::write::{append, ddl, ingest, views};
+use crate::write::{append, ddl, ingest, remove, views};
 use crate::{attach, governance, session_properties};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
@@ -339,6 +339,9 @@ impl Engine {
                     .resolve_relations(session, &mut create, &prepared)
                     .await?;
                 append::create_table_as(&ctx, create, prepared.partitioned_by, tables).await
+            }
+            SqeStatement::RemoveRows { table, verb } => {
+                remove::remove_all_rows(&ctx, &table, verb).await
             }
             SqeStatement::CreateView(view) => views::create_view(&ctx, &view, &prepared).await,
             SqeStatement::Copy(copy) => copy_to(&ctx, copy, &prepared).await,

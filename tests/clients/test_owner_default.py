@@ -51,9 +51,11 @@ def test_anyone_reads_and_creates_but_only_the_owner_changes(sqe, jwt):
     )
     assert trino_refusal(sqe, "bob", bob, "ALTER TABLE sales RENAME TO mine") == denied(f"alter table {table}")
     assert trino_refusal(sqe, "bob", bob, "DROP TABLE sales") == denied(f"drop table {table}")
-    with pytest.raises(Exception):
-        # DELETE is not SQE's yet (issue 42); whatever it answers, her rows stay.
-        trino_run(sqe, "bob", bob, "DELETE FROM sales")
+    assert trino_refusal(sqe, "bob", bob, "DELETE FROM sales") == denied(f"delete from table {table}")
+    assert trino_refusal(sqe, "bob", bob, "TRUNCATE TABLE sales") == denied(f"delete from table {table}")
+    with pytest.raises(AdbcError) as e:
+        flight_run(sqe, bob, "DELETE FROM sales")
+    assert f"Access Denied: Cannot delete from table {table}" in str(e.value)
     with pytest.raises(AdbcError) as e:
         flight_run(sqe, bob, "INSERT INTO sales VALUES (3)")
     assert f"Access Denied: Cannot insert into table {table}" in str(e.value)
@@ -72,6 +74,11 @@ def test_a_grantee_and_an_admin_may(sqe, jwt):
     assert trino_run(sqe, "bob", bob, "INSERT INTO shared VALUES (2)") == [[1]]
     # The grant is INSERT alone: dropping is still hers.
     assert trino_refusal(sqe, "bob", bob, "DROP TABLE shared") == denied("drop table iceberg.default.shared")
+    # A grant of DELETE lets him remove her rows, all of them.
+    trino_run(sqe, "alice", alice, "GRANT DELETE ON TABLE shared TO USER bob")
+    assert trino_run(sqe, "bob", bob, "DELETE FROM shared") == [[2]]
+    assert trino_run(sqe, "alice", alice, "SELECT count(*) FROM shared") == [[0]]
+    trino_run(sqe, "alice", alice, "INSERT INTO shared VALUES (1), (2)")
     # An admin may do anything to anyone's table.
     trino_run(sqe, "ada", ada, "ALTER TABLE shared ADD COLUMN note varchar")
     assert trino_run(sqe, "alice", alice, "SELECT id, note FROM shared ORDER BY id") == [[1, None], [2, None]]

@@ -180,6 +180,16 @@ def test_a_row_filter_holds_on_both_protocols(sqe, jwt):
     assert flight_run(sqe, bob, "SELECT id FROM orders ORDER BY id") == [{"id": 1}, {"id": 3}]
     assert trino_run(sqe, "bob", bob, "SELECT count(*) FROM orders WHERE region = 'us'") == [[0]]
     assert trino_run(sqe, "alice", alice, "SELECT count(*) FROM orders") == [[3]]
+    # Removing every row would remove rows his filter hides from him: refused, even with DELETE.
+    trino_run(sqe, "alice", alice, "GRANT DELETE ON TABLE orders TO USER bob")
+    hidden = (
+        "PERMISSION_DENIED",
+        "Access Denied: Cannot delete from table iceberg.default.orders: a row filter or a column mask "
+        "applies to you on it, and removing rows you do not see is not allowed",
+    )
+    assert trino_refusal(sqe, "bob", bob, "DELETE FROM orders") == hidden
+    assert trino_refusal(sqe, "bob", bob, "TRUNCATE TABLE orders") == hidden
+    assert trino_run(sqe, "alice", alice, "SELECT count(*) FROM orders") == [[3]]
     assert trino_refusal(sqe, "bob", bob, "DROP ROW FILTER eu ON orders") == (
         "PERMISSION_DENIED",
         "Access Denied: only the owner of iceberg.default.orders or an admin may do this",

@@ -178,3 +178,38 @@ def test_pyiceberg_tolerates_sqes_views(warehouse):
     assert sqe(warehouse, "SELECT name FROM firsts ORDER BY name") == [["name"], ["a"], ["c"]]
     cat.drop_table("default.t")
     assert sqe(warehouse, "SHOW TABLES") == [["Table"], ["firsts"]]
+
+
+def test_pyiceberg_reads_what_sqes_delete_and_truncate_leave(warehouse):
+    """SQE's DELETE of every row and its TRUNCATE commit snapshots that remove files (manifests
+    rewritten with DELETED entries): pyiceberg reads no rows at them, every row at the snapshots
+    before, and the summaries SQE wrote."""
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.t (id bigint, part varchar) WITH (partitioning = ARRAY['part']); "
+        "INSERT INTO s.t VALUES (1, 'a'), (2, 'b'); "
+        "INSERT INTO s.t VALUES (3, 'a'); "
+        "DELETE FROM s.t",
+    )
+    table = catalog(warehouse).load_table("s.t")
+    assert table.scan().to_arrow().num_rows == 0
+    deleted = table.current_snapshot()
+    assert deleted.summary.operation.value == "delete"
+    assert deleted.summary["deleted-data-files"] == "3"
+    assert deleted.summary["deleted-records"] == "3"
+    assert deleted.summary["total-records"] == "0"
+    before = table.scan(snapshot_id=deleted.parent_snapshot_id).to_arrow()
+    assert rows(before, "id", "part") == [(1, "a"), (2, "b"), (3, "a")]
+
+    # pyiceberg appends after the delete; SQE truncates; pyiceberg reads nothing again.
+    schema = table.schema().as_arrow()
+    table.append(pa.table({"id": [4], "part": ["c"]}, schema=schema))
+    assert sqe(warehouse, "SELECT id, part FROM s.t") == [["id", "part"], ["4", "c"]]
+    sqe(warehouse, "TRUNCATE TABLE s.t")
+    table = catalog(warehouse).load_table("s.t")
+    assert table.scan().to_arrow().num_rows == 0
+    assert table.current_snapshot().summary["deleted-records"] == "1"
+    # Two appends, the delete, pyiceberg's append, the truncate.
+    in_order = sorted(table.snapshots(), key=lambda s: s.sequence_number)
+    assert [s.summary.operation.value for s in in_order] == ["append", "append", "delete", "append", "delete"]

@@ -22,8 +22,8 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::parser::{CopyToStatement, DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    CreateTable, CreateView, GrantObjects, Ident, Insert, Query, SecretOption, SetExpr, Statement,
-    Visit, Visitor,
+    CreateTable, CreateView, Delete, FromTable, GrantObjects, Ident, Insert, ObjectName, Query,
+    SecretOption, SetExpr, Statement, TableFactor, Truncate, Visit, Visitor,
 };
 use datafusion::sql::sqlparser::dialect::{DuckDbDialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::Parser;
@@ -43,6 +43,12 @@ pub(crate) enum SqeStatement {
     Insert(Insert),
     /// `CREATE TABLE t [WITH (…)] AS query`.
     CreateTableAs(CreateTable),
+    /// `TRUNCATE TABLE t`, and `DELETE FROM t` without a WHERE clause: every row goes. `verb`
+    /// names the statement.
+    RemoveRows {
+        table: ObjectName,
+        verb: &'static str,
+    },
     /// `CREATE [OR REPLACE] VIEW`, its query as written (before Trino's rewrites: a view keeps
     /// its SQL as its author wrote it).
     CreateView(CreateView),
@@ -178,6 +184,25 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
             match statement {
                 Statement::Query(_) | Statement::Explain { .. } => SqeStatement::Query(statement),
                 Statement::Insert(insert) => SqeStatement::Insert(insert),
+                Statement::Truncate(truncate) if removes_every_row(&truncate) => {
+                    SqeStatement::RemoveRows {
+                        table: truncate.table_names[0].name.clone(),
+                        verb: "TRUNCATE TABLE",
+                    }
+                }
+                Statement::Delete(delete) if delete_of_every_row(&delete).is_some() => {
+                    SqeStatement::RemoveRows {
+                        table: delete_of_every_row(&delete)
+                            .cloned()
+                            .unwrap_or_else(|| unreachable!("matched above")),
+                        verb: "DELETE",
+                    }
+                }
+                Statement::Delete(_) => {
+                    return Err(SqeError::unsupported(
+                        "DELETE with a WHERE clause (or USING, RETURNING, ORDER BY, LIMIT) is not supported yet; DELETE FROM t alone and TRUNCATE TABLE t remove every row",
+                    ));
+                }
                 Statement::CreateTable(create) if create.query.is_some() => {
                     SqeStatement::CreateTableAs(create)
                 }
@@ -404,6 +429,7 @@ impl SqeStatement {
             ),
             SqeStatement::Insert(_)
             | SqeStatement::CreateTableAs(_)
+            | SqeStatement::RemoveRows { .. }
             | SqeStatement::CreateView(_)
             | SqeStatement::Copy(_)
             | SqeStatement::Attach(_)
@@ -430,6 +456,7 @@ impl SqeStatement {
             }
             SqeStatement::Insert(_) => words("INSERT INTO"),
             SqeStatement::CreateTableAs(_) => words("CREATE TABLE"),
+            SqeStatement::RemoveRows { verb, .. } => words(verb),
             SqeStatement::CreateView(_) => words("CREATE VIEW"),
             SqeStatement::Copy(_) => words("COPY"),
             SqeStatement::Attach(_) => words("ATTACH"),
@@ -453,6 +480,38 @@ impl SqeStatement {
             SqeStatement::CreateSecret(_) => words("CREATE SECRET"),
             SqeStatement::DropSecret { .. } => words("DROP SECRET"),
         }
+    }
+}
+
+/// Whether a TRUNCATE names one table and nothing more (no partitions, no options of other
+/// dialects).
+fn removes_every_row(truncate: &Truncate) -> bool {
+    truncate.table_names.len() == 1
+        && truncate.partitions.is_none()
+        && !truncate.table_names[0].only
+        && truncate.identity.is_none()
+        && truncate.cascade.is_none()
+        && truncate.on_cluster.is_none()
+}
+
+/// The table of a `DELETE FROM t` without WHERE, USING, RETURNING, ORDER BY or LIMIT.
+fn delete_of_every_row(delete: &Delete) -> Option<&ObjectName> {
+    let plain = delete.tables.is_empty()
+        && delete.using.is_none()
+        && delete.selection.is_none()
+        && delete.returning.is_none()
+        && delete.output.is_none()
+        && delete.order_by.is_empty()
+        && delete.limit.is_none();
+    let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &delete.from;
+    match (plain, from.as_slice()) {
+        (true, [only]) if only.joins.is_empty() => match &only.relation {
+            TableFactor::Table {
+                name, alias: None, ..
+            } => Some(name),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -535,11 +594,12 @@ mod tests {
             SqeStatement::Ddl(_) => 17,
             SqeStatement::Show(_) => 18,
             SqeStatement::Session(_) => 19,
+            SqeStatement::RemoveRows { .. } => 20,
         }
     }
 
     /// How many kinds [`kind_number`] numbers.
-    const KINDS: usize = 20;
+    const KINDS: usize = 21;
 
     #[test]
     fn every_kind_of_statement_says_whether_it_only_reads() {
@@ -553,6 +613,8 @@ mod tests {
                 false,
             ),
             ("INSERT INTO t VALUES (1)", 1, false),
+            ("TRUNCATE TABLE t", 20, false),
+            ("DELETE FROM t", 20, false),
             ("CREATE TABLE t AS SELECT 1 AS x", 2, false),
             ("CREATE VIEW v AS SELECT 1 AS x", 3, false),
             ("COPY (SELECT 1) TO '/tmp/x.parquet'", 4, false),

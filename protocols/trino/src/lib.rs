@@ -482,6 +482,8 @@ fn update_type(sql: &str) -> Option<String> {
     let first = words.first()?.as_str();
     Some(match first {
         "INSERT" => "INSERT".into(),
+        "DELETE" => "DELETE".into(),
+        "TRUNCATE" => "TRUNCATE TABLE".into(),
         "CREATE" | "DROP" | "ALTER" => {
             format!("{first} {}", words.get(1).map(String::as_str).unwrap_or(""))
                 .trim()

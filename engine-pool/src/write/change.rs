@@ -1,0 +1,402 @@
+//! Snapshots that remove files as well as add them, which iceberg's `Transaction` cannot make (it
+//! only appends): the producer behind TRUNCATE and DELETE.
+//!
+//! A [`Change`] names the live files it removes (data or delete files, by path) and the data files
+//! it adds. [`commit`] writes, against the table's current snapshot:
+//! - each manifest that holds a removed file again, with that file's entry DELETED and every other
+//!   live entry EXISTING (keeping its snapshot id and sequence numbers), in the manifest's own
+//!   partition spec; manifests that hold none are carried over as they are;
+//! - one data manifest for the added files, whose entries inherit the new sequence number;
+//! - the manifest list, and the snapshot with Iceberg's summary counters and totals
+//!   (`deleted-data-files`, `deleted-records`, `total-records`, …); its operation is `delete`
+//!   when it only removes, `overwrite` when it also adds;
+//!
+//! and commits it through the catalog's compare-and-swap, on the condition that the table is the
+//! same table and its main branch still points at the snapshot the change was made from. A lost
+//! race is [`Committed::Lost`]: the caller decides the change again against the new head (what it
+//! removes may have changed) and retries.
+
+use std::collections::{HashMap, HashSet};
+
+use iceberg::spec::{
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
+    ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
+    SnapshotRetention, Summary,
+};
+use iceberg::table::Table;
+use iceberg::{ErrorKind, TableIdent, TableRequirement, TableUpdate};
+use sqe_sessions::{SqeError, SqeResult};
+
+use crate::catalog::backend::SqeCatalog;
+use crate::error::from_iceberg;
+
+/// What one statement changes in a table's files.
+#[derive(Debug, Default)]
+pub(crate) struct Change {
+    /// Live files of the current snapshot that the change removes, by path.
+    pub removed: HashSet<String>,
+    /// Data files the change adds.
+    pub added: Vec<DataFile>,
+}
+
+/// How a commit ended.
+pub(crate) enum Committed {
+    /// The change is the table's new current snapshot.
+    Done,
+    /// Another writer moved the table first; nothing of this change is visible.
+    Lost,
+}
+
+/// Iceberg's summary counters of one snapshot, and what they add to the totals.
+#[derive(Debug, Default)]
+struct Counts {
+    added_data_files: u64,
+    added_records: u64,
+    added_size: u64,
+    deleted_data_files: u64,
+    deleted_records: u64,
+    removed_delete_files: u64,
+    removed_position_delete_files: u64,
+    removed_equality_delete_files: u64,
+    removed_position_deletes: u64,
+    removed_equality_deletes: u64,
+    removed_size: u64,
+}
+
+impl Counts {
+    fn remove(&mut self, file: &DataFile) {
+        self.removed_size += file.file_size_in_bytes();
+        match file.content_type() {
+            DataContentType::Data => {
+                self.deleted_data_files += 1;
+                self.deleted_records += file.record_count();
+            }
+            DataContentType::PositionDeletes => {
+                self.removed_delete_files += 1;
+                self.removed_position_delete_files += 1;
+                self.removed_position_deletes += file.record_count();
+            }
+            DataContentType::EqualityDeletes => {
+                self.removed_delete_files += 1;
+                self.removed_equality_delete_files += 1;
+                self.removed_equality_deletes += file.record_count();
+            }
+        }
+    }
+
+    fn add(&mut self, file: &DataFile) {
+        self.added_data_files += 1;
+        self.added_records += file.record_count();
+        self.added_size += file.file_size_in_bytes();
+    }
+
+    /// The summary's properties: this snapshot's counters (those that are not zero), and the
+    /// totals where the parent's summary has them.
+    fn properties(&self, parent: Option<&Summary>) -> HashMap<String, String> {
+        let mut out = HashMap::new();
+        for (name, value) in [
+            ("added-data-files", self.added_data_files),
+            ("added-records", self.added_records),
+            ("added-files-size", self.added_size),
+            ("deleted-data-files", self.deleted_data_files),
+            ("deleted-records", self.deleted_records),
+            ("removed-delete-files", self.removed_delete_files),
+            (
+                "removed-position-delete-files",
+                self.removed_position_delete_files,
+            ),
+            (
+                "removed-equality-delete-files",
+                self.removed_equality_delete_files,
+            ),
+            ("removed-position-deletes", self.removed_position_deletes),
+            ("removed-equality-deletes", self.removed_equality_deletes),
+            ("removed-files-size", self.removed_size),
+        ] {
+            if value > 0 {
+                out.insert(name.to_string(), value.to_string());
+            }
+        }
+        let before = |name: &str| -> Option<u64> {
+            let props = &parent?.additional_properties;
+            props.get(name)?.parse().ok()
+        };
+        for (name, added, removed) in [
+            ("total-records", self.added_records, self.deleted_records),
+            (
+                "total-data-files",
+                self.added_data_files,
+                self.deleted_data_files,
+            ),
+            ("total-delete-files", 0, self.removed_delete_files),
+            ("total-position-deletes", 0, self.removed_position_deletes),
+            ("total-equality-deletes", 0, self.removed_equality_deletes),
+            ("total-files-size", self.added_size, self.removed_size),
+        ] {
+            // A table no snapshot has written yet starts from nothing.
+            let before = match parent {
+                None => Some(0),
+                Some(_) => before(name),
+            };
+            if let Some(before) = before {
+                let total = (before + added).saturating_sub(removed);
+                out.insert(name.to_string(), total.to_string());
+            }
+        }
+        out
+    }
+}
+
+/// A snapshot id no snapshot of the table has.
+fn new_snapshot_id(table: &Table) -> i64 {
+    loop {
+        let (high, low) = uuid::Uuid::new_v4().as_u64_pair();
+        let id = ((high ^ low) & i64::MAX as u64) as i64;
+        if id != 0 && table.metadata().snapshot_by_id(id).is_none() {
+            return id;
+        }
+    }
+}
+
+/// Writes `change` as a new snapshot of `table` (as loaded: its current snapshot is the base)
+/// and commits it through `catalog`. Removing a file the base does not hold is an error.
+pub(crate) async fn commit(
+    catalog: &dyn SqeCatalog,
+    ident: &TableIdent,
+    table: &Table,
+    change: &Change,
+) -> SqeResult<Committed> {
+    let metadata = table.metadata();
+    let version = metadata.format_version();
+    if version == FormatVersion::V3 {
+        return Err(SqeError::unsupported(format!(
+            "removing rows from a table of Iceberg format version 3 is not supported yet ('{ident}')"
+        )));
+    }
+    let base = metadata.current_snapshot();
+    let file_io = table.file_io();
+    let snapshot_id = new_snapshot_id(table);
+    let sequence_number = metadata.next_sequence_number();
+    let commit = uuid::Uuid::new_v4();
+    let location = metadata.location().trim_end_matches('/');
+    let schema = metadata.current_schema().clone();
+    let mut counts = Counts::default();
+    let mut manifests: Vec<ManifestFile> = Vec::new();
+    let mut found = HashSet::new();
+    // The files this commit writes, removed again if it loses the race.
+    let mut written: Vec<String> = Vec::new();
+    let next_manifest = |written: &mut Vec<String>| {
+        let path = format!("{location}/metadata/{commit}-m{}.avro", written.len());
+        written.push(path.clone());
+        path
+    };
+
+    if let Some(base) = base {
+        let list = table
+            .manifest_list_reader(base)
+            .load()
+            .await
+            .map_err(from_iceberg)?;
+        for listed in list.entries() {
+            let manifest = listed.load_manifest(file_io).await.map_err(from_iceberg)?;
+            let touched = manifest
+                .entries()
+                .iter()
+                .any(|e| e.is_alive() && change.removed.contains(e.file_path()));
+            if !touched {
+                manifests.push(listed.clone());
+                continue;
+            }
+            let spec = metadata
+                .partition_spec_by_id(listed.partition_spec_id)
+                .ok_or_else(|| {
+                    SqeError::internal(format!(
+                        "manifest {} names partition spec {}, which the table does not have",
+                        listed.manifest_path, listed.partition_spec_id
+                    ))
+                })?;
+            let output = file_io
+                .new_output(next_manifest(&mut written))
+                .map_err(from_iceberg)?;
+            let builder = ManifestWriterBuilder::new(
+                output,
+                Some(snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
+            );
+            let mut writer = match (version, listed.content) {
+                (FormatVersion::V1, _) => builder.build_v1(),
+                (_, ManifestContentType::Data) => builder.build_v2_data(),
+                (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+            };
+            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                let file = entry.data_file().clone();
+                let sequence = entry.sequence_number().unwrap_or(0);
+                // Entries of older manifests may leave it to be inherited.
+                let file_sequence = entry.file_sequence_number.or(Some(sequence));
+                if change.removed.contains(entry.file_path()) {
+                    found.insert(entry.file_path().to_string());
+                    counts.remove(&file);
+                    writer
+                        .add_delete_file(file, sequence, file_sequence)
+                        .map_err(from_iceberg)?;
+                } else {
+                    let added_by = entry.snapshot_id().unwrap_or(base.snapshot_id());
+                    writer
+                        .add_existing_file(file, added_by, sequence, file_sequence)
+                        .map_err(from_iceberg)?;
+                }
+            }
+            manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
+        }
+    }
+    if let Some(missing) = change.removed.iter().find(|p| !found.contains(*p)) {
+        return Err(SqeError::internal(format!(
+            "a change of '{ident}' removes {missing}, which its current snapshot does not hold"
+        )));
+    }
+    if !change.added.is_empty() {
+        let output = file_io
+            .new_output(next_manifest(&mut written))
+            .map_err(from_iceberg)?;
+        let spec = metadata.default_partition_spec().as_ref().clone();
+        let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec);
+        let mut writer = match version {
+            FormatVersion::V1 => builder.build_v1(),
+            _ => builder.build_v2_data(),
+        };
+        for file in &change.added {
+            counts.add(file);
+            // A negative sequence number: the entry inherits the snapshot's.
+            writer.add_file(file.clone(), -1).map_err(from_iceberg)?;
+        }
+        manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
+    }
+
+    let parent = base.map(|b| b.snapshot_id());
+    let list_path = format!("{location}/metadata/snap-{snapshot_id}-1-{commit}.avro");
+    written.push(list_path.clone());
+    let out = file_io
+        .new_output(&list_path)
+        .map_err(from_iceberg)?
+        .writer()
+        .await
+        .map_err(from_iceberg)?;
+    let mut list = match version {
+        FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, parent),
+        _ => ManifestListWriter::v2(out, snapshot_id, parent, sequence_number),
+    };
+    list.add_manifests(manifests.into_iter())
+        .map_err(from_iceberg)?;
+    list.close().await.map_err(from_iceberg)?;
+
+    let operation = match change.added.is_empty() {
+        true => Operation::Delete,
+        false => Operation::Overwrite,
+    };
+    let summary = Summary {
+        operation,
+        additional_properties: counts.properties(base.map(|b| b.summary())),
+    };
+    let snapshot = Snapshot::builder()
+        .with_snapshot_id(snapshot_id)
+        .with_parent_snapshot_id(parent)
+        .with_sequence_number(sequence_number)
+        .with_timestamp_ms(chrono::Utc::now().timestamp_millis())
+        .with_manifest_list(list_path)
+        .with_summary(summary)
+        .with_schema_id(schema.schema_id())
+        .build();
+    let requirements = vec![
+        TableRequirement::UuidMatch {
+            uuid: metadata.uuid(),
+        },
+        TableRequirement::RefSnapshotIdMatch {
+            r#ref: MAIN_BRANCH.to_string(),
+            snapshot_id: parent,
+        },
+    ];
+    let updates = vec![
+        TableUpdate::AddSnapshot { snapshot },
+        TableUpdate::SetSnapshotRef {
+            ref_name: MAIN_BRANCH.to_string(),
+            reference: SnapshotReference::new(
+                snapshot_id,
+                SnapshotRetention::branch(None, None, None),
+            ),
+        },
+    ];
+    match catalog.commit_updates(ident, requirements, updates).await {
+        Ok(_) => Ok(Committed::Done),
+        Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => {
+            for path in &written {
+                let _ = file_io.delete(path).await;
+            }
+            Ok(Committed::Lost)
+        }
+        Err(e) => Err(from_iceberg(e)),
+    }
+}
+
+/// The paths of every live file (data and delete files) of `table`'s current snapshot.
+pub(crate) async fn live_files(table: &Table) -> SqeResult<HashSet<String>> {
+    let mut files = HashSet::new();
+    let Some(current) = table.metadata().current_snapshot() else {
+        return Ok(files);
+    };
+    let list = table
+        .manifest_list_reader(current)
+        .load()
+        .await
+        .map_err(from_iceberg)?;
+    for listed in list.entries() {
+        let manifest = listed
+            .load_manifest(table.file_io())
+            .await
+            .map_err(from_iceberg)?;
+        files.extend(
+            manifest
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive())
+                .map(|e| e.file_path().to_string()),
+        );
+    }
+    Ok(files)
+}
+
+/// How often, and after what waits, a commit that lost the race is tried again: the table's
+/// `commit.retry.num-retries` (4), `commit.retry.min-wait-ms` (100) and `commit.retry.max-wait-ms`
+/// (60000), as Iceberg's writers read them; each wait doubles from the least to the most.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retries {
+    pub retries: usize,
+    min_wait_ms: u64,
+    max_wait_ms: u64,
+}
+
+impl Retries {
+    pub(crate) fn of(table: &Table) -> Self {
+        let properties = table.metadata().properties();
+        let number = |key: &str, default: u64| {
+            properties
+                .get(key)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(default)
+        };
+        Self {
+            retries: number("commit.retry.num-retries", 4).min(1000) as usize,
+            min_wait_ms: number("commit.retry.min-wait-ms", 100),
+            max_wait_ms: number("commit.retry.max-wait-ms", 60_000),
+        }
+    }
+
+    /// The wait before retry `n` (from 0).
+    pub(crate) fn wait(&self, n: usize) -> std::time::Duration {
+        let doubled = self
+            .min_wait_ms
+            .saturating_mul(1u64 << n.min(32))
+            .min(self.max_wait_ms.max(self.min_wait_ms));
+        std::time::Duration::from_millis(doubled)
+    }
+}
