@@ -425,6 +425,37 @@ def test_drop_table_is_the_catalogs_to_allow(sqe, idp, rest_catalog):
     assert gone.value.error_name == "NOT_FOUND", gone.value.message
 
 
+def test_delete_and_truncate_commit_through_the_catalog_with_the_callers_token(sqe, idp, rest_catalog):
+    trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.emptied (id BIGINT, name VARCHAR)")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.emptied VALUES (1, 'a'), (2, 'b')")
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.emptied VALUES (3, 'c')")
+    records = rest_catalog.records
+    mark = records.mark()
+    # bob, whom the catalog refuses, removes nothing.
+    for statement in ("DELETE FROM lake.bronze.emptied", "TRUNCATE TABLE lake.bronze.emptied"):
+        with pytest.raises(TrinoQueryError) as refused:
+            trino_sql(sqe, idp, "bob", statement)
+        assert REFUSAL.search(refused.value.message), refused.value.message
+    assert users(records.since(mark)) == {"bob"}
+
+    mark = records.mark()
+    assert trino_sql(sqe, idp, "alice", "DELETE FROM lake.bronze.emptied") == [[3]]
+    commits = [r for r in records.since(mark) if r.method == "POST"]
+    assert [(r.path, r.user, r.status) for r in commits] == [
+        ("/v1/dev/namespaces/bronze/tables/emptied", "alice", 200),
+    ]
+    table = rest_catalog.pyiceberg(jwt_of(idp, "alice")).load_table("bronze.emptied")
+    assert table.scan().to_arrow().num_rows == 0
+    deleted = table.current_snapshot()
+    assert (deleted.summary.operation.value, deleted.summary["deleted-records"]) == ("delete", "3")
+    assert table.scan(snapshot_id=deleted.parent_snapshot_id).to_arrow().num_rows == 3
+
+    trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.emptied VALUES (4, 'd')")
+    trino_sql(sqe, idp, "alice", "TRUNCATE TABLE lake.bronze.emptied")
+    assert trino_sql(sqe, idp, "alice", "SELECT count(*) FROM lake.bronze.emptied") == [[0]]
+    assert users(records.since(mark)) == {"alice"}
+
+
 def test_alter_table_commits_a_new_schema_through_the_catalog(sqe, idp, rest_catalog):
     trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.evolving (id BIGINT, name VARCHAR)")
     trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.evolving VALUES (1, 'a')")

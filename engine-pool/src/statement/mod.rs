@@ -195,7 +195,7 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
                         table: delete_of_every_row(&delete)
                             .cloned()
                             .unwrap_or_else(|| unreachable!("matched above")),
-                        verb: "DELETE",
+                        verb: "DELETE FROM",
                     }
                 }
                 Statement::Delete(_) => {

@@ -77,7 +77,7 @@ pub(crate) async fn remove_all_rows(
                 return Err(SqeError::new(
                     ErrorCode::Conflict,
                     format!(
-                        "{verb} of '{object}' was overtaken by other writers {} times in a row (the table's commit.retry.num-retries is {}); run it again",
+                        "{verb} '{object}' was overtaken by other writers {} times in a row (the table's commit.retry.num-retries is {}); run it again",
                         lost + 1,
                         retries.retries
                     ),
