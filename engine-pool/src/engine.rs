@@ -340,9 +340,11 @@ impl Engine {
                     .await?;
                 append::create_table_as(&ctx, create, prepared.partitioned_by, tables).await
             }
-            SqeStatement::RemoveRows { table, verb } => {
-                remove::remove_all_rows(&ctx, &table, verb).await
-            }
+            SqeStatement::RemoveRows {
+                table,
+                verb,
+                filter,
+            } => remove::remove_rows(&ctx, &table, verb, filter.as_ref()).await,
             SqeStatement::CreateView(view) => views::create_view(&ctx, &view, &prepared).await,
             SqeStatement::Copy(copy) => copy_to(&ctx, copy, &prepared).await,
             SqeStatement::Attach(attach) => attach::attach(&ctx, attach).await,

@@ -213,3 +213,9 @@ def test_pyiceberg_reads_what_sqes_delete_and_truncate_leave(warehouse):
     # Two appends, the delete, pyiceberg's append, the truncate.
     in_order = sorted(table.snapshots(), key=lambda s: s.sequence_number)
     assert [s.summary.operation.value for s in in_order] == ["append", "append", "delete", "append", "delete"]
+
+    # A DELETE of one partition drops its files; pyiceberg reads the other partitions' rows.
+    sqe(warehouse, "INSERT INTO s.t VALUES (5, 'a'), (6, 'b'), (7, 'a'); DELETE FROM s.t WHERE part = 'a'")
+    table = catalog(warehouse).load_table("s.t")
+    assert rows(table.scan().to_arrow(), "id", "part") == [(6, "b")]
+    assert table.current_snapshot().summary["deleted-records"] == "2"

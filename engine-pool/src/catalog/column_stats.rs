@@ -211,7 +211,13 @@ impl Column {
 
 /// An Iceberg bound as the scalar of the column's Arrow type (None for types not mapped here).
 fn scalar(datum: &Datum) -> Option<ScalarValue> {
-    Some(match (datum.data_type(), datum.literal()) {
+    scalar_of(datum.data_type(), datum.literal())
+}
+
+/// A value of Iceberg type `t` as the scalar of the column's Arrow type (None for types not
+/// mapped here, and for NaN, which orders nothing).
+pub(crate) fn scalar_of(t: &PrimitiveType, v: &PrimitiveLiteral) -> Option<ScalarValue> {
+    Some(match (t, v) {
         (PrimitiveType::Boolean, PrimitiveLiteral::Boolean(b)) => ScalarValue::Boolean(Some(*b)),
         (PrimitiveType::Int, PrimitiveLiteral::Int(v)) => ScalarValue::Int32(Some(*v)),
         (PrimitiveType::Date, PrimitiveLiteral::Int(v)) => ScalarValue::Date32(Some(*v)),

@@ -1,7 +1,7 @@
 //! Iceberg catalogs and their DataFusion providers.
 
 pub mod backend;
-mod column_stats;
+pub(crate) mod column_stats;
 pub mod hms;
 pub mod information;
 pub mod metadata_tables;

@@ -22,8 +22,8 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::parser::{CopyToStatement, DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    CreateTable, CreateView, Delete, FromTable, GrantObjects, Ident, Insert, ObjectName, Query,
-    SecretOption, SetExpr, Statement, TableFactor, Truncate, Visit, Visitor,
+    CreateTable, CreateView, Delete, Expr, FromTable, GrantObjects, Ident, Insert, ObjectName,
+    Query, SecretOption, SetExpr, Statement, TableFactor, Truncate, Visit, Visitor,
 };
 use datafusion::sql::sqlparser::dialect::{DuckDbDialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::Parser;
@@ -43,11 +43,12 @@ pub(crate) enum SqeStatement {
     Insert(Insert),
     /// `CREATE TABLE t [WITH (…)] AS query`.
     CreateTableAs(CreateTable),
-    /// `TRUNCATE TABLE t`, and `DELETE FROM t` without a WHERE clause: every row goes. `verb`
-    /// names the statement.
+    /// `TRUNCATE TABLE t` and `DELETE FROM t [WHERE …]`: the rows `filter` is true of go, every
+    /// row without one. `verb` names the statement.
     RemoveRows {
         table: ObjectName,
         verb: &'static str,
+        filter: Option<Expr>,
     },
     /// `CREATE [OR REPLACE] VIEW`, its query as written (before Trino's rewrites: a view keeps
     /// its SQL as its author wrote it).
@@ -188,19 +189,21 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
                     SqeStatement::RemoveRows {
                         table: truncate.table_names[0].name.clone(),
                         verb: "TRUNCATE TABLE",
+                        filter: None,
                     }
                 }
-                Statement::Delete(delete) if delete_of_every_row(&delete).is_some() => {
+                Statement::Delete(delete) if plain_delete(&delete).is_some() => {
                     SqeStatement::RemoveRows {
-                        table: delete_of_every_row(&delete)
+                        table: plain_delete(&delete)
                             .cloned()
                             .unwrap_or_else(|| unreachable!("matched above")),
                         verb: "DELETE FROM",
+                        filter: delete.selection,
                     }
                 }
                 Statement::Delete(_) => {
                     return Err(SqeError::unsupported(
-                        "DELETE with a WHERE clause (or USING, RETURNING, ORDER BY, LIMIT) is not supported yet; DELETE FROM t alone and TRUNCATE TABLE t remove every row",
+                        "DELETE with USING, RETURNING, ORDER BY or LIMIT, or of a table named with an alias, is not supported: DELETE FROM t [WHERE condition] is",
                     ));
                 }
                 Statement::CreateTable(create) if create.query.is_some() => {
@@ -494,11 +497,10 @@ fn removes_every_row(truncate: &Truncate) -> bool {
         && truncate.on_cluster.is_none()
 }
 
-/// The table of a `DELETE FROM t` without WHERE, USING, RETURNING, ORDER BY or LIMIT.
-fn delete_of_every_row(delete: &Delete) -> Option<&ObjectName> {
+/// The table of a `DELETE FROM t [WHERE …]` without USING, RETURNING, ORDER BY or LIMIT.
+fn plain_delete(delete: &Delete) -> Option<&ObjectName> {
     let plain = delete.tables.is_empty()
         && delete.using.is_none()
-        && delete.selection.is_none()
         && delete.returning.is_none()
         && delete.output.is_none()
         && delete.order_by.is_empty()

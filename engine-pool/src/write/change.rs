@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
     ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
-    SnapshotRetention, Summary,
+    SnapshotRetention, Struct, Summary,
 };
 use iceberg::table::Table;
 use iceberg::{ErrorKind, TableIdent, TableRequirement, TableUpdate};
@@ -338,9 +338,16 @@ pub(crate) async fn commit(
     }
 }
 
-/// The paths of every live file (data and delete files) of `table`'s current snapshot.
-pub(crate) async fn live_files(table: &Table) -> SqeResult<HashSet<String>> {
-    let mut files = HashSet::new();
+/// A live file of a snapshot: its path, the partition spec it was written with and its partition.
+pub(crate) struct LiveFile {
+    pub path: String,
+    pub spec_id: i32,
+    pub partition: Struct,
+}
+
+/// Every live file (data and delete files) of `table`'s current snapshot.
+pub(crate) async fn live_files(table: &Table) -> SqeResult<Vec<LiveFile>> {
+    let mut files = Vec::new();
     let Some(current) = table.metadata().current_snapshot() else {
         return Ok(files);
     };
@@ -359,7 +366,11 @@ pub(crate) async fn live_files(table: &Table) -> SqeResult<HashSet<String>> {
                 .entries()
                 .iter()
                 .filter(|e| e.is_alive())
-                .map(|e| e.file_path().to_string()),
+                .map(|e| LiveFile {
+                    path: e.file_path().to_string(),
+                    spec_id: listed.partition_spec_id,
+                    partition: e.data_file().partition().clone(),
+                }),
         );
     }
     Ok(files)

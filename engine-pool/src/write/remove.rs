@@ -1,6 +1,9 @@
-//! `TRUNCATE TABLE t` and `DELETE FROM t` without a WHERE clause: every row goes, as one snapshot
-//! that removes every data and delete file of the current one and rewrites none (no data file is
-//! read). A `DELETE` with a WHERE clause is not SQE's yet.
+//! `TRUNCATE TABLE t`, `DELETE FROM t`, and `DELETE FROM t WHERE …` on identity partition columns
+//! only: whole files go, as one snapshot that removes them and rewrites none (no data file is
+//! read). Without a WHERE clause every data and delete file of the current snapshot goes; with
+//! one, the files whose partition values make it true, since then it is true of every row they
+//! hold (and false or unknown of every row of the others). A WHERE clause that reads any other
+//! column would need rows rewritten, which SQE does not do yet: refused, saying so.
 //!
 //! Both take the DELETE privilege on the table (as in Trino). A caller who reads the table through
 //! a row filter or a column mask would remove rows they cannot see: refused. The row count is the
@@ -8,25 +11,36 @@
 //! race to another writer is decided again against the new head, a few times, and then fails
 //! with a conflict that says so.
 
-use datafusion::arrow::array::{Array, Int64Array};
-use datafusion::sql::sqlparser::ast::ObjectName;
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{Field, Schema as ArrowSchema};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::sql::sqlparser::ast::{Expr, Ident, ObjectName, VisitMut, VisitorMut};
 use futures::TryStreamExt;
-use iceberg::spec::Operation;
+use iceberg::arrow::type_to_arrow_type;
+use iceberg::spec::{Literal, Operation, Transform};
 use iceberg::table::Table;
 use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult, quote_identifier};
 
+use crate::catalog::column_stats::scalar_of;
 use crate::context::Ctx;
+use crate::error::from_datafusion;
 use crate::governance::model::{Object, Privilege};
 use crate::governance::row_filters::is_governed_plan;
-use crate::names::resolve_name;
+use crate::names::{normalize_ident, resolve_name};
 use crate::planner::Planner;
-use crate::write::change::{self, Change, Committed, Retries};
+use crate::write::change::{self, Change, Committed, LiveFile, Retries};
 
-/// Removes every row of table `name`; `verb` names the statement in errors.
-pub(crate) async fn remove_all_rows(
+/// Removes the rows of table `name` for which `filter` is true, every row without one; `verb`
+/// names the statement in errors.
+pub(crate) async fn remove_rows(
     ctx: &Ctx<'_>,
     name: &ObjectName,
     verb: &str,
+    filter: Option<&Expr>,
 ) -> SqeResult<QueryResult> {
     let session = ctx.session;
     let (catalog_name, schema, table_name) = resolve_name(session, name)?;
@@ -55,9 +69,16 @@ pub(crate) async fn remove_all_rows(
         let (change, rows) = match decided.take() {
             Some((tried, change, rows)) if only_appends_since(&table, tried) => (change, rows),
             _ => {
-                let rows = visible_rows(ctx, &object, head).await?;
+                // Planned as the caller first: privileges, row filters and masks decide before
+                // anything of the table's files is looked at.
+                let rows = visible_rows(ctx, &object, head, filter).await?;
+                let files = change::live_files(&table).await?;
+                let removed = match filter {
+                    None => files.into_iter().map(|f| f.path).collect(),
+                    Some(filter) => matching_files(ctx, &table, &table_name, filter, files)?,
+                };
                 let change = Change {
-                    removed: change::live_files(&table).await?,
+                    removed,
                     added: Vec::new(),
                 };
                 (change, rows)
@@ -105,17 +126,26 @@ fn only_appends_since(table: &Table, snapshot_id: i64) -> bool {
     false
 }
 
-/// The rows of `object`'s snapshot `snapshot_id`, counted as the caller reads them; refused when
-/// a row filter or a column mask stands between the caller and the table's rows.
-async fn visible_rows(ctx: &Ctx<'_>, object: &Object, snapshot_id: i64) -> SqeResult<u64> {
+/// The rows of `object`'s snapshot `snapshot_id` (those `filter` is true of, if given), counted as
+/// the caller reads them; refused when a row filter or a column mask stands between the caller
+/// and the table's rows.
+async fn visible_rows(
+    ctx: &Ctx<'_>,
+    object: &Object,
+    snapshot_id: i64,
+    filter: Option<&Expr>,
+) -> SqeResult<u64> {
     let session = ctx.session;
     let table = object.table.as_deref().unwrap_or_default();
-    let sql = format!(
+    let mut sql = format!(
         "SELECT count(*) FROM {}.{}.{} FOR VERSION AS OF {snapshot_id}",
         quote_identifier(&object.catalog),
         quote_identifier(&object.schema),
         quote_identifier(table),
     );
+    if let Some(filter) = filter {
+        sql.push_str(&format!(" WHERE {filter}"));
+    }
     let (mut statement, prepared) = crate::statement::parse_query(&sql)?;
     let tables = ctx
         .planner
@@ -141,4 +171,160 @@ async fn visible_rows(ctx: &Ctx<'_>, object: &Object, snapshot_id: i64) -> SqeRe
         .filter(|a| !a.is_empty())
         .map_or(0, |a| a.value(0));
     Ok(count.max(0) as u64)
+}
+
+/// The files among `files` whose partition values make `filter` true, when `filter` reads only
+/// columns every file's partition spec has as identity partition fields; refused otherwise.
+fn matching_files(
+    ctx: &Ctx<'_>,
+    table: &Table,
+    table_name: &str,
+    filter: &Expr,
+    files: Vec<LiveFile>,
+) -> SqeResult<HashSet<String>> {
+    let metadata = table.metadata();
+    let schema = metadata.current_schema();
+    // The filter with `t.c` read as `c`, and the columns it reads.
+    let mut filter = filter.clone();
+    let mut columns = Columns {
+        table: table_name.to_string(),
+        names: Vec::new(),
+        subquery: false,
+    };
+    let _ = filter.visit(&mut columns);
+    if columns.subquery {
+        return Err(SqeError::unsupported(
+            "DELETE with a subquery in its WHERE clause is not supported yet: only a WHERE clause on identity partition columns, which removes whole files, is",
+        ));
+    }
+    let not_partition = |name: &str| {
+        SqeError::unsupported(format!(
+            "DELETE with a WHERE clause on '{name}' is not supported yet: only a WHERE clause on identity partition columns, which removes whole files, is (rows would need rewriting)"
+        ))
+    };
+    let mut fields = Vec::new();
+    for name in &columns.names {
+        let field = schema
+            .field_by_name(name)
+            .ok_or_else(|| SqeError::not_found(format!("column '{name}' cannot be resolved")))?;
+        fields.push(field.clone());
+    }
+    // Each file's partition value of each column the filter reads.
+    let mut values: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(files.len()); fields.len()];
+    for file in &files {
+        let spec = metadata
+            .partition_spec_by_id(file.spec_id)
+            .ok_or_else(|| SqeError::internal(format!("no partition spec {}", file.spec_id)))?;
+        for (i, field) in fields.iter().enumerate() {
+            let position = spec
+                .fields()
+                .iter()
+                .position(|p| p.source_id == field.id && p.transform == Transform::Identity)
+                .ok_or_else(|| not_partition(&field.name))?;
+            let arrow_type =
+                type_to_arrow_type(&field.field_type).map_err(crate::error::from_iceberg)?;
+            let value = match file.partition.fields().get(position) {
+                Some(Some(Literal::Primitive(v))) => field
+                    .field_type
+                    .as_primitive_type()
+                    .and_then(|t| scalar_of(t, v))
+                    .filter(|s| s.data_type() == arrow_type),
+                Some(None) => ScalarValue::try_from(&arrow_type).ok(),
+                _ => None,
+            }
+            .ok_or_else(|| not_partition(&field.name))?;
+            values[i].push(value);
+        }
+    }
+    if files.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    let mut schema_fields = Vec::new();
+    for (field, column) in fields.iter().zip(values) {
+        let array = ScalarValue::iter_to_array(column).map_err(from_datafusion)?;
+        schema_fields.push(Field::new(&field.name, array.data_type().clone(), true));
+        arrays.push(array);
+    }
+    let arrow_schema = Arc::new(ArrowSchema::new(schema_fields));
+    let batch = match arrays.is_empty() {
+        true => RecordBatch::try_new_with_options(
+            arrow_schema.clone(),
+            arrays,
+            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(files.len())),
+        ),
+        false => RecordBatch::try_new(arrow_schema.clone(), arrays),
+    }
+    .map_err(|e| SqeError::internal(e.to_string()))?;
+    let df_schema = DFSchema::try_from(arrow_schema.as_ref().clone()).map_err(from_datafusion)?;
+    let state = ctx.planner.state();
+    let refused = |e: datafusion::error::DataFusionError| {
+        SqeError::unsupported(format!(
+            "DELETE with this WHERE clause is not supported yet ({e}): only a WHERE clause on identity partition columns, which removes whole files, is"
+        ))
+    };
+    let expr = state
+        .create_logical_expr(&filter.to_string(), &df_schema)
+        .map_err(refused)?;
+    let physical = state
+        .create_physical_expr(expr, &df_schema)
+        .map_err(refused)?;
+    let verdicts = physical
+        .evaluate(&batch)
+        .and_then(|v| v.into_array(batch.num_rows()))
+        .map_err(from_datafusion)?;
+    let verdicts = verdicts
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .ok_or_else(|| SqeError::invalid("a DELETE's WHERE clause must be a boolean condition"))?;
+    Ok(files
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| verdicts.is_valid(*i) && verdicts.value(*i))
+        .map(|(_, f)| f.path)
+        .collect())
+}
+
+/// Collects the columns a filter reads, and reads `t.c` (its own table's name before the column)
+/// as `c`.
+struct Columns {
+    table: String,
+    names: Vec<String>,
+    /// Whether the filter holds a subquery (and was not read further).
+    subquery: bool,
+}
+
+impl VisitorMut for Columns {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let column = match expr {
+            Expr::Identifier(id) => Some(id.clone()),
+            Expr::CompoundIdentifier(parts)
+                if parts.len() == 2 && normalize_ident(&parts[0]) == self.table =>
+            {
+                parts.pop()
+            }
+            _ => None,
+        };
+        if let Some(column) = column {
+            let name = normalize_ident(&column);
+            if !self.names.contains(&name) {
+                self.names.push(name.clone());
+            }
+            *expr = Expr::Identifier(Ident::with_quote('"', name));
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if matches!(
+            expr,
+            Expr::Subquery(_) | Expr::InSubquery { .. } | Expr::Exists { .. }
+        ) {
+            self.subquery = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
 }
