@@ -429,7 +429,7 @@ async fn write_and_commit(
 
 /// Whether a failed commit surely changed nothing: the catalog refused it (a lost compare-and-swap,
 /// a 4xx answer), so the files it would have added belong to nobody.
-fn surely_not_committed(e: &iceberg::Error) -> bool {
+pub(crate) fn surely_not_committed(e: &iceberg::Error) -> bool {
     if matches!(
         e.kind(),
         iceberg::ErrorKind::CatalogCommitConflicts | iceberg::ErrorKind::FeatureUnsupported

@@ -29,6 +29,7 @@ use sqe_sessions::{SqeError, SqeResult};
 
 use crate::catalog::backend::SqeCatalog;
 use crate::error::from_iceberg;
+use crate::write::append::surely_not_committed;
 
 /// What one statement changes in a table's files.
 #[derive(Debug, Default)]
@@ -171,6 +172,16 @@ pub(crate) async fn commit(
     if version == FormatVersion::V3 {
         return Err(SqeError::unsupported(format!(
             "removing rows from a table of Iceberg format version 3 is not supported yet ('{ident}')"
+        )));
+    }
+    let encrypted = metadata
+        .table_properties()
+        .map_err(from_iceberg)?
+        .encryption_key_id
+        .is_some();
+    if encrypted {
+        return Err(SqeError::unsupported(format!(
+            "removing rows from an encrypted table is not supported ('{ident}')"
         )));
     }
     let base = metadata.current_snapshot();
@@ -328,13 +339,26 @@ pub(crate) async fn commit(
     ];
     match catalog.commit_updates(ident, requirements, updates).await {
         Ok(_) => Ok(Committed::Done),
-        Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => {
+        Err(e) if surely_not_committed(&e) => {
+            // Nothing refers to the files this commit wrote.
             for path in &written {
                 let _ = file_io.delete(path).await;
             }
-            Ok(Committed::Lost)
+            match e.kind() {
+                ErrorKind::CatalogCommitConflicts => Ok(Committed::Lost),
+                _ => Err(from_iceberg(e)),
+            }
         }
-        Err(e) => Err(from_iceberg(e)),
+        Err(e) => {
+            let e = from_iceberg(e);
+            Err(SqeError::new(
+                e.code(),
+                format!(
+                    "{}; whether the change was committed is unknown: read the table to see",
+                    e.message()
+                ),
+            ))
+        }
     }
 }
 

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{Field, Schema as ArrowSchema};
 use datafusion::common::{DFSchema, ScalarValue};
-use datafusion::sql::sqlparser::ast::{Expr, Ident, ObjectName, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast::{
+    BinaryOperator, Expr, Ident, ObjectName, UnaryOperator, VisitMut, VisitorMut,
+};
 use futures::TryStreamExt;
 use iceberg::arrow::type_to_arrow_type;
 use iceberg::spec::{Literal, Operation, Transform};
@@ -190,12 +192,18 @@ fn matching_files(
         table: table_name.to_string(),
         names: Vec::new(),
         subquery: false,
+        other: None,
     };
     let _ = filter.visit(&mut columns);
     if columns.subquery {
         return Err(SqeError::unsupported(
             "DELETE with a subquery in its WHERE clause is not supported yet: only a WHERE clause on identity partition columns, which removes whole files, is",
         ));
+    }
+    if let Some(other) = columns.other {
+        return Err(SqeError::unsupported(format!(
+            "DELETE with '{other}' in its WHERE clause is not supported yet: only comparisons of identity partition columns with constants (=, <>, <, >, IN, BETWEEN, IS NULL, AND, OR, NOT), which remove whole files, are"
+        )));
     }
     let not_partition = |name: &str| {
         SqeError::unsupported(format!(
@@ -292,6 +300,8 @@ struct Columns {
     names: Vec<String>,
     /// Whether the filter holds a subquery (and was not read further).
     subquery: bool,
+    /// A part of the filter that is not a comparison of columns with constants.
+    other: Option<String>,
 }
 
 impl VisitorMut for Columns {
@@ -323,6 +333,45 @@ impl VisitorMut for Columns {
             Expr::Subquery(_) | Expr::InSubquery { .. } | Expr::Exists { .. }
         ) {
             self.subquery = true;
+            return ControlFlow::Break(());
+        }
+        // Files are chosen by evaluating the condition on their partition values outside the
+        // query planner, which applies Trino's rules to casts and functions: only comparisons of
+        // columns with constants, which both evaluate alike, choose files (and nothing volatile).
+        let plain = match expr {
+            Expr::Identifier(_)
+            | Expr::CompoundIdentifier(_)
+            | Expr::Value(_)
+            | Expr::TypedString(_)
+            | Expr::Nested(_)
+            | Expr::IsNull(_)
+            | Expr::IsNotNull(_)
+            | Expr::IsTrue(_)
+            | Expr::IsFalse(_)
+            | Expr::IsNotTrue(_)
+            | Expr::IsNotFalse(_)
+            | Expr::IsUnknown(_)
+            | Expr::IsNotUnknown(_)
+            | Expr::IsDistinctFrom(..)
+            | Expr::IsNotDistinctFrom(..)
+            | Expr::InList { .. }
+            | Expr::Between { .. } => true,
+            Expr::UnaryOp { op, .. } => matches!(op, UnaryOperator::Not | UnaryOperator::Minus),
+            Expr::BinaryOp { op, .. } => matches!(
+                op,
+                BinaryOperator::Eq
+                    | BinaryOperator::NotEq
+                    | BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+                    | BinaryOperator::And
+                    | BinaryOperator::Or
+            ),
+            _ => false,
+        };
+        if !plain {
+            self.other = Some(expr.to_string());
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
