@@ -1,9 +1,10 @@
 //! The SQE engine: DataFusion over Iceberg catalogs. [`Engine`] (engine.rs) coordinates the parts,
 //! each a folder or a file: statement/ (parsing), planner/ (from a statement to a plan its caller may
 //! run), governance/ (who may do what), catalog/ (the Iceberg catalogs, scans, metadata tables),
-//! write/ (appends, DDL, views), show/, trino_sql/ (Trino's semantics), optimizer/ (SQE's physical
-//! rules), files/, secrets/, and admission.rs (slots and the query registry). It knows nothing of
-//! wire protocols: front ends call it through [`sqe_sessions::QueryService`].
+//! write/ (appends, removals, DDL, views), show/, trino_sql/ (Trino's semantics), optimizer/ (SQE's
+//! physical rules), files/, secrets/, and admission/ (slots shared fairly among users, and the query
+//! registry). It knows nothing of wire protocols: front ends call it through
+//! [`sqe_sessions::QueryService`].
 
 mod admission;
 mod attach;

@@ -46,26 +46,23 @@ WAITING = (
 )
 
 
-def server(tmp_path_factory, idp, engine):
-    return start_server(tmp_path_factory.mktemp("sqe-fair"), AUTH.format(port=idp.port) + engine)
+def serving(tmp_path_factory, idp, engine):
+    """A server with the `[engine]` section `engine`, stopped when the test ends."""
+    s = start_server(tmp_path_factory.mktemp("sqe-fair"), AUTH.format(port=idp.port) + engine)
+    try:
+        yield s
+    finally:
+        s.stop()
 
 
 @pytest.fixture
 def shares(tmp_path_factory, idp):
-    s = server(tmp_path_factory, idp, SHARES)
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from serving(tmp_path_factory, idp, SHARES)
 
 
 @pytest.fixture
 def idle(tmp_path_factory, idp):
-    s = server(tmp_path_factory, idp, IDLE)
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from serving(tmp_path_factory, idp, IDLE)
 
 
 @pytest.fixture(scope="module")
