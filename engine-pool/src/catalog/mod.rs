@@ -11,6 +11,7 @@ pub mod policy_store;
 mod predicate;
 pub mod provider;
 pub mod rest;
+pub(crate) mod row_ids;
 pub mod scan;
 pub mod sql;
 pub(crate) mod sql_db;

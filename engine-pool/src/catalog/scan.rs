@@ -44,7 +44,7 @@ use iceberg::io::FileIO;
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 
-use super::{column_stats, parquet_read, predicate};
+use super::{column_stats, parquet_read, predicate, row_ids};
 
 fn iceberg_error(e: iceberg::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
@@ -73,6 +73,8 @@ pub struct IcebergScanProvider {
     catalog_name: Option<String>,
     /// The catalog's manifests already read, for the column statistics.
     manifests: Option<Arc<column_stats::ManifestCache>>,
+    /// Set for the scans of row-level changes: every row with its file and position.
+    row_ids: Option<row_ids::RowIds>,
 }
 
 /// Without the table's file IO, whose properties may hold the caller's token and storage keys.
@@ -137,6 +139,7 @@ impl IcebergScanProvider {
             field_ids,
             catalog_name: None,
             manifests: None,
+            row_ids: None,
         })
     }
 
@@ -149,6 +152,19 @@ impl IcebergScanProvider {
     /// Reads the manifests for the column statistics through the catalog's `cache`.
     pub fn with_manifests(mut self, cache: Option<Arc<column_stats::ManifestCache>>) -> Self {
         self.manifests = cache;
+        self
+    }
+
+    /// This scan with two more columns, `$path` and `$pos`: each row's data file and its position
+    /// in it (see `row_ids`); of `files` only, if given.
+    pub(crate) fn with_row_ids(
+        mut self,
+        files: Option<Arc<std::collections::HashSet<String>>>,
+    ) -> Self {
+        if self.row_ids.is_none() {
+            self.schema = Arc::new(row_ids::with_row_id_columns(&self.schema));
+        }
+        self.row_ids = Some(row_ids::RowIds { files });
         self
     }
 
@@ -202,6 +218,20 @@ impl TableProvider for IcebergScanProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if let Some(row_ids) = &self.row_ids {
+            return row_ids::plan(
+                &self.table,
+                self.snapshot_id,
+                &self.schema,
+                &self.iceberg_schema,
+                row_ids,
+                state.config().target_partitions(),
+                state.config().batch_size(),
+                projection,
+                filters,
+            )
+            .await;
+        }
         let output_schema = match projection {
             Some(p) => Arc::new(self.schema.project(p)?),
             None => self.schema.clone(),

@@ -22,8 +22,9 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::parser::{CopyToStatement, DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    CreateTable, CreateView, Delete, Expr, FromTable, GrantObjects, Ident, Insert, ObjectName,
-    Query, SecretOption, SetExpr, Statement, TableFactor, Truncate, Visit, Visitor,
+    Assignment, CreateTable, CreateView, Delete, Expr, FromTable, GrantObjects, Ident, Insert,
+    ObjectName, Query, SecretOption, SetExpr, Statement, TableFactor, Truncate, Update, Visit,
+    Visitor,
 };
 use datafusion::sql::sqlparser::dialect::{DuckDbDialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::Parser;
@@ -48,6 +49,12 @@ pub(crate) enum SqeStatement {
     RemoveRows {
         table: ObjectName,
         verb: &'static str,
+        filter: Option<Expr>,
+    },
+    /// `UPDATE t SET c = v, … [WHERE …]`.
+    UpdateRows {
+        table: ObjectName,
+        assignments: Vec<Assignment>,
         filter: Option<Expr>,
     },
     /// `CREATE [OR REPLACE] VIEW`, its query as written (before Trino's rewrites: a view keeps
@@ -206,6 +213,18 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
                         "DELETE with USING, RETURNING, ORDER BY or LIMIT, or of a table named with an alias, is not supported: DELETE FROM t [WHERE condition] is",
                     ));
                 }
+                Statement::Update(update) => match plain_update(&update) {
+                    Some(table) => SqeStatement::UpdateRows {
+                        table: table.clone(),
+                        assignments: update.assignments,
+                        filter: update.selection,
+                    },
+                    None => {
+                        return Err(SqeError::unsupported(
+                            "UPDATE with FROM, RETURNING, ORDER BY or LIMIT, or of a table named with an alias, is not supported: UPDATE t SET column = value, … [WHERE condition] is",
+                        ));
+                    }
+                },
                 Statement::CreateTable(create) if create.query.is_some() => {
                     SqeStatement::CreateTableAs(create)
                 }
@@ -433,6 +452,7 @@ impl SqeStatement {
             SqeStatement::Insert(_)
             | SqeStatement::CreateTableAs(_)
             | SqeStatement::RemoveRows { .. }
+            | SqeStatement::UpdateRows { .. }
             | SqeStatement::CreateView(_)
             | SqeStatement::Copy(_)
             | SqeStatement::Attach(_)
@@ -460,6 +480,7 @@ impl SqeStatement {
             SqeStatement::Insert(_) => words("INSERT INTO"),
             SqeStatement::CreateTableAs(_) => words("CREATE TABLE"),
             SqeStatement::RemoveRows { verb, .. } => words(verb),
+            SqeStatement::UpdateRows { .. } => words("UPDATE"),
             SqeStatement::CreateView(_) => words("CREATE VIEW"),
             SqeStatement::Copy(_) => words("COPY"),
             SqeStatement::Attach(_) => words("ATTACH"),
@@ -513,6 +534,27 @@ fn plain_delete(delete: &Delete) -> Option<&ObjectName> {
             } => Some(name),
             _ => None,
         },
+        _ => None,
+    }
+}
+
+/// The table of an UPDATE of one table, named without an alias, with nothing but assignments
+/// and a WHERE clause.
+fn plain_update(update: &Update) -> Option<&ObjectName> {
+    let plain = update.from.is_none()
+        && update.returning.is_none()
+        && update.output.is_none()
+        && update.or.is_none()
+        && update.order_by.is_empty()
+        && update.limit.is_none()
+        && update.table.joins.is_empty();
+    match (plain, &update.table.relation) {
+        (
+            true,
+            TableFactor::Table {
+                name, alias: None, ..
+            },
+        ) => Some(name),
         _ => None,
     }
 }
@@ -597,11 +639,12 @@ mod tests {
             SqeStatement::Show(_) => 18,
             SqeStatement::Session(_) => 19,
             SqeStatement::RemoveRows { .. } => 20,
+            SqeStatement::UpdateRows { .. } => 21,
         }
     }
 
     /// How many kinds [`kind_number`] numbers.
-    const KINDS: usize = 21;
+    const KINDS: usize = 22;
 
     #[test]
     fn every_kind_of_statement_says_whether_it_only_reads() {
@@ -617,6 +660,7 @@ mod tests {
             ("INSERT INTO t VALUES (1)", 1, false),
             ("TRUNCATE TABLE t", 20, false),
             ("DELETE FROM t", 20, false),
+            ("UPDATE t SET x = x + 1 WHERE y = 2", 21, false),
             ("CREATE TABLE t AS SELECT 1 AS x", 2, false),
             ("CREATE VIEW v AS SELECT 1 AS x", 3, false),
             ("COPY (SELECT 1) TO '/tmp/x.parquet'", 4, false),

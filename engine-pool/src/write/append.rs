@@ -19,7 +19,7 @@ use futures::StreamExt;
 use iceberg::arrow::{
     RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema,
 };
-use iceberg::spec::DataFileFormat;
+use iceberg::spec::{DataFile, DataFileFormat};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
@@ -220,9 +220,25 @@ async fn drop_quietly(catalog: &dyn SqeCatalog, ident: &TableIdent) {
     }
 }
 
+/// Whether a value of type `from` may go into column `field` of `table_name`: only within the
+/// column's type family, as in Trino (an integer into a decimal too).
+pub(crate) fn assignable(field: &Field, from: &DataType, table_name: &str) -> SqeResult<()> {
+    let to = field.data_type();
+    let (ff, tf) = (family(from), family(to));
+    if ff != 0 && ff != tf && !(ff == 3 && tf == 4) {
+        return Err(SqeError::invalid(format!(
+            "column '{}' of '{table_name}' is {} but the value is {}",
+            field.name(),
+            trino_name(to),
+            trino_name(from)
+        )));
+    }
+    Ok(())
+}
+
 /// Projects `plan` onto the table's columns: listed columns take the query's values in order, the
 /// others get NULL; each value is cast to the column's type after a family check.
-fn cast_to_table(
+pub(crate) fn cast_to_table(
     plan: LogicalPlan,
     table: &Table,
     columns: Option<&[String]>,
@@ -258,15 +274,7 @@ fn cast_to_table(
             Some(i) => {
                 let (qualifier, src) = source.qualified_field(i);
                 let (from, to) = (src.data_type(), field.data_type());
-                let (ff, tf) = (family(from), family(to));
-                if ff != 0 && ff != tf && !(ff == 3 && tf == 4) {
-                    return Err(SqeError::invalid(format!(
-                        "column '{}' of '{table_name}' is {} but the value is {}",
-                        field.name(),
-                        trino_name(to),
-                        trino_name(from)
-                    )));
-                }
+                assignable(field, from, table_name)?;
                 let value = DFExpr::Column(Column::from((qualifier, src)));
                 // A timestamp with a time zone per value is stored as its instant.
                 let value = if sqe_functions::zoned_unit(from).is_some() {
@@ -308,26 +316,32 @@ async fn append(
     // A commit whose outcome is unknown (a timeout, a lost connection, a catalog's 5xx) may have
     // made the files part of the table: they stay.
     if result.is_err() && !outcome_unknown {
-        let location = table
-            .metadata()
-            .location()
-            .trim_end_matches('/')
-            .to_string();
-        let local = location.strip_prefix("file://").unwrap_or(&location);
-        if local.starts_with('/') {
-            // A walk of the table's data directory: off the runtime's threads.
-            let local = local.to_string();
-            let _ =
-                tokio::task::spawn_blocking(move || remove_written_files(&local, &prefix)).await;
-        } else {
-            // In an object store, the files of an unpartitioned write share one key prefix.
-            let files = format!("{location}/data/{prefix}");
-            if let Err(e) = table.file_io().delete_prefix(&files).await {
-                tracing::warn!("could not remove the files of a failed write under {files}: {e}");
-            }
-        }
+        remove_written(table, &prefix).await;
     }
     result
+}
+
+/// Removes the data files a write named with `prefix` wrote into `table` (one that failed, or
+/// whose commit the catalog surely refused).
+pub(crate) async fn remove_written(table: &Table, prefix: &str) {
+    let location = table
+        .metadata()
+        .location()
+        .trim_end_matches('/')
+        .to_string();
+    let local = location.strip_prefix("file://").unwrap_or(&location);
+    if local.starts_with('/') {
+        // A walk of the table's data directory: off the runtime's threads.
+        let local = local.to_string();
+        let prefix = prefix.to_string();
+        let _ = tokio::task::spawn_blocking(move || remove_written_files(&local, &prefix)).await;
+    } else {
+        // In an object store, the files of an unpartitioned write share one key prefix.
+        let files = format!("{location}/data/{prefix}");
+        if let Err(e) = table.file_io().delete_prefix(&files).await {
+            tracing::warn!("could not remove the files of a failed write under {files}: {e}");
+        }
+    }
 }
 
 async fn write_and_commit(
@@ -338,6 +352,42 @@ async fn write_and_commit(
     prefix: &str,
     outcome_unknown: &mut bool,
 ) -> SqeResult<u64> {
+    let (files, rows) = write_files(table, state, plan, prefix).await?;
+    if files.is_empty() {
+        return Ok(0);
+    }
+    let tx = Transaction::new(table);
+    let tx = tx
+        .fast_append()
+        .add_data_files(files)
+        .apply(tx)
+        .map_err(from_iceberg)?;
+    if let Err(e) = tx.commit(catalog.as_ref() as &dyn Catalog).await {
+        if surely_not_committed(&e) {
+            return Err(from_iceberg(e));
+        }
+        *outcome_unknown = true;
+        let e = from_iceberg(e);
+        return Err(SqeError::new(
+            e.code(),
+            format!(
+                "{}; whether the write was committed is unknown, so its files were kept",
+                e.message()
+            ),
+        ));
+    }
+    Ok(rows)
+}
+
+/// Writes the rows of `plan` (in the table's columns and types) as data files of `table`, named
+/// with `prefix`, split by the table's partition spec; nothing is committed. Returns the files
+/// and the row count.
+pub(crate) async fn write_files(
+    table: &Table,
+    state: &SessionState,
+    plan: LogicalPlan,
+    prefix: &str,
+) -> SqeResult<(Vec<DataFile>, u64)> {
     let metadata = table.metadata();
     let iceberg_schema = metadata.current_schema().clone();
     let arrow_schema: SchemaRef =
@@ -401,30 +451,7 @@ async fn write_and_commit(
         }
         writer.close().await.map_err(from_iceberg)?
     };
-    if files.is_empty() {
-        return Ok(0);
-    }
-    let tx = Transaction::new(table);
-    let tx = tx
-        .fast_append()
-        .add_data_files(files)
-        .apply(tx)
-        .map_err(from_iceberg)?;
-    if let Err(e) = tx.commit(catalog.as_ref() as &dyn Catalog).await {
-        if surely_not_committed(&e) {
-            return Err(from_iceberg(e));
-        }
-        *outcome_unknown = true;
-        let e = from_iceberg(e);
-        return Err(SqeError::new(
-            e.code(),
-            format!(
-                "{}; whether the write was committed is unknown, so its files were kept",
-                e.message()
-            ),
-        ));
-    }
-    Ok(rows)
+    Ok((files, rows))
 }
 
 /// Whether a failed commit surely changed nothing: the catalog refused it (a lost compare-and-swap,

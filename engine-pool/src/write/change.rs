@@ -46,6 +46,9 @@ pub(crate) enum Committed {
     Done,
     /// Another writer moved the table first; nothing of this change is visible.
     Lost,
+    /// The catalog's answer was lost (a timeout, a dropped connection, a 5xx): the change may be
+    /// the table's current snapshot or not, so the files it refers to must stay.
+    Unknown(SqeError),
 }
 
 /// Iceberg's summary counters of one snapshot, and what they add to the totals.
@@ -351,13 +354,13 @@ pub(crate) async fn commit(
         }
         Err(e) => {
             let e = from_iceberg(e);
-            Err(SqeError::new(
+            Ok(Committed::Unknown(SqeError::new(
                 e.code(),
                 format!(
                     "{}; whether the change was committed is unknown: read the table to see",
                     e.message()
                 ),
-            ))
+            )))
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Statements that change what the catalogs hold: rows (INSERT and CREATE TABLE AS, append.rs;
-//! Flight SQL's bulk ingest, ingest.rs; TRUNCATE and DELETE of every row, remove.rs, through the
-//! snapshot producer of change.rs), schemas and tables (CREATE, DROP, ALTER TABLE: ddl.rs)
+//! Flight SQL's bulk ingest, ingest.rs; TRUNCATE and DELETE of whole files, remove.rs; DELETE and
+//! UPDATE of single rows, rows.rs; the last two through the snapshot producer of change.rs), schemas and tables (CREATE, DROP, ALTER TABLE: ddl.rs)
 //! and views (views.rs). Each checks the caller's privileges with governance before it changes
 //! anything, and commits to Iceberg as one atomic compare-and-swap on the catalog.
 
@@ -9,4 +9,5 @@ pub mod change;
 pub mod ddl;
 pub mod ingest;
 pub mod remove;
+pub mod rows;
 pub mod views;

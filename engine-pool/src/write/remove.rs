@@ -1,15 +1,16 @@
-//! `TRUNCATE TABLE t`, `DELETE FROM t`, and `DELETE FROM t WHERE …` on identity partition columns
-//! only: whole files go, as one snapshot that removes them and rewrites none (no data file is
-//! read). Without a WHERE clause every data and delete file of the current snapshot goes; with
-//! one, the files whose partition values make it true, since then it is true of every row they
-//! hold (and false or unknown of every row of the others). A WHERE clause that reads any other
-//! column would need rows rewritten, which SQE does not do yet: refused, saying so.
+//! `TRUNCATE TABLE t` and `DELETE FROM t [WHERE …]`. Whole files go, as one snapshot that removes
+//! them and rewrites none (no data file is read), when that is exactly the statement: without a
+//! WHERE clause every data and delete file of the current snapshot goes; with one that only
+//! compares identity partition columns with constants, the files whose partition values make it
+//! true, since then it is true of every row they hold (and false or unknown of every row of the
+//! others). Any other WHERE clause, and a caller who sees the table through a row filter or a
+//! column mask, are row-level deletes (rows.rs).
 //!
-//! Both take the DELETE privilege on the table (as in Trino). A caller who reads the table through
-//! a row filter or a column mask would remove rows they cannot see: refused. The row count is the
-//! rows the removed snapshot held, as the caller would have counted them. A commit that loses the
-//! race to another writer is decided again against the new head, a few times, and then fails
-//! with a conflict that says so.
+//! Both take the DELETE privilege on the table (as in Trino). TRUNCATE by a caller with a row
+//! filter or a mask is refused (it would remove rows they cannot see). The row count is the rows
+//! the removed files held, as the caller would have counted them. A commit that loses the race to
+//! another writer is decided again against the new head, a few times, and then fails with a
+//! conflict that says so.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -34,7 +35,9 @@ use crate::governance::model::{Object, Privilege};
 use crate::governance::row_filters::is_governed_plan;
 use crate::names::{normalize_ident, resolve_name};
 use crate::planner::Planner;
+use crate::statement::prepass::Prepared;
 use crate::write::change::{self, Change, Committed, LiveFile, Retries};
+use crate::write::rows::{self, RowChange};
 
 /// Removes the rows of table `name` for which `filter` is true, every row without one; `verb`
 /// names the statement in errors.
@@ -43,6 +46,7 @@ pub(crate) async fn remove_rows(
     name: &ObjectName,
     verb: &str,
     filter: Option<&Expr>,
+    prepared: &Prepared,
 ) -> SqeResult<QueryResult> {
     let session = ctx.session;
     let (catalog_name, schema, table_name) = resolve_name(session, name)?;
@@ -71,13 +75,50 @@ pub(crate) async fn remove_rows(
         let (change, rows) = match decided.take() {
             Some((tried, change, rows)) if only_appends_since(&table, tried) => (change, rows),
             _ => {
-                // Planned as the caller first: privileges, row filters and masks decide before
-                // anything of the table's files is looked at.
-                let rows = visible_rows(ctx, &object, head, filter).await?;
                 let files = change::live_files(&table).await?;
                 let removed = match filter {
                     None => files.into_iter().map(|f| f.path).collect(),
-                    Some(filter) => matching_files(ctx, &table, &table_name, filter, files)?,
+                    Some(filter) => {
+                        match matching_files(ctx, &table, &table_name, filter, files)? {
+                            Some(files) => files,
+                            // Not decided by whole files: row by row.
+                            None => {
+                                return rows::change_rows(
+                                    ctx,
+                                    name,
+                                    &object,
+                                    RowChange::Delete,
+                                    Some(filter),
+                                    prepared,
+                                )
+                                .await;
+                            }
+                        }
+                    }
+                };
+                // Counted as the caller: privileges, row filters and masks decide first.
+                let rows = match visible_rows(ctx, &object, head, filter).await? {
+                    Some(rows) => rows,
+                    // A caller who sees only some rows deletes only those, row by row.
+                    None if filter.is_some() || verb == "DELETE FROM" => {
+                        return rows::change_rows(
+                            ctx,
+                            name,
+                            &object,
+                            RowChange::Delete,
+                            filter,
+                            prepared,
+                        )
+                        .await;
+                    }
+                    None => {
+                        return Err(SqeError::new(
+                            ErrorCode::PermissionDenied,
+                            format!(
+                                "Access Denied: Cannot truncate table {object}: a row filter or a column mask applies to you on it; DELETE FROM removes the rows you see"
+                            ),
+                        ));
+                    }
                 };
                 let change = Change {
                     removed,
@@ -91,6 +132,7 @@ pub(crate) async fn remove_rows(
         }
         match change::commit(catalog.as_ref(), &ident, &table, &change).await? {
             Committed::Done => return QueryResult::written(rows),
+            Committed::Unknown(e) => return Err(e),
             Committed::Lost if lost < retries.retries => {
                 decided = Some((head, change, rows));
                 tokio::time::sleep(retries.wait(lost)).await;
@@ -111,7 +153,7 @@ pub(crate) async fn remove_rows(
 }
 
 /// Whether every snapshot of `table` after `snapshot_id`, up to its current one, only appended.
-fn only_appends_since(table: &Table, snapshot_id: i64) -> bool {
+pub(crate) fn only_appends_since(table: &Table, snapshot_id: i64) -> bool {
     let metadata = table.metadata();
     let mut at = metadata.current_snapshot();
     while let Some(snapshot) = at {
@@ -129,14 +171,14 @@ fn only_appends_since(table: &Table, snapshot_id: i64) -> bool {
 }
 
 /// The rows of `object`'s snapshot `snapshot_id` (those `filter` is true of, if given), counted as
-/// the caller reads them; refused when a row filter or a column mask stands between the caller
-/// and the table's rows.
+/// the caller reads them; None when a row filter or a column mask stands between the caller and
+/// the table's rows (whole files are then not theirs to remove).
 async fn visible_rows(
     ctx: &Ctx<'_>,
     object: &Object,
     snapshot_id: i64,
     filter: Option<&Expr>,
-) -> SqeResult<u64> {
+) -> SqeResult<Option<u64>> {
     let session = ctx.session;
     let table = object.table.as_deref().unwrap_or_default();
     let mut sql = format!(
@@ -155,12 +197,7 @@ async fn visible_rows(
         .await?;
     let (state, plan) = ctx.planner.plan(session, statement, tables).await?;
     if is_governed_plan(&plan) {
-        return Err(SqeError::new(
-            ErrorCode::PermissionDenied,
-            format!(
-                "Access Denied: Cannot delete from table {object}: a row filter or a column mask applies to you on it, and removing rows you do not see is not allowed"
-            ),
-        ));
+        return Ok(None);
     }
     let batches: Vec<_> = Planner::stream(state, plan)
         .await?
@@ -172,18 +209,19 @@ async fn visible_rows(
         .and_then(|b| b.column(0).as_any().downcast_ref::<Int64Array>())
         .filter(|a| !a.is_empty())
         .map_or(0, |a| a.value(0));
-    Ok(count.max(0) as u64)
+    Ok(Some(count.max(0) as u64))
 }
 
-/// The files among `files` whose partition values make `filter` true, when `filter` reads only
-/// columns every file's partition spec has as identity partition fields; refused otherwise.
+/// The files among `files` whose partition values make `filter` true, when `filter` only compares
+/// columns every file's partition spec has as identity partition fields with constants; None
+/// otherwise (rows, not files, must then be chosen).
 fn matching_files(
     ctx: &Ctx<'_>,
     table: &Table,
     table_name: &str,
     filter: &Expr,
     files: Vec<LiveFile>,
-) -> SqeResult<HashSet<String>> {
+) -> SqeResult<Option<HashSet<String>>> {
     let metadata = table.metadata();
     let schema = metadata.current_schema();
     // The filter with `t.c` read as `c`, and the columns it reads.
@@ -195,26 +233,14 @@ fn matching_files(
         other: None,
     };
     let _ = filter.visit(&mut columns);
-    if columns.subquery {
-        return Err(SqeError::unsupported(
-            "DELETE with a subquery in its WHERE clause is not supported yet: only a WHERE clause on identity partition columns, which removes whole files, is",
-        ));
+    if columns.subquery || columns.other.is_some() {
+        return Ok(None);
     }
-    if let Some(other) = columns.other {
-        return Err(SqeError::unsupported(format!(
-            "DELETE with '{other}' in its WHERE clause is not supported yet: only comparisons of identity partition columns with constants (=, <>, <, >, IN, BETWEEN, IS NULL, AND, OR, NOT), which remove whole files, are"
-        )));
-    }
-    let not_partition = |name: &str| {
-        SqeError::unsupported(format!(
-            "DELETE with a WHERE clause on '{name}' is not supported yet: only a WHERE clause on identity partition columns, which removes whole files, is (rows would need rewriting)"
-        ))
-    };
     let mut fields = Vec::new();
     for name in &columns.names {
-        let field = schema
-            .field_by_name(name)
-            .ok_or_else(|| SqeError::not_found(format!("column '{name}' cannot be resolved")))?;
+        let Some(field) = schema.field_by_name(name) else {
+            return Ok(None);
+        };
         fields.push(field.clone());
     }
     // Each file's partition value of each column the filter reads.
@@ -224,11 +250,13 @@ fn matching_files(
             .partition_spec_by_id(file.spec_id)
             .ok_or_else(|| SqeError::internal(format!("no partition spec {}", file.spec_id)))?;
         for (i, field) in fields.iter().enumerate() {
-            let position = spec
+            let Some(position) = spec
                 .fields()
                 .iter()
                 .position(|p| p.source_id == field.id && p.transform == Transform::Identity)
-                .ok_or_else(|| not_partition(&field.name))?;
+            else {
+                return Ok(None);
+            };
             let arrow_type =
                 type_to_arrow_type(&field.field_type).map_err(crate::error::from_iceberg)?;
             let value = match file.partition.fields().get(position) {
@@ -239,13 +267,15 @@ fn matching_files(
                     .filter(|s| s.data_type() == arrow_type),
                 Some(None) => ScalarValue::try_from(&arrow_type).ok(),
                 _ => None,
-            }
-            .ok_or_else(|| not_partition(&field.name))?;
+            };
+            let Some(value) = value else {
+                return Ok(None);
+            };
             values[i].push(value);
         }
     }
     if files.is_empty() {
-        return Ok(HashSet::new());
+        return Ok(Some(HashSet::new()));
     }
     let mut arrays: Vec<ArrayRef> = Vec::new();
     let mut schema_fields = Vec::new();
@@ -265,32 +295,28 @@ fn matching_files(
     }
     .map_err(|e| SqeError::internal(e.to_string()))?;
     let df_schema = DFSchema::try_from(arrow_schema.as_ref().clone()).map_err(from_datafusion)?;
+    // A condition this evaluation cannot take is left to the row-by-row path, which plans it as
+    // a query and says what is wrong with it.
     let state = ctx.planner.state();
-    let refused = |e: datafusion::error::DataFusionError| {
-        SqeError::unsupported(format!(
-            "DELETE with this WHERE clause is not supported yet ({e}): only a WHERE clause on identity partition columns, which removes whole files, is"
-        ))
-    };
-    let expr = state
+    let Ok(verdicts) = state
         .create_logical_expr(&filter.to_string(), &df_schema)
-        .map_err(refused)?;
-    let physical = state
-        .create_physical_expr(expr, &df_schema)
-        .map_err(refused)?;
-    let verdicts = physical
-        .evaluate(&batch)
+        .and_then(|expr| state.create_physical_expr(expr, &df_schema))
+        .and_then(|physical| physical.evaluate(&batch))
         .and_then(|v| v.into_array(batch.num_rows()))
-        .map_err(from_datafusion)?;
-    let verdicts = verdicts
-        .as_any()
-        .downcast_ref::<BooleanArray>()
-        .ok_or_else(|| SqeError::invalid("a DELETE's WHERE clause must be a boolean condition"))?;
-    Ok(files
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| verdicts.is_valid(*i) && verdicts.value(*i))
-        .map(|(_, f)| f.path)
-        .collect())
+    else {
+        return Ok(None);
+    };
+    let Some(verdicts) = verdicts.as_any().downcast_ref::<BooleanArray>() else {
+        return Ok(None);
+    };
+    Ok(Some(
+        files
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| verdicts.is_valid(*i) && verdicts.value(*i))
+            .map(|(_, f)| f.path)
+            .collect(),
+    ))
 }
 
 /// Collects the columns a filter reads, and reads `t.c` (its own table's name before the column)

@@ -1,0 +1,390 @@
+//! Row-level DELETE and UPDATE, copy-on-write: the data files holding a row the statement changes
+//! are written again without those rows (DELETE) or with their new values (UPDATE), and one
+//! `overwrite` snapshot swaps the old files for the new.
+//!
+//! The rows a statement changes are found by a query planned as the caller's own: `SELECT "$path",
+//! "$pos"[, new values] FROM t FOR VERSION AS OF <head> WHERE …`, over the row-id scan
+//! (`catalog/row_ids.rs`), so the caller's privileges, row filters and column masks apply to the
+//! WHERE clause, its subqueries and the new values exactly as to a query: a row-filtered caller
+//! changes only rows they see, and a WHERE clause on a masked column compares the masked value.
+//! The files are then rewritten from their raw rows (the rows the caller does not see are kept as
+//! they are), joined with the changed rows by file and position.
+//!
+//! A commit that loses the race to writers who only appended commits the same files again (the
+//! rows they added stay, as if this statement ran first); after any other change the statement is
+//! decided again against the new head, up to the table's `commit.retry.num-retries` times.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, RecordBatch, StringArray};
+use datafusion::common::{Column, JoinType};
+use datafusion::dataframe::DataFrame;
+use datafusion::logical_expr::{Expr as DFExpr, LogicalPlan, cast, when};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{
+    Assignment, AssignmentTarget, Expr, Ident, ObjectName, SelectItem, SetExpr, Statement,
+};
+use futures::TryStreamExt;
+use iceberg::arrow::schema_to_arrow_schema;
+use iceberg::table::Table;
+use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult, quote_identifier};
+
+use crate::catalog::row_ids::{PATH, POS};
+use crate::catalog::scan::IcebergScanProvider;
+use crate::context::Ctx;
+use crate::error::{from_datafusion, from_iceberg};
+use crate::governance::model::{Object, Privilege};
+use crate::names::{QUERY_CATALOG, QUERY_SCHEMA, normalize_ident, resolve_name};
+use crate::planner::Planner;
+use crate::statement::prepass::Prepared;
+use crate::write::append::{assignable, cast_to_table, remove_written, write_files};
+use crate::write::change::{self, Change, Committed, Retries};
+use crate::write::remove::only_appends_since;
+
+/// What a row-level statement does to the rows it finds.
+pub(crate) enum RowChange<'a> {
+    /// `DELETE FROM t WHERE …`.
+    Delete,
+    /// `UPDATE t SET c = v, … [WHERE …]`, as written.
+    Update(&'a [Assignment]),
+}
+
+/// A [`RowChange`] with its assignments resolved against the table.
+enum Resolved<'a> {
+    Delete,
+    /// Each column assigned, and its new value.
+    Update(Vec<(String, &'a Expr)>),
+}
+
+impl RowChange<'_> {
+    fn verb(&self) -> &'static str {
+        match self {
+            RowChange::Delete => "DELETE FROM",
+            RowChange::Update(_) => "UPDATE",
+        }
+    }
+}
+
+/// `UPDATE t SET … [WHERE …]`: needs the UPDATE privilege on the table (as in Trino).
+pub(crate) async fn update_rows(
+    ctx: &Ctx<'_>,
+    name: &ObjectName,
+    assignments: &[Assignment],
+    filter: Option<&Expr>,
+    prepared: &Prepared,
+) -> SqeResult<QueryResult> {
+    let (catalog, schema, table) = resolve_name(ctx.session, name)?;
+    let object = Object::table(&catalog, &schema, &table);
+    ctx.governance
+        .authorize(ctx.session, Privilege::Update, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        })?;
+    change_rows(
+        ctx,
+        name,
+        &object,
+        RowChange::Update(assignments),
+        filter,
+        prepared,
+    )
+    .await
+}
+
+/// The name each new value of an UPDATE goes by in the query that finds the rows.
+fn value_name(i: usize) -> String {
+    format!("__sqe_value_{i}")
+}
+
+/// Changes the rows of `object` (as `name` names it) for which `filter` is true (every row
+/// without one), as `change` says; the caller's privilege on the table was checked. Returns the
+/// number of rows changed.
+pub(crate) async fn change_rows(
+    ctx: &Ctx<'_>,
+    name: &ObjectName,
+    object: &Object,
+    change: RowChange<'_>,
+    filter: Option<&Expr>,
+    prepared: &Prepared,
+) -> SqeResult<QueryResult> {
+    let session = ctx.session;
+    let catalog = ctx.mounts.bind(session, &object.catalog)?;
+    if let Some(reason) = catalog.read_only() {
+        return Err(SqeError::unsupported(reason));
+    }
+    // The change last written, the snapshot it was made from, its rows and its files' prefix.
+    let mut written: Option<(i64, Change, u64, String)> = None;
+    let mut retries: Option<Retries> = None;
+    let mut lost = 0;
+    loop {
+        let (_, ident, table) = ctx.mounts.table(session, name).await?;
+        let retries = *retries.get_or_insert_with(|| Retries::of(&table));
+        let Some(current) = table.metadata().current_snapshot() else {
+            return QueryResult::written(0);
+        };
+        let head = current.snapshot_id();
+        let resolved = match &change {
+            RowChange::Delete => Resolved::Delete,
+            RowChange::Update(assignments) => {
+                Resolved::Update(assigned_columns(assignments, &table, object)?)
+            }
+        };
+        let (files, rows, prefix) = match written.take() {
+            Some((made_from, files, rows, prefix)) if only_appends_since(&table, made_from) => {
+                (files, rows, prefix)
+            }
+            other => {
+                if let Some((_, _, _, prefix)) = other {
+                    remove_written(&table, &prefix).await;
+                }
+                let prefix = uuid::Uuid::now_v7().to_string();
+                let targets =
+                    find_rows(ctx, object, &table, head, &resolved, filter, prepared).await?;
+                let rows: usize = targets.iter().map(RecordBatch::num_rows).sum();
+                if rows == 0 {
+                    return QueryResult::written(0);
+                }
+                let rewritten =
+                    rewrite(ctx, object, &table, head, &resolved, targets, &prefix).await;
+                match rewritten {
+                    Ok(files) => (files, rows as u64, prefix),
+                    Err(e) => {
+                        remove_written(&table, &prefix).await;
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        match change::commit(catalog.as_ref(), &ident, &table, &files).await {
+            Ok(Committed::Done) => return QueryResult::written(rows),
+            Ok(Committed::Lost) if lost < retries.retries => {
+                written = Some((head, files, rows, prefix));
+                tokio::time::sleep(retries.wait(lost)).await;
+                lost += 1;
+            }
+            Ok(Committed::Lost) => {
+                remove_written(&table, &prefix).await;
+                return Err(SqeError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "{} '{object}' was overtaken by other writers {} times in a row (the table's commit.retry.num-retries is {}); run it again",
+                        change.verb(),
+                        lost + 1,
+                        retries.retries
+                    ),
+                ));
+            }
+            // The catalog may have taken it: the files stay.
+            Ok(Committed::Unknown(e)) => return Err(e),
+            Err(e) => {
+                remove_written(&table, &prefix).await;
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// The name the changed table goes by in the query that finds the rows.
+const TARGET: &str = "rows";
+
+/// The rows the statement changes, as the caller's query finds them in snapshot `head` of
+/// `table`: each row's `$path` and `$pos`, and for an UPDATE its new values. `prepared` is the
+/// statement's own, whose time travel and files its WHERE clause and values may name.
+async fn find_rows(
+    ctx: &Ctx<'_>,
+    object: &Object,
+    table: &Table,
+    head: i64,
+    change: &Resolved<'_>,
+    filter: Option<&Expr>,
+    prepared: &Prepared,
+) -> SqeResult<Vec<RecordBatch>> {
+    let session = ctx.session;
+    let table_name = object.table.as_deref().unwrap_or_default();
+    ctx.governance.authorize_read(session, object, || {
+        SqeError::not_found(format!("table '{object}' does not exist"))
+    })?;
+    let sql = format!(
+        "SELECT {}, {} FROM {}.{}.{} AS {}",
+        quote_identifier(PATH),
+        quote_identifier(POS),
+        quote_identifier(QUERY_CATALOG),
+        quote_identifier(QUERY_SCHEMA),
+        quote_identifier(TARGET),
+        quote_identifier(table_name),
+    );
+    let (mut statement, _) = crate::statement::parse_query(&sql)?;
+    // The statement's own WHERE clause and values, already read with Trino's rules, go in as
+    // they are.
+    let Statement::Query(query) = &mut statement else {
+        return Err(SqeError::internal("the rows' query is not a query"));
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return Err(SqeError::internal("the rows' query is not a SELECT"));
+    };
+    select.selection = filter.cloned();
+    if let Resolved::Update(columns) = change {
+        for (i, (_, value)) in columns.iter().enumerate() {
+            select.projection.push(SelectItem::ExprWithAlias {
+                expr: (*value).clone(),
+                alias: Ident::with_quote('"', value_name(i)),
+            });
+        }
+    }
+    let mut tables = ctx
+        .planner
+        .resolve_relations(session, &mut statement, prepared)
+        .await?;
+    // Known as its table, so that its row filters and column masks apply.
+    let catalog = ctx.mounts.bind(session, &object.catalog)?;
+    let scan = IcebergScanProvider::try_new(table.clone(), Some(head))
+        .map_err(from_iceberg)?
+        .in_catalog(&object.catalog)
+        .with_manifests(catalog.manifest_cache())
+        .with_row_ids(None);
+    tables.push((TARGET.to_string(), Arc::new(scan)));
+    let (state, plan) = ctx.planner.plan(session, statement, tables).await?;
+    Planner::stream(state, plan)
+        .await?
+        .batches
+        .try_collect()
+        .await
+}
+
+/// The table's columns an UPDATE assigns, each with its assignment, in the order written;
+/// unknown and repeated columns are refused.
+fn assigned_columns<'a>(
+    assignments: &'a [Assignment],
+    table: &Table,
+    object: &Object,
+) -> SqeResult<Vec<(String, &'a Expr)>> {
+    let schema = table.metadata().current_schema();
+    let table_name = object.table.as_deref().unwrap_or_default();
+    let mut columns: Vec<(String, &Expr)> = Vec::with_capacity(assignments.len());
+    for assignment in assignments {
+        let AssignmentTarget::ColumnName(target) = &assignment.target else {
+            return Err(SqeError::unsupported(
+                "UPDATE of a tuple of columns is not supported: assign each column",
+            ));
+        };
+        // `c`, or `t.c` with the table's own name.
+        let parts: Vec<String> = target
+            .0
+            .iter()
+            .map(|p| p.as_ident().map(normalize_ident).unwrap_or_default())
+            .collect();
+        let column = match parts.as_slice() {
+            [c] => c.clone(),
+            [t, c] if t == table_name => c.clone(),
+            _ => {
+                return Err(SqeError::not_found(format!(
+                    "column '{target}' cannot be resolved in table '{object}'"
+                )));
+            }
+        };
+        if schema.field_by_name(&column).is_none() {
+            return Err(SqeError::not_found(format!(
+                "column '{column}' cannot be resolved in table '{object}'"
+            )));
+        }
+        if columns.iter().any(|(c, _)| *c == column) {
+            return Err(SqeError::invalid(format!(
+                "column '{column}' is assigned more than once"
+            )));
+        }
+        columns.push((column, &assignment.value));
+    }
+    Ok(columns)
+}
+
+/// Writes the files that hold a changed row again, from snapshot `head`'s raw rows: without the
+/// rows of `targets` (DELETE) or with their new values (UPDATE). Returns the change that swaps
+/// them.
+async fn rewrite(
+    ctx: &Ctx<'_>,
+    object: &Object,
+    table: &Table,
+    head: i64,
+    change: &Resolved<'_>,
+    targets: Vec<RecordBatch>,
+    prefix: &str,
+) -> SqeResult<Change> {
+    let mut files = HashSet::new();
+    for batch in &targets {
+        let paths = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| SqeError::internal("$path is not a string"))?;
+        for path in paths.iter().flatten() {
+            if !files.contains(path) {
+                files.insert(path.to_string());
+            }
+        }
+    }
+    let files = Arc::new(files);
+    let state = ctx.planner.state_for(ctx.session, Vec::new())?;
+    let session = SessionContext::new_with_state(state.clone());
+    let raw = IcebergScanProvider::try_new(table.clone(), Some(head))
+        .map_err(from_iceberg)?
+        .with_row_ids(Some(files.clone()));
+    let raw = session
+        .read_table(Arc::new(raw))
+        .and_then(|df| df.alias("r"))
+        .map_err(from_datafusion)?;
+    let changed = session
+        .read_batches(targets)
+        .and_then(|df| df.alias("q"))
+        .map_err(from_datafusion)?;
+    let keys = [PATH, POS];
+    let r = |c: &str| DFExpr::Column(Column::new(Some("r"), c));
+    let q = |c: &str| DFExpr::Column(Column::new(Some("q"), c));
+    let table_schema =
+        schema_to_arrow_schema(table.metadata().current_schema()).map_err(from_iceberg)?;
+    let table_name = object.to_string();
+    // The changed rows build the join's hash table; the files' rows stream past it.
+    let joined: DataFrame = match change {
+        Resolved::Delete => changed
+            .join(raw, JoinType::RightAnti, &keys, &keys, None)
+            .and_then(|df| {
+                df.select(
+                    table_schema
+                        .fields()
+                        .iter()
+                        .map(|f| r(f.name()).alias(f.name()))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .map_err(from_datafusion)?,
+        Resolved::Update(assigned) => {
+            let values = changed.schema().clone();
+            let mut exprs = Vec::with_capacity(table_schema.fields().len());
+            for field in table_schema.fields() {
+                let expr = match assigned.iter().position(|(c, _)| c == field.name()) {
+                    Some(i) => {
+                        let (_, value) = values
+                            .qualified_field_with_unqualified_name(&value_name(i))
+                            .map_err(from_datafusion)?;
+                        assignable(field, value.data_type(), &table_name)?;
+                        when(q(POS).is_null(), r(field.name()))
+                            .otherwise(cast(q(&value_name(i)), field.data_type().clone()))
+                            .map_err(from_datafusion)?
+                    }
+                    None => r(field.name()),
+                };
+                exprs.push(expr.alias(field.name()));
+            }
+            changed
+                .join(raw, JoinType::Right, &keys, &keys, None)
+                .and_then(|df| df.select(exprs))
+                .map_err(from_datafusion)?
+        }
+    };
+    let plan: LogicalPlan = joined.into_unoptimized_plan();
+    let plan = cast_to_table(plan, table, None, &table_name)?;
+    let (added, _) = write_files(table, &state, plan, prefix).await?;
+    Ok(Change {
+        removed: Arc::unwrap_or_clone(files),
+        added,
+    })
+}
