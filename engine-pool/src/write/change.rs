@@ -38,6 +38,9 @@ pub(crate) struct Change {
     pub removed: HashSet<String>,
     /// Data files the change adds.
     pub added: Vec<DataFile>,
+    /// Position delete files the change adds (merge-on-read), each with the partition spec (and
+    /// in the partition) of the data files whose rows it names.
+    pub added_deletes: Vec<(i32, DataFile)>,
 }
 
 /// How a commit ended.
@@ -57,6 +60,8 @@ struct Counts {
     added_data_files: u64,
     added_records: u64,
     added_size: u64,
+    added_delete_files: u64,
+    added_position_deletes: u64,
     deleted_data_files: u64,
     deleted_records: u64,
     removed_delete_files: u64,
@@ -89,9 +94,17 @@ impl Counts {
     }
 
     fn add(&mut self, file: &DataFile) {
-        self.added_data_files += 1;
-        self.added_records += file.record_count();
         self.added_size += file.file_size_in_bytes();
+        match file.content_type() {
+            DataContentType::Data => {
+                self.added_data_files += 1;
+                self.added_records += file.record_count();
+            }
+            _ => {
+                self.added_delete_files += 1;
+                self.added_position_deletes += file.record_count();
+            }
+        }
     }
 
     /// The summary's properties: this snapshot's counters (those that are not zero), and the
@@ -102,6 +115,9 @@ impl Counts {
             ("added-data-files", self.added_data_files),
             ("added-records", self.added_records),
             ("added-files-size", self.added_size),
+            ("added-delete-files", self.added_delete_files),
+            ("added-position-delete-files", self.added_delete_files),
+            ("added-position-deletes", self.added_position_deletes),
             ("deleted-data-files", self.deleted_data_files),
             ("deleted-records", self.deleted_records),
             ("removed-delete-files", self.removed_delete_files),
@@ -132,8 +148,16 @@ impl Counts {
                 self.added_data_files,
                 self.deleted_data_files,
             ),
-            ("total-delete-files", 0, self.removed_delete_files),
-            ("total-position-deletes", 0, self.removed_position_deletes),
+            (
+                "total-delete-files",
+                self.added_delete_files,
+                self.removed_delete_files,
+            ),
+            (
+                "total-position-deletes",
+                self.added_position_deletes,
+                self.removed_position_deletes,
+            ),
             ("total-equality-deletes", 0, self.removed_equality_deletes),
             ("total-files-size", self.added_size, self.removed_size),
         ] {
@@ -282,6 +306,39 @@ pub(crate) async fn commit(
         for file in &change.added {
             counts.add(file);
             // A negative sequence number: the entry inherits the snapshot's.
+            writer.add_file(file.clone(), -1).map_err(from_iceberg)?;
+        }
+        manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
+    }
+    // One delete manifest per partition spec the delete files are in.
+    let mut specs: Vec<i32> = change
+        .added_deletes
+        .iter()
+        .map(|(spec_id, _)| *spec_id)
+        .collect();
+    specs.sort_unstable();
+    specs.dedup();
+    for spec_id in specs {
+        if version == FormatVersion::V1 {
+            return Err(SqeError::unsupported(format!(
+                "delete files need Iceberg format version 2; '{ident}' is version 1"
+            )));
+        }
+        let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+            SqeError::internal(format!("no partition spec {spec_id} in '{ident}'"))
+        })?;
+        let output = file_io
+            .new_output(next_manifest(&mut written))
+            .map_err(from_iceberg)?;
+        let mut writer = ManifestWriterBuilder::new(
+            output,
+            Some(snapshot_id),
+            schema.clone(),
+            spec.as_ref().clone(),
+        )
+        .build_v2_deletes();
+        for (_, file) in change.added_deletes.iter().filter(|f| f.0 == spec_id) {
+            counts.add(file);
             writer.add_file(file.clone(), -1).map_err(from_iceberg)?;
         }
         manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);

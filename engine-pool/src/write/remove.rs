@@ -122,7 +122,7 @@ pub(crate) async fn remove_rows(
                 };
                 let change = Change {
                     removed,
-                    added: Vec::new(),
+                    ..Change::default()
                 };
                 (change, rows)
             }

@@ -14,20 +14,27 @@
 //! rows they added stay, as if this statement ran first); after any other change the statement is
 //! decided again against the new head, up to the table's `commit.retry.num-retries` times.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use datafusion::common::{Column, JoinType};
 use datafusion::dataframe::DataFrame;
-use datafusion::logical_expr::{Expr as DFExpr, LogicalPlan, cast, when};
+use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
+use datafusion::logical_expr::{Case, Expr as DFExpr, LogicalPlan, cast};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     Assignment, AssignmentTarget, Expr, Ident, ObjectName, SelectItem, SetExpr, Statement,
 };
 use futures::TryStreamExt;
 use iceberg::arrow::schema_to_arrow_schema;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, Struct,
+};
 use iceberg::table::Table;
+use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
 use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult, quote_identifier};
 
 use crate::catalog::row_ids::{PATH, POS};
@@ -144,8 +151,10 @@ pub(crate) async fn change_rows(
                 if rows == 0 {
                     return QueryResult::written(0);
                 }
-                let rewritten =
-                    rewrite(ctx, object, &table, head, &resolved, targets, &prefix).await;
+                let rewritten = match merge_on_read(&table, &resolved) {
+                    true => mark(ctx, object, &table, head, &resolved, targets, &prefix).await,
+                    false => rewrite(ctx, object, &table, head, &resolved, targets, &prefix).await,
+                };
                 match rewritten {
                     Ok(files) => (files, rows as u64, prefix),
                     Err(e) => {
@@ -311,12 +320,7 @@ async fn rewrite(
 ) -> SqeResult<Change> {
     let mut files = HashSet::new();
     for batch in &targets {
-        let paths = batch
-            .column(0)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| SqeError::internal("$path is not a string"))?;
-        for path in paths.iter().flatten() {
+        for path in paths_of(batch)?.iter().flatten() {
             if !files.contains(path) {
                 files.insert(path.to_string());
             }
@@ -357,23 +361,15 @@ async fn rewrite(
             })
             .map_err(from_datafusion)?,
         Resolved::Update(assigned) => {
-            let values = changed.schema().clone();
-            let mut exprs = Vec::with_capacity(table_schema.fields().len());
-            for field in table_schema.fields() {
-                let expr = match assigned.iter().position(|(c, _)| c == field.name()) {
-                    Some(i) => {
-                        let (_, value) = values
-                            .qualified_field_with_unqualified_name(&value_name(i))
-                            .map_err(from_datafusion)?;
-                        assignable(field, value.data_type(), &table_name)?;
-                        when(q(POS).is_null(), r(field.name()))
-                            .otherwise(cast(q(&value_name(i)), field.data_type().clone()))
-                            .map_err(from_datafusion)?
-                    }
-                    None => r(field.name()),
-                };
-                exprs.push(expr.alias(field.name()));
-            }
+            // The rows no value changed keep theirs.
+            let kept = q(POS).is_null();
+            let exprs = new_values(table, &changed, assigned, &table_name, |old, new| {
+                DFExpr::Case(Case::new(
+                    None,
+                    vec![(Box::new(kept.clone()), Box::new(old))],
+                    Some(Box::new(new)),
+                ))
+            })?;
             changed
                 .join(raw, JoinType::Right, &keys, &keys, None)
                 .and_then(|df| df.select(exprs))
@@ -386,5 +382,229 @@ async fn rewrite(
     Ok(Change {
         removed: Arc::unwrap_or_clone(files),
         added,
+        ..Change::default()
     })
+}
+
+/// Whether `table` writes this change merge-on-read: its `write.delete.mode` (DELETE) or
+/// `write.update.mode` (UPDATE) is `merge-on-read`, and its format takes position delete files
+/// (version 2; version 1 has none, and version 3 takes deletion vectors instead, which SQE does not
+/// write yet: both are written copy-on-write).
+fn merge_on_read(table: &Table, change: &Resolved<'_>) -> bool {
+    let key = match change {
+        Resolved::Delete => "write.delete.mode",
+        Resolved::Update(_) => "write.update.mode",
+    };
+    let metadata = table.metadata();
+    metadata.format_version() == FormatVersion::V2
+        && metadata
+            .properties()
+            .get(key)
+            .is_some_and(|m| m.eq_ignore_ascii_case("merge-on-read"))
+}
+
+/// The change merge-on-read: position delete files name the rows of `targets`, and an UPDATE's
+/// rows with their new values go into new data files (the old files stay as they are).
+async fn mark(
+    ctx: &Ctx<'_>,
+    object: &Object,
+    table: &Table,
+    head: i64,
+    change: &Resolved<'_>,
+    targets: Vec<RecordBatch>,
+    prefix: &str,
+) -> SqeResult<Change> {
+    let added_deletes = write_position_deletes(table, &targets, prefix).await?;
+    let Resolved::Update(assigned) = change else {
+        return Ok(Change {
+            added_deletes,
+            ..Change::default()
+        });
+    };
+    let mut files = HashSet::new();
+    for batch in &targets {
+        for path in paths_of(batch)?.iter().flatten() {
+            if !files.contains(path) {
+                files.insert(path.to_string());
+            }
+        }
+    }
+    let state = ctx.planner.state_for(ctx.session, Vec::new())?;
+    let session = SessionContext::new_with_state(state.clone());
+    let raw = IcebergScanProvider::try_new(table.clone(), Some(head))
+        .map_err(from_iceberg)?
+        .with_row_ids(Some(Arc::new(files)));
+    let raw = session
+        .read_table(Arc::new(raw))
+        .and_then(|df| df.alias("r"))
+        .map_err(from_datafusion)?;
+    let changed = session
+        .read_batches(targets)
+        .and_then(|df| df.alias("q"))
+        .map_err(from_datafusion)?;
+    let table_name = object.to_string();
+    let exprs = new_values(table, &changed, assigned, &table_name, |_, value| value)?;
+    let keys = [PATH, POS];
+    let plan = changed
+        .join(raw, JoinType::Inner, &keys, &keys, None)
+        .and_then(|df| df.select(exprs))
+        .map_err(from_datafusion)?
+        .into_unoptimized_plan();
+    let plan = cast_to_table(plan, table, None, &table_name)?;
+    let (added, _) = write_files(table, &state, plan, prefix).await?;
+    Ok(Change {
+        added,
+        added_deletes,
+        ..Change::default()
+    })
+}
+
+/// The `$path` column of a batch of changed rows.
+fn paths_of(batch: &RecordBatch) -> SqeResult<&StringArray> {
+    batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| SqeError::internal("$path is not a string"))
+}
+
+/// The field ids Iceberg reserves for a position delete file's columns.
+const DELETE_FILE_PATH_ID: &str = "2147483546";
+const DELETE_POS_ID: &str = "2147483545";
+
+/// Writes position delete files naming the rows of `targets` (`$path`, `$pos`): one file per
+/// partition of the data files they are in, its rows sorted by file and position, as Iceberg's
+/// readers apply them (a position delete file applies to the data files of its own partition and
+/// spec).
+async fn write_position_deletes(
+    table: &Table,
+    targets: &[RecordBatch],
+    prefix: &str,
+) -> SqeResult<Vec<(i32, DataFile)>> {
+    let mut rows: Vec<(&str, i64)> = Vec::new();
+    for batch in targets {
+        let paths = paths_of(batch)?;
+        let positions = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| SqeError::internal("$pos is not a long"))?;
+        for i in 0..batch.num_rows() {
+            rows.push((paths.value(i), positions.value(i)));
+        }
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    let live = change::live_files(table).await?;
+    let place: HashMap<&str, (i32, &Struct)> = live
+        .iter()
+        .map(|f| (f.path.as_str(), (f.spec_id, &f.partition)))
+        .collect();
+    // (spec, partition, rows): rows stay sorted within each group.
+    let mut groups: Vec<(i32, &Struct, Vec<(&str, i64)>)> = Vec::new();
+    for (path, pos) in rows {
+        let Some((spec_id, partition)) = place.get(path).copied() else {
+            return Err(SqeError::internal(format!(
+                "a changed row is in {path}, which the table's snapshot does not hold"
+            )));
+        };
+        match groups
+            .iter_mut()
+            .find(|g| g.0 == spec_id && g.1 == partition)
+        {
+            Some(group) => group.2.push((path, pos)),
+            None => groups.push((spec_id, partition, vec![(path, pos)])),
+        }
+    }
+    let column = |name: &str, data_type: DataType, id: &str| {
+        Field::new(name, data_type, false).with_metadata(HashMap::from([(
+            PARQUET_FIELD_ID_META_KEY.to_string(),
+            id.to_string(),
+        )]))
+    };
+    let schema = Arc::new(ArrowSchema::new(vec![
+        column("file_path", DataType::Utf8, DELETE_FILE_PATH_ID),
+        column("pos", DataType::Int64, DELETE_POS_ID),
+    ]));
+    let location = table.metadata().location().trim_end_matches('/');
+    let mut files = Vec::with_capacity(groups.len());
+    for (n, (spec_id, partition, rows)) in groups.into_iter().enumerate() {
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )
+        .map_err(|e| SqeError::internal(e.to_string()))?;
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .build();
+        let mut parquet = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut parquet, schema.clone(), Some(properties))
+            .map_err(|e| SqeError::internal(e.to_string()))?;
+        writer
+            .write(&batch)
+            .and_then(|_| writer.close().map(|_| ()))
+            .map_err(|e| SqeError::internal(e.to_string()))?;
+        let path = format!("{location}/data/{prefix}-deletes-{n}.parquet");
+        let size = parquet.len() as u64;
+        table
+            .file_io()
+            .new_output(&path)
+            .map_err(from_iceberg)?
+            .write(parquet.into())
+            .await
+            .map_err(from_iceberg)?;
+        let first = rows[0].0;
+        let single = rows.iter().all(|r| r.0 == first);
+        let file = DataFileBuilder::default()
+            .content(DataContentType::PositionDeletes)
+            .file_path(path)
+            .file_format(DataFileFormat::Parquet)
+            .record_count(rows.len() as u64)
+            .file_size_in_bytes(size)
+            .partition(partition.clone())
+            .partition_spec_id(spec_id)
+            .referenced_data_file(single.then(|| first.to_string()))
+            .build()
+            .map_err(|e| SqeError::internal(e.to_string()))?;
+        files.push((spec_id, file));
+    }
+    Ok(files)
+}
+
+/// An UPDATE's rows in the table's columns: the assigned columns take the new values of
+/// `changed` (`q`), cast to the column's type, through `pick(old, new)`; the others keep the old
+/// values of the files' rows (`r`).
+fn new_values(
+    table: &Table,
+    changed: &DataFrame,
+    assigned: &[(String, &Expr)],
+    table_name: &str,
+    pick: impl Fn(DFExpr, DFExpr) -> DFExpr,
+) -> SqeResult<Vec<DFExpr>> {
+    let table_schema =
+        schema_to_arrow_schema(table.metadata().current_schema()).map_err(from_iceberg)?;
+    let values = changed.schema().clone();
+    let mut exprs = Vec::with_capacity(table_schema.fields().len());
+    for field in table_schema.fields() {
+        let old = DFExpr::Column(Column::new(Some("r"), field.name()));
+        let expr = match assigned.iter().position(|(c, _)| c == field.name()) {
+            Some(i) => {
+                let (_, value) = values
+                    .qualified_field_with_unqualified_name(&value_name(i))
+                    .map_err(from_datafusion)?;
+                assignable(field, value.data_type(), table_name)?;
+                let new = cast(
+                    DFExpr::Column(Column::new(Some("q"), value_name(i))),
+                    field.data_type().clone(),
+                );
+                pick(old, new)
+            }
+            None => old,
+        };
+        exprs.push(expr.alias(field.name()));
+    }
+    Ok(exprs)
 }
