@@ -53,9 +53,14 @@ def test_anyone_reads_and_creates_but_only_the_owner_changes(sqe, jwt):
     assert trino_refusal(sqe, "bob", bob, "DROP TABLE sales") == denied(f"drop table {table}")
     assert trino_refusal(sqe, "bob", bob, "DELETE FROM sales") == denied(f"delete from table {table}")
     assert trino_refusal(sqe, "bob", bob, "TRUNCATE TABLE sales") == denied(f"delete from table {table}")
+    assert trino_refusal(sqe, "bob", bob, "DELETE FROM sales WHERE id = 1") == denied(f"delete from table {table}")
+    assert trino_refusal(sqe, "bob", bob, "UPDATE sales SET id = 2") == denied(f"update table {table}")
     with pytest.raises(AdbcError) as e:
         flight_run(sqe, bob, "DELETE FROM sales")
     assert f"Access Denied: Cannot delete from table {table}" in str(e.value)
+    with pytest.raises(AdbcError) as e:
+        flight_run(sqe, bob, "UPDATE sales SET id = 2 WHERE id = 1")
+    assert f"Access Denied: Cannot update table {table}" in str(e.value)
     with pytest.raises(AdbcError) as e:
         flight_run(sqe, bob, "INSERT INTO sales VALUES (3)")
     assert f"Access Denied: Cannot insert into table {table}" in str(e.value)
@@ -74,7 +79,13 @@ def test_a_grantee_and_an_admin_may(sqe, jwt):
     assert trino_run(sqe, "bob", bob, "INSERT INTO shared VALUES (2)") == [[1]]
     # The grant is INSERT alone: dropping is still hers.
     assert trino_refusal(sqe, "bob", bob, "DROP TABLE shared") == denied("drop table iceberg.default.shared")
-    # A grant of DELETE lets him remove her rows, all of them.
+    # A grant of UPDATE lets him change her rows; of DELETE, remove them, all of them.
+    assert trino_refusal(sqe, "bob", bob, "UPDATE shared SET id = 3 WHERE id = 2") == denied(
+        "update table iceberg.default.shared"
+    )
+    trino_run(sqe, "alice", alice, "GRANT UPDATE ON TABLE shared TO USER bob")
+    assert trino_run(sqe, "bob", bob, "UPDATE shared SET id = 3 WHERE id = 2") == [[1]]
+    assert trino_run(sqe, "alice", alice, "SELECT id FROM shared ORDER BY id") == [[1], [3]]
     trino_run(sqe, "alice", alice, "GRANT DELETE ON TABLE shared TO USER bob")
     assert trino_run(sqe, "bob", bob, "DELETE FROM shared") == [[2]]
     assert trino_run(sqe, "alice", alice, "SELECT count(*) FROM shared") == [[0]]

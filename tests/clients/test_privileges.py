@@ -180,20 +180,32 @@ def test_a_row_filter_holds_on_both_protocols(sqe, jwt):
     assert flight_run(sqe, bob, "SELECT id FROM orders ORDER BY id") == [{"id": 1}, {"id": 3}]
     assert trino_run(sqe, "bob", bob, "SELECT count(*) FROM orders WHERE region = 'us'") == [[0]]
     assert trino_run(sqe, "alice", alice, "SELECT count(*) FROM orders") == [[3]]
-    # Removing every row would remove rows his filter hides from him: refused, even with DELETE.
+    # With DELETE and UPDATE he changes the rows he sees and no other, on either protocol; a
+    # condition on the rows his filter hides matches none; TRUNCATE would remove them: refused.
     trino_run(sqe, "alice", alice, "GRANT DELETE ON TABLE orders TO USER bob")
-    hidden = (
+    trino_run(sqe, "alice", alice, "GRANT UPDATE ON TABLE orders TO USER bob")
+    assert trino_run(sqe, "bob", bob, "UPDATE orders SET id = id * 10 WHERE region = 'us' OR id = 1") == [[1]]
+    assert trino_run(sqe, "bob", bob, "DELETE FROM orders WHERE region = 'us'") == [[0]]
+    assert trino_refusal(sqe, "bob", bob, "TRUNCATE TABLE orders") == (
         "PERMISSION_DENIED",
-        "Access Denied: Cannot delete from table iceberg.default.orders: a row filter or a column mask "
-        "applies to you on it, and removing rows you do not see is not allowed",
+        "Access Denied: Cannot truncate table iceberg.default.orders: a row filter or a column mask "
+        "applies to you on it; DELETE FROM removes the rows you see",
     )
-    assert trino_refusal(sqe, "bob", bob, "DELETE FROM orders") == hidden
-    assert trino_refusal(sqe, "bob", bob, "TRUNCATE TABLE orders") == hidden
-    assert trino_run(sqe, "alice", alice, "SELECT count(*) FROM orders") == [[3]]
+    assert flight_update(sqe, bob, "DELETE FROM orders") == 2
+    assert trino_run(sqe, "alice", alice, "SELECT id, region FROM orders") == [[2, "us"]]
     assert trino_refusal(sqe, "bob", bob, "DROP ROW FILTER eu ON orders") == (
         "PERMISSION_DENIED",
         "Access Denied: only the owner of iceberg.default.orders or an admin may do this",
     )
+
+
+def flight_update(server, secret, sql):
+    """The row count Flight SQL's executeUpdate reports for `sql`."""
+    kwargs = {"adbc.flight.sql.authorization_header": f"Bearer {secret}"}
+    with flight_sql.connect(f"grpc://127.0.0.1:{server.flight_port}", db_kwargs=kwargs) as conn:
+        with conn.cursor() as cur:
+            cur.adbc_statement.set_sql_query(sql)
+            return cur.adbc_statement.execute_update()
 
 
 def flight_columns(server, secret, table, schema="default"):

@@ -483,6 +483,8 @@ fn update_type(sql: &str) -> Option<String> {
     Some(match first {
         "INSERT" => "INSERT".into(),
         "DELETE" => "DELETE".into(),
+        "UPDATE" => "UPDATE".into(),
+        "MERGE" => "MERGE".into(),
         "TRUNCATE" => "TRUNCATE TABLE".into(),
         "CREATE" | "DROP" | "ALTER" => {
             format!("{first} {}", words.get(1).map(String::as_str).unwrap_or(""))
