@@ -132,6 +132,77 @@ async fn deletes_racing_inserts_remove_each_row_once() {
     assert_eq!(total, [left.to_string()]);
 }
 
+/// Two engines on one warehouse (two processes) change the same rows at once, in both write
+/// modes: one adds 1 to every row's `v`, the other 10, 25 times each; a third statement deletes
+/// rows one by one. A change that loses the race is decided again on the new head (or fails with
+/// a conflict that says so), so the rows end as some serial order leaves them: every row left has
+/// `v` = 1 × the first's successes + 10 × the second's, and the rows deleted are the DELETEs'
+/// answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_updates_end_as_some_serial_order() {
+    for mode in ["copy-on-write", "merge-on-read"] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let config = EngineConfig {
+            catalogs: vec![("iceberg".into(), dir.path().to_path_buf())],
+            ..EngineConfig::default()
+        };
+        let first = Arc::new(Engine::open(config.clone()).unwrap_or_else(|e| panic!("{e}")));
+        let second = Arc::new(Engine::open(config).unwrap_or_else(|e| panic!("{e}")));
+        run(
+            &first,
+            &format!(
+                "CREATE TABLE t (k bigint, v bigint) WITH (\"write.update.mode\" = '{mode}', \"write.delete.mode\" = '{mode}', \"commit.retry.num-retries\" = '50', \"commit.retry.min-wait-ms\" = '2', \"commit.retry.max-wait-ms\" = '20')"
+            ),
+        )
+        .await;
+        run(
+            &first,
+            "INSERT INTO t SELECT id, 0 FROM generate_series(1, 40) AS g(id)",
+        )
+        .await;
+        let changer = |engine: Arc<Engine>, sql: String, times: usize| {
+            tokio::spawn(async move {
+                let session = Session::new(Principal::new("test"), engine.default_catalog(), "default");
+                let mut done = Vec::new();
+                for i in 0..times {
+                    let sql = sql.replace("{i}", &(i + 1).to_string());
+                    match engine.execute(&session, &sql).await {
+                        Ok(result) => {
+                            let batches: Vec<_> = result
+                                .batches
+                                .try_collect()
+                                .await
+                                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+                            done.push(lines(&batches)[0].parse::<i64>().unwrap_or(-1));
+                        }
+                        Err(e) if e.code() == ErrorCode::Conflict => {
+                            assert!(e.message().contains("overtaken by other writers"), "{e}");
+                        }
+                        Err(e) => panic!("{sql}: {e}"),
+                    }
+                }
+                done
+            })
+        };
+        let ones = changer(first.clone(), "UPDATE t SET v = v + 1".into(), 25);
+        let tens = changer(second.clone(), "UPDATE t SET v = v + 10".into(), 25);
+        let deletes = changer(first.clone(), "DELETE FROM t WHERE k = {i}".into(), 10);
+        let ones = ones.await.unwrap_or_else(|e| panic!("{e}"));
+        let tens = tens.await.unwrap_or_else(|e| panic!("{e}"));
+        let deletes = deletes.await.unwrap_or_else(|e| panic!("{e}"));
+        let deleted: i64 = deletes.iter().sum();
+        let left = 40 - deleted;
+        // Every UPDATE changed every row there was when it ran.
+        assert!(ones.iter().chain(&tens).all(|n| (left..=40).contains(n)), "{ones:?} {tens:?}");
+        let expected = ones.len() as i64 + 10 * tens.len() as i64;
+        let got = lines(&run(&second, "SELECT count(*), min(v), max(v) FROM t").await);
+        assert_eq!(got, [format!("{left}|{expected}|{expected}")], "{mode}");
+        // The rows deleted are the first ones, each once.
+        let gone = lines(&run(&second, "SELECT count(*) FROM t WHERE k <= 10").await);
+        assert_eq!(gone, [(10 - deleted).to_string()], "{mode}");
+    }
+}
+
 fn session(user: &str, engine: &Engine) -> Session {
     Session::new(Principal::new(user), engine.default_catalog(), "default")
 }
