@@ -162,7 +162,8 @@ async fn conflicting_updates_end_as_some_serial_order() {
         .await;
         let changer = |engine: Arc<Engine>, sql: String, times: usize| {
             tokio::spawn(async move {
-                let session = Session::new(Principal::new("test"), engine.default_catalog(), "default");
+                let session =
+                    Session::new(Principal::new("test"), engine.default_catalog(), "default");
                 let mut done = Vec::new();
                 for i in 0..times {
                     let sql = sql.replace("{i}", &(i + 1).to_string());
@@ -193,7 +194,10 @@ async fn conflicting_updates_end_as_some_serial_order() {
         let deleted: i64 = deletes.iter().sum();
         let left = 40 - deleted;
         // Every UPDATE changed every row there was when it ran.
-        assert!(ones.iter().chain(&tens).all(|n| (left..=40).contains(n)), "{ones:?} {tens:?}");
+        assert!(
+            ones.iter().chain(&tens).all(|n| (left..=40).contains(n)),
+            "{ones:?} {tens:?}"
+        );
         let expected = ones.len() as i64 + 10 * tens.len() as i64;
         let got = lines(&run(&second, "SELECT count(*), min(v), max(v) FROM t").await);
         assert_eq!(got, [format!("{left}|{expected}|{expected}")], "{mode}");

@@ -23,8 +23,8 @@ use std::ops::ControlFlow;
 use datafusion::sql::parser::{CopyToStatement, DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
     Assignment, CreateTable, CreateView, Delete, Expr, FromTable, GrantObjects, Ident, Insert,
-    ObjectName, Query, SecretOption, SetExpr, Statement, TableFactor, Truncate, Update, Visit,
-    Visitor,
+    Merge, ObjectName, Query, SecretOption, SetExpr, Statement, TableFactor, Truncate, Update,
+    Visit, Visitor,
 };
 use datafusion::sql::sqlparser::dialect::{DuckDbDialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::Parser;
@@ -57,6 +57,8 @@ pub(crate) enum SqeStatement {
         assignments: Vec<Assignment>,
         filter: Option<Expr>,
     },
+    /// `MERGE INTO t USING … ON … WHEN …`.
+    Merge(Merge),
     /// `CREATE [OR REPLACE] VIEW`, its query as written (before Trino's rewrites: a view keeps
     /// its SQL as its author wrote it).
     CreateView(CreateView),
@@ -213,6 +215,7 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
                         "DELETE with USING, RETURNING, ORDER BY or LIMIT, or of a table named with an alias, is not supported: DELETE FROM t [WHERE condition] is",
                     ));
                 }
+                Statement::Merge(merge) => SqeStatement::Merge(merge),
                 Statement::Update(update) => match plain_update(&update) {
                     Some(table) => SqeStatement::UpdateRows {
                         table: table.clone(),
@@ -453,6 +456,7 @@ impl SqeStatement {
             | SqeStatement::CreateTableAs(_)
             | SqeStatement::RemoveRows { .. }
             | SqeStatement::UpdateRows { .. }
+            | SqeStatement::Merge(_)
             | SqeStatement::CreateView(_)
             | SqeStatement::Copy(_)
             | SqeStatement::Attach(_)
@@ -481,6 +485,7 @@ impl SqeStatement {
             SqeStatement::CreateTableAs(_) => words("CREATE TABLE"),
             SqeStatement::RemoveRows { verb, .. } => words(verb),
             SqeStatement::UpdateRows { .. } => words("UPDATE"),
+            SqeStatement::Merge(_) => words("MERGE"),
             SqeStatement::CreateView(_) => words("CREATE VIEW"),
             SqeStatement::Copy(_) => words("COPY"),
             SqeStatement::Attach(_) => words("ATTACH"),
@@ -640,11 +645,12 @@ mod tests {
             SqeStatement::Session(_) => 19,
             SqeStatement::RemoveRows { .. } => 20,
             SqeStatement::UpdateRows { .. } => 21,
+            SqeStatement::Merge(_) => 22,
         }
     }
 
     /// How many kinds [`kind_number`] numbers.
-    const KINDS: usize = 22;
+    const KINDS: usize = 23;
 
     #[test]
     fn every_kind_of_statement_says_whether_it_only_reads() {
@@ -661,6 +667,11 @@ mod tests {
             ("TRUNCATE TABLE t", 20, false),
             ("DELETE FROM t", 20, false),
             ("UPDATE t SET x = x + 1 WHERE y = 2", 21, false),
+            (
+                "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN DELETE",
+                22,
+                false,
+            ),
             ("CREATE TABLE t AS SELECT 1 AS x", 2, false),
             ("CREATE VIEW v AS SELECT 1 AS x", 3, false),
             ("COPY (SELECT 1) TO '/tmp/x.parquet'", 4, false),

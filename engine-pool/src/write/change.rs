@@ -361,9 +361,11 @@ pub(crate) async fn commit(
         .map_err(from_iceberg)?;
     list.close().await.map_err(from_iceberg)?;
 
-    let operation = match change.added.is_empty() {
-        true => Operation::Delete,
-        false => Operation::Overwrite,
+    let removes = !change.removed.is_empty() || !change.added_deletes.is_empty();
+    let operation = match (removes, change.added.is_empty()) {
+        (false, _) => Operation::Append,
+        (true, true) => Operation::Delete,
+        (true, false) => Operation::Overwrite,
     };
     let summary = Summary {
         operation,

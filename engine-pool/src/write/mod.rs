@@ -8,6 +8,7 @@ pub mod append;
 pub mod change;
 pub mod ddl;
 pub mod ingest;
+pub mod merge;
 pub mod remove;
 pub mod rows;
 pub mod views;

@@ -73,7 +73,9 @@ pub(crate) async fn remove_rows(
         // Lost to writers that only appended: the same files go, and the rows they added stay
         // (as if this statement had run before them). Anything else is decided again.
         let (change, rows) = match decided.take() {
-            Some((tried, change, rows)) if only_appends_since(&table, tried) => (change, rows),
+            Some((tried, change, rows)) if only_appends_since(&table, Some(tried)) => {
+                (change, rows)
+            }
             _ => {
                 let files = change::live_files(&table).await?;
                 let removed = match filter {
@@ -153,11 +155,11 @@ pub(crate) async fn remove_rows(
 }
 
 /// Whether every snapshot of `table` after `snapshot_id`, up to its current one, only appended.
-pub(crate) fn only_appends_since(table: &Table, snapshot_id: i64) -> bool {
+pub(crate) fn only_appends_since(table: &Table, snapshot_id: Option<i64>) -> bool {
     let metadata = table.metadata();
     let mut at = metadata.current_snapshot();
     while let Some(snapshot) = at {
-        if snapshot.snapshot_id() == snapshot_id {
+        if Some(snapshot.snapshot_id()) == snapshot_id {
             return true;
         }
         if snapshot.summary().operation != Operation::Append {
@@ -167,7 +169,8 @@ pub(crate) fn only_appends_since(table: &Table, snapshot_id: i64) -> bool {
             .parent_snapshot_id()
             .and_then(|id| metadata.snapshot_by_id(id));
     }
-    false
+    // Back to the table's first snapshot: only appends since a table with none.
+    snapshot_id.is_none()
 }
 
 /// The rows of `object`'s snapshot `snapshot_id` (those `filter` is true of, if given), counted as

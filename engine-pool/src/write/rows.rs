@@ -17,11 +17,14 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::array::{
+    Array, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray,
+};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use datafusion::common::{Column, JoinType};
 use datafusion::dataframe::DataFrame;
-use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
-use datafusion::logical_expr::{Case, Expr as DFExpr, LogicalPlan, cast};
+use datafusion::logical_expr::{Case, Expr as DFExpr, LogicalPlan, cast, lit};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     Assignment, AssignmentTarget, Expr, Ident, ObjectName, SelectItem, SetExpr, Statement,
@@ -47,6 +50,7 @@ use crate::planner::Planner;
 use crate::statement::prepass::Prepared;
 use crate::write::append::{assignable, cast_to_table, remove_written, write_files};
 use crate::write::change::{self, Change, Committed, Retries};
+use crate::write::merge::{self, Actions, MergePlan};
 use crate::write::remove::only_appends_since;
 
 /// What a row-level statement does to the rows it finds.
@@ -55,6 +59,8 @@ pub(crate) enum RowChange<'a> {
     Delete,
     /// `UPDATE t SET c = v, … [WHERE …]`, as written.
     Update(&'a [Assignment]),
+    /// `MERGE INTO t …`.
+    Merge(&'a MergePlan),
 }
 
 /// A [`RowChange`] with its assignments resolved against the table.
@@ -62,6 +68,8 @@ enum Resolved<'a> {
     Delete,
     /// Each column assigned, and its new value.
     Update(Vec<(String, &'a Expr)>),
+    /// The MERGE, its clauses resolved against the table's columns (named here).
+    Merge(Box<MergePlan>, Vec<String>),
 }
 
 impl RowChange<'_> {
@@ -69,6 +77,7 @@ impl RowChange<'_> {
         match self {
             RowChange::Delete => "DELETE FROM",
             RowChange::Update(_) => "UPDATE",
+            RowChange::Merge(_) => "MERGE INTO",
         }
     }
 }
@@ -98,8 +107,9 @@ pub(crate) async fn update_rows(
     .await
 }
 
-/// The name each new value of an UPDATE goes by in the query that finds the rows.
-fn value_name(i: usize) -> String {
+/// The name each new value of an UPDATE (of the `i`th column a MERGE's clauses set) goes by in the
+/// query that finds the rows.
+pub(crate) fn value_name(i: usize) -> String {
     format!("__sqe_value_{i}")
 }
 
@@ -120,22 +130,36 @@ pub(crate) async fn change_rows(
         return Err(SqeError::unsupported(reason));
     }
     // The change last written, the snapshot it was made from, its rows and its files' prefix.
-    let mut written: Option<(i64, Change, u64, String)> = None;
+    let mut written: Option<(Option<i64>, Change, u64, String)> = None;
     let mut retries: Option<Retries> = None;
     let mut lost = 0;
     loop {
         let (_, ident, table) = ctx.mounts.table(session, name).await?;
         let retries = *retries.get_or_insert_with(|| Retries::of(&table));
-        let Some(current) = table.metadata().current_snapshot() else {
-            return QueryResult::written(0);
-        };
-        let head = current.snapshot_id();
+        let head = table.metadata().current_snapshot().map(|s| s.snapshot_id());
         let resolved = match &change {
             RowChange::Delete => Resolved::Delete,
             RowChange::Update(assignments) => {
                 Resolved::Update(assigned_columns(assignments, &table, object)?)
             }
+            RowChange::Merge(plan) => {
+                let columns: Vec<String> = table
+                    .metadata()
+                    .current_schema()
+                    .as_struct()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .collect();
+                let mut plan = (*plan).clone();
+                plan.resolve(&columns, object)?;
+                Resolved::Merge(Box::new(plan), columns)
+            }
         };
+        // A table no snapshot has written has no rows to change (a MERGE may insert some).
+        if head.is_none() && !matches!(resolved, Resolved::Merge(..)) {
+            return QueryResult::written(0);
+        }
         let (files, rows, prefix) = match written.take() {
             Some((made_from, files, rows, prefix)) if only_appends_since(&table, made_from) => {
                 (files, rows, prefix)
@@ -147,16 +171,25 @@ pub(crate) async fn change_rows(
                 let prefix = uuid::Uuid::now_v7().to_string();
                 let targets =
                     find_rows(ctx, object, &table, head, &resolved, filter, prepared).await?;
-                let rows: usize = targets.iter().map(RecordBatch::num_rows).sum();
+                let rows = match &resolved {
+                    Resolved::Merge(..) => merge::check_matches(&targets)?,
+                    _ => targets.iter().map(RecordBatch::num_rows).sum::<usize>() as u64,
+                };
                 if rows == 0 {
                     return QueryResult::written(0);
                 }
-                let rewritten = match merge_on_read(&table, &resolved) {
-                    true => mark(ctx, object, &table, head, &resolved, targets, &prefix).await,
-                    false => rewrite(ctx, object, &table, head, &resolved, targets, &prefix).await,
+                let mor = merge_on_read(&table, &resolved);
+                let rewritten = match &resolved {
+                    Resolved::Merge(plan, columns) => {
+                        let actions = plan.actions(columns);
+                        merge_change(ctx, object, &table, head, &actions, targets, &prefix, mor)
+                            .await
+                    }
+                    _ if mor => mark(ctx, object, &table, head, &resolved, targets, &prefix).await,
+                    _ => rewrite(ctx, object, &table, head, &resolved, targets, &prefix).await,
                 };
                 match rewritten {
-                    Ok(files) => (files, rows as u64, prefix),
+                    Ok(files) => (files, rows, prefix),
                     Err(e) => {
                         remove_written(&table, &prefix).await;
                         return Err(e);
@@ -194,7 +227,10 @@ pub(crate) async fn change_rows(
 }
 
 /// The name the changed table goes by in the query that finds the rows.
-const TARGET: &str = "rows";
+pub(crate) const TARGET: &str = "rows";
+
+/// The column of a MERGE's rows that holds the number of the clause acting on the row (0: none).
+pub(crate) const ACTION: &str = "__sqe_action";
 
 /// The rows the statement changes, as the caller's query finds them in snapshot `head` of
 /// `table`: each row's `$path` and `$pos`, and for an UPDATE its new values. `prepared` is the
@@ -203,7 +239,7 @@ async fn find_rows(
     ctx: &Ctx<'_>,
     object: &Object,
     table: &Table,
-    head: i64,
+    head: Option<i64>,
     change: &Resolved<'_>,
     filter: Option<&Expr>,
     prepared: &Prepared,
@@ -222,22 +258,27 @@ async fn find_rows(
         quote_identifier(TARGET),
         quote_identifier(table_name),
     );
-    let (mut statement, _) = crate::statement::parse_query(&sql)?;
+    let mut statement = match change {
+        Resolved::Merge(plan, columns) => plan.query(columns)?,
+        _ => crate::statement::parse_query(&sql)?.0,
+    };
     // The statement's own WHERE clause and values, already read with Trino's rules, go in as
     // they are.
-    let Statement::Query(query) = &mut statement else {
-        return Err(SqeError::internal("the rows' query is not a query"));
-    };
-    let SetExpr::Select(select) = query.body.as_mut() else {
-        return Err(SqeError::internal("the rows' query is not a SELECT"));
-    };
-    select.selection = filter.cloned();
-    if let Resolved::Update(columns) = change {
-        for (i, (_, value)) in columns.iter().enumerate() {
-            select.projection.push(SelectItem::ExprWithAlias {
-                expr: (*value).clone(),
-                alias: Ident::with_quote('"', value_name(i)),
-            });
+    if !matches!(change, Resolved::Merge(..)) {
+        let Statement::Query(query) = &mut statement else {
+            return Err(SqeError::internal("the rows' query is not a query"));
+        };
+        let SetExpr::Select(select) = query.body.as_mut() else {
+            return Err(SqeError::internal("the rows' query is not a SELECT"));
+        };
+        select.selection = filter.cloned();
+        if let Resolved::Update(columns) = change {
+            for (i, (_, value)) in columns.iter().enumerate() {
+                select.projection.push(SelectItem::ExprWithAlias {
+                    expr: (*value).clone(),
+                    alias: Ident::with_quote('"', value_name(i)),
+                });
+            }
         }
     }
     let mut tables = ctx
@@ -246,7 +287,7 @@ async fn find_rows(
         .await?;
     // Known as its table, so that its row filters and column masks apply.
     let catalog = ctx.mounts.bind(session, &object.catalog)?;
-    let scan = IcebergScanProvider::try_new(table.clone(), Some(head))
+    let scan = IcebergScanProvider::try_new(table.clone(), head)
         .map_err(from_iceberg)?
         .in_catalog(&object.catalog)
         .with_manifests(catalog.manifest_cache())
@@ -313,7 +354,7 @@ async fn rewrite(
     ctx: &Ctx<'_>,
     object: &Object,
     table: &Table,
-    head: i64,
+    head: Option<i64>,
     change: &Resolved<'_>,
     targets: Vec<RecordBatch>,
     prefix: &str,
@@ -329,7 +370,7 @@ async fn rewrite(
     let files = Arc::new(files);
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let raw = IcebergScanProvider::try_new(table.clone(), Some(head))
+    let raw = IcebergScanProvider::try_new(table.clone(), head)
         .map_err(from_iceberg)?
         .with_row_ids(Some(files.clone()));
     let raw = session
@@ -360,6 +401,9 @@ async fn rewrite(
                 )
             })
             .map_err(from_datafusion)?,
+        Resolved::Merge(..) => {
+            return Err(SqeError::internal("a MERGE is not rewritten as an UPDATE"));
+        }
         Resolved::Update(assigned) => {
             // The rows no value changed keep theirs.
             let kept = q(POS).is_null();
@@ -394,6 +438,7 @@ fn merge_on_read(table: &Table, change: &Resolved<'_>) -> bool {
     let key = match change {
         Resolved::Delete => "write.delete.mode",
         Resolved::Update(_) => "write.update.mode",
+        Resolved::Merge(..) => "write.merge.mode",
     };
     let metadata = table.metadata();
     metadata.format_version() == FormatVersion::V2
@@ -409,7 +454,7 @@ async fn mark(
     ctx: &Ctx<'_>,
     object: &Object,
     table: &Table,
-    head: i64,
+    head: Option<i64>,
     change: &Resolved<'_>,
     targets: Vec<RecordBatch>,
     prefix: &str,
@@ -431,7 +476,7 @@ async fn mark(
     }
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let raw = IcebergScanProvider::try_new(table.clone(), Some(head))
+    let raw = IcebergScanProvider::try_new(table.clone(), head)
         .map_err(from_iceberg)?
         .with_row_ids(Some(Arc::new(files)));
     let raw = session
@@ -456,6 +501,138 @@ async fn mark(
         added,
         added_deletes,
         ..Change::default()
+    })
+}
+
+/// The change a MERGE makes of its rows (`targets`, as [`merge::MergePlan::query`] finds them):
+/// the target rows its UPDATE and DELETE clauses act on are changed as rows.rs changes an UPDATE's
+/// and a DELETE's, copy-on-write or merge-on-read (`mor`), and the rows its INSERT clauses make are
+/// written beside them.
+#[allow(clippy::too_many_arguments)]
+async fn merge_change(
+    ctx: &Ctx<'_>,
+    object: &Object,
+    table: &Table,
+    head: Option<i64>,
+    actions: &Actions,
+    targets: Vec<RecordBatch>,
+    prefix: &str,
+    mor: bool,
+) -> SqeResult<Change> {
+    let table_name = object.to_string();
+    let state = ctx.planner.state_for(ctx.session, Vec::new())?;
+    let session = SessionContext::new_with_state(state.clone());
+    let action = |c: &str| DFExpr::Column(Column::new(Some("q"), c));
+    let among = |list: &[i32]| match list.is_empty() {
+        true => lit(false),
+        false => action(ACTION).in_list(list.iter().map(|n| lit(*n)).collect(), false),
+    };
+    let mut changed_actions = actions.updates.clone();
+    changed_actions.extend(&actions.deletes);
+    // The target rows acted on, by file and position.
+    let mut matched = Vec::new();
+    let mut files = HashSet::new();
+    for batch in &targets {
+        let (Some(paths), Some(numbers)) = (
+            batch.column(0).as_any().downcast_ref::<StringArray>(),
+            batch.column(2).as_any().downcast_ref::<Int32Array>(),
+        ) else {
+            return Err(SqeError::internal(
+                "MERGE's rows are not (string, bigint, integer)",
+            ));
+        };
+        let keep = BooleanArray::from_iter((0..batch.num_rows()).map(|i| {
+            Some(
+                paths.is_valid(i)
+                    && numbers.is_valid(i)
+                    && changed_actions.contains(&numbers.value(i)),
+            )
+        }));
+        let acted =
+            filter_record_batch(batch, &keep).map_err(|e| SqeError::internal(e.to_string()))?;
+        for path in paths_of(&acted)?.iter().flatten() {
+            if !files.contains(path) {
+                files.insert(path.to_string());
+            }
+        }
+        matched.push(acted);
+    }
+    let q = session
+        .read_batches(targets)
+        .and_then(|df| df.alias("q"))
+        .map_err(from_datafusion)?;
+    let table_schema =
+        schema_to_arrow_schema(table.metadata().current_schema()).map_err(from_iceberg)?;
+    // The rows the INSERT clauses make.
+    let mut inserted = Vec::with_capacity(table_schema.fields().len());
+    let values = q.schema().clone();
+    for (i, field) in table_schema.fields().iter().enumerate() {
+        let (_, value) = values
+            .qualified_field_with_unqualified_name(&value_name(i))
+            .map_err(from_datafusion)?;
+        assignable(field, value.data_type(), &table_name)?;
+        inserted.push(cast(action(&value_name(i)), field.data_type().clone()).alias(field.name()));
+    }
+    let inserts = q
+        .clone()
+        .filter(action(PATH).is_null().and(among(&actions.inserts)))
+        .and_then(|df| df.select(inserted))
+        .map_err(from_datafusion)?;
+    let mut added_deletes = Vec::new();
+    let mut removed = HashSet::new();
+    let plan = if files.is_empty() {
+        inserts
+    } else {
+        let raw = IcebergScanProvider::try_new(table.clone(), head)
+            .map_err(from_iceberg)?
+            .with_row_ids(Some(Arc::new(files.clone())));
+        let raw = session
+            .read_table(Arc::new(raw))
+            .and_then(|df| df.alias("r"))
+            .map_err(from_datafusion)?;
+        // Each column: the new value where an UPDATE clause that sets it acted, else the old.
+        let columns: Vec<DFExpr> = table_schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, field)| {
+                let old = DFExpr::Column(Column::new(Some("r"), field.name()));
+                let new = cast(action(&value_name(i)), field.data_type().clone());
+                DFExpr::Case(Case::new(
+                    None,
+                    vec![(Box::new(among(&actions.assigned[i])), Box::new(new))],
+                    Some(Box::new(old)),
+                ))
+                .alias(field.name())
+            })
+            .collect();
+        let keys = [PATH, POS];
+        let acted = q
+            .filter(action(PATH).is_not_null().and(among(&changed_actions)))
+            .map_err(from_datafusion)?;
+        let kept = if mor {
+            added_deletes = write_position_deletes(table, &matched, prefix).await?;
+            // The updated rows only, in new files; position deletes name the old ones.
+            acted
+                .join(raw, JoinType::Inner, &keys, &keys, None)
+                .and_then(|df| df.filter(among(&actions.updates)))
+        } else {
+            removed = files;
+            // Every row of the files, but those deleted; the updated ones with their new values.
+            acted
+                .join(raw, JoinType::Right, &keys, &keys, None)
+                .and_then(|df| df.filter(action(ACTION).is_null().or(among(&actions.updates))))
+        }
+        .and_then(|df| df.select(columns))
+        .map_err(from_datafusion)?;
+        kept.union(inserts).map_err(from_datafusion)?
+    };
+    let plan = cast_to_table(plan.into_unoptimized_plan(), table, None, &table_name)?;
+    let (added, _) = write_files(table, &state, plan, prefix).await?;
+    Ok(Change {
+        removed,
+        added,
+        added_deletes,
     })
 }
 
@@ -501,7 +678,8 @@ async fn write_position_deletes(
         .map(|f| (f.path.as_str(), (f.spec_id, &f.partition)))
         .collect();
     // (spec, partition, rows): rows stay sorted within each group.
-    let mut groups: Vec<(i32, &Struct, Vec<(&str, i64)>)> = Vec::new();
+    type Group<'a> = (i32, &'a Struct, Vec<(&'a str, i64)>);
+    let mut groups: Vec<Group> = Vec::new();
     for (path, pos) in rows {
         let Some((spec_id, partition)) = place.get(path).copied() else {
             return Err(SqeError::internal(format!(
