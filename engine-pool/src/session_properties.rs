@@ -13,6 +13,7 @@ use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
 
 use crate::catalog::mounts::Mounts;
 use crate::names::{object_parts, schema_name};
+use crate::write::overwrite::Existing;
 
 struct Property {
     name: &'static str,
@@ -22,7 +23,16 @@ struct Property {
     check: fn(&str) -> SqeResult<()>,
 }
 
+/// By name, as SHOW SESSION lists them.
 const PROPERTIES: &[Property] = &[
+    // As Trino's Hive connector has it: what an INSERT does to partitions that hold rows.
+    Property {
+        name: INSERT_EXISTING,
+        default: "APPEND",
+        kind: "varchar",
+        description: "What an INSERT does to the partitions it writes that already hold rows: APPEND, OVERWRITE (replaces them) or ERROR",
+        check: |v| insert_existing_of(v).map(|_| ()),
+    },
     Property {
         name: "query_max_run_time",
         default: "100.00d",
@@ -41,6 +51,26 @@ const PROPERTIES: &[Property] = &[
 ];
 
 const TIME_ZONE_ID: &str = "time_zone_id";
+const INSERT_EXISTING: &str = "insert_existing_partitions_behavior";
+
+fn insert_existing_of(text: &str) -> SqeResult<Existing> {
+    match text.to_ascii_uppercase().as_str() {
+        "APPEND" => Ok(Existing::Append),
+        "OVERWRITE" => Ok(Existing::Overwrite),
+        "ERROR" => Ok(Existing::Error),
+        _ => Err(SqeError::invalid(format!(
+            "'{text}' is not one of APPEND, OVERWRITE and ERROR"
+        ))),
+    }
+}
+
+/// What the session's INSERTs do to partitions that hold rows (`insert_existing_partitions_behavior`).
+pub(crate) fn insert_existing(session: &Session) -> SqeResult<Existing> {
+    match session.properties.get(INSERT_EXISTING) {
+        Some(v) => insert_existing_of(v),
+        None => Ok(Existing::Append),
+    }
+}
 
 fn zone(text: &str) -> SqeResult<String> {
     sqe_functions::zone_name(text)

@@ -41,9 +41,11 @@ use crate::catalog::backend::{CatalogRef, SqeCatalog};
 use crate::context::Ctx;
 use crate::error::CatalogRefusal;
 use crate::error::{from_datafusion, from_iceberg};
+use crate::governance::model::{Object, Privilege};
 use crate::names::{normalize_ident, resolve_name};
 use crate::types::storable_arrow_type;
 use crate::write::ddl::create_iceberg_table;
+use crate::write::overwrite::{Existing, overwrite};
 
 type QueryTables = Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>;
 
@@ -120,24 +122,28 @@ pub(crate) async fn insert(
             "INSERT INTO TABLE FUNCTION is not supported",
         ));
     };
-    if insert.overwrite {
-        return Err(SqeError::unsupported("INSERT OVERWRITE is not supported"));
-    }
+    let existing = match insert.overwrite {
+        true => Existing::Overwrite,
+        false => crate::session_properties::insert_existing(session)?,
+    };
     let Some(source) = insert.source.clone() else {
         return Err(SqeError::invalid("INSERT needs VALUES or a query"));
     };
     let (catalog_name, schema, table_name) = resolve_name(session, name)?;
-    let object = crate::governance::model::Object::table(&catalog_name, &schema, &table_name);
-    ctx.governance.authorize(
-        session,
-        crate::governance::model::Privilege::Insert,
-        &object,
-        || {
+    let object = Object::table(&catalog_name, &schema, &table_name);
+    ctx.governance
+        .authorize(session, Privilege::Insert, &object, || {
             SqeError::not_found(format!(
                 "table '{catalog_name}.{schema}.{table_name}' does not exist"
             ))
-        },
-    )?;
+        })?;
+    // Replacing rows removes them: it takes DELETE too, as in Trino.
+    if existing == Existing::Overwrite {
+        ctx.governance
+            .authorize(session, Privilege::Delete, &object, || {
+                SqeError::not_found(format!("table '{object}' does not exist"))
+            })?;
+    }
     let (catalog_name, ident, table) = ctx.mounts.table(session, name).await?;
     let (state, plan) = ctx
         .planner
@@ -155,8 +161,13 @@ pub(crate) async fn insert(
             ident.name
         ),
     )?;
-    let catalog = ctx.mounts.bind(session, &catalog_name)?;
-    let rows = append(&catalog, &table, &state, plan).await?;
+    let rows = match existing {
+        Existing::Append => {
+            let catalog = ctx.mounts.bind(session, &catalog_name)?;
+            append(&catalog, &table, &state, plan).await?
+        }
+        _ => overwrite(ctx, name, &object, &state, plan, existing).await?,
+    };
     QueryResult::written(rows)
 }
 

@@ -9,6 +9,7 @@ pub mod change;
 pub mod ddl;
 pub mod ingest;
 pub mod merge;
+pub mod overwrite;
 pub mod remove;
 pub mod rows;
 pub mod views;

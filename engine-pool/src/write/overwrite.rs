@@ -1,0 +1,117 @@
+//! `INSERT OVERWRITE [TABLE] t SELECT …` (Spark's dynamic partition overwrite), and a Trino
+//! client's INSERT under the session property `insert_existing_partitions_behavior = 'OVERWRITE'`:
+//! the new rows replace every row of the partitions they go to, and the other partitions stay, in
+//! one snapshot. An unpartitioned table is one partition: all its rows are replaced. Under
+//! `'ERROR'`, an INSERT into a partition that holds rows fails instead.
+//!
+//! Files of an older partition spec are not in the current spec's partitions and stay, as in
+//! Iceberg's own partition replacement. A commit that loses the race is decided again against the
+//! new head (the new files stay written) as often as the table's `commit.retry.num-retries` says.
+
+use std::collections::HashSet;
+
+use datafusion::execution::context::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::sqlparser::ast::ObjectName;
+use iceberg::spec::Struct;
+use sqe_sessions::{ErrorCode, SqeError, SqeResult};
+
+use crate::context::Ctx;
+use crate::governance::model::Object;
+use crate::write::append::{remove_written, write_files};
+use crate::write::change::{self, Change, Committed, Retries};
+
+/// What an INSERT does to the partitions its rows go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Existing {
+    /// Adds the rows beside those there (INSERT).
+    Append,
+    /// Replaces the rows there.
+    Overwrite,
+    /// Fails when a partition holds rows.
+    Error,
+}
+
+/// Writes the rows of `plan` (in the table's columns and types) into table `name` (`object`),
+/// replacing the partitions they go to (or failing, under [`Existing::Error`], when any holds
+/// rows). Returns the row count.
+pub(crate) async fn overwrite(
+    ctx: &Ctx<'_>,
+    name: &ObjectName,
+    object: &Object,
+    state: &SessionState,
+    plan: LogicalPlan,
+    existing: Existing,
+) -> SqeResult<u64> {
+    let session = ctx.session;
+    let catalog = ctx.mounts.bind(session, &object.catalog)?;
+    if let Some(reason) = catalog.read_only() {
+        return Err(SqeError::unsupported(reason));
+    }
+    let (_, _, table) = ctx.mounts.table(session, name).await?;
+    let prefix = uuid::Uuid::now_v7().to_string();
+    let (added, rows) = match write_files(&table, state, plan, &prefix).await {
+        Ok(written) => written,
+        Err(e) => {
+            remove_written(&table, &prefix).await;
+            return Err(e);
+        }
+    };
+    if added.is_empty() {
+        return Ok(0);
+    }
+    let partitions: Vec<Struct> = added.iter().map(|f| f.partition().clone()).collect();
+    let retries = Retries::of(&table);
+    let mut lost = 0;
+    loop {
+        let (_, ident, table) = ctx.mounts.table(session, name).await?;
+        let metadata = table.metadata();
+        let spec_id = metadata.default_partition_spec_id();
+        let unpartitioned = metadata.default_partition_spec().is_unpartitioned();
+        let removed: HashSet<String> = change::live_files(&table)
+            .await?
+            .into_iter()
+            .filter(|f| {
+                unpartitioned || (f.spec_id == spec_id && partitions.contains(&f.partition))
+            })
+            .map(|f| f.path)
+            .collect();
+        if existing == Existing::Error && !removed.is_empty() {
+            remove_written(&table, &prefix).await;
+            return Err(SqeError::new(
+                ErrorCode::AlreadyExists,
+                format!(
+                    "INSERT into '{object}' would write into partitions that already hold rows, and the session's insert_existing_partitions_behavior is ERROR"
+                ),
+            ));
+        }
+        let change = Change {
+            removed,
+            added: added.clone(),
+            ..Change::default()
+        };
+        match change::commit(catalog.as_ref(), &ident, &table, &change).await {
+            Ok(Committed::Done) => return Ok(rows),
+            Ok(Committed::Lost) if lost < retries.retries => {
+                tokio::time::sleep(retries.wait(lost)).await;
+                lost += 1;
+            }
+            Ok(Committed::Lost) => {
+                remove_written(&table, &prefix).await;
+                return Err(SqeError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "INSERT OVERWRITE '{object}' was overtaken by other writers {} times in a row (the table's commit.retry.num-retries is {}); run it again",
+                        lost + 1,
+                        retries.retries
+                    ),
+                ));
+            }
+            Ok(Committed::Unknown(e)) => return Err(e),
+            Err(e) => {
+                remove_written(&table, &prefix).await;
+                return Err(e);
+            }
+        }
+    }
+}
