@@ -741,6 +741,16 @@ async fn position_deletes_hide_their_rows_in_every_partition_and_range() {
     run(&engine, "ALTER TABLE t RENAME COLUMN name TO label").await;
     assert_remaining_rows(&engine, "label", &deleted).await;
 
+    // A row-level UPDATE rewrites the big file from its rows as the other writer's deletes leave
+    // them: the deleted rows stay gone, every other row keeps its place and its name.
+    let touched = (100..40100)
+        .filter(|id| id % 1000 == 7 && !deleted.contains(id))
+        .count();
+    let update = "UPDATE t SET label = concat(CAST(id - 100 AS varchar), repeat('x', 300)) \
+         WHERE id >= 100 AND id % 1000 = 7";
+    assert_eq!(lines(&run(&engine, update).await), [touched.to_string()]);
+    assert_remaining_rows(&engine, "label", &deleted).await;
+
     // DELETE of every row removes the delete file with the data files; its count is the rows the
     // deletes left, and the snapshot before still reads them.
     let before = lines(&run(&engine, "SELECT count(*) FROM t").await);
@@ -761,6 +771,46 @@ async fn position_deletes_hide_their_rows_in_every_partition_and_range() {
 
 /// The rows left by the deletes of the test above (`deleted`: the big file's deleted ids), read
 /// with the name column called `name`.
+/// Equality delete files another engine (Flink, Spark streaming) wrote: SQE's reads drop the rows
+/// they match in the data files written before them, and not rows written after. SQE does not
+/// change rows of files such deletes apply to (it cannot number their rows): refused, saying so;
+/// removing whole files still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equality_deletes_of_another_writer_are_applied() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(&engine, "CREATE TABLE t (id bigint, name varchar)").await;
+    run(&engine, "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')").await;
+    run(
+        &engine,
+        "INSERT INTO t VALUES (4, 'd'), (5, 'e'), (2, 'bb')",
+    )
+    .await;
+    let catalog = sqe_engine::catalog::sql::SqlCatalog::open("iceberg", dir.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    position_deletes::commit_equality_deletes(&catalog, "t", "id", &[2, 5, 9])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    run(&engine, "INSERT INTO t VALUES (5, 'again')").await;
+    assert_eq!(
+        lines(&run(&engine, "SELECT id, name FROM t ORDER BY id").await),
+        ["1|a", "3|c", "4|d", "5|again"]
+    );
+    assert_eq!(lines(&run(&engine, "SELECT count(*) FROM t").await), ["4"]);
+    let session = Session::new(Principal::new("test"), engine.default_catalog(), "default");
+    let refused = match engine.execute(&session, "DELETE FROM t WHERE id = 3").await {
+        Ok(_) => panic!("a row-level DELETE over equality deletes was not refused"),
+        Err(e) => e,
+    };
+    assert!(
+        refused.message().contains("equality delete file")
+            && refused.message().contains("cannot be changed"),
+        "{refused}"
+    );
+    assert_eq!(lines(&run(&engine, "DELETE FROM t").await), ["4"]);
+    assert_eq!(lines(&run(&engine, "SELECT count(*) FROM t").await), ["0"]);
+}
+
 async fn assert_remaining_rows(engine: &Engine, name: &str, deleted: &[i64]) {
     let small = format!("SELECT id, {name} FROM t WHERE id < 100 ORDER BY id");
     assert_eq!(

@@ -1,7 +1,8 @@
-//! Commits Iceberg v2 position deletes to a table as another engine (Spark) would, because SQE
-//! cannot write them: a position-delete Parquet file in the table's data directory, a delete
-//! manifest, a manifest list holding the current manifests plus that one, and a `delete` snapshot
-//! swapped in through the catalog. Test support only: no retries, no validation of the positions.
+//! Commits Iceberg v2 delete files to a table as another engine would (Spark's position deletes,
+//! Flink's equality deletes), so that SQE's reads of files it did not write are tested: a delete
+//! Parquet file in the table's data directory, a delete manifest, a manifest list holding the
+//! current manifests plus that one, and a `delete` snapshot swapped in through the catalog. Test
+//! support only: no retries, no validation of the positions.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,17 +41,96 @@ pub async fn commit_position_deletes(
     table: &str,
     deletes: &[(&str, i64)],
 ) -> Result<(), BoxError> {
+    // The delete file: rows sorted by (file_path, pos), columns identified by their field ids.
+    let mut rows = deletes.to_vec();
+    rows.sort();
+    let schema = Arc::new(Schema::new(vec![
+        column("file_path", DataType::Utf8, FILE_PATH_FIELD_ID),
+        column("pos", DataType::Int64, POS_FIELD_ID),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+        ],
+    )?;
+    commit_delete_file(
+        catalog,
+        table,
+        batch,
+        DataContentType::PositionDeletes,
+        None,
+    )
+    .await
+}
+
+/// Deletes the rows of `default.<table>` whose bigint column `name` equals one of `values`, as an
+/// unpartitioned equality delete file (Flink's and Spark's streaming writers make them): it applies
+/// to every data file written before it.
+pub async fn commit_equality_deletes(
+    catalog: &SqlCatalog,
+    table: &str,
+    name: &str,
+    values: &[i64],
+) -> Result<(), BoxError> {
+    let ident = TableIdent::from_strs(["default", table])?;
+    let loaded = catalog.load_table(&ident).await?;
+    let field = loaded
+        .metadata()
+        .current_schema()
+        .field_by_name(name)
+        .ok_or("no such column")?
+        .clone();
+    let schema = Arc::new(Schema::new(vec![column(
+        name,
+        DataType::Int64,
+        &field.id.to_string(),
+    )]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(Int64Array::from_iter_values(
+            values.iter().copied(),
+        ))],
+    )?;
+    commit_delete_file(
+        catalog,
+        table,
+        batch,
+        DataContentType::EqualityDeletes,
+        Some(vec![field.id]),
+    )
+    .await
+}
+
+/// A non-null column of a delete file, identified by its field id.
+fn column(name: &str, data_type: DataType, id: &str) -> Field {
+    Field::new(name, data_type, false).with_metadata(HashMap::from([(
+        PARQUET_FIELD_ID_META_KEY.to_string(),
+        id.to_string(),
+    )]))
+}
+
+/// Writes `batch` as a delete file of `content` in `default.<table>`'s data directory and commits
+/// it, in a delete manifest of its own, as one new `delete` snapshot on `main`.
+async fn commit_delete_file(
+    catalog: &SqlCatalog,
+    table: &str,
+    batch: RecordBatch,
+    content: DataContentType,
+    equality_ids: Option<Vec<i32>>,
+) -> Result<(), BoxError> {
     let ident = TableIdent::from_strs(["default", table])?;
     let table = catalog.load_table(&ident).await?;
     let metadata = table.metadata();
     let file_io = table.file_io();
     // v3 tables take deletion vectors and v3 manifests instead.
     if metadata.format_version() != FormatVersion::V2 {
-        return Err("position-delete files are written for v2 tables only".into());
+        return Err("delete files are written for v2 tables only".into());
     }
     let parent = metadata
         .current_snapshot()
-        .ok_or("position deletes need a table with a snapshot")?;
+        .ok_or("deletes need a table with a snapshot")?;
     // Unique by construction, and readable in file names.
     let snapshot_id = metadata
         .snapshots()
@@ -59,33 +139,13 @@ pub async fn commit_position_deletes(
         .unwrap_or(0)
         + 1;
     let sequence_number = metadata.next_sequence_number();
-
-    // The delete file: rows sorted by (file_path, pos), columns identified by their field ids.
-    let mut rows = deletes.to_vec();
-    rows.sort();
-    let column = |name: &str, data_type: DataType, id: &str| {
-        Field::new(name, data_type, false).with_metadata(HashMap::from([(
-            PARQUET_FIELD_ID_META_KEY.to_string(),
-            id.to_string(),
-        )]))
-    };
-    let schema = Arc::new(Schema::new(vec![
-        column("file_path", DataType::Utf8, FILE_PATH_FIELD_ID),
-        column("pos", DataType::Int64, POS_FIELD_ID),
-    ]));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-        ],
-    )?;
+    let records = batch.num_rows() as u64;
     let mut parquet = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut parquet, schema, None)?;
+    let mut writer = ArrowWriter::try_new(&mut parquet, batch.schema(), None)?;
     writer.write(&batch)?;
     writer.close()?;
     let delete_path = format!(
-        "{}/data/position-deletes-{snapshot_id}.parquet",
+        "{}/data/other-engine-deletes-{snapshot_id}.parquet",
         metadata.location()
     );
     let delete_size = parquet.len() as u64;
@@ -93,14 +153,18 @@ pub async fn commit_position_deletes(
         .new_output(&delete_path)?
         .write(parquet.into())
         .await?;
-    let delete_file = DataFileBuilder::default()
-        .content(DataContentType::PositionDeletes)
+    let mut builder = DataFileBuilder::default();
+    builder
+        .content(content)
         .file_path(delete_path)
         .file_format(DataFileFormat::Parquet)
-        .record_count(rows.len() as u64)
+        .record_count(records)
         .file_size_in_bytes(delete_size)
-        .partition_spec_id(metadata.default_partition_spec_id())
-        .build()?;
+        .partition_spec_id(metadata.default_partition_spec_id());
+    if let Some(ids) = equality_ids {
+        builder.equality_ids(Some(ids));
+    }
+    let delete_file = builder.build()?;
 
     // The delete manifest, then a manifest list with every manifest of the parent snapshot too.
     let manifest_path = format!(

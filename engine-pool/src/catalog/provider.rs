@@ -103,7 +103,7 @@ pub async fn scan_provider(
 /// `ALTER TABLE` (before the next write) a renamed or added column is "not found". Reading the
 /// current table must use the current schema; columns still resolve by field id, so pointing the
 /// current snapshot at the current schema is exactly the read Trino and Spark do.
-fn read_with_current_schema(table: Table) -> iceberg::Result<Table> {
+pub(crate) fn read_with_current_schema(table: Table) -> iceberg::Result<Table> {
     let metadata = table.metadata();
     let current_schema = metadata.current_schema_id();
     let Some(snapshot) = metadata.current_snapshot() else {

@@ -13,9 +13,10 @@
 //! row filters and column masks apply as to any scan of it), and its two columns are not
 //! reachable from a query.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
@@ -152,6 +153,7 @@ pub(super) async fn plan(
         .collect();
     Ok(Arc::new(RowIdScanExec {
         file_io: table.file_io().clone(),
+        deletes: Arc::default(),
         properties: Arc::new(PlanProperties::new(
             EquivalenceProperties::new(output.clone()),
             Partitioning::UnknownPartitioning(groups.len().max(1)),
@@ -174,9 +176,14 @@ enum Source {
     Pos,
 }
 
+/// The positions each position delete file lists, by data file path: read once per scan however
+/// many data files it applies to.
+type DeleteCache = Mutex<HashMap<String, Arc<HashMap<String, Vec<i64>>>>>;
+
 /// Reads its groups of whole files, one group per partition, each file's rows in order.
 pub struct RowIdScanExec {
     file_io: FileIO,
+    deletes: Arc<DeleteCache>,
     properties: Arc<PlanProperties>,
     schema: SchemaRef,
     groups: Vec<Vec<FileScanTask>>,
@@ -241,13 +248,15 @@ impl ExecutionPlan for RowIdScanExec {
     ) -> DFResult<SendableRecordBatchStream> {
         let tasks = self.groups.get(partition).cloned().unwrap_or_default();
         let file_io = self.file_io.clone();
+        let deletes = self.deletes.clone();
         let schema = self.schema.clone();
         let columns: Arc<[Source]> = self.columns.clone().into();
         let batch_size = self.batch_size;
         let stream = futures::stream::iter(tasks)
             .then(move |task| {
                 let (file_io, schema, columns) = (file_io.clone(), schema.clone(), columns.clone());
-                async move { read_file(file_io, task, schema, columns, batch_size).await }
+                let deletes = deletes.clone();
+                async move { read_file(file_io, deletes, task, schema, columns, batch_size).await }
             })
             .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -260,13 +269,17 @@ impl ExecutionPlan for RowIdScanExec {
 /// The rows of one data file, numbered, without those its position delete files remove.
 async fn read_file(
     file_io: FileIO,
+    deletes: Arc<DeleteCache>,
     task: FileScanTask,
     schema: SchemaRef,
     columns: Arc<[Source]>,
     batch_size: usize,
 ) -> DFResult<futures::stream::BoxStream<'static, DFResult<RecordBatch>>> {
-    let deleted = deleted_positions(&file_io, &task).await?;
+    let deleted = deleted_positions(&file_io, &deletes, &task).await?;
     let path = task.data_file_path.clone();
+    let expected = task.record_count;
+    let path_for_check = path.clone();
+    let counted = Arc::new(AtomicI64::new(0));
     let mut data = task;
     data.deletes.clear();
     data.predicate = None;
@@ -284,12 +297,25 @@ async fn read_file(
         .map_err(iceberg_error);
     let mut next = 0i64;
     let mut deleted_at = 0usize;
+    let count = counted.clone();
+    // Positions are counted: every row of the file must have come, or they would be wrong.
+    let whole = futures::stream::once(async move {
+        let read = counted.load(Ordering::Relaxed);
+        match expected {
+            Some(rows) if read != rows as i64 => Some(Err(DataFusionError::Execution(format!(
+                "read {read} rows of {path_for_check}, whose manifest says {rows}"
+            )))),
+            _ => None,
+        }
+    })
+    .filter_map(futures::future::ready);
     Ok(batches
         .map(move |batch| {
             let batch = batch?;
             let rows = batch.num_rows();
             let first = next;
             next += rows as i64;
+            count.store(next, Ordering::Relaxed);
             let positions = Int64Array::from_iter_values(first..next);
             // Positions only grow: one pass over the sorted deleted positions.
             let keep = (!deleted.is_empty()).then(|| {
@@ -325,52 +351,87 @@ async fn read_file(
                 None => out,
             })
         })
+        .chain(whole)
         .boxed())
 }
 
 /// The positions in `task`'s data file that its position delete files remove, sorted.
-async fn deleted_positions(file_io: &FileIO, task: &FileScanTask) -> DFResult<Vec<i64>> {
+async fn deleted_positions(
+    file_io: &FileIO,
+    cache: &DeleteCache,
+    task: &FileScanTask,
+) -> DFResult<Vec<i64>> {
     let mut positions = Vec::new();
     for delete in &task.deletes {
         if delete.file_type != DataContentType::PositionDeletes {
             continue;
         }
-        let bytes = file_io
-            .new_input(&delete.file_path)
-            .map_err(iceberg_error)?
-            .read()
-            .await
-            .map_err(iceberg_error)?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
-        for batch in reader {
-            let batch = batch?;
-            let (Some(paths), Some(pos)) = (
-                batch.column_by_name("file_path"),
-                batch.column_by_name("pos"),
-            ) else {
-                return Err(DataFusionError::Execution(format!(
-                    "position delete file {} has no file_path and pos columns",
-                    delete.file_path
-                )));
-            };
-            let paths = cast(paths, &DataType::Utf8)?;
-            let paths = paths
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .ok_or_else(|| DataFusionError::Internal("file_path is not a string".into()))?;
-            let pos = cast(pos, &DataType::Int64)?;
-            let pos = pos
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .ok_or_else(|| DataFusionError::Internal("pos is not a long".into()))?;
-            for i in 0..batch.num_rows() {
-                if paths.is_valid(i) && pos.is_valid(i) && paths.value(i) == task.data_file_path {
-                    positions.push(pos.value(i));
+        let cached = cache
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&delete.file_path).cloned());
+        let by_file = match cached {
+            Some(by_file) => by_file,
+            None => {
+                let by_file = Arc::new(read_position_deletes(file_io, &delete.file_path).await?);
+                if let Ok(mut c) = cache.lock() {
+                    c.insert(delete.file_path.clone(), by_file.clone());
                 }
+                by_file
             }
+        };
+        if let Some(listed) = by_file.get(&task.data_file_path) {
+            positions.extend_from_slice(listed);
         }
     }
     positions.sort_unstable();
     positions.dedup();
     Ok(positions)
+}
+
+/// The positions a position delete file lists, by data file path.
+async fn read_position_deletes(
+    file_io: &FileIO,
+    location: &str,
+) -> DFResult<HashMap<String, Vec<i64>>> {
+    let bytes = file_io
+        .new_input(location)
+        .map_err(iceberg_error)?
+        .read()
+        .await
+        .map_err(iceberg_error)?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
+    let mut by_file: HashMap<String, Vec<i64>> = HashMap::new();
+    for batch in reader {
+        let batch = batch?;
+        let (Some(paths), Some(pos)) = (
+            batch.column_by_name("file_path"),
+            batch.column_by_name("pos"),
+        ) else {
+            return Err(DataFusionError::Execution(format!(
+                "position delete file {location} has no file_path and pos columns"
+            )));
+        };
+        let paths = cast(paths, &DataType::Utf8)?;
+        let paths = paths
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| DataFusionError::Internal("file_path is not a string".into()))?;
+        let pos = cast(pos, &DataType::Int64)?;
+        let pos = pos
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| DataFusionError::Internal("pos is not a long".into()))?;
+        for i in 0..batch.num_rows() {
+            if paths.is_valid(i) && pos.is_valid(i) {
+                match by_file.get_mut(paths.value(i)) {
+                    Some(list) => list.push(pos.value(i)),
+                    None => {
+                        by_file.insert(paths.value(i).to_string(), vec![pos.value(i)]);
+                    }
+                }
+            }
+        }
+    }
+    Ok(by_file)
 }

@@ -137,12 +137,21 @@ pub(crate) async fn insert(
                 "table '{catalog_name}.{schema}.{table_name}' does not exist"
             ))
         })?;
-    // Replacing rows removes them: it takes DELETE too, as in Trino.
+    // Replacing rows removes them: it takes DELETE too, as in Trino, and is refused to a caller
+    // who does not see every row (it would remove rows they cannot see).
     if existing == Existing::Overwrite {
         ctx.governance
             .authorize(session, Privilege::Delete, &object, || {
                 SqeError::not_found(format!("table '{object}' does not exist"))
             })?;
+        if crate::write::remove::governed_for_caller(ctx, &object).await? {
+            return Err(SqeError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "Access Denied: Cannot overwrite table {object}: a row filter or a column mask applies to you on it; DELETE and INSERT change only the rows you see"
+                ),
+            ));
+        }
     }
     let (catalog_name, ident, table) = ctx.mounts.table(session, name).await?;
     let (state, plan) = ctx

@@ -319,6 +319,15 @@ impl MergePlan {
             self.source,
             self.on
         );
+        // The clauses' conditions repeat in each column's value: a MERGE small as written may be
+        // large here.
+        crate::guard::check_length(&sql).map_err(|e| {
+            SqeError::invalid(format!(
+                "MERGE is too large once its WHEN clauses are spelled out for each of the table's {} columns: {}",
+                columns.len(),
+                e.message()
+            ))
+        })?;
         let mut statements = Parser::parse_sql(&SqeDialect::default(), &sql)
             .map_err(|e| SqeError::invalid(format!("MERGE cannot be planned: {e}")))?;
         let (Some(statement), None) = (statements.pop(), statements.pop()) else {

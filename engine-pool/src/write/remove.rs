@@ -162,7 +162,24 @@ pub(crate) fn only_appends_since(table: &Table, snapshot_id: Option<i64>) -> boo
         if Some(snapshot.snapshot_id()) == snapshot_id {
             return true;
         }
-        if snapshot.summary().operation != Operation::Append {
+        // The operation, and counters that say the same: nothing removed, no delete files.
+        let summary = snapshot.summary();
+        let counted = |key: &str| {
+            summary
+                .additional_properties
+                .get(key)
+                .is_some_and(|v| v != "0")
+        };
+        if summary.operation != Operation::Append
+            || [
+                "deleted-data-files",
+                "removed-delete-files",
+                "added-delete-files",
+                "deleted-records",
+            ]
+            .iter()
+            .any(|k| counted(k))
+        {
             return false;
         }
         at = snapshot
@@ -171,6 +188,24 @@ pub(crate) fn only_appends_since(table: &Table, snapshot_id: Option<i64>) -> boo
     }
     // Back to the table's first snapshot: only appends since a table with none.
     snapshot_id.is_none()
+}
+
+/// Whether a row filter or a column mask stands between the caller and `object`'s rows.
+pub(crate) async fn governed_for_caller(ctx: &Ctx<'_>, object: &Object) -> SqeResult<bool> {
+    let session = ctx.session;
+    let sql = format!(
+        "SELECT 1 FROM {}.{}.{}",
+        quote_identifier(&object.catalog),
+        quote_identifier(&object.schema),
+        quote_identifier(object.table.as_deref().unwrap_or_default()),
+    );
+    let (mut statement, prepared) = crate::statement::parse_query(&sql)?;
+    let tables = ctx
+        .planner
+        .resolve_relations(session, &mut statement, &prepared)
+        .await?;
+    let (_, plan) = ctx.planner.plan(session, statement, tables).await?;
+    Ok(is_governed_plan(&plan))
 }
 
 /// The rows of `object`'s snapshot `snapshot_id` (those `filter` is true of, if given), counted as

@@ -40,6 +40,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult, quote_identifier};
 
+use crate::catalog::provider::read_with_current_schema;
 use crate::catalog::row_ids::{PATH, POS};
 use crate::catalog::scan::IcebergScanProvider;
 use crate::context::Ctx;
@@ -161,7 +162,12 @@ pub(crate) async fn change_rows(
             return QueryResult::written(0);
         }
         let (files, rows, prefix) = match written.take() {
-            Some((made_from, files, rows, prefix)) if only_appends_since(&table, made_from) => {
+            // A MERGE's inserts depend on what the appended rows would have matched: decided
+            // again.
+            Some((made_from, files, rows, prefix))
+                if !matches!(resolved, Resolved::Merge(..))
+                    && only_appends_since(&table, made_from) =>
+            {
                 (files, rows, prefix)
             }
             other => {
@@ -169,11 +175,13 @@ pub(crate) async fn change_rows(
                     remove_written(&table, &prefix).await;
                 }
                 let prefix = uuid::Uuid::now_v7().to_string();
-                let targets =
-                    find_rows(ctx, object, &table, head, &resolved, filter, prepared).await?;
+                let targets = find_rows(ctx, object, &table, &resolved, filter, prepared).await?;
                 let rows = match &resolved {
                     Resolved::Merge(..) => merge::check_matches(&targets)?,
-                    _ => targets.iter().map(RecordBatch::num_rows).sum::<usize>() as u64,
+                    Resolved::Update(_) => one_row_each(&targets)?,
+                    Resolved::Delete => {
+                        targets.iter().map(RecordBatch::num_rows).sum::<usize>() as u64
+                    }
                 };
                 if rows == 0 {
                     return QueryResult::written(0);
@@ -182,11 +190,10 @@ pub(crate) async fn change_rows(
                 let rewritten = match &resolved {
                     Resolved::Merge(plan, columns) => {
                         let actions = plan.actions(columns);
-                        merge_change(ctx, object, &table, head, &actions, targets, &prefix, mor)
-                            .await
+                        merge_change(ctx, object, &table, &actions, targets, &prefix, mor).await
                     }
-                    _ if mor => mark(ctx, object, &table, head, &resolved, targets, &prefix).await,
-                    _ => rewrite(ctx, object, &table, head, &resolved, targets, &prefix).await,
+                    _ if mor => mark(ctx, object, &table, &resolved, targets, &prefix).await,
+                    _ => rewrite(ctx, object, &table, &resolved, targets, &prefix).await,
                 };
                 match rewritten {
                     Ok(files) => (files, rows, prefix),
@@ -239,7 +246,6 @@ async fn find_rows(
     ctx: &Ctx<'_>,
     object: &Object,
     table: &Table,
-    head: Option<i64>,
     change: &Resolved<'_>,
     filter: Option<&Expr>,
     prepared: &Prepared,
@@ -287,13 +293,21 @@ async fn find_rows(
         .await?;
     // Known as its table, so that its row filters and column masks apply.
     let catalog = ctx.mounts.bind(session, &object.catalog)?;
-    let scan = IcebergScanProvider::try_new(table.clone(), head)
-        .map_err(from_iceberg)?
+    let scan = current_rows(table)?
         .in_catalog(&object.catalog)
         .with_manifests(catalog.manifest_cache())
         .with_row_ids(None);
     tables.push((TARGET.to_string(), Arc::new(scan)));
     let (state, plan) = ctx.planner.plan(session, statement, tables).await?;
+    // A MERGE's conditions are evaluated for its action and again for each column's value: a
+    // volatile one (random()) could choose one clause for the action and another for a value.
+    if let (Resolved::Merge(..), LogicalPlan::Projection(projection)) = (change, &plan)
+        && projection.expr.get(2).is_some_and(DFExpr::is_volatile)
+    {
+        return Err(SqeError::invalid(
+            "MERGE's WHEN conditions must not be volatile (random(), uuid(), …): each row must meet them the same way every time",
+        ));
+    }
     Planner::stream(state, plan)
         .await?
         .batches
@@ -332,7 +346,9 @@ fn assigned_columns<'a>(
                 )));
             }
         };
-        if schema.field_by_name(&column).is_none() {
+        // Top-level columns only: a quoted "s.x" names no column (a nested field is set with its
+        // whole row).
+        if schema.as_struct().field_by_name(&column).is_none() {
             return Err(SqeError::not_found(format!(
                 "column '{column}' cannot be resolved in table '{object}'"
             )));
@@ -354,7 +370,6 @@ async fn rewrite(
     ctx: &Ctx<'_>,
     object: &Object,
     table: &Table,
-    head: Option<i64>,
     change: &Resolved<'_>,
     targets: Vec<RecordBatch>,
     prefix: &str,
@@ -370,9 +385,7 @@ async fn rewrite(
     let files = Arc::new(files);
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let raw = IcebergScanProvider::try_new(table.clone(), head)
-        .map_err(from_iceberg)?
-        .with_row_ids(Some(files.clone()));
+    let raw = current_rows(table)?.with_row_ids(Some(files.clone()));
     let raw = session
         .read_table(Arc::new(raw))
         .and_then(|df| df.alias("r"))
@@ -454,7 +467,6 @@ async fn mark(
     ctx: &Ctx<'_>,
     object: &Object,
     table: &Table,
-    head: Option<i64>,
     change: &Resolved<'_>,
     targets: Vec<RecordBatch>,
     prefix: &str,
@@ -476,9 +488,7 @@ async fn mark(
     }
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let raw = IcebergScanProvider::try_new(table.clone(), head)
-        .map_err(from_iceberg)?
-        .with_row_ids(Some(Arc::new(files)));
+    let raw = current_rows(table)?.with_row_ids(Some(Arc::new(files)));
     let raw = session
         .read_table(Arc::new(raw))
         .and_then(|df| df.alias("r"))
@@ -513,7 +523,6 @@ async fn merge_change(
     ctx: &Ctx<'_>,
     object: &Object,
     table: &Table,
-    head: Option<i64>,
     actions: &Actions,
     targets: Vec<RecordBatch>,
     prefix: &str,
@@ -583,9 +592,7 @@ async fn merge_change(
     let plan = if files.is_empty() {
         inserts
     } else {
-        let raw = IcebergScanProvider::try_new(table.clone(), head)
-            .map_err(from_iceberg)?
-            .with_row_ids(Some(Arc::new(files.clone())));
+        let raw = current_rows(table)?.with_row_ids(Some(Arc::new(files.clone())));
         let raw = session
             .read_table(Arc::new(raw))
             .and_then(|df| df.alias("r"))
@@ -636,6 +643,35 @@ async fn merge_change(
     })
 }
 
+/// The number of rows an UPDATE changes, each once: a set-returning function in a new value
+/// (`unnest`) would give a row several new versions.
+fn one_row_each(targets: &[RecordBatch]) -> SqeResult<u64> {
+    let mut seen: HashSet<(&str, i64)> = HashSet::new();
+    for batch in targets {
+        let paths = paths_of(batch)?;
+        let positions = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| SqeError::internal("$pos is not a long"))?;
+        for i in 0..batch.num_rows() {
+            if !seen.insert((paths.value(i), positions.value(i))) {
+                return Err(SqeError::invalid(
+                    "an UPDATE's new values must be one row for each row it changes (a set-returning function such as unnest gives several)",
+                ));
+            }
+        }
+    }
+    Ok(seen.len() as u64)
+}
+
+/// A scan of `table`'s current snapshot in its current schema (the snapshot may have been written
+/// with an older one: an ALTER TABLE makes no snapshot), as every statement here reads it.
+fn current_rows(table: &Table) -> SqeResult<IcebergScanProvider> {
+    let table = read_with_current_schema(table.clone()).map_err(from_iceberg)?;
+    IcebergScanProvider::try_new(table, None).map_err(from_iceberg)
+}
+
 /// The `$path` column of a batch of changed rows.
 fn paths_of(batch: &RecordBatch) -> SqeResult<&StringArray> {
     batch
@@ -677,22 +713,30 @@ async fn write_position_deletes(
         .iter()
         .map(|f| (f.path.as_str(), (f.spec_id, &f.partition)))
         .collect();
-    // (spec, partition, rows): rows stay sorted within each group.
+    // (spec, partition, rows): rows stay sorted within each group. Rows come by file, so the
+    // group is looked up once a file.
     type Group<'a> = (i32, &'a Struct, Vec<(&'a str, i64)>);
     let mut groups: Vec<Group> = Vec::new();
+    let mut index: HashMap<(i32, &Struct), usize> = HashMap::new();
+    let mut current: Option<(&str, usize)> = None;
     for (path, pos) in rows {
-        let Some((spec_id, partition)) = place.get(path).copied() else {
-            return Err(SqeError::internal(format!(
-                "a changed row is in {path}, which the table's snapshot does not hold"
-            )));
+        let group = match current {
+            Some((p, g)) if p == path => g,
+            _ => {
+                let Some((spec_id, partition)) = place.get(path).copied() else {
+                    return Err(SqeError::internal(format!(
+                        "a changed row is in {path}, which the table's snapshot does not hold"
+                    )));
+                };
+                let g = *index.entry((spec_id, partition)).or_insert_with(|| {
+                    groups.push((spec_id, partition, Vec::new()));
+                    groups.len() - 1
+                });
+                current = Some((path, g));
+                g
+            }
         };
-        match groups
-            .iter_mut()
-            .find(|g| g.0 == spec_id && g.1 == partition)
-        {
-            Some(group) => group.2.push((path, pos)),
-            None => groups.push((spec_id, partition, vec![(path, pos)])),
-        }
+        groups[group].2.push((path, pos));
     }
     let column = |name: &str, data_type: DataType, id: &str| {
         Field::new(name, data_type, false).with_metadata(HashMap::from([(
