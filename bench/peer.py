@@ -16,6 +16,9 @@ downloaded.
         # (SQE's catalog layout; pyiceberg's own defaults: zstd, row groups of up to a million rows)
     peer.py chart --report DIR/report.json --out DIR/report.png
         # both engines' times per query as a bar chart
+    peer.py dml --parquet DIR/parquet --out DIR/dml
+        # the dml suite (queries/dml.sql) on DuckDB's own tables, loaded from the Parquet files into
+        # a database file: DIR/dml/timings.json (seconds per step) and DIR/dml/<check>.parquet
 """
 
 import argparse
@@ -268,6 +271,44 @@ def chart(report_path, out):
     fig.savefig(out, dpi=100)
 
 
+def dml_sections(parquet):
+    """queries/dml.sql as (kind, name, statements): kind is 'step' or 'check'."""
+    text = (QUERIES / "dml.sql").read_text().replace("{parquet}", str(parquet))
+    sections = []
+    for line in text.splitlines():
+        head = re.match(r"^-- (step|check) (\w+)", line)
+        if head:
+            sections.append((head.group(1), head.group(2), []))
+        elif sections and line.strip() and not line.startswith("--"):
+            sections[-1][2].append(line.strip().rstrip(";"))
+    return sections
+
+
+def dml(parquet, out):
+    """The dml suite on DuckDB's own tables (a database file, as SQE's warehouse is files)."""
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    database = out / "duckdb.db"
+    for stale in (database, out / "duckdb.db.wal"):
+        stale.unlink(missing_ok=True)
+    con = duckdb.connect(str(database), config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    for table, source in (("orders", "orders"), ("lineitem", "lineitem"), ("lineitem_p", "lineitem")):
+        con.execute(f"CREATE TABLE {table} AS SELECT * FROM read_parquet('{parquet}/{source}.parquet')")
+    con.execute("CHECKPOINT")
+    timings = {}
+    for kind, name, statements in dml_sections(parquet):
+        if kind == "step":
+            start = time.perf_counter()
+            for sql in statements:
+                con.execute(sql)
+            timings[name] = time.perf_counter() - start
+        else:
+            con.execute(f"COPY ({statements[0]}) TO '{out / name}.parquet' (FORMAT parquet)")
+    (out / "timings.json").write_text(json.dumps(timings, indent=1))
+    con.close()
+    database.unlink(missing_ok=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -282,6 +323,9 @@ def main():
     r.add_argument("--iceberg", help="SQE's catalog.db: read its Iceberg tables instead of the Parquet files")
     w = sub.add_parser("load")
     w.add_argument("--dir", required=True)
+    d = sub.add_parser("dml")
+    d.add_argument("--parquet", required=True)
+    d.add_argument("--out", required=True)
     c = sub.add_parser("chart")
     c.add_argument("--report", required=True)
     c.add_argument("--out", required=True)
@@ -292,6 +336,8 @@ def main():
         run(args.dir, args.runs, set(args.query), args.iceberg)
     elif args.command == "load":
         load(args.dir)
+    elif args.command == "dml":
+        dml(args.parquet, args.out)
     else:
         chart(args.report, args.out)
 

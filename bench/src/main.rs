@@ -3,7 +3,7 @@
 //! every answer against DuckDB's and reports both engines' times side by side.
 //!
 //! ```text
-//! sqe-bench tpch|ssb|tpcds|clickbench --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
+//! sqe-bench tpch|ssb|tpcds|clickbench|dml --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
 //!           [--baseline OTHER-SQE-BENCH [--baseline-set NAME=VALUE …]] [--writer sqe|pyiceberg]
 //!           [--location s3://BUCKET/PREFIX]
 //! ```
@@ -18,6 +18,7 @@
 //! matched.
 
 mod compare;
+mod dml;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ use sqe_sessions::{Principal, QueryService, Session};
     about = "SQE beside DuckDB: answers checked, times compared"
 )]
 struct Args {
-    /// The suite: tpch, ssb, tpcds or clickbench.
+    /// The suite: tpch, ssb, tpcds or clickbench; or dml (changes to TPC-H's tables, see dml.rs).
     suite: String,
     /// Scale factor (1 is about 1 GB of raw data for TPC-H, SSB and TPC-DS; a million rows of
     /// `hits` for ClickBench).
@@ -286,6 +287,15 @@ fn machine() -> Value {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
+    if args.suite == "dml" {
+        let base = args.dir.clone().unwrap_or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default()
+                .join(".cache/sqe/bench")
+        });
+        return dml::run(&args, &base).await;
+    }
     const SUITES: [&str; 4] = ["tpch", "ssb", "tpcds", "clickbench"];
     if !SUITES.contains(&args.suite.as_str()) {
         return Err(format!(

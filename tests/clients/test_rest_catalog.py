@@ -456,6 +456,49 @@ def test_delete_and_truncate_commit_through_the_catalog_with_the_callers_token(s
     assert users(records.since(mark)) == {"alice"}
 
 
+def test_row_level_changes_commit_through_the_catalog_with_the_callers_token(sqe, idp, rest_catalog):
+    """UPDATE, DELETE and MERGE of single rows, in both write modes: every catalog request carries
+    the caller's own token, bob (whom the catalog refuses) changes nothing, and pyiceberg through
+    the catalog reads SQE's rows."""
+    for mode in ("copy-on-write", "merge-on-read"):
+        name = f"lake.bronze.rows_{mode.replace('-', '_')}"
+        trino_sql(
+            sqe,
+            idp,
+            "alice",
+            f"CREATE TABLE {name} (id BIGINT, name VARCHAR) WITH (\"write.delete.mode\" = '{mode}', "
+            f"\"write.update.mode\" = '{mode}', \"write.merge.mode\" = '{mode}')",
+        )
+        trino_sql(sqe, idp, "alice", f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        records = rest_catalog.records
+        mark = records.mark()
+        for statement in (
+            f"UPDATE {name} SET name = 'x'",
+            f"DELETE FROM {name} WHERE id = 1",
+            f"MERGE INTO {name} t USING (VALUES (2)) AS v(id) ON t.id = v.id WHEN MATCHED THEN DELETE",
+        ):
+            with pytest.raises(TrinoQueryError) as refused:
+                trino_sql(sqe, idp, "bob", statement)
+            assert REFUSAL.search(refused.value.message), refused.value.message
+        assert users(records.since(mark)) == {"bob"}
+
+        mark = records.mark()
+        assert trino_sql(sqe, idp, "alice", f"UPDATE {name} SET name = upper(name) WHERE id >= 2") == [[2]]
+        assert trino_sql(sqe, idp, "alice", f"DELETE FROM {name} WHERE id = 1") == [[1]]
+        assert trino_sql(
+            sqe,
+            idp,
+            "alice",
+            f"MERGE INTO {name} t USING (VALUES (2, 'bb'), (4, 'd')) AS v(id, name) ON t.id = v.id "
+            "WHEN MATCHED THEN UPDATE SET name = v.name WHEN NOT MATCHED THEN INSERT VALUES (v.id, v.name)",
+        ) == [[2]]
+        assert users(records.since(mark)) == {"alice"}
+        expected = [[2, "bb"], [3, "C"], [4, "d"]]
+        assert trino_sql(sqe, idp, "alice", f"SELECT * FROM {name} ORDER BY id") == expected
+        table = rest_catalog.pyiceberg(jwt_of(idp, "alice")).load_table(name.removeprefix("lake."))
+        assert sorted([r["id"], r["name"]] for r in table.scan().to_arrow().to_pylist()) == expected
+
+
 def test_alter_table_commits_a_new_schema_through_the_catalog(sqe, idp, rest_catalog):
     trino_sql(sqe, idp, "alice", "CREATE TABLE lake.bronze.evolving (id BIGINT, name VARCHAR)")
     trino_sql(sqe, idp, "alice", "INSERT INTO lake.bronze.evolving VALUES (1, 'a')")

@@ -11,7 +11,7 @@ use datafusion::sql::sqlparser::ast::{
     ObjectType, SchemaName, SqlOption, Statement, Value,
 };
 use iceberg::spec::{
-    NestedField, NestedFieldRef, Schema, Transform, UnboundPartitionSpec,
+    NestedField, NestedFieldRef, Schema, Transform, UnboundPartitionField, UnboundPartitionSpec,
     UnboundPartitionSpecBuilder,
 };
 use iceberg::table::Table;
@@ -100,6 +100,9 @@ fn parse_partition_field(text: &str, schema: &Schema) -> SqeResult<(i32, String,
     }
 }
 
+/// The first partition field id of a table (Iceberg's `PARTITION_DATA_ID_START`).
+const PARTITION_FIELD_IDS_START: i32 = 1000;
+
 /// The partition spec from `WITH (partitioning = ARRAY[...])` and/or `PARTITIONED BY (...)`.
 pub(crate) fn partition_spec(
     schema: &Schema,
@@ -114,10 +117,19 @@ pub(crate) fn partition_spec(
         return Ok(None);
     }
     let mut builder: UnboundPartitionSpecBuilder = UnboundPartitionSpec::builder();
-    for e in &entries {
-        let (source, name, transform) = parse_partition_field(e, schema)?;
+    for (i, e) in entries.iter().enumerate() {
+        let (source_id, name, transform) = parse_partition_field(e, schema)?;
+        // A new table's partition fields are numbered from 1000, as every Iceberg writer numbers
+        // them; sent with the spec, since REST catalogs that require them (lakana) refuse it
+        // without.
+        let field = UnboundPartitionField {
+            source_id,
+            field_id: Some(PARTITION_FIELD_IDS_START + i as i32),
+            name,
+            transform,
+        };
         builder = builder
-            .add_partition_field(source, name, transform)
+            .add_partition_fields([field])
             .map_err(from_iceberg)?;
     }
     Ok(Some(builder.build()))
