@@ -139,6 +139,28 @@ def test_executemany_binds_every_row(server):
         assert fetch(conn, "SELECT id, name FROM many ORDER BY id") == [(1, "a"), (2, "b"), (3, "c")]
 
 
+def test_row_changes_with_parameters(server):
+    """UPDATE, DELETE and MERGE through prepared statements with bound parameters, and the row
+    count executeUpdate reports."""
+    with connect(server) as conn:
+        fetch(conn, "CREATE TABLE changed (id bigint, name varchar)")
+        fetch(conn, "INSERT INTO changed VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE changed SET name = ? WHERE id = ?", [("A", 1), ("it's", 3)])
+            # A statement with parameters runs as a query: its count comes back as its one row.
+            cur.execute("DELETE FROM changed WHERE id = ?", (2,))
+            assert cur.fetchall() == [(1,)]
+            cur.execute(
+                "MERGE INTO changed t USING (VALUES (?, ?)) AS v(id, name) ON t.id = v.id "
+                "WHEN MATCHED THEN UPDATE SET name = v.name WHEN NOT MATCHED THEN INSERT VALUES (v.id, v.name)",
+                (4, "d"),
+            )
+            assert cur.fetchall() == [(1,)]
+            cur.adbc_statement.set_sql_query("UPDATE changed SET name = upper(name) WHERE id > 2")
+            assert cur.adbc_statement.execute_update() == 2
+        assert fetch(conn, "SELECT id, name FROM changed ORDER BY id") == [(1, "A"), (3, "IT'S"), (4, "D")]
+
+
 def test_server_info(server):
     with connect(server) as conn:
         info = conn.adbc_get_info()

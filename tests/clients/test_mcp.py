@@ -246,8 +246,16 @@ def test_changes_need_the_scope_a_role_and_the_privilege(sqe, idp, seeded):
     assert not done.is_error, done.content[0].text
     inserted = call(sqe, erin, "execute_sql_change", {"sql": "INSERT INTO erins VALUES (2)"})
     assert inserted.structured_content["update_count"] == 1
+    # Row-level changes count the rows they changed.
+    for sql, count in [
+        ("UPDATE erins SET x = x * 10 WHERE x = 2", 1),
+        ("MERGE INTO erins USING (VALUES (1), (3)) AS v(x) ON erins.x = v.x "
+         "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT VALUES (v.x)", 2),
+    ]:
+        changed = call(sqe, erin, "execute_sql_change", {"sql": sql})
+        assert changed.structured_content["update_count"] == count, sql
     erin_trino = token(idp.port, username="erin", password="erin-secret")
-    assert trino_run(sqe, "erin", erin_trino, "SELECT x FROM erins ORDER BY x") == [[1], [2]]
+    assert trino_run(sqe, "erin", erin_trino, "SELECT x FROM erins ORDER BY x") == [[3], [20]]
 
 
 def test_a_session_belongs_to_its_user(sqe, idp, seeded):
