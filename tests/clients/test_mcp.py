@@ -241,6 +241,15 @@ def test_changes_need_the_scope_a_role_and_the_privilege(sqe, idp, seeded):
     assert "PERMISSION_DENIED: Access Denied: Cannot create tables in schema iceberg.default" in refusal(
         call(sqe, erin, "execute_sql_change", change)
     )
+    # Nor does she change ada's rows: a table she may not see is one that does not exist to her.
+    for sql in [
+        "DELETE FROM trips WHERE id = 1",
+        "UPDATE trips SET fare = 0",
+        "MERGE INTO trips USING (VALUES (1)) AS v(id) ON trips.id = v.id WHEN MATCHED THEN DELETE",
+    ]:
+        assert refusal(call(sqe, erin, "execute_sql_change", {"sql": sql})) == (
+            "NOT_FOUND: table 'iceberg.default.trips' does not exist"
+        ), sql
     trino_run(sqe, "ada", seeded, "GRANT CREATE ON SCHEMA default TO USER erin")
     done = call(sqe, erin, "execute_sql_change", change)
     assert not done.is_error, done.content[0].text
