@@ -19,7 +19,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
+    Array, ArrayRef, BooleanArray, DictionaryArray, Int32Array, Int64Array, RecordBatch,
+    RecordBatchOptions, StringArray,
 };
 use datafusion::arrow::compute::{cast, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef};
@@ -57,9 +58,15 @@ pub(crate) struct RowIds {
 /// `schema` with the two row-id columns after the table's.
 pub(crate) fn with_row_id_columns(schema: &ArrowSchema) -> ArrowSchema {
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new(PATH, DataType::Utf8, false));
+    fields.push(Field::new(PATH, path_type(), false));
     fields.push(Field::new(POS, DataType::Int64, false));
     ArrowSchema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// The type of `$path`: one value a file, so a dictionary of it (a copy of the path per row would
+/// cost more than the row).
+pub(crate) fn path_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
 }
 
 fn iceberg_error(e: iceberg::Error) -> DataFusionError {
@@ -337,10 +344,10 @@ async fn read_file(
                             cast(column, field.data_type())?
                         }
                     }
-                    Source::Path => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                        path.as_str(),
-                        rows,
-                    ))),
+                    Source::Path => Arc::new(DictionaryArray::new(
+                        Int32Array::from(vec![0; rows]),
+                        Arc::new(StringArray::from(vec![path.as_str()])),
+                    )),
                     Source::Pos => Arc::new(positions.clone()),
                 });
             }

@@ -308,11 +308,24 @@ async fn find_rows(
             "MERGE's WHEN conditions must not be volatile (random(), uuid(), …): each row must meet them the same way every time",
         ));
     }
-    Planner::stream(state, plan)
+    let batches: Vec<RecordBatch> = Planner::stream(state, plan)
         .await?
         .batches
         .try_collect()
-        .await
+        .await?;
+    // `$path` as plain strings from here on (the scan gives a dictionary of each file's one).
+    batches
+        .into_iter()
+        .map(|batch| {
+            let mut columns = batch.columns().to_vec();
+            let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
+            columns[0] = datafusion::arrow::compute::cast(&columns[0], &DataType::Utf8)
+                .map_err(|e| SqeError::internal(e.to_string()))?;
+            fields[0] = Arc::new(fields[0].as_ref().clone().with_data_type(DataType::Utf8));
+            RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)
+                .map_err(|e| SqeError::internal(e.to_string()))
+        })
+        .collect()
 }
 
 /// The table's columns an UPDATE assigns, each with its assignment, in the order written;
