@@ -41,7 +41,7 @@ use crate::session_properties::{check_session, max_run_time};
 use crate::show::{self, functions as show_functions, stats as show_stats};
 use crate::statement::prepass::Prepared;
 use crate::statement::{self, Parsed, SqeStatement, recorded_text};
-use crate::write::{append, ddl, ingest, merge, remove, rows, views};
+use crate::write::{append, ddl, ingest, remove, rows, views};
 use crate::{attach, governance, session_properties};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
@@ -350,7 +350,7 @@ impl Engine {
                 assignments,
                 filter,
             } => rows::update_rows(&ctx, &table, &assignments, filter.as_ref(), &prepared).await,
-            SqeStatement::Merge(statement) => merge::merge(&ctx, &statement, &prepared).await,
+            SqeStatement::Merge(statement) => rows::merge_into(&ctx, &statement, &prepared).await,
             SqeStatement::CreateView(view) => views::create_view(&ctx, &view, &prepared).await,
             SqeStatement::Copy(copy) => copy_to(&ctx, copy, &prepared).await,
             SqeStatement::Attach(attach) => attach::attach(&ctx, attach).await,

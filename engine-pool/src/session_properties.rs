@@ -13,7 +13,6 @@ use sqe_sessions::{QueryResult, Session, SessionUpdate, SqeError, SqeResult};
 
 use crate::catalog::mounts::Mounts;
 use crate::names::{object_parts, schema_name};
-use crate::write::overwrite::Existing;
 
 struct Property {
     name: &'static str,
@@ -51,6 +50,17 @@ const PROPERTIES: &[Property] = &[
 ];
 
 const TIME_ZONE_ID: &str = "time_zone_id";
+
+/// What an INSERT does to the partitions its rows go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Existing {
+    /// Adds the rows beside those there (INSERT).
+    Append,
+    /// Replaces the rows there.
+    Overwrite,
+    /// Fails when a partition holds rows.
+    Error,
+}
 const INSERT_EXISTING: &str = "insert_existing_partitions_behavior";
 
 fn insert_existing_of(text: &str) -> SqeResult<Existing> {

@@ -8,10 +8,9 @@
 //! counting, by the positions those files list for it. A file with equality delete files is
 //! refused: its rows' positions among the deleted rows cannot be counted that way.
 //!
-//! Only [`IcebergScanProvider::with_row_ids`](super::scan::IcebergScanProvider::with_row_ids)
-//! makes this scan, for the statements of `write/rows.rs`: it is the same table to governance (its
-//! row filters and column masks apply as to any scan of it), and its two columns are not
-//! reachable from a query.
+//! Only the table scan's `with_row_ids` makes this scan, for the statements of `write/rows.rs`:
+//! it is the same table to governance (its row filters and column masks apply as to any scan of
+//! it), and its two columns are not reachable from a query.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

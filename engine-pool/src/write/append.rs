@@ -2,114 +2,31 @@
 //! files (split by partition), and committed as one fast-append snapshot. A write that fails leaves no
 //! snapshot, removes the files it wrote, and a failed CTAS removes its table.
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef};
-use datafusion::common::Column;
-use datafusion::common::hash_utils::create_hashes;
+use datafusion::arrow::datatypes::{Field, Schema as ArrowSchema};
 use datafusion::execution::context::SessionState;
-use datafusion::logical_expr::{Expr as DFExpr, LogicalPlan, LogicalPlanBuilder, cast, lit};
-use datafusion::physical_plan::execute_stream;
-use datafusion::scalar::ScalarValue;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{CreateTable, Insert, ObjectName, Statement, TableObject};
-use futures::StreamExt;
-use iceberg::arrow::{
-    RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema,
-};
-use iceberg::spec::{DataFile, DataFileFormat};
+use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
-use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator,
-};
-use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
-use iceberg::writer::partitioning::PartitioningWriter;
-use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
-use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
 use iceberg::{Catalog, TableIdent};
-use parquet::basic::{Compression, GzipLevel, ZstdLevel};
-use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
-use parquet::schema::types::ColumnPath;
 use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogRef, SqeCatalog};
 use crate::context::Ctx;
-use crate::error::CatalogRefusal;
-use crate::error::{from_datafusion, from_iceberg};
+use crate::error::from_iceberg;
 use crate::governance::model::{Object, Privilege};
 use crate::names::{normalize_ident, resolve_name};
+use crate::session_properties::Existing;
 use crate::types::storable_arrow_type;
+use crate::write::change::surely_not_committed;
 use crate::write::ddl::create_iceberg_table;
-use crate::write::overwrite::{Existing, overwrite};
+use crate::write::files::{cast_to_table, remove_written, write_files};
+use crate::write::overwrite::overwrite;
 
 type QueryTables = Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>;
-
-/// Broad type families; a value may go into a column of its own family only (as in Trino, a
-/// varchar does not silently become a number).
-fn family(t: &DataType) -> u8 {
-    use DataType as D;
-    if sqe_functions::zoned_unit(t).is_some() {
-        return 5;
-    }
-    match t {
-        D::Null => 0,
-        D::Boolean => 1,
-        D::Int8 | D::Int16 | D::Int32 | D::Int64 | D::UInt8 | D::UInt16 | D::UInt32 | D::UInt64 => {
-            2
-        }
-        D::Float16
-        | D::Float32
-        | D::Float64
-        | D::Decimal32(..)
-        | D::Decimal64(..)
-        | D::Decimal128(..)
-        | D::Decimal256(..) => 2,
-        D::Utf8 | D::LargeUtf8 | D::Utf8View => 3,
-        D::Binary | D::LargeBinary | D::BinaryView | D::FixedSizeBinary(_) => 4,
-        D::Date32 | D::Date64 | D::Timestamp(..) => 5,
-        D::Time32(_) | D::Time64(_) => 6,
-        D::List(_)
-        | D::LargeList(_)
-        | D::FixedSizeList(..)
-        | D::ListView(_)
-        | D::LargeListView(_) => 7,
-        D::Struct(_) => 8,
-        D::Map(..) => 9,
-        D::Dictionary(_, v) => family(v),
-        _ => 10,
-    }
-}
-
-fn trino_name(t: &DataType) -> String {
-    use DataType as D;
-    match t {
-        D::Null => "unknown".into(),
-        D::Boolean => "boolean".into(),
-        D::Int8 => "tinyint".into(),
-        D::Int16 => "smallint".into(),
-        D::Int32 => "integer".into(),
-        D::Int64 => "bigint".into(),
-        D::Float32 => "real".into(),
-        D::Float64 => "double".into(),
-        D::Decimal128(p, s) => format!("decimal({p}, {s})"),
-        D::Utf8 | D::LargeUtf8 | D::Utf8View => "varchar".into(),
-        D::Binary | D::LargeBinary | D::BinaryView => "varbinary".into(),
-        D::FixedSizeBinary(16) => "uuid".into(),
-        D::Date32 => "date".into(),
-        D::Timestamp(_, None) => "timestamp".into(),
-        D::Timestamp(_, Some(_)) => "timestamp with time zone".into(),
-        D::Time64(_) => "time".into(),
-        D::List(_) => "array".into(),
-        D::Struct(_) => "row".into(),
-        D::Map(..) => "map".into(),
-        other => other.to_string().to_lowercase(),
-    }
-}
 
 pub(crate) async fn insert(
     ctx: &Ctx<'_>,
@@ -240,86 +157,6 @@ async fn drop_quietly(catalog: &dyn SqeCatalog, ident: &TableIdent) {
     }
 }
 
-/// Whether a value of type `from` may go into column `field` of `table_name`: only within the
-/// column's type family, as in Trino (an integer into a decimal too).
-pub(crate) fn assignable(field: &Field, from: &DataType, table_name: &str) -> SqeResult<()> {
-    let to = field.data_type();
-    let (ff, tf) = (family(from), family(to));
-    if ff != 0 && ff != tf && !(ff == 3 && tf == 4) {
-        return Err(SqeError::invalid(format!(
-            "column '{}' of '{table_name}' is {} but the value is {}",
-            field.name(),
-            trino_name(to),
-            trino_name(from)
-        )));
-    }
-    Ok(())
-}
-
-/// Projects `plan` onto the table's columns: listed columns take the query's values in order, the
-/// others get NULL; each value is cast to the column's type after a family check.
-pub(crate) fn cast_to_table(
-    plan: LogicalPlan,
-    table: &Table,
-    columns: Option<&[String]>,
-    table_name: &str,
-) -> SqeResult<LogicalPlan> {
-    let iceberg_schema = table.metadata().current_schema();
-    let target = schema_to_arrow_schema(iceberg_schema).map_err(from_iceberg)?;
-    let all: Vec<String> = target.fields().iter().map(|f| f.name().clone()).collect();
-    let columns: Vec<String> = columns.map(<[String]>::to_vec).unwrap_or(all);
-    for (i, c) in columns.iter().enumerate() {
-        if target.field_with_name(c).is_err() {
-            return Err(SqeError::not_found(format!(
-                "column '{c}' does not exist in table '{table_name}'"
-            )));
-        }
-        if columns[..i].contains(c) {
-            return Err(SqeError::invalid(format!(
-                "column '{c}' is listed more than once"
-            )));
-        }
-    }
-    let source = plan.schema().clone();
-    if source.fields().len() != columns.len() {
-        return Err(SqeError::invalid(format!(
-            "INSERT into '{table_name}' has {} values per row but {} columns are expected",
-            source.fields().len(),
-            columns.len()
-        )));
-    }
-    let mut exprs = Vec::with_capacity(target.fields().len());
-    for field in target.fields() {
-        let expr = match columns.iter().position(|c| c == field.name()) {
-            Some(i) => {
-                let (qualifier, src) = source.qualified_field(i);
-                let (from, to) = (src.data_type(), field.data_type());
-                assignable(field, from, table_name)?;
-                let value = DFExpr::Column(Column::from((qualifier, src)));
-                // A timestamp with a time zone per value is stored as its instant.
-                let value = if sqe_functions::zoned_unit(from).is_some() {
-                    datafusion::functions::core::expr_fn::get_field(value, sqe_functions::INSTANT)
-                } else {
-                    value
-                };
-                cast(value, to.clone())
-            }
-            None if !field.is_nullable() => {
-                return Err(SqeError::invalid(format!(
-                    "column '{}' is NOT NULL and needs a value",
-                    field.name()
-                )));
-            }
-            None => cast(lit(ScalarValue::Null), field.data_type().clone()),
-        };
-        exprs.push(expr.alias(field.name()));
-    }
-    LogicalPlanBuilder::from(plan)
-        .project(exprs)
-        .and_then(|b| b.build())
-        .map_err(from_datafusion)
-}
-
 /// Writes the rows of `plan` into `table` and commits them as one snapshot. Returns the row count.
 async fn append(
     catalog: &CatalogRef,
@@ -339,29 +176,6 @@ async fn append(
         remove_written(table, &prefix).await;
     }
     result
-}
-
-/// Removes the data files a write named with `prefix` wrote into `table` (one that failed, or
-/// whose commit the catalog surely refused).
-pub(crate) async fn remove_written(table: &Table, prefix: &str) {
-    let location = table
-        .metadata()
-        .location()
-        .trim_end_matches('/')
-        .to_string();
-    let local = location.strip_prefix("file://").unwrap_or(&location);
-    if local.starts_with('/') {
-        // A walk of the table's data directory: off the runtime's threads.
-        let local = local.to_string();
-        let prefix = prefix.to_string();
-        let _ = tokio::task::spawn_blocking(move || remove_written_files(&local, &prefix)).await;
-    } else {
-        // In an object store, the files of an unpartitioned write share one key prefix.
-        let files = format!("{location}/data/{prefix}");
-        if let Err(e) = table.file_io().delete_prefix(&files).await {
-            tracing::warn!("could not remove the files of a failed write under {files}: {e}");
-        }
-    }
 }
 
 async fn write_and_commit(
@@ -397,218 +211,6 @@ async fn write_and_commit(
         ));
     }
     Ok(rows)
-}
-
-/// Writes the rows of `plan` (in the table's columns and types) as data files of `table`, named
-/// with `prefix`, split by the table's partition spec; nothing is committed. Returns the files
-/// and the row count.
-pub(crate) async fn write_files(
-    table: &Table,
-    state: &SessionState,
-    plan: LogicalPlan,
-    prefix: &str,
-) -> SqeResult<(Vec<DataFile>, u64)> {
-    let metadata = table.metadata();
-    let iceberg_schema = metadata.current_schema().clone();
-    let arrow_schema: SchemaRef =
-        Arc::new(schema_to_arrow_schema(&iceberg_schema).map_err(from_iceberg)?);
-    let props = metadata.table_properties().map_err(from_iceberg)?;
-    let mut parquet = parquet_properties(metadata.properties())?;
-
-    let physical = state
-        .create_physical_plan(&plan)
-        .await
-        .map_err(from_datafusion)?;
-    let mut stream = execute_stream(physical, state.task_ctx()).map_err(from_datafusion)?;
-    // The first row group's rows, to choose each column's encoding before anything is written.
-    let mut sample = Vec::new();
-    let mut sampled = 0;
-    while sampled < ROW_GROUP_ROWS {
-        let Some(batch) = stream.next().await else {
-            break;
-        };
-        let batch = with_schema(batch.map_err(from_datafusion)?, &arrow_schema)?;
-        sampled += batch.num_rows();
-        sample.push(batch);
-    }
-    for column in plain_columns(&sample)? {
-        parquet = parquet.set_column_dictionary_enabled(ColumnPath::from(column), false);
-    }
-    let parquet = ParquetWriterBuilder::new(parquet.build(), iceberg_schema.clone());
-    let rolling = RollingFileWriterBuilder::new(
-        parquet,
-        props.write_target_file_size_bytes,
-        table.file_io().clone(),
-        DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?,
-        DefaultFileNameGenerator::new(prefix.to_string(), None, DataFileFormat::Parquet),
-    );
-    let builder = DataFileWriterBuilder::new(rolling);
-    let mut batches = futures::stream::iter(sample.into_iter().map(Ok))
-        .chain(stream.map(|b| with_schema(b.map_err(from_datafusion)?, &arrow_schema)));
-    let spec = metadata.default_partition_spec().clone();
-    let mut rows = 0u64;
-    let files = if spec.is_unpartitioned() {
-        let mut writer = UnpartitionedWriter::new(builder);
-        while let Some(batch) = batches.next().await {
-            let batch = batch?;
-            rows += batch.num_rows() as u64;
-            writer.write(batch).await.map_err(from_iceberg)?;
-        }
-        writer.close().await.map_err(from_iceberg)?
-    } else {
-        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
-            iceberg_schema.clone(),
-            spec,
-        )
-        .map_err(from_iceberg)?;
-        let mut writer = FanoutWriter::new(builder);
-        while let Some(batch) = batches.next().await {
-            let batch = batch?;
-            rows += batch.num_rows() as u64;
-            for (key, part) in splitter.split(&batch).map_err(from_iceberg)? {
-                writer.write(key, part).await.map_err(from_iceberg)?;
-            }
-        }
-        writer.close().await.map_err(from_iceberg)?
-    };
-    Ok((files, rows))
-}
-
-/// Whether a failed commit surely changed nothing: the catalog refused it (a lost compare-and-swap,
-/// a 4xx answer), so the files it would have added belong to nobody.
-pub(crate) fn surely_not_committed(e: &iceberg::Error) -> bool {
-    if matches!(
-        e.kind(),
-        iceberg::ErrorKind::CatalogCommitConflicts | iceberg::ErrorKind::FeatureUnsupported
-    ) {
-        return true;
-    }
-    std::error::Error::source(e)
-        .and_then(|s| s.downcast_ref::<CatalogRefusal>())
-        .is_some_and(|r| {
-            matches!(
-                r.code,
-                ErrorCode::PermissionDenied
-                    | ErrorCode::Unauthenticated
-                    | ErrorCode::InvalidInput
-                    | ErrorCode::NotFound
-                    | ErrorCode::Conflict
-                    | ErrorCode::AlreadyExists
-            )
-        })
-}
-
-/// Rows per Parquet row group: small enough that scans split across cores and filters skip whole
-/// groups, large enough for good compression (DuckDB writes 122,880).
-const ROW_GROUP_ROWS: usize = 128 * 1024;
-
-/// How data files are written, from the table's `write.parquet.*` properties: the codec
-/// (`write.parquet.compression-codec`, Iceberg's default `zstd`), its level
-/// (`write.parquet.compression-level`), `row-group-size-bytes` (128 MB), `page-size-bytes` (1 MB),
-/// `page-row-limit` (20,000) and `dict-size-bytes` (2 MB).
-fn parquet_properties(table: &HashMap<String, String>) -> SqeResult<WriterPropertiesBuilder> {
-    let codec = table
-        .get("write.parquet.compression-codec")
-        .map(|c| c.to_ascii_lowercase())
-        .unwrap_or_else(|| "zstd".to_string());
-    let level = table
-        .get("write.parquet.compression-level")
-        .map(|l| {
-            l.parse::<i32>().map_err(|_| {
-                SqeError::invalid(format!(
-                    "write.parquet.compression-level must be a number, not '{l}'"
-                ))
-            })
-        })
-        .transpose()?;
-    let bad_level =
-        |e: parquet::errors::ParquetError| SqeError::invalid(format!("compression level: {e}"));
-    let compression = match codec.as_str() {
-        "zstd" => Compression::ZSTD(ZstdLevel::try_new(level.unwrap_or(1)).map_err(bad_level)?),
-        "gzip" => Compression::GZIP(
-            GzipLevel::try_new(level.unwrap_or(6).max(0) as u32).map_err(bad_level)?,
-        ),
-        "snappy" => Compression::SNAPPY,
-        "lz4" => Compression::LZ4_RAW,
-        "uncompressed" | "none" => Compression::UNCOMPRESSED,
-        other => {
-            return Err(SqeError::invalid(format!(
-                "write.parquet.compression-codec '{other}' is not supported (zstd, snappy, gzip, lz4, uncompressed)"
-            )));
-        }
-    };
-    let number = |name: &str, default: usize| match table.get(name) {
-        Some(v) => v
-            .parse::<usize>()
-            .map_err(|_| SqeError::invalid(format!("{name} must be a number, not '{v}'"))),
-        None => Ok(default),
-    };
-    // Iceberg's table properties, with Iceberg's defaults.
-    Ok(WriterProperties::builder()
-        .set_compression(compression)
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_max_row_group_bytes(Some(number(
-            "write.parquet.row-group-size-bytes",
-            128 * 1024 * 1024,
-        )?))
-        .set_data_page_size_limit(number("write.parquet.page-size-bytes", 1024 * 1024)?)
-        .set_data_page_row_count_limit(number("write.parquet.page-row-limit", 20_000)?)
-        .set_dictionary_page_size_limit(number("write.parquet.dict-size-bytes", 2 * 1024 * 1024)?))
-}
-
-/// The columns written without a dictionary: those with more than one distinct value in eight rows
-/// of `sample` (the first row group). Their dictionary would be about as big as the data, so it
-/// barely shrinks the file, and every read would gather each value from a dictionary too big for
-/// the CPU's caches; plain values are read by copying. (DuckDB's writer makes the same choice.)
-fn plain_columns(sample: &[RecordBatch]) -> SqeResult<Vec<String>> {
-    let rows: usize = sample.iter().map(RecordBatch::num_rows).sum();
-    let Some(first) = sample.first() else {
-        return Ok(Vec::new());
-    };
-    let state = datafusion::common::hash_utils::RandomState::default();
-    let mut plain = Vec::new();
-    let mut hashes = Vec::new();
-    for (i, field) in first.schema().fields().iter().enumerate() {
-        if field.data_type().is_nested() || field.data_type() == &DataType::Boolean {
-            continue;
-        }
-        let mut distinct = std::collections::HashSet::new();
-        for batch in sample {
-            hashes.clear();
-            hashes.resize(batch.num_rows(), 0);
-            create_hashes([batch.column(i)], &state, &mut hashes).map_err(from_datafusion)?;
-            distinct.extend(hashes.iter().copied());
-        }
-        if distinct.len() * 8 > rows {
-            plain.push(field.name().clone());
-        }
-    }
-    Ok(plain)
-}
-
-/// The batch under the table's Arrow schema (with Iceberg field ids), which the writer needs.
-fn with_schema(batch: RecordBatch, schema: &SchemaRef) -> SqeResult<RecordBatch> {
-    RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| {
-        SqeError::internal(format!("write batch does not match the table schema: {e}"))
-    })
-}
-
-/// Removes data files this write created (their names start with `prefix`).
-fn remove_written_files(root: &str, prefix: &str) {
-    fn walk(dir: &Path, prefix: &str) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, prefix);
-            } else if entry.file_name().to_string_lossy().starts_with(prefix) {
-                let _ = std::fs::remove_file(&path);
-            }
-        }
-    }
-    walk(&Path::new(root).join("data"), prefix);
 }
 
 /// A column of an INSERT's column list, which sqlparser gives as a possibly dotted name; a dotted

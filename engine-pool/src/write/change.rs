@@ -25,11 +25,10 @@ use iceberg::spec::{
 };
 use iceberg::table::Table;
 use iceberg::{ErrorKind, TableIdent, TableRequirement, TableUpdate};
-use sqe_sessions::{SqeError, SqeResult};
+use sqe_sessions::{ErrorCode, SqeError, SqeResult};
 
 use crate::catalog::backend::SqeCatalog;
-use crate::error::from_iceberg;
-use crate::write::append::surely_not_committed;
+use crate::error::{CatalogRefusal, from_iceberg};
 
 /// What one statement changes in a table's files.
 #[derive(Debug, Default)]
@@ -496,4 +495,64 @@ impl Retries {
             .min(self.max_wait_ms.max(self.min_wait_ms));
         std::time::Duration::from_millis(doubled)
     }
+}
+
+/// Whether a failed commit surely changed nothing: the catalog refused it (a lost compare-and-swap,
+/// a 4xx answer), so the files it would have added belong to nobody.
+pub(crate) fn surely_not_committed(e: &iceberg::Error) -> bool {
+    if matches!(
+        e.kind(),
+        iceberg::ErrorKind::CatalogCommitConflicts | iceberg::ErrorKind::FeatureUnsupported
+    ) {
+        return true;
+    }
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<CatalogRefusal>())
+        .is_some_and(|r| {
+            matches!(
+                r.code,
+                ErrorCode::PermissionDenied
+                    | ErrorCode::Unauthenticated
+                    | ErrorCode::InvalidInput
+                    | ErrorCode::NotFound
+                    | ErrorCode::Conflict
+                    | ErrorCode::AlreadyExists
+            )
+        })
+}
+
+/// Whether every snapshot of `table` after `snapshot_id`, up to its current one, only appended.
+pub(crate) fn only_appends_since(table: &Table, snapshot_id: Option<i64>) -> bool {
+    let metadata = table.metadata();
+    let mut at = metadata.current_snapshot();
+    while let Some(snapshot) = at {
+        if Some(snapshot.snapshot_id()) == snapshot_id {
+            return true;
+        }
+        // The operation, and counters that say the same: nothing removed, no delete files.
+        let summary = snapshot.summary();
+        let counted = |key: &str| {
+            summary
+                .additional_properties
+                .get(key)
+                .is_some_and(|v| v != "0")
+        };
+        if summary.operation != Operation::Append
+            || [
+                "deleted-data-files",
+                "removed-delete-files",
+                "added-delete-files",
+                "deleted-records",
+            ]
+            .iter()
+            .any(|k| counted(k))
+        {
+            return false;
+        }
+        at = snapshot
+            .parent_snapshot_id()
+            .and_then(|id| metadata.snapshot_by_id(id));
+    }
+    // Back to the table's first snapshot: only appends since a table with none.
+    snapshot_id.is_none()
 }

@@ -19,14 +19,12 @@ use datafusion::sql::sqlparser::ast::{
     Statement, TableFactor,
 };
 use datafusion::sql::sqlparser::parser::Parser;
-use sqe_sessions::{QueryResult, SqeError, SqeResult, quote_identifier};
+use sqe_sessions::{SqeError, SqeResult, quote_identifier};
 
 use crate::context::Ctx;
 use crate::governance::model::{Object, Privilege};
 use crate::names::{QUERY_CATALOG, QUERY_SCHEMA, normalize_ident, resolve_name};
 use crate::statement::dialect::SqeDialect;
-use crate::statement::prepass::Prepared;
-use crate::write::rows::{self, ACTION, RowChange, TARGET, value_name};
 
 /// A MERGE, resolved against its target table.
 #[derive(Clone)]
@@ -81,6 +79,9 @@ impl Clause {
     }
 }
 
+/// The column of a MERGE's rows that holds the number of the clause acting on the row (0: none).
+pub(crate) const ACTION: &str = "__sqe_action";
+
 /// What the clauses do, by clause number: for rows.rs to change the rows.
 pub(crate) struct Actions {
     /// The UPDATE clauses, and for each column the clauses that assign it.
@@ -90,13 +91,12 @@ pub(crate) struct Actions {
     pub inserts: Vec<i32>,
 }
 
-/// Runs a MERGE. It needs the privileges its clauses' actions need (INSERT, UPDATE, DELETE) on
-/// the target, and SELECT on it and on the source.
-pub(crate) async fn merge(
+/// A MERGE's target (as named, and as an object) and its plan, once the caller holds the
+/// privileges its clauses' actions need (INSERT, UPDATE, DELETE) on the target.
+pub(crate) fn plan<'a>(
     ctx: &Ctx<'_>,
-    merge: &Merge,
-    prepared: &Prepared,
-) -> SqeResult<QueryResult> {
+    merge: &'a Merge,
+) -> SqeResult<(&'a ObjectName, Object, MergePlan)> {
     let TableFactor::Table { name, alias, .. } = &merge.table else {
         return Err(SqeError::unsupported(
             "MERGE INTO needs a table as its target",
@@ -215,7 +215,7 @@ pub(crate) async fn merge(
         on: merge.on.as_ref().clone(),
         clauses,
     };
-    rows::change_rows(ctx, name, &object, RowChange::Merge(&plan), None, prepared).await
+    Ok((name, object, plan))
 }
 
 impl MergePlan {
@@ -262,7 +262,12 @@ impl MergePlan {
     /// `$pos`) and each source row an INSERT clause acts on (NULL `$path`), the clause's number
     /// ([`ACTION`]) and each of the table's `columns`' values under it (NULL where the clause
     /// gives none).
-    pub(crate) fn query(&self, columns: &[String]) -> SqeResult<Statement> {
+    pub(crate) fn query(
+        &self,
+        columns: &[String],
+        target: &str,
+        value_name: impl Fn(usize) -> String,
+    ) -> SqeResult<Statement> {
         let t = quote_identifier(&self.alias);
         let path = format!("{t}.{}", quote_identifier(crate::catalog::row_ids::PATH));
         let pos = format!("{t}.{}", quote_identifier(crate::catalog::row_ids::POS));
@@ -315,7 +320,7 @@ impl MergePlan {
             select.join(", "),
             quote_identifier(QUERY_CATALOG),
             quote_identifier(QUERY_SCHEMA),
-            quote_identifier(TARGET),
+            quote_identifier(target),
             self.source,
             self.on
         );

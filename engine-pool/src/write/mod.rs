@@ -7,6 +7,7 @@
 pub mod append;
 pub mod change;
 pub mod ddl;
+pub mod files;
 pub mod ingest;
 pub mod merge;
 pub mod overwrite;

@@ -18,19 +18,9 @@ use sqe_sessions::{ErrorCode, SqeError, SqeResult};
 
 use crate::context::Ctx;
 use crate::governance::model::Object;
-use crate::write::append::{remove_written, write_files};
+use crate::session_properties::Existing;
 use crate::write::change::{self, Change, Committed, Retries};
-
-/// What an INSERT does to the partitions its rows go to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Existing {
-    /// Adds the rows beside those there (INSERT).
-    Append,
-    /// Replaces the rows there.
-    Overwrite,
-    /// Fails when a partition holds rows.
-    Error,
-}
+use crate::write::files::{remove_written, write_files};
 
 /// Writes the rows of `plan` (in the table's columns and types) into table `name` (`object`),
 /// replacing the partitions they go to (or failing, under [`Existing::Error`], when any holds

@@ -24,7 +24,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use futures::TryStreamExt;
 use iceberg::arrow::type_to_arrow_type;
-use iceberg::spec::{Literal, Operation, Transform};
+use iceberg::spec::{Literal, Transform};
 use iceberg::table::Table;
 use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult, quote_identifier};
 
@@ -36,7 +36,7 @@ use crate::governance::row_filters::is_governed_plan;
 use crate::names::{normalize_ident, resolve_name};
 use crate::planner::Planner;
 use crate::statement::prepass::Prepared;
-use crate::write::change::{self, Change, Committed, LiveFile, Retries};
+use crate::write::change::{self, Change, Committed, LiveFile, Retries, only_appends_since};
 use crate::write::rows::{self, RowChange};
 
 /// Removes the rows of table `name` for which `filter` is true, every row without one; `verb`
@@ -152,42 +152,6 @@ pub(crate) async fn remove_rows(
             }
         }
     }
-}
-
-/// Whether every snapshot of `table` after `snapshot_id`, up to its current one, only appended.
-pub(crate) fn only_appends_since(table: &Table, snapshot_id: Option<i64>) -> bool {
-    let metadata = table.metadata();
-    let mut at = metadata.current_snapshot();
-    while let Some(snapshot) = at {
-        if Some(snapshot.snapshot_id()) == snapshot_id {
-            return true;
-        }
-        // The operation, and counters that say the same: nothing removed, no delete files.
-        let summary = snapshot.summary();
-        let counted = |key: &str| {
-            summary
-                .additional_properties
-                .get(key)
-                .is_some_and(|v| v != "0")
-        };
-        if summary.operation != Operation::Append
-            || [
-                "deleted-data-files",
-                "removed-delete-files",
-                "added-delete-files",
-                "deleted-records",
-            ]
-            .iter()
-            .any(|k| counted(k))
-        {
-            return false;
-        }
-        at = snapshot
-            .parent_snapshot_id()
-            .and_then(|id| metadata.snapshot_by_id(id));
-    }
-    // Back to the table's first snapshot: only appends since a table with none.
-    snapshot_id.is_none()
 }
 
 /// Whether a row filter or a column mask stands between the caller and `object`'s rows.

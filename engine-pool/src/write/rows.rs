@@ -27,7 +27,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::{Case, Expr as DFExpr, LogicalPlan, cast, lit};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    Assignment, AssignmentTarget, Expr, Ident, ObjectName, SelectItem, SetExpr, Statement,
+    Assignment, AssignmentTarget, Expr, Ident, Merge, ObjectName, SelectItem, SetExpr, Statement,
 };
 use futures::TryStreamExt;
 use iceberg::arrow::schema_to_arrow_schema;
@@ -49,10 +49,9 @@ use crate::governance::model::{Object, Privilege};
 use crate::names::{QUERY_CATALOG, QUERY_SCHEMA, normalize_ident, resolve_name};
 use crate::planner::Planner;
 use crate::statement::prepass::Prepared;
-use crate::write::append::{assignable, cast_to_table, remove_written, write_files};
-use crate::write::change::{self, Change, Committed, Retries};
-use crate::write::merge::{self, Actions, MergePlan};
-use crate::write::remove::only_appends_since;
+use crate::write::change::{self, Change, Committed, Retries, only_appends_since};
+use crate::write::files::{assignable, cast_to_table, remove_written, write_files};
+use crate::write::merge::{self, ACTION, Actions, MergePlan};
 
 /// What a row-level statement does to the rows it finds.
 pub(crate) enum RowChange<'a> {
@@ -106,6 +105,16 @@ pub(crate) async fn update_rows(
         prepared,
     )
     .await
+}
+
+/// `MERGE INTO t …` (merge.rs plans it).
+pub(crate) async fn merge_into(
+    ctx: &Ctx<'_>,
+    statement: &Merge,
+    prepared: &Prepared,
+) -> SqeResult<QueryResult> {
+    let (name, object, plan) = merge::plan(ctx, statement)?;
+    change_rows(ctx, name, &object, RowChange::Merge(&plan), None, prepared).await
 }
 
 /// The name each new value of an UPDATE (of the `i`th column a MERGE's clauses set) goes by in the
@@ -236,9 +245,6 @@ pub(crate) async fn change_rows(
 /// The name the changed table goes by in the query that finds the rows.
 pub(crate) const TARGET: &str = "rows";
 
-/// The column of a MERGE's rows that holds the number of the clause acting on the row (0: none).
-pub(crate) const ACTION: &str = "__sqe_action";
-
 /// The rows the statement changes, as the caller's query finds them in snapshot `head` of
 /// `table`: each row's `$path` and `$pos`, and for an UPDATE its new values. `prepared` is the
 /// statement's own, whose time travel and files its WHERE clause and values may name.
@@ -265,7 +271,7 @@ async fn find_rows(
         quote_identifier(table_name),
     );
     let mut statement = match change {
-        Resolved::Merge(plan, columns) => plan.query(columns)?,
+        Resolved::Merge(plan, columns) => plan.query(columns, TARGET, value_name)?,
         _ => crate::statement::parse_query(&sql)?.0,
     };
     // The statement's own WHERE clause and values, already read with Trino's rules, go in as
