@@ -1,18 +1,25 @@
-//! Row-level DELETE and UPDATE, copy-on-write: the data files holding a row the statement changes
-//! are written again without those rows (DELETE) or with their new values (UPDATE), and one
-//! `overwrite` snapshot swaps the old files for the new.
+//! Row-level DELETE, UPDATE and MERGE (merge.rs plans a MERGE), in either write mode:
+//! - copy-on-write (Iceberg's default): the data files holding a changed row are written again,
+//!   without the deleted rows and with the updated ones' new values, and one `overwrite` snapshot
+//!   swaps the old files for the new;
+//! - merge-on-read (the table's `write.delete.mode`, `write.update.mode`, `write.merge.mode`):
+//!   position delete files name the changed rows (one per partition), updated rows go into new
+//!   data files, and no data file is written again.
 //!
 //! The rows a statement changes are found by a query planned as the caller's own: `SELECT "$path",
-//! "$pos"[, new values] FROM t FOR VERSION AS OF <head> WHERE …`, over the row-id scan
-//! (`catalog/row_ids.rs`), so the caller's privileges, row filters and column masks apply to the
-//! WHERE clause, its subqueries and the new values exactly as to a query: a row-filtered caller
-//! changes only rows they see, and a WHERE clause on a masked column compares the masked value.
-//! The files are then rewritten from their raw rows (the rows the caller does not see are kept as
-//! they are), joined with the changed rows by file and position.
+//! "$pos"[, new values] FROM t WHERE …` (a MERGE's: `… FROM t RIGHT JOIN source ON …`), over the
+//! row-id scan of the table's current snapshot (`catalog/row_ids.rs`), so the caller's privileges,
+//! row filters and column masks apply to the WHERE clause, its subqueries and the new values
+//! exactly as to a query: a row-filtered caller changes only rows they see, and a WHERE clause on
+//! a masked column compares the masked value. The files are then read again raw (the rows the
+//! caller does not see, and the columns an UPDATE does not set, are kept as they are), joined
+//! with the changed rows by file and position.
 //!
-//! A commit that loses the race to writers who only appended commits the same files again (the
-//! rows they added stay, as if this statement ran first); after any other change the statement is
-//! decided again against the new head, up to the table's `commit.retry.num-retries` times.
+//! A DELETE or UPDATE that loses the race to writers who only appended commits the same files
+//! again (the rows they added stay, as if this statement ran first); after any other change, and
+//! for a MERGE always (its inserts depend on what the appended rows would have matched), the
+//! statement is decided again against the new head, up to the table's `commit.retry.num-retries`
+//! times.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
