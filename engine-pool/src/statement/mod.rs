@@ -173,6 +173,9 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
         ["grant" | "deny" | "revoke", ..] => {
             prepared.sql = policies::grant_words(&prepared.sql);
         }
+        ["alter", "table", ..] => {
+            prepared.sql = set_properties_words(&prepared.sql);
+        }
         _ => {}
     }
     let show_session = matches!(lead.as_slice(), ["show", "session", ..]);
@@ -541,6 +544,37 @@ fn plain_delete(delete: &Delete) -> Option<&ObjectName> {
         },
         _ => None,
     }
+}
+
+/// Trino's `ALTER TABLE t SET PROPERTIES a = 'x', b = 'y'` as the parser reads Spark's `SET
+/// TBLPROPERTIES (a = 'x', b = 'y')`; any other statement as it is.
+fn set_properties_words(sql: &str) -> String {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let dialect = dialect::SqeDialect::default();
+    let Ok(mut tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
+        return sql.to_string();
+    };
+    let is = |t: &Token, w: &str| matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
+    let words: Vec<usize> = (0..tokens.len())
+        .filter(|i| !matches!(tokens[*i], Token::Whitespace(_)))
+        .collect();
+    let Some(at) = words
+        .windows(2)
+        .position(|w| is(&tokens[w[0]], "set") && is(&tokens[w[1]], "properties"))
+    else {
+        return sql.to_string();
+    };
+    let properties = words[at + 1];
+    tokens[properties] = Token::make_keyword("TBLPROPERTIES");
+    // The list runs to the end of the statement (a `;` ends it).
+    let end = words
+        .iter()
+        .copied()
+        .find(|i| *i > properties && matches!(tokens[*i], Token::SemiColon))
+        .unwrap_or(tokens.len());
+    tokens.insert(end, Token::RParen);
+    tokens.insert(properties + 1, Token::LParen);
+    tokens.iter().map(|t| t.to_string()).collect()
 }
 
 /// The table of an UPDATE of one table, named without an alias, with nothing but assignments

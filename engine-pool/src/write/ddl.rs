@@ -668,6 +668,22 @@ async fn alter_table(
             // Its owner and privileges go with it.
             ctx.governance.move_object(session, &object, &to)?;
         }
+        AlterTableOperation::SetTblProperties { table_properties } => {
+            let updates = table_properties
+                .iter()
+                .map(settable_property)
+                .collect::<SqeResult<HashMap<String, String>>>()?;
+            catalog
+                .commit_updates(
+                    table.identifier(),
+                    vec![TableRequirement::UuidMatch {
+                        uuid: table.metadata().uuid(),
+                    }],
+                    vec![TableUpdate::SetProperties { updates }],
+                )
+                .await
+                .map_err(from_iceberg)?;
+        }
         other => {
             return Err(SqeError::unsupported(format!(
                 "ALTER TABLE {other} is not supported"
@@ -675,6 +691,47 @@ async fn alter_table(
         }
     }
     Ok(())
+}
+
+/// A table property `ALTER TABLE … SET PROPERTIES` may set: a name (quoted or not) and a literal
+/// value. The write modes take `copy-on-write` or `merge-on-read`; the format version and the
+/// partitioning are not properties to set this way.
+fn settable_property(option: &SqlOption) -> SqeResult<(String, String)> {
+    let SqlOption::KeyValue { key, value } = option else {
+        return Err(SqeError::invalid(format!(
+            "SET PROPERTIES takes name = value pairs, not '{option}'"
+        )));
+    };
+    let name = key.value.to_lowercase();
+    let value = match value {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+            Value::Number(n, _) => n.to_string(),
+            Value::Boolean(b) => b.to_string(),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    if value.is_empty() {
+        return Err(SqeError::invalid(format!(
+            "table property '{name}' must be set to a literal"
+        )));
+    }
+    match name.as_str() {
+        "write.delete.mode" | "write.update.mode" | "write.merge.mode"
+            if value != "copy-on-write" && value != "merge-on-read" =>
+        {
+            Err(SqeError::invalid(format!(
+                "table property '{name}' is copy-on-write or merge-on-read, not '{value}'"
+            )))
+        }
+        "format-version" | "format_version" | "partitioning" | "location" => {
+            Err(SqeError::unsupported(format!(
+                "table property '{name}' cannot be changed by SET PROPERTIES"
+            )))
+        }
+        _ => Ok((name, value)),
+    }
 }
 
 /// Makes `fields` the table's schema: a new schema with the next free schema id, made current, on
