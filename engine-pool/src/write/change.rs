@@ -423,11 +423,29 @@ pub(crate) async fn commit(
     }
 }
 
-/// A live file of a snapshot: its path, the partition spec it was written with and its partition.
+/// A live file of a snapshot: its path, the partition spec it was written with and its partition,
+/// and for a position delete file the one data file it names, if it says so.
 pub(crate) struct LiveFile {
     pub path: String,
     pub spec_id: i32,
     pub partition: Struct,
+    pub names_only: Option<String>,
+}
+
+/// `removed` (data files of `table`'s current snapshot), and the position delete files that name
+/// only rows of those: nothing is left for them to delete.
+pub(crate) async fn with_their_deletes(
+    table: &Table,
+    mut removed: HashSet<String>,
+) -> SqeResult<HashSet<String>> {
+    let orphans: Vec<String> = live_files(table)
+        .await?
+        .into_iter()
+        .filter(|f| f.names_only.as_ref().is_some_and(|p| removed.contains(p)))
+        .map(|f| f.path)
+        .collect();
+    removed.extend(orphans);
+    Ok(removed)
 }
 
 /// Every live file (data and delete files) of `table`'s current snapshot.
@@ -455,6 +473,10 @@ pub(crate) async fn live_files(table: &Table) -> SqeResult<Vec<LiveFile>> {
                     path: e.file_path().to_string(),
                     spec_id: listed.partition_spec_id,
                     partition: e.data_file().partition().clone(),
+                    names_only: match e.data_file().content_type() {
+                        DataContentType::PositionDeletes => e.data_file().referenced_data_file(),
+                        _ => None,
+                    },
                 }),
         );
     }

@@ -463,7 +463,7 @@ async fn rewrite(
     let plan = cast_to_table(plan, table, None, &table_name)?;
     let (added, _) = write_files(table, &state, plan, prefix).await?;
     Ok(Change {
-        removed: Arc::unwrap_or_clone(files),
+        removed: change::with_their_deletes(table, Arc::unwrap_or_clone(files)).await?,
         added,
         ..Change::default()
     })
@@ -650,7 +650,7 @@ async fn merge_change(
                 .join(raw, JoinType::Inner, &keys, &keys, None)
                 .and_then(|df| df.filter(among(&actions.updates)))
         } else {
-            removed = files;
+            removed = change::with_their_deletes(table, files).await?;
             // Every row of the files, but those deleted; the updated ones with their new values.
             acted
                 .join(raw, JoinType::Right, &keys, &keys, None)
