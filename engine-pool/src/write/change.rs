@@ -509,6 +509,19 @@ impl Retries {
         }
     }
 
+    /// The conflict a statement (`what`, e.g. "DELETE FROM 'cat.s.t'") fails with after losing the
+    /// race `lost + 1` times in a row.
+    pub(crate) fn overtaken(&self, what: &str, lost: usize) -> SqeError {
+        SqeError::new(
+            ErrorCode::Conflict,
+            format!(
+                "{what} was overtaken by other writers {} times in a row (the table's commit.retry.num-retries is {}); run it again",
+                lost + 1,
+                self.retries
+            ),
+        )
+    }
+
     /// The wait before retry `n` (from 0).
     pub(crate) fn wait(&self, n: usize) -> std::time::Duration {
         let doubled = self

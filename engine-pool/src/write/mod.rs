@@ -1,8 +1,10 @@
 //! Statements that change what the catalogs hold: rows (INSERT and CREATE TABLE AS, append.rs;
-//! Flight SQL's bulk ingest, ingest.rs; TRUNCATE and DELETE of whole files, remove.rs; DELETE and
-//! UPDATE of single rows, rows.rs; the last two through the snapshot producer of change.rs), schemas and tables (CREATE, DROP, ALTER TABLE: ddl.rs)
-//! and views (views.rs). Each checks the caller's privileges with governance before it changes
-//! anything, and commits to Iceberg as one atomic compare-and-swap on the catalog.
+//! INSERT OVERWRITE, overwrite.rs; Flight SQL's bulk ingest, ingest.rs; TRUNCATE and DELETE of
+//! whole files, remove.rs; DELETE, UPDATE and MERGE of single rows, rows.rs and merge.rs; data
+//! files written for all of them by files.rs, and the snapshots that remove files made by
+//! change.rs), schemas and tables (CREATE, DROP, ALTER TABLE: ddl.rs) and views (views.rs). Each
+//! checks the caller's privileges with governance before it changes anything, and commits to
+//! Iceberg as one atomic compare-and-swap on the catalog.
 
 pub mod append;
 pub mod change;

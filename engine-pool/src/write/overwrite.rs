@@ -88,14 +88,7 @@ pub(crate) async fn overwrite(
             }
             Ok(Committed::Lost) => {
                 remove_written(&table, &prefix).await;
-                return Err(SqeError::new(
-                    ErrorCode::Conflict,
-                    format!(
-                        "INSERT OVERWRITE '{object}' was overtaken by other writers {} times in a row (the table's commit.retry.num-retries is {}); run it again",
-                        lost + 1,
-                        retries.retries
-                    ),
-                ));
+                return Err(retries.overtaken(&format!("INSERT OVERWRITE '{object}'"), lost));
             }
             Ok(Committed::Unknown(e)) => return Err(e),
             Err(e) => {

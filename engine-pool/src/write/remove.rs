@@ -141,14 +141,7 @@ pub(crate) async fn remove_rows(
                 lost += 1;
             }
             Committed::Lost => {
-                return Err(SqeError::new(
-                    ErrorCode::Conflict,
-                    format!(
-                        "{verb} '{object}' was overtaken by other writers {} times in a row (the table's commit.retry.num-retries is {}); run it again",
-                        lost + 1,
-                        retries.retries
-                    ),
-                ));
+                return Err(retries.overtaken(&format!("{verb} '{object}'"), lost));
             }
         }
     }

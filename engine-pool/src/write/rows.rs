@@ -45,7 +45,7 @@ use iceberg::table::Table;
 use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
-use sqe_sessions::{ErrorCode, QueryResult, SqeError, SqeResult, quote_identifier};
+use sqe_sessions::{QueryResult, SqeError, SqeResult, quote_identifier};
 
 use crate::catalog::provider::read_with_current_schema;
 use crate::catalog::row_ids::{PATH, POS};
@@ -229,15 +229,7 @@ pub(crate) async fn change_rows(
             }
             Ok(Committed::Lost) => {
                 remove_written(&table, &prefix).await;
-                return Err(SqeError::new(
-                    ErrorCode::Conflict,
-                    format!(
-                        "{} '{object}' was overtaken by other writers {} times in a row (the table's commit.retry.num-retries is {}); run it again",
-                        change.verb(),
-                        lost + 1,
-                        retries.retries
-                    ),
-                ));
+                return Err(retries.overtaken(&format!("{} '{object}'", change.verb()), lost));
             }
             // The catalog may have taken it: the files stay.
             Ok(Committed::Unknown(e)) => return Err(e),
@@ -400,14 +392,7 @@ async fn rewrite(
     targets: Vec<RecordBatch>,
     prefix: &str,
 ) -> SqeResult<Change> {
-    let mut files = HashSet::new();
-    for batch in &targets {
-        for path in paths_of(batch)?.iter().flatten() {
-            if !files.contains(path) {
-                files.insert(path.to_string());
-            }
-        }
-    }
+    let files = files_of(&targets)?;
     let files = Arc::new(files);
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
@@ -504,14 +489,7 @@ async fn mark(
             ..Change::default()
         });
     };
-    let mut files = HashSet::new();
-    for batch in &targets {
-        for path in paths_of(batch)?.iter().flatten() {
-            if !files.contains(path) {
-                files.insert(path.to_string());
-            }
-        }
-    }
+    let files = files_of(&targets)?;
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
     let raw = current_rows(table)?.with_row_ids(Some(Arc::new(files)));
@@ -566,7 +544,6 @@ async fn merge_change(
     changed_actions.extend(&actions.deletes);
     // The target rows acted on, by file and position.
     let mut matched = Vec::new();
-    let mut files = HashSet::new();
     for batch in &targets {
         let (Some(paths), Some(numbers)) = (
             batch.column(0).as_any().downcast_ref::<StringArray>(),
@@ -583,15 +560,11 @@ async fn merge_change(
                     && changed_actions.contains(&numbers.value(i)),
             )
         }));
-        let acted =
-            filter_record_batch(batch, &keep).map_err(|e| SqeError::internal(e.to_string()))?;
-        for path in paths_of(&acted)?.iter().flatten() {
-            if !files.contains(path) {
-                files.insert(path.to_string());
-            }
-        }
-        matched.push(acted);
+        matched.push(
+            filter_record_batch(batch, &keep).map_err(|e| SqeError::internal(e.to_string()))?,
+        );
     }
+    let files = files_of(&matched)?;
     let q = session
         .read_batches(targets)
         .and_then(|df| df.alias("q"))
@@ -673,19 +646,11 @@ async fn merge_change(
 /// (`unnest`) would give a row several new versions.
 fn one_row_each(targets: &[RecordBatch]) -> SqeResult<u64> {
     let mut seen: HashSet<(&str, i64)> = HashSet::new();
-    for batch in targets {
-        let paths = paths_of(batch)?;
-        let positions = batch
-            .column(1)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| SqeError::internal("$pos is not a long"))?;
-        for i in 0..batch.num_rows() {
-            if !seen.insert((paths.value(i), positions.value(i))) {
-                return Err(SqeError::invalid(
-                    "an UPDATE's new values must be one row for each row it changes (a set-returning function such as unnest gives several)",
-                ));
-            }
+    for row in row_ids_of(targets)? {
+        if !seen.insert(row) {
+            return Err(SqeError::invalid(
+                "an UPDATE's new values must be one row for each row it changes (a set-returning function such as unnest gives several)",
+            ));
         }
     }
     Ok(seen.len() as u64)
@@ -698,13 +663,34 @@ fn current_rows(table: &Table) -> SqeResult<IcebergScanProvider> {
     IcebergScanProvider::try_new(table, None).map_err(from_iceberg)
 }
 
-/// The `$path` column of a batch of changed rows.
-fn paths_of(batch: &RecordBatch) -> SqeResult<&StringArray> {
-    batch
-        .column(0)
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .ok_or_else(|| SqeError::internal("$path is not a string"))
+/// The (`$path`, `$pos`) of each changed row of `targets` (a MERGE's inserted rows, which have
+/// none, left out).
+fn row_ids_of(targets: &[RecordBatch]) -> SqeResult<Vec<(&str, i64)>> {
+    let mut rows = Vec::new();
+    for batch in targets {
+        let (Some(paths), Some(positions)) = (
+            batch.column(0).as_any().downcast_ref::<StringArray>(),
+            batch.column(1).as_any().downcast_ref::<Int64Array>(),
+        ) else {
+            return Err(SqeError::internal(
+                "the changed rows are not ($path, $pos, …)",
+            ));
+        };
+        rows.extend(
+            (0..batch.num_rows())
+                .filter(|i| paths.is_valid(*i))
+                .map(|i| (paths.value(i), positions.value(i))),
+        );
+    }
+    Ok(rows)
+}
+
+/// The data files the changed rows of `targets` are in.
+fn files_of(targets: &[RecordBatch]) -> SqeResult<HashSet<String>> {
+    Ok(row_ids_of(targets)?
+        .into_iter()
+        .map(|(path, _)| path.to_string())
+        .collect())
 }
 
 /// The field ids Iceberg reserves for a position delete file's columns.
@@ -720,18 +706,7 @@ async fn write_position_deletes(
     targets: &[RecordBatch],
     prefix: &str,
 ) -> SqeResult<Vec<(i32, DataFile)>> {
-    let mut rows: Vec<(&str, i64)> = Vec::new();
-    for batch in targets {
-        let paths = paths_of(batch)?;
-        let positions = batch
-            .column(1)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| SqeError::internal("$pos is not a long"))?;
-        for i in 0..batch.num_rows() {
-            rows.push((paths.value(i), positions.value(i)));
-        }
-    }
+    let mut rows = row_ids_of(targets)?;
     rows.sort_unstable();
     rows.dedup();
     let live = change::live_files(table).await?;
