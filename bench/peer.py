@@ -18,17 +18,28 @@ downloaded.
         # both engines' times per query as a bar chart
     peer.py dml --parquet DIR/parquet --out DIR/dml
         # the dml suite (queries/dml.sql) on DuckDB's own tables, loaded from the Parquet files into
-        # a database file: DIR/dml/timings.json (seconds per step) and DIR/dml/<check>.parquet
+        # a database file: DIR/dml/timings.json (seconds per step) and DIR/dml/<check>.parquet;
+        # then again on Iceberg tables of a REST catalog (lakana-server, beside this python, run
+        # under DIR/dml/iceberg): DIR/dml/timings-iceberg.json and DIR/dml/<check>-iceberg.parquet
 """
 
 import argparse
+import base64
 import importlib
 import json
+import os
 import re
 import pathlib
+import secrets
+import shutil
 import statistics
+import subprocess
 import sys
+import threading
 import time
+from http.client import HTTPConnection
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import duckdb
 
@@ -285,7 +296,8 @@ def dml_sections(parquet):
 
 
 def dml(parquet, out):
-    """The dml suite on DuckDB's own tables (a database file, as SQE's warehouse is files)."""
+    """The dml suite on DuckDB's own tables (a database file, as SQE's warehouse is files), then on
+    Iceberg tables (dml_iceberg)."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     database = out / "duckdb.db"
@@ -307,6 +319,210 @@ def dml(parquet, out):
     (out / "timings.json").write_text(json.dumps(timings, indent=1))
     con.close()
     database.unlink(missing_ok=True)
+    dml_iceberg(parquet, out)
+
+
+# lakana's environment for the dml suite's tables; it makes the namespaces bronze, silver and gold.
+LAKANA_ENVIRONMENT = "dev"
+
+
+def dml_iceberg(parquet, out):
+    """The dml suite by DuckDB on Iceberg tables, which its iceberg extension changes only through a
+    REST catalog (merge-on-read: position delete files): lakana-server with its sqlite DB and the
+    warehouse in OUT/iceberg, the tables made and loaded by pyiceberg (DuckDB's CREATE TABLE is a
+    staged create, which lakana refuses). Writes OUT/timings-iceberg.json (seconds per step, or
+    {"error": DuckDB's message} for a step it refuses) and OUT/<check>-iceberg.parquet. When the run
+    cannot happen at all, the timings hold only "error"; the native run's files stand either way."""
+    root = out.resolve() / "iceberg"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    for stale in out.glob("*-iceberg.parquet"):
+        stale.unlink()
+    server = front = None
+    try:
+        server, url, token = start_lakana(root)
+        lakana_cli(url, token, root, "env", "create", LAKANA_ENVIRONMENT, "--storage-root", f"file://{root}/warehouse")
+        dml_iceberg_tables(parquet, url, token)
+        front = PrefixFront(url, LAKANA_ENVIRONMENT)
+        threading.Thread(target=front.serve_forever, daemon=True).start()
+        con = connect()
+        for name in ("httpfs", "avro", "iceberg"):
+            load_extension(con, name)
+        con.execute(f"CREATE SECRET lakana (TYPE iceberg, TOKEN '{token}')")
+        # lakana vends no storage credentials: DuckDB reads and writes the file:// warehouse itself.
+        con.execute(f"ATTACH '{LAKANA_ENVIRONMENT}' AS lake (TYPE iceberg, ENDPOINT '{front.url}', "
+                    "SECRET lakana, ACCESS_DELEGATION_MODE 'none')")
+        con.execute("USE lake.bronze")
+        timings = {}
+        for kind, name, statements in dml_sections(parquet):
+            if kind == "step":
+                start = time.perf_counter()
+                try:
+                    for sql in statements:
+                        con.execute(sql)
+                    timings[name] = time.perf_counter() - start
+                except duckdb.Error as e:
+                    timings[name] = {"error": str(e)}
+                    print(f"peer.py dml (Iceberg): step {name}: {e}", file=sys.stderr)
+            else:
+                con.execute(f"COPY ({statements[0]}) TO '{out / name}-iceberg.parquet' (FORMAT parquet)")
+        con.close()
+    except Exception as e:  # whatever the failure, it ends this run only, not the native one's
+        timings = {"error": f"{type(e).__name__}: {e}"}
+        print(f"peer.py dml (Iceberg): {timings['error']}", file=sys.stderr)
+    finally:
+        if front is not None:
+            front.shutdown()
+            front.server_close()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    (out / "timings-iceberg.json").write_text(json.dumps(timings, indent=1))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def start_lakana(root):
+    """lakana-server on a free port of 127.0.0.1 over a sqlite DB in ROOT, its output in
+    ROOT/lakana.log (where it names the port); returns (process, url, admin token)."""
+    server = pathlib.Path(sys.executable).parent / "lakana-server"
+    if not server.is_file():
+        raise RuntimeError(f"{server} not found (PyPI lakana[server]==0.20.0)")
+    key_id, secret = secrets.token_hex(8), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "LAKANA_DATABASE__URL": f"sqlite:///{root / 'lakana.db'}",
+        "LAKANA_BOOTSTRAP_PAT_KEY_ID": key_id,
+        "LAKANA_BOOTSTRAP_PAT_SECRET": secret,
+        "LAKANA_SECRETS__MASTER_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
+        "LAKANA_HOST": "127.0.0.1",
+        "LAKANA_PORT": "0",
+    }
+    log = root / "lakana.log"
+    with log.open("w") as output:
+        if subprocess.run([server, "migrate"], env=env, stdout=output, stderr=subprocess.STDOUT, timeout=300).returncode:
+            raise RuntimeError(f"lakana-server migrate failed:\n{log.read_text()[-2000:]}")
+        process = subprocess.Popen([server], env=env, stdout=output, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        port = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", log.read_text())
+        if port:
+            return process, f"http://127.0.0.1:{port.group(1)}", f"lakana_pat_{key_id}_{secret}"
+        time.sleep(0.2)
+    process.kill()
+    process.wait()
+    raise RuntimeError(f"lakana-server did not start:\n{log.read_text()[-2000:]}")
+
+
+def lakana_cli(url, token, root, *args):
+    """The lakana CLI (beside this python) as lakana's admin, its profile files kept in ROOT."""
+    env = {**os.environ, "LAKANA_URL": url, "LAKANA_TOKEN": token, "XDG_CONFIG_HOME": str(root / "xdg")}
+    command = [pathlib.Path(sys.executable).parent / "lakana", "--output", "json", *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"lakana {' '.join(args)}: {done.stdout}{done.stderr}")
+
+
+def dml_iceberg_tables(parquet, url, token):
+    """orders, lineitem and lineitem_p (partitioned by l_shipmode) in bronze, made and loaded from
+    the Parquet files by pyiceberg: format version 2, snappy, merge-on-read (DuckDB refuses to
+    change a copy-on-write table), as SQE's tables are made in the suite."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.io.pyarrow import pyarrow_to_schema
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    catalog = RestCatalog("lakana", uri=url, token=token, prefix=LAKANA_ENVIRONMENT)
+    properties = {f"write.{op}.mode": "merge-on-read" for op in ("delete", "update", "merge")}
+    properties.update({"format-version": "2", "write.parquet.compression-codec": "snappy"})
+    for table, source, partition in (("orders", "orders", None), ("lineitem", "lineitem", None),
+                                     ("lineitem_p", "lineitem", "l_shipmode")):
+        start = time.perf_counter()
+        data = pq.read_table(f"{parquet}/{source}.parquet")
+        # Field ids 1, 2, ... in column order, so that the partition field can name its source.
+        schema = pyarrow_to_schema(pa.schema(
+            [f.with_metadata({"PARQUET:field_id": str(i)}) for i, f in enumerate(data.schema, 1)]))
+        spec = UNPARTITIONED_PARTITION_SPEC
+        if partition:
+            spec = PartitionSpec(PartitionField(schema.find_field(partition).field_id, 1000, IdentityTransform(), partition))
+        catalog.create_table(f"bronze.{table}", schema, partition_spec=spec, properties=properties).append(data)
+        print(f"pyiceberg loaded {table} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+
+
+# The REST endpoints lakana 0.20 serves. It has no POST /v1/{prefix}/transactions/commit (404), which
+# DuckDB uses for its commits unless /v1/config's endpoints leave it out; then it commits each table
+# by itself, as lakana does serve.
+LAKANA_ENDPOINTS = [
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/tables/rename",
+]
+
+
+class PrefixFront(ThreadingHTTPServer):
+    """A relay on 127.0.0.1 to lakana for DuckDB, which takes a REST catalog's prefix only from
+    /v1/config's overrides, where lakana names none: it adds "prefix" there, and lakana's endpoints
+    (LAKANA_ENDPOINTS, which lakana does not list), and passes every other request and answer on
+    unchanged."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream, prefix):
+        super().__init__(("127.0.0.1", 0), PrefixFrontHandler)
+        self.upstream = urlsplit(upstream)
+        self.prefix = prefix
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class PrefixFrontHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers of one connection, not to be passed on (http.client sets its own length and host).
+    HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailers", "upgrade", "host", "content-length"}
+
+    def log_message(self, format, *args):
+        pass
+
+    def relay(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        upstream = HTTPConnection(self.server.upstream.hostname, self.server.upstream.port, timeout=600)
+        try:
+            upstream.request(self.command, self.path, body=body or None,
+                             headers={k: v for k, v in self.headers.items() if k.lower() not in self.HOP})
+            response = upstream.getresponse()
+            status, answer = response.status, response.read()
+            headers = [(k, v) for k, v in response.getheaders() if k.lower() not in self.HOP | {"date", "server"}]
+        finally:
+            upstream.close()
+        if urlsplit(self.path).path == "/v1/config" and status == 200:
+            config = json.loads(answer)
+            config.setdefault("overrides", {})["prefix"] = self.server.prefix
+            config["endpoints"] = LAKANA_ENDPOINTS
+            answer = json.dumps(config).encode()
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(answer)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = relay
 
 
 def main():

@@ -2,11 +2,18 @@
 //! with the data file it is in (`$path`) and its position in that file (`$pos`, from 0), the two
 //! values by which Iceberg's position delete files name a row.
 //!
-//! Positions are counted, so every file is read whole and in order: no byte ranges, no row group
-//! or page pruning, no filter inside the reader (files are still pruned by the statement's filters
-//! through the manifests). The rows a file's position delete files remove are dropped here, after
-//! counting, by the positions those files list for it. A file with equality delete files is
-//! refused: its rows' positions among the deleted rows cannot be counted that way.
+//! Files are read by the parquet crate's reader, which numbers each row it gives (its row-number
+//! column), so nothing needs reading in order or whole: a large file is read in byte ranges by
+//! several partitions, the statement's filters run inside the reader on their own columns first
+//! (the other columns are decoded only for the rows that pass), and a scan of given rows
+//! ([`Reach::Rows`]) decodes only those. Rows that position delete files remove are skipped by the
+//! reader too. Columns resolve by Iceberg field id; a column a file does not have reads as its
+//! identity partition value, else NULL. The filters are DataFusion's to apply again: here they
+//! only spare work.
+//!
+//! A table with nested columns is read by iceberg-rust's reader instead (it resolves nested fields
+//! by id), whole files in order, positions counted, deleted rows dropped after counting. A file
+//! with equality delete files is refused: which of its rows they remove is not known by position.
 //!
 //! Only the table scan's `with_row_ids` makes this scan, for the statements of `write/rows.rs`:
 //! it is the same table to governance (its row filters and column masks apply as to any scan of
@@ -14,44 +21,83 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::ops::Range;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, DictionaryArray, Int32Array, Int64Array, RecordBatch,
+    Array, ArrayRef, AsArray, BooleanArray, DictionaryArray, Int32Array, Int64Array, RecordBatch,
     RecordBatchOptions, StringArray,
 };
-use datafusion::arrow::compute::{cast, filter_record_batch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema as ArrowSchema, SchemaRef};
-use datafusion::common::Statistics;
+use datafusion::arrow::compute::{cast, filter_record_batch, prep_null_mask_filter};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema as ArrowSchema, SchemaRef};
+use datafusion::arrow::error::ArrowError;
+use datafusion::catalog::Session;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{Column, DFSchema, ScalarValue, Statistics};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
-use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use iceberg::arrow::ArrowReaderBuilder;
-use iceberg::io::FileIO;
+use iceberg::arrow::{ArrowFileReader, ArrowReaderBuilder};
+use iceberg::io::{FileIO, FileMetadata};
 use iceberg::scan::FileScanTask;
-use iceberg::spec::DataContentType;
+use iceberg::spec::{DataContentType, Literal, NestedFieldRef, Transform};
 use iceberg::table::Table;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowPredicate, ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions,
+    ParquetRecordBatchReaderBuilder, RowFilter, RowSelection,
+};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask, RowNumber};
+use parquet::file::metadata::ParquetMetaData;
 
-use super::predicate;
+use super::{column_stats, predicate};
 
 /// The column naming a row's data file.
 pub const PATH: &str = "$path";
 /// The column holding a row's position in its data file.
 pub const POS: &str = "$pos";
 
-/// What a row-id scan reads: the data files of the snapshot, or only these.
+/// What a row-id scan reads of the snapshot's data files.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Reach {
+    /// Every row of every file.
+    #[default]
+    All,
+    /// Every row of these files.
+    Files(Arc<HashSet<String>>),
+    /// These rows: the positions (sorted) in each file.
+    Rows(Arc<HashMap<String, Vec<i64>>>),
+}
+
+impl Reach {
+    fn takes(&self, path: &str) -> bool {
+        match self {
+            Reach::All => true,
+            Reach::Files(files) => files.contains(path),
+            Reach::Rows(rows) => rows.contains_key(path),
+        }
+    }
+
+    fn positions(&self, path: &str) -> Option<&[i64]> {
+        match self {
+            Reach::Rows(rows) => Some(rows.get(path).map_or(&[], Vec::as_slice)),
+            _ => None,
+        }
+    }
+}
+
+/// What a row-id scan reads.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RowIds {
-    pub files: Option<Arc<HashSet<String>>>,
+    pub reach: Reach,
 }
 
 /// `schema` with the two row-id columns after the table's.
@@ -72,6 +118,9 @@ fn iceberg_error(e: iceberg::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
+/// Files smaller than this are read by one partition whole.
+const SPLIT_BYTES: u64 = 32 * 1024 * 1024;
+
 /// The plan of a row-id scan of `table` (at `snapshot_id`, else its current snapshot), whose
 /// columns are `schema` (the table's, then `$path` and `$pos`), read in `iceberg_schema`.
 #[allow(clippy::too_many_arguments)]
@@ -81,8 +130,7 @@ pub(super) async fn plan(
     schema: &SchemaRef,
     iceberg_schema: &iceberg::spec::Schema,
     row_ids: &RowIds,
-    partitions: usize,
-    batch_size: usize,
+    state: &dyn Session,
     projection: Option<&Vec<usize>>,
     filters: &[Expr],
 ) -> DFResult<Arc<dyn ExecutionPlan>> {
@@ -91,20 +139,17 @@ pub(super) async fn plan(
         .cloned()
         .unwrap_or_else(|| (0..schema.fields().len()).collect());
     let output = Arc::new(schema.project(&projection)?);
-    // The table's columns read; one at least, for the rows' count.
-    let mut read: Vec<usize> = projection
+    let read: Vec<usize> = projection
         .iter()
         .copied()
         .filter(|i| *i < table_columns)
         .collect();
-    if read.is_empty() {
-        read.push(0);
-    }
     let mut builder = match snapshot_id {
         Some(id) => table.scan().snapshot_id(id),
         None => table.scan(),
     };
-    builder = builder.select(read.iter().map(|i| schema.field(*i).name().clone()));
+    // The columns are the reader's to choose, file by file.
+    builder = builder.select_all();
     if let Some(p) = predicate::from_filters(filters, iceberg_schema) {
         builder = builder.with_filter(p);
     }
@@ -116,11 +161,9 @@ pub(super) async fn plan(
         .try_collect()
         .await
         .map_err(iceberg_error)?;
-    if let Some(files) = &row_ids.files {
-        tasks.retain(|t| files.contains(&t.data_file_path));
-    }
+    tasks.retain(|t| row_ids.reach.takes(&t.data_file_path));
     for task in &mut tasks {
-        // Pruning happened at the manifests; inside a file every row is counted.
+        // Pruning happened at the manifests; inside a file every row is the reader's to judge.
         task.predicate = None;
         if let Some(equality) = task
             .deletes
@@ -135,49 +178,168 @@ pub(super) async fn plan(
             )));
         }
     }
-    // Whole files, largest first, each to the group with the fewest bytes.
-    tasks.sort_by_key(|t| std::cmp::Reverse(t.file_size_in_bytes));
-    let mut groups: Vec<(u64, Vec<FileScanTask>)> = vec![(0, Vec::new()); partitions.max(1)];
-    for task in tasks {
-        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
-            g.0 += task.file_size_in_bytes;
-            g.1.push(task);
-        }
-    }
-    let groups: Vec<Vec<FileScanTask>> = groups
-        .into_iter()
-        .map(|(_, g)| g)
-        .filter(|g| !g.is_empty())
-        .collect();
+    let table_schema = Arc::new(ArrowSchema::new(schema.fields()[..table_columns].to_vec()));
+    let fields: Vec<NestedFieldRef> = iceberg_schema.as_struct().fields().to_vec();
+    let nested = read
+        .iter()
+        .any(|i| !fields.get(*i).is_some_and(|f| f.field_type.is_primitive()));
+    let partitions = state.config().target_partitions().max(1);
+    let parts = split(tasks, partitions, !nested);
+    let groups = spread(parts, partitions);
     let columns = projection
         .iter()
         .map(|i| match *i {
-            i if i < table_columns => Source::Read(read.iter().position(|r| *r == i).unwrap_or(0)),
+            i if i < table_columns => Source::Table,
             i if i == table_columns => Source::Path,
             _ => Source::Pos,
         })
         .collect();
+    let predicates = if nested {
+        Vec::new()
+    } else {
+        compile(filters, &table_schema, state)
+    };
     Ok(Arc::new(RowIdScanExec {
-        file_io: table.file_io().clone(),
-        deletes: Arc::default(),
+        reading: Arc::new(Reading {
+            file_io: table.file_io().clone(),
+            deletes: Arc::default(),
+            schema: output.clone(),
+            table_schema,
+            fields,
+            columns,
+            read,
+            predicates,
+            reach: row_ids.reach.clone(),
+            batch_size: state.config().batch_size(),
+            by_iceberg: nested,
+        }),
         properties: Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(output.clone()),
+            EquivalenceProperties::new(output),
             Partitioning::UnknownPartitioning(groups.len().max(1)),
             EmissionType::Incremental,
             Boundedness::Bounded,
         )),
-        schema: output,
         groups,
-        columns,
-        batch_size,
     }))
+}
+
+/// A byte range of a data file: its row groups that start in it.
+#[derive(Debug, Clone)]
+struct Part {
+    task: Arc<FileScanTask>,
+    bytes: Range<u64>,
+}
+
+/// The parts of `tasks`: files larger than a partition's share of the bytes (and than
+/// [`SPLIT_BYTES`]) in equal byte ranges if `splittable`, the others whole.
+fn split(tasks: Vec<FileScanTask>, partitions: usize, splittable: bool) -> Vec<Part> {
+    let total: u64 = tasks.iter().map(|t| t.file_size_in_bytes).sum();
+    let share = (total / partitions as u64).max(SPLIT_BYTES);
+    let mut parts = Vec::new();
+    for task in tasks {
+        let size = task.file_size_in_bytes;
+        let task = Arc::new(task);
+        let pieces = if splittable { size.div_ceil(share) } else { 1 }.max(1);
+        let step = size.div_ceil(pieces);
+        for n in 0..pieces {
+            let start = n * step;
+            // The last piece reaches past the end: a row group's start is below the size.
+            let end = if n + 1 == pieces {
+                u64::MAX
+            } else {
+                start + step
+            };
+            parts.push(Part {
+                task: task.clone(),
+                bytes: start..end,
+            });
+        }
+    }
+    parts
+}
+
+/// Parts to partitions: largest first, each to the partition with the fewest bytes.
+fn spread(mut parts: Vec<Part>, partitions: usize) -> Vec<Vec<Part>> {
+    let bytes = |p: &Part| p.bytes.end.min(p.task.file_size_in_bytes) - p.bytes.start;
+    parts.sort_by_key(|p| std::cmp::Reverse(bytes(p)));
+    let mut groups: Vec<(u64, Vec<Part>)> = vec![(0, Vec::new()); partitions];
+    for part in parts {
+        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
+            g.0 += bytes(&part);
+            g.1.push(part);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, g)| g)
+        .filter(|g| !g.is_empty())
+        .collect()
+}
+
+/// A filter the reader runs on the columns it names before it decodes the others.
+struct Predicate {
+    /// The table's columns it reads (their indices), in the table's order.
+    columns: Vec<usize>,
+    /// Those columns' fields: the schema `expr` reads.
+    schema: SchemaRef,
+    expr: Arc<dyn PhysicalExpr>,
+}
+
+/// The pushed `filters` the reader can run: those naming table columns only (not `$path` or
+/// `$pos`), not volatile (DataFusion evaluates them again), that DataFusion can plan.
+fn compile(filters: &[Expr], table: &SchemaRef, state: &dyn Session) -> Vec<Predicate> {
+    let mut predicates = Vec::new();
+    for filter in filters {
+        if filter.is_volatile() {
+            continue;
+        }
+        let Ok(mut columns) = filter
+            .column_refs()
+            .iter()
+            .map(|c| table.index_of(c.name()))
+            .collect::<Result<Vec<usize>, _>>()
+        else {
+            continue;
+        };
+        if columns.is_empty() {
+            continue;
+        }
+        columns.sort_unstable();
+        columns.dedup();
+        let Ok(schema) = table.project(&columns) else {
+            continue;
+        };
+        let schema = Arc::new(schema);
+        // The filter's columns may carry the statement's name for the table.
+        let unqualified = filter
+            .clone()
+            .transform(|e| match e {
+                Expr::Column(c) => Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
+                    c.name,
+                )))),
+                e => Ok(Transformed::no(e)),
+            })
+            .data();
+        let expr = unqualified.and_then(|f| {
+            let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+            state.create_physical_expr(f, &df_schema)
+        });
+        if let Ok(expr) = expr {
+            predicates.push(Predicate {
+                columns,
+                schema,
+                expr,
+            });
+        }
+    }
+    predicates
 }
 
 /// Where an output column of a row-id scan comes from.
 #[derive(Debug, Clone, Copy)]
 enum Source {
-    /// The reader's column at this index.
-    Read(usize),
+    /// The next of the table's columns read.
+    Table,
     Path,
     Pos,
 }
@@ -186,21 +348,37 @@ enum Source {
 /// many data files it applies to.
 type DeleteCache = Mutex<HashMap<String, Arc<HashMap<String, Vec<i64>>>>>;
 
-/// Reads its groups of whole files, one group per partition, each file's rows in order.
-pub struct RowIdScanExec {
+/// What every part of a row-id scan is read with.
+struct Reading {
     file_io: FileIO,
     deletes: Arc<DeleteCache>,
-    properties: Arc<PlanProperties>,
+    /// The scan's output.
     schema: SchemaRef,
-    groups: Vec<Vec<FileScanTask>>,
+    /// The table's columns (no `$path`, `$pos`), in the scan's types.
+    table_schema: SchemaRef,
+    /// The table's columns in Iceberg's terms (field ids, types).
+    fields: Vec<NestedFieldRef>,
     columns: Vec<Source>,
+    /// The table's columns in the output.
+    read: Vec<usize>,
+    predicates: Vec<Predicate>,
+    reach: Reach,
     batch_size: usize,
+    /// Read by iceberg-rust's reader (nested columns), whole files.
+    by_iceberg: bool,
+}
+
+/// Reads its groups of parts, one group per partition.
+pub struct RowIdScanExec {
+    reading: Arc<Reading>,
+    properties: Arc<PlanProperties>,
+    groups: Vec<Vec<Part>>,
 }
 
 impl fmt::Debug for RowIdScanExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RowIdScanExec")
-            .field("files", &self.groups.iter().map(Vec::len).sum::<usize>())
+            .field("parts", &self.groups.iter().map(Vec::len).sum::<usize>())
             .finish_non_exhaustive()
     }
 }
@@ -208,6 +386,7 @@ impl fmt::Debug for RowIdScanExec {
 impl DisplayAs for RowIdScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let columns: Vec<&str> = self
+            .reading
             .schema
             .fields()
             .iter()
@@ -215,10 +394,11 @@ impl DisplayAs for RowIdScanExec {
             .collect();
         write!(
             f,
-            "IcebergRowIdScan: files={}, partitions={}, projection=[{}]",
+            "IcebergRowIdScan: parts={}, partitions={}, projection=[{}], filters={}",
             self.groups.iter().map(Vec::len).sum::<usize>(),
             self.groups.len(),
-            columns.join(", ")
+            columns.join(", "),
+            self.reading.predicates.len()
         )
     }
 }
@@ -244,7 +424,7 @@ impl ExecutionPlan for RowIdScanExec {
     }
 
     fn partition_statistics(&self, _partition: Option<usize>) -> DFResult<Arc<Statistics>> {
-        Ok(Arc::new(Statistics::new_unknown(&self.schema)))
+        Ok(Arc::new(Statistics::new_unknown(&self.reading.schema)))
     }
 
     fn execute(
@@ -252,46 +432,422 @@ impl ExecutionPlan for RowIdScanExec {
         partition: usize,
         _context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        let tasks = self.groups.get(partition).cloned().unwrap_or_default();
-        let file_io = self.file_io.clone();
-        let deletes = self.deletes.clone();
-        let schema = self.schema.clone();
-        let columns: Arc<[Source]> = self.columns.clone().into();
-        let batch_size = self.batch_size;
-        let stream = futures::stream::iter(tasks)
-            .then(move |task| {
-                let (file_io, schema, columns) = (file_io.clone(), schema.clone(), columns.clone());
-                let deletes = deletes.clone();
-                async move { read_file(file_io, deletes, task, schema, columns, batch_size).await }
+        let parts = self.groups.get(partition).cloned().unwrap_or_default();
+        let reading = self.reading.clone();
+        let stream = futures::stream::iter(parts)
+            .then(move |part| {
+                let reading = reading.clone();
+                async move {
+                    let deleted =
+                        deleted_positions(&reading.file_io, &reading.deletes, &part.task).await?;
+                    if reading.by_iceberg {
+                        read_by_iceberg(reading, part.task, deleted).await
+                    } else {
+                        read_part(reading, part, deleted).await
+                    }
+                }
             })
             .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
-            self.schema.clone(),
+            self.reading.schema.clone(),
             stream,
         )))
     }
 }
 
-/// The rows of one data file, numbered, without those its position delete files remove.
-async fn read_file(
-    file_io: FileIO,
-    deletes: Arc<DeleteCache>,
-    task: FileScanTask,
-    schema: SchemaRef,
-    columns: Arc<[Source]>,
-    batch_size: usize,
-) -> DFResult<futures::stream::BoxStream<'static, DFResult<RecordBatch>>> {
-    let deleted = deleted_positions(&file_io, &deletes, &task).await?;
+/// Where a table's column comes from in one file.
+#[derive(Debug, Clone)]
+enum InFile {
+    /// The file's top-level column at this index.
+    Column(usize),
+    /// Not in the file: this value in every row (its identity partition value, or NULL).
+    Constant(ScalarValue),
+}
+
+/// Each table column in `task`'s file (`metadata`): by field id, or by name in a file written
+/// without field ids.
+fn locate(
+    reading: &Reading,
+    task: &FileScanTask,
+    metadata: &ParquetMetaData,
+) -> DFResult<Vec<InFile>> {
+    let roots = metadata
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .get_fields();
+    let with_ids = roots.iter().any(|t| t.get_basic_info().has_id());
+    let position: HashMap<String, usize> = roots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let info = t.get_basic_info();
+            match with_ids {
+                true => info.has_id().then(|| (info.id().to_string(), i)),
+                false => Some((info.name().to_string(), i)),
+            }
+        })
+        .collect();
+    reading
+        .fields
+        .iter()
+        .zip(reading.table_schema.fields())
+        .map(|(field, arrow)| {
+            let key = match with_ids {
+                true => field.id.to_string(),
+                false => field.name.clone(),
+            };
+            Ok(match position.get(&key) {
+                Some(i) => InFile::Column(*i),
+                None => InFile::Constant(missing_value(task, field, arrow)?),
+            })
+        })
+        .collect()
+}
+
+/// The value of a column a data file does not have: its identity partition value if the file's
+/// partition has one, else NULL (Iceberg's rules, without name mappings and initial defaults).
+fn missing_value(
+    task: &FileScanTask,
+    field: &NestedFieldRef,
+    arrow: &FieldRef,
+) -> DFResult<ScalarValue> {
+    let partitioned = task.partition_spec.as_ref().zip(task.partition.as_ref());
+    let value = partitioned.and_then(|(spec, values)| {
+        let n = spec
+            .fields()
+            .iter()
+            .position(|p| p.source_id == field.id && p.transform == Transform::Identity)?;
+        match (
+            values.fields().get(n)?,
+            field.field_type.as_primitive_type(),
+        ) {
+            (Some(Literal::Primitive(v)), Some(t)) => column_stats::scalar_of(t, v),
+            _ => None,
+        }
+    });
+    match value {
+        Some(v) => v.cast_to(arrow.data_type()),
+        None => ScalarValue::try_from(arrow.data_type()),
+    }
+}
+
+/// `column` of a batch in the scan's type for it.
+fn in_type(column: &ArrayRef, field: &Field) -> Result<ArrayRef, ArrowError> {
+    if column.data_type() == field.data_type() {
+        Ok(column.clone())
+    } else {
+        cast(column, field.data_type())
+    }
+}
+
+/// The table's columns `wanted` (indices) from a batch of the file's columns `roots` (sorted),
+/// each in the scan's type.
+fn table_columns(
+    batch: &RecordBatch,
+    wanted: &[usize],
+    roots: &[usize],
+    in_file: &[InFile],
+    table: &ArrowSchema,
+) -> Result<Vec<ArrayRef>, ArrowError> {
+    let rows = batch.num_rows();
+    wanted
+        .iter()
+        .map(|c| match &in_file[*c] {
+            InFile::Column(root) => {
+                let at = roots
+                    .binary_search(root)
+                    .map_err(|_| ArrowError::ComputeError(format!("column {root} was not read")))?;
+                in_type(batch.column(at), table.field(*c))
+            }
+            InFile::Constant(v) => v
+                .to_array_of_size(rows)
+                .map_err(|e| ArrowError::ExternalError(Box::new(e))),
+        })
+        .collect()
+}
+
+/// The file's columns (sorted top-level indices) that hold the table's `columns`.
+fn roots_of(columns: &[usize], in_file: &[InFile]) -> Vec<usize> {
+    let mut roots: Vec<usize> = columns
+        .iter()
+        .filter_map(|c| match in_file[*c] {
+            InFile::Column(root) => Some(root),
+            InFile::Constant(_) => None,
+        })
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    roots
+}
+
+/// The field of the reader's row-number column.
+fn row_number() -> FieldRef {
+    Arc::new(Field::new("row_number", DataType::Int64, false).with_extension_type(RowNumber))
+}
+
+/// The rows of one part of a data file, each with its position, without the rows its position
+/// delete files remove (`deleted`, sorted), and of the reach's rows only.
+async fn read_part(
+    reading: Arc<Reading>,
+    part: Part,
+    deleted: Vec<i64>,
+) -> DFResult<BoxStream<'static, DFResult<RecordBatch>>> {
+    let task = &part.task;
+    let path = task.data_file_path.clone();
+    let input = reading.file_io.new_input(&path).map_err(iceberg_error)?;
+    let mut file = ArrowFileReader::new(
+        FileMetadata {
+            size: task.file_size_in_bytes,
+        },
+        input.reader().await.map_err(iceberg_error)?,
+    );
+    let options = ArrowReaderOptions::new().with_virtual_columns(vec![row_number()])?;
+    let metadata = ArrowReaderMetadata::load_async(&mut file, options.clone()).await?;
+    let rows_in_file = metadata.metadata().file_metadata().num_rows();
+    if let Some(rows) = task.record_count
+        && rows as i64 != rows_in_file
+    {
+        return Err(DataFusionError::Execution(format!(
+            "{path} holds {rows_in_file} rows, where its manifest says {rows}"
+        )));
+    }
+    let in_file = locate(&reading, task, metadata.metadata())?;
+    // Strings as views, as the scan declares them, straight from the reader.
+    let metadata = match views(&metadata) {
+        Some(schema) => {
+            ArrowReaderMetadata::try_new(metadata.metadata().clone(), options.with_schema(schema))
+                .unwrap_or(metadata)
+        }
+        None => metadata,
+    };
+    let parquet = metadata.metadata().clone();
+    // The row groups starting in this part, and the positions of their rows.
+    let mut groups = Vec::new();
+    let mut ranges = Vec::new();
+    let mut first = 0i64;
+    for (i, group) in parquet.row_groups().iter().enumerate() {
+        let rows = group.num_rows();
+        let start = group.columns().first().map_or(0, |c| c.byte_range().0);
+        if part.bytes.contains(&start) {
+            groups.push(i);
+            ranges.push(first..first + rows);
+        }
+        first += rows;
+    }
+    let only = reading.reach.positions(&path);
+    if let Some(last) = only.and_then(|o| o.last())
+        && *last >= rows_in_file
+    {
+        return Err(DataFusionError::Execution(format!(
+            "row {last} of {path} was asked for, which holds {rows_in_file} rows"
+        )));
+    }
+    let Some(selection) = select(&ranges, &deleted, only) else {
+        return Ok(futures::stream::empty().boxed());
+    };
+    let descriptor = parquet.file_metadata().schema_descr_ptr();
+    let roots = roots_of(&reading.read, &in_file);
+    let mut filters: Vec<Box<dyn ArrowPredicate>> = Vec::new();
+    for predicate in &reading.predicates {
+        let own = roots_of(&predicate.columns, &in_file);
+        if own.is_empty() {
+            continue;
+        }
+        let (in_file, table) = (in_file.clone(), reading.table_schema.clone());
+        let (columns, schema) = (predicate.columns.clone(), predicate.schema.clone());
+        let expr = predicate.expr.clone();
+        let mask = ProjectionMask::roots(&descriptor, own.iter().copied());
+        filters.push(Box::new(ArrowPredicateFn::new(mask, move |batch| {
+            let rows = batch.num_rows();
+            let input = table_columns(&batch, &columns, &own, &in_file, &table)?;
+            let options = RecordBatchOptions::new().with_row_count(Some(rows));
+            let input = RecordBatch::try_new_with_options(schema.clone(), input, &options)?;
+            let external = |e: DataFusionError| ArrowError::ExternalError(Box::new(e));
+            let value = expr
+                .evaluate(&input)
+                .and_then(|v| v.into_array(rows))
+                .map_err(external)?;
+            let keep = value.as_boolean_opt().ok_or_else(|| {
+                ArrowError::ComputeError(format!("a filter gave {}", value.data_type()))
+            })?;
+            Ok(match keep.null_count() {
+                0 => keep.clone(),
+                _ => prep_null_mask_filter(keep),
+            })
+        })));
+    }
+    let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(file, metadata)
+        .with_row_groups(groups)
+        .with_projection(ProjectionMask::roots(&descriptor, roots.iter().copied()))
+        .with_batch_size(reading.batch_size);
+    if let Some(selection) = selection {
+        builder = builder.with_row_selection(selection);
+    }
+    if !filters.is_empty() {
+        builder = builder.with_row_filter(RowFilter::new(filters));
+    }
+    let stream = builder.build()?;
+    Ok(stream
+        .map(move |batch| {
+            let batch = batch?;
+            let rows = batch.num_rows();
+            let positions = batch.column(batch.num_columns() - 1).clone();
+            let table = table_columns(
+                &batch,
+                &reading.read,
+                &roots,
+                &in_file,
+                &reading.table_schema,
+            )?;
+            let out = output(&reading, table, &path, positions, rows)?;
+            Ok(out)
+        })
+        .boxed())
+}
+
+/// The file's Arrow schema with its strings as views, if it has any, for
+/// [`ArrowReaderOptions::with_schema`] (which takes the file's columns only, not the row number).
+fn views(metadata: &ArrowReaderMetadata) -> Option<SchemaRef> {
+    let fields = metadata.schema().fields();
+    let columns = &fields[..fields.len().saturating_sub(1)];
+    let strings = |f: &FieldRef| matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8);
+    columns.iter().any(strings).then(|| {
+        let fields: Vec<FieldRef> = columns
+            .iter()
+            .map(|f| match strings(f) {
+                true => Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8View)),
+                false => f.clone(),
+            })
+            .collect();
+        Arc::new(ArrowSchema::new_with_metadata(
+            fields,
+            metadata.schema().metadata().clone(),
+        ))
+    })
+}
+
+/// The rows to read of the row groups whose rows are `ranges` (positions in the file, in the
+/// order read): all but `deleted`, and of `only` only. None if that is no row; Some(None) if it
+/// is every row.
+fn select(
+    ranges: &[Range<i64>],
+    deleted: &[i64],
+    only: Option<&[i64]>,
+) -> Option<Option<RowSelection>> {
+    let total: i64 = ranges.iter().map(|r| r.end - r.start).sum();
+    if total == 0 {
+        return None;
+    }
+    // What is kept, as ranges of positions in the file.
+    let mut kept: Vec<Range<i64>> = Vec::new();
+    let mut keep = |p: Range<i64>| match kept.last_mut() {
+        Some(last) if last.end == p.start => last.end = p.end,
+        _ => kept.push(p),
+    };
+    for range in ranges {
+        let skip = &deleted[deleted.partition_point(|d| *d < range.start)
+            ..deleted.partition_point(|d| *d < range.end)];
+        match only {
+            Some(only) => {
+                let wanted = &only[only.partition_point(|p| *p < range.start)
+                    ..only.partition_point(|p| *p < range.end)];
+                for p in wanted {
+                    if skip.binary_search(p).is_err() {
+                        keep(*p..*p + 1);
+                    }
+                }
+            }
+            None => {
+                let mut from = range.start;
+                for d in skip {
+                    if *d > from {
+                        keep(from..*d);
+                    }
+                    from = d + 1;
+                }
+                if from < range.end {
+                    keep(from..range.end);
+                }
+            }
+        }
+    }
+    let count: i64 = kept.iter().map(|r| r.end - r.start).sum();
+    if count == 0 {
+        return None;
+    }
+    if count == total {
+        return Some(None);
+    }
+    // From positions in the file to positions among the rows of the groups read.
+    let mut relative = Vec::with_capacity(kept.len());
+    let (mut group, mut offset) = (0usize, 0i64);
+    for k in kept {
+        while k.start >= ranges[group].end {
+            offset += ranges[group].end - ranges[group].start;
+            group += 1;
+        }
+        let at = offset + (k.start - ranges[group].start);
+        relative.push(at as usize..(at + k.end - k.start) as usize);
+    }
+    Some(Some(RowSelection::from_consecutive_ranges(
+        relative.into_iter(),
+        total as usize,
+    )))
+}
+
+/// The scan's output for `rows` rows of `path`: the table's columns `table` (those read, in
+/// order), `$path` and `$pos` (`positions`) where the scan has them.
+fn output(
+    reading: &Reading,
+    table: Vec<ArrayRef>,
+    path: &str,
+    positions: ArrayRef,
+    rows: usize,
+) -> Result<RecordBatch, ArrowError> {
+    let mut table = table.into_iter();
+    let mut out: Vec<ArrayRef> = Vec::with_capacity(reading.columns.len());
+    for source in reading.columns.iter() {
+        out.push(match source {
+            Source::Table => table
+                .next()
+                .ok_or_else(|| ArrowError::ComputeError("a column was not read".into()))?,
+            Source::Path => Arc::new(DictionaryArray::new(
+                Int32Array::from(vec![0; rows]),
+                Arc::new(StringArray::from(vec![path])),
+            )),
+            Source::Pos => positions.clone(),
+        });
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(reading.schema.clone(), out, &options)
+}
+
+/// The rows of one data file by iceberg-rust's reader (a table with nested columns), whole and in
+/// order, numbered as they come; the rows of `deleted` (sorted) and those outside the reach's are
+/// dropped after counting.
+async fn read_by_iceberg(
+    reading: Arc<Reading>,
+    task: Arc<FileScanTask>,
+    deleted: Vec<i64>,
+) -> DFResult<BoxStream<'static, DFResult<RecordBatch>>> {
     let path = task.data_file_path.clone();
     let expected = task.record_count;
     let path_for_check = path.clone();
     let counted = Arc::new(AtomicI64::new(0));
-    let mut data = task;
+    let only: Option<Vec<i64>> = reading.reach.positions(&path).map(<[i64]>::to_vec);
+    let mut data = Arc::unwrap_or_clone(task);
     data.deletes.clear();
     data.predicate = None;
+    // One column at least, for the rows' count.
+    let mut read = reading.read.clone();
+    if read.is_empty() {
+        read.push(0);
+    }
+    data.project_field_ids = read.iter().map(|i| reading.fields[*i].id).collect();
     let runtime = iceberg::Runtime::try_current().map_err(iceberg_error)?;
-    let reader = ArrowReaderBuilder::new(file_io, runtime)
-        .with_batch_size(batch_size)
+    let reader = ArrowReaderBuilder::new(reading.file_io.clone(), runtime)
+        .with_batch_size(reading.batch_size)
         .with_data_file_concurrency_limit(1)
         .with_row_group_filtering_enabled(false)
         .with_row_selection_enabled(false)
@@ -302,7 +858,6 @@ async fn read_file(
         .stream()
         .map_err(iceberg_error);
     let mut next = 0i64;
-    let mut deleted_at = 0usize;
     let count = counted.clone();
     // Positions are counted: every row of the file must have come, or they would be wrong.
     let whole = futures::stream::once(async move {
@@ -323,39 +878,20 @@ async fn read_file(
             next += rows as i64;
             count.store(next, Ordering::Relaxed);
             let positions = Int64Array::from_iter_values(first..next);
-            // Positions only grow: one pass over the sorted deleted positions.
-            let keep = (!deleted.is_empty()).then(|| {
-                BooleanArray::from_iter(positions.values().iter().map(|p| {
-                    while deleted_at < deleted.len() && deleted[deleted_at] < *p {
-                        deleted_at += 1;
-                    }
-                    Some(deleted.get(deleted_at) != Some(p))
-                }))
-            });
-            let mut out: Vec<ArrayRef> = Vec::with_capacity(columns.len());
-            for (source, field) in columns.iter().zip(schema.fields()) {
-                out.push(match source {
-                    Source::Read(i) => {
-                        let column = batch.column(*i);
-                        if column.data_type() == field.data_type() {
-                            column.clone()
-                        } else {
-                            cast(column, field.data_type())?
-                        }
-                    }
-                    Source::Path => Arc::new(DictionaryArray::new(
-                        Int32Array::from(vec![0; rows]),
-                        Arc::new(StringArray::from(vec![path.as_str()])),
-                    )),
-                    Source::Pos => Arc::new(positions.clone()),
-                });
-            }
-            let options = RecordBatchOptions::new().with_row_count(Some(rows));
-            let out = RecordBatch::try_new_with_options(schema.clone(), out, &options)?;
-            Ok(match keep {
-                Some(keep) => filter_record_batch(&out, &keep)?,
-                None => out,
-            })
+            let keep = BooleanArray::from_iter(positions.values().iter().map(|p| {
+                Some(
+                    deleted.binary_search(p).is_err()
+                        && only.as_ref().is_none_or(|o| o.binary_search(p).is_ok()),
+                )
+            }));
+            let table = reading
+                .read
+                .iter()
+                .zip(batch.columns())
+                .map(|(c, column)| in_type(column, reading.table_schema.field(*c)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let out = output(&reading, table, &path, Arc::new(positions), rows)?;
+            Ok(filter_record_batch(&out, &keep)?)
         })
         .chain(whole)
         .boxed())
@@ -440,4 +976,113 @@ async fn read_position_deletes(
         }
     }
     Ok(by_file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::arrow::arrow_reader::RowSelector;
+
+    fn selectors(s: Option<Option<RowSelection>>) -> Option<Option<Vec<(bool, usize)>>> {
+        s.map(|s| {
+            s.map(|s| {
+                let list: Vec<RowSelector> = s.into();
+                list.iter().map(|r| (r.skip, r.row_count)).collect()
+            })
+        })
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)]
+    fn every_row_of_the_groups_read_is_no_selection() {
+        assert_eq!(selectors(select(&[0..10, 10..20], &[], None)), Some(None));
+        assert_eq!(selectors(select(&[0..10], &[10, 11], None)), Some(None));
+    }
+
+    #[test]
+    fn deleted_rows_are_skipped_in_positions_among_the_groups_read() {
+        // Groups 1 and 3 of a file (rows 10..20 and 40..50): rows 12 and 40 deleted.
+        assert_eq!(
+            selectors(select(&[10..20, 40..50], &[3, 12, 40, 60], None)),
+            Some(Some(vec![
+                (false, 2),
+                (true, 1),
+                (false, 7),
+                (true, 1),
+                (false, 9)
+            ]))
+        );
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)]
+    fn only_the_rows_asked_for_and_not_deleted() {
+        assert_eq!(
+            selectors(select(
+                &[10..20, 40..50],
+                &[41],
+                Some(&[5, 10, 11, 19, 40, 41, 49])
+            )),
+            Some(Some(vec![
+                (false, 2),
+                (true, 7),
+                (false, 2),
+                (true, 8),
+                (false, 1)
+            ]))
+        );
+        // None of the rows asked for is in these groups, or all are deleted.
+        assert_eq!(selectors(select(&[10..20], &[], Some(&[5, 25]))), None);
+        assert_eq!(selectors(select(&[10..20], &[12], Some(&[12]))), None);
+        assert_eq!(
+            selectors(select(&[0..10], &(0..10).collect::<Vec<_>>(), None)),
+            None
+        );
+    }
+
+    fn task(path: &str, size: u64) -> FileScanTask {
+        FileScanTask {
+            file_size_in_bytes: size,
+            start: 0,
+            length: size,
+            record_count: None,
+            data_file_path: path.to_string(),
+            data_file_format: iceberg::spec::DataFileFormat::Parquet,
+            schema: Arc::new(
+                iceberg::spec::Schema::builder()
+                    .build()
+                    .expect("an empty schema"),
+            ),
+            project_field_ids: Vec::new(),
+            predicate: None,
+            deletes: Vec::new(),
+            partition: None,
+            partition_spec: None,
+            name_mapping: None,
+            case_sensitive: true,
+        }
+    }
+
+    #[test]
+    fn large_files_are_read_in_byte_ranges_that_cover_them() {
+        let mb = 1024 * 1024;
+        let parts = split(vec![task("a", 200 * mb), task("b", 10 * mb)], 2, true);
+        let ranges: Vec<(&str, Range<u64>)> = parts
+            .iter()
+            .map(|p| (p.task.data_file_path.as_str(), p.bytes.clone()))
+            .collect();
+        assert_eq!(
+            ranges,
+            vec![
+                ("a", 0..100 * mb),
+                ("a", 100 * mb..u64::MAX),
+                ("b", 0..u64::MAX)
+            ]
+        );
+        let groups = spread(parts, 2);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 3);
+        // Not splittable (iceberg-rust's reader counts positions): whole.
+        assert_eq!(split(vec![task("a", 200 * mb)], 2, false).len(), 1);
+    }
 }

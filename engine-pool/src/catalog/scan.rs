@@ -156,15 +156,12 @@ impl IcebergScanProvider {
     }
 
     /// This scan with two more columns, `$path` and `$pos`: each row's data file and its position
-    /// in it (see `row_ids`); of `files` only, if given.
-    pub(crate) fn with_row_ids(
-        mut self,
-        files: Option<Arc<std::collections::HashSet<String>>>,
-    ) -> Self {
+    /// in it (see `row_ids`); of the files or rows `reach` names.
+    pub(crate) fn with_row_ids(mut self, reach: row_ids::Reach) -> Self {
         if self.row_ids.is_none() {
             self.schema = Arc::new(row_ids::with_row_id_columns(&self.schema));
         }
-        self.row_ids = Some(row_ids::RowIds { files });
+        self.row_ids = Some(row_ids::RowIds { reach });
         self
     }
 
@@ -225,8 +222,7 @@ impl TableProvider for IcebergScanProvider {
                 &self.schema,
                 &self.iceberg_schema,
                 row_ids,
-                state.config().target_partitions(),
-                state.config().batch_size(),
+                state,
                 projection,
                 filters,
             )

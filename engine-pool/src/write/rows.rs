@@ -48,7 +48,7 @@ use parquet::file::properties::WriterProperties;
 use sqe_sessions::{QueryResult, SqeError, SqeResult, quote_identifier};
 
 use crate::catalog::provider::read_with_current_schema;
-use crate::catalog::row_ids::{PATH, POS};
+use crate::catalog::row_ids::{PATH, POS, Reach};
 use crate::catalog::scan::IcebergScanProvider;
 use crate::context::Ctx;
 use crate::error::{from_datafusion, from_iceberg};
@@ -301,7 +301,7 @@ async fn find_rows(
     let scan = current_rows(table)?
         .in_catalog(&object.catalog)
         .with_manifests(catalog.manifest_cache())
-        .with_row_ids(None);
+        .with_row_ids(Reach::All);
     tables.push((TARGET.to_string(), Arc::new(scan)));
     let (state, plan) = ctx.planner.plan(session, statement, tables).await?;
     // A MERGE's conditions are evaluated for its action and again for each column's value: a
@@ -392,11 +392,10 @@ async fn rewrite(
     targets: Vec<RecordBatch>,
     prefix: &str,
 ) -> SqeResult<Change> {
-    let files = files_of(&targets)?;
-    let files = Arc::new(files);
+    let files = Arc::new(files_of(&targets)?);
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let raw = current_rows(table)?.with_row_ids(Some(files.clone()));
+    let raw = current_rows(table)?.with_row_ids(Reach::Files(files.clone()));
     let raw = session
         .read_table(Arc::new(raw))
         .and_then(|df| df.alias("r"))
@@ -489,10 +488,10 @@ async fn mark(
             ..Change::default()
         });
     };
-    let files = files_of(&targets)?;
+    let rows = Reach::Rows(Arc::new(rows_of(&targets)?));
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let raw = current_rows(table)?.with_row_ids(Some(Arc::new(files)));
+    let raw = current_rows(table)?.with_row_ids(rows);
     let raw = session
         .read_table(Arc::new(raw))
         .and_then(|df| df.alias("r"))
@@ -591,7 +590,12 @@ async fn merge_change(
     let plan = if files.is_empty() {
         inserts
     } else {
-        let raw = current_rows(table)?.with_row_ids(Some(Arc::new(files.clone())));
+        // Merge-on-read needs the updated rows only; copy-on-write every row of their files.
+        let reach = match mor {
+            true => Reach::Rows(Arc::new(rows_of(&matched)?)),
+            false => Reach::Files(Arc::new(files.clone())),
+        };
+        let raw = current_rows(table)?.with_row_ids(reach);
         let raw = session
             .read_table(Arc::new(raw))
             .and_then(|df| df.alias("r"))
@@ -681,6 +685,24 @@ fn row_ids_of(targets: &[RecordBatch]) -> SqeResult<Vec<(&str, i64)>> {
                 .filter(|i| paths.is_valid(*i))
                 .map(|i| (paths.value(i), positions.value(i))),
         );
+    }
+    Ok(rows)
+}
+
+/// The positions (sorted) of the changed rows of `targets`, by data file.
+fn rows_of(targets: &[RecordBatch]) -> SqeResult<HashMap<String, Vec<i64>>> {
+    let mut rows: HashMap<String, Vec<i64>> = HashMap::new();
+    for (path, pos) in row_ids_of(targets)? {
+        match rows.get_mut(path) {
+            Some(positions) => positions.push(pos),
+            None => {
+                rows.insert(path.to_string(), vec![pos]);
+            }
+        }
+    }
+    for positions in rows.values_mut() {
+        positions.sort_unstable();
+        positions.dedup();
     }
     Ok(rows)
 }
