@@ -924,6 +924,49 @@ async fn scans_carry_column_bounds_from_the_manifests() {
     );
 }
 
+/// A write of many rows is written by a writer per partition of its plan, at once: each writes
+/// files of its own. Partitions with fewer rows than a row group share one file, so a small write
+/// stays one file. (Each side of a UNION ALL is a partition.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_writes_are_written_by_several_writers_and_small_ones_by_one() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    let files = |table: &'static str| {
+        let engine = &engine;
+        async move {
+            let sql = format!("SELECT record_count FROM \"{table}$files\" ORDER BY record_count");
+            lines(&run(engine, &sql).await)
+        }
+    };
+    run(
+        &engine,
+        "CREATE TABLE small AS SELECT id FROM generate_series(1, 20000) AS g(id) \
+         UNION ALL SELECT id FROM generate_series(20001, 40000) AS g(id)",
+    )
+    .await;
+    assert_eq!(files("small").await, vec!["40000"]);
+    run(
+        &engine,
+        "CREATE TABLE large AS SELECT id FROM generate_series(1, 300000) AS g(id) \
+         UNION ALL SELECT id FROM generate_series(300001, 600000) AS g(id)",
+    )
+    .await;
+    let large = files("large").await;
+    let counts: Vec<u64> = large.iter().map(|c| c.parse().unwrap_or(0)).collect();
+    assert_eq!(counts.len(), 2, "{large:?}");
+    assert!(counts.iter().all(|c| *c >= 128 * 1024), "{large:?}");
+    assert_eq!(
+        lines(
+            &run(
+                &engine,
+                "SELECT count(*), count(DISTINCT id), sum(id) FROM large"
+            )
+            .await
+        ),
+        vec!["600000|600000|180000300000"]
+    );
+}
+
 /// The writer gives a column a dictionary only where it pays: a column with more than one distinct
 /// value in eight rows (here `id` and `note`) is written plain, the repetitive ones (`flag`, `day`)
 /// with a dictionary.

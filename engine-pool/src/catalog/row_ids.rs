@@ -19,7 +19,7 @@
 //! it is the same table to governance (its row filters and column masks apply as to any scan of
 //! it), and its two columns are not reachable from a query.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -71,25 +71,34 @@ pub(crate) enum Reach {
     /// Every row of every file.
     #[default]
     All,
-    /// Every row of these files.
-    Files(Arc<HashSet<String>>),
     /// These rows: the positions (sorted) in each file.
     Rows(Arc<HashMap<String, Vec<i64>>>),
+    /// Every row of these files but these (positions, sorted): the reader skips them as it skips
+    /// deleted rows.
+    Except(Arc<HashMap<String, Vec<i64>>>),
 }
 
 impl Reach {
     fn takes(&self, path: &str) -> bool {
         match self {
             Reach::All => true,
-            Reach::Files(files) => files.contains(path),
-            Reach::Rows(rows) => rows.contains_key(path),
+            Reach::Rows(rows) | Reach::Except(rows) => rows.contains_key(path),
         }
     }
 
+    /// The only rows read of `path`, if only some are.
     fn positions(&self, path: &str) -> Option<&[i64]> {
         match self {
             Reach::Rows(rows) => Some(rows.get(path).map_or(&[], Vec::as_slice)),
             _ => None,
+        }
+    }
+
+    /// The rows of `path` left out as if deleted.
+    fn skipped(&self, path: &str) -> &[i64] {
+        match self {
+            Reach::Except(rows) => rows.get(path).map_or(&[], Vec::as_slice),
+            _ => &[],
         }
     }
 }
@@ -438,8 +447,14 @@ impl ExecutionPlan for RowIdScanExec {
             .then(move |part| {
                 let reading = reading.clone();
                 async move {
-                    let deleted =
+                    let mut deleted =
                         deleted_positions(&reading.file_io, &reading.deletes, &part.task).await?;
+                    let skipped = reading.reach.skipped(&part.task.data_file_path);
+                    if !skipped.is_empty() {
+                        deleted.extend_from_slice(skipped);
+                        deleted.sort_unstable();
+                        deleted.dedup();
+                    }
                     if reading.by_iceberg {
                         read_by_iceberg(reading, part.task, deleted).await
                     } else {

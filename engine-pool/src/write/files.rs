@@ -11,9 +11,9 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use datafusion::common::Column;
 use datafusion::common::hash_utils::create_hashes;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::{Expr as DFExpr, LogicalPlan, LogicalPlanBuilder, cast, lit};
-use datafusion::physical_plan::execute_stream;
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use iceberg::arrow::{RecordBatchPartitionSplitter, schema_to_arrow_schema};
@@ -201,8 +201,9 @@ pub(crate) async fn remove_written(table: &Table, prefix: &str) {
 }
 
 /// Writes the rows of `plan` (in the table's columns and types) as data files of `table`, named
-/// with `prefix`, split by the table's partition spec; nothing is committed. Returns the files
-/// and the row count.
+/// with `prefix`, split by the table's partition spec; nothing is committed. Each of the plan's
+/// output partitions with a row group's rows at least is written by a writer of its own, all at
+/// once; the rows of the others go into one file together. Returns the files and the row count.
 pub(crate) async fn write_files(
     table: &Table,
     state: &SessionState,
@@ -211,68 +212,145 @@ pub(crate) async fn write_files(
 ) -> SqeResult<(Vec<DataFile>, u64)> {
     let metadata = table.metadata();
     let iceberg_schema = metadata.current_schema().clone();
-    let arrow_schema: SchemaRef =
-        Arc::new(schema_to_arrow_schema(&iceberg_schema).map_err(from_iceberg)?);
-    let props = metadata.table_properties().map_err(from_iceberg)?;
-    let mut parquet = parquet_properties(metadata.properties())?;
-
+    let writing = Arc::new(Writing {
+        arrow_schema: Arc::new(schema_to_arrow_schema(&iceberg_schema).map_err(from_iceberg)?),
+        iceberg_schema,
+        parquet: parquet_properties(metadata.properties())?,
+        target_file_size: metadata
+            .table_properties()
+            .map_err(from_iceberg)?
+            .write_target_file_size_bytes,
+        file_io: table.file_io().clone(),
+        locations: DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?,
+        names: DefaultFileNameGenerator::new(prefix.to_string(), None, DataFileFormat::Parquet),
+        spec: metadata.default_partition_spec().clone(),
+    });
     let physical = state
         .create_physical_plan(&plan)
         .await
         .map_err(from_datafusion)?;
-    let mut stream = execute_stream(physical, state.task_ctx()).map_err(from_datafusion)?;
-    // The first row group's rows, to choose each column's encoding before anything is written.
-    let mut sample = Vec::new();
-    let mut sampled = 0;
-    while sampled < ROW_GROUP_ROWS {
-        let Some(batch) = stream.next().await else {
-            break;
-        };
-        let batch = with_schema(batch.map_err(from_datafusion)?, &arrow_schema)?;
-        sampled += batch.num_rows();
-        sample.push(batch);
+    let context = state.task_ctx();
+    let partitions = physical
+        .properties()
+        .output_partitioning()
+        .partition_count();
+    // Dropped (the statement stopped, or a writer failed), the set stops the other writers.
+    let mut writers = tokio::task::JoinSet::new();
+    for partition in 0..partitions {
+        let stream = physical
+            .execute(partition, context.clone())
+            .map_err(from_datafusion)?;
+        let writing = writing.clone();
+        writers.spawn(async move { writing.write(stream).await });
     }
-    for column in plain_columns(&sample)? {
-        parquet = parquet.set_column_dictionary_enabled(ColumnPath::from(column), false);
-    }
-    let parquet = ParquetWriterBuilder::new(parquet.build(), iceberg_schema.clone());
-    let rolling = RollingFileWriterBuilder::new(
-        parquet,
-        props.write_target_file_size_bytes,
-        table.file_io().clone(),
-        DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?,
-        DefaultFileNameGenerator::new(prefix.to_string(), None, DataFileFormat::Parquet),
-    );
-    let builder = DataFileWriterBuilder::new(rolling);
-    let mut batches = futures::stream::iter(sample.into_iter().map(Ok))
-        .chain(stream.map(|b| with_schema(b.map_err(from_datafusion)?, &arrow_schema)));
-    let spec = metadata.default_partition_spec().clone();
-    let mut rows = 0u64;
-    let files = if spec.is_unpartitioned() {
-        let mut writer = UnpartitionedWriter::new(builder);
-        while let Some(batch) = batches.next().await {
-            let batch = batch?;
-            rows += batch.num_rows() as u64;
-            writer.write(batch).await.map_err(from_iceberg)?;
+    let (mut files, mut rows) = (Vec::new(), 0u64);
+    let mut short = Vec::new();
+    while let Some(written) = writers.join_next().await {
+        match written.map_err(|e| SqeError::internal(format!("a file writer stopped: {e}")))?? {
+            Written::Files(written, count) => {
+                files.extend(written);
+                rows += count;
+            }
+            Written::Short(batches) => short.extend(batches),
         }
-        writer.close().await.map_err(from_iceberg)?
-    } else {
-        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
-            iceberg_schema.clone(),
-            spec,
-        )
-        .map_err(from_iceberg)?;
-        let mut writer = FanoutWriter::new(builder);
-        while let Some(batch) = batches.next().await {
-            let batch = batch?;
-            rows += batch.num_rows() as u64;
-            for (key, part) in splitter.split(&batch).map_err(from_iceberg)? {
-                writer.write(key, part).await.map_err(from_iceberg)?;
+    }
+    // The partitions too short for a file of their own share one.
+    if !short.is_empty() {
+        let (written, count) = writing.write_all(short, futures::stream::empty()).await?;
+        files.extend(written);
+        rows += count;
+    }
+    Ok((files, rows))
+}
+
+/// What one writer of [`write_files`] did with its partition's rows.
+enum Written {
+    Files(Vec<DataFile>, u64),
+    /// Fewer rows than a row group: left to be written with the other short partitions'.
+    Short(Vec<RecordBatch>),
+}
+
+/// What each writer of one [`write_files`] writes with. The file names share one counter.
+struct Writing {
+    arrow_schema: SchemaRef,
+    iceberg_schema: iceberg::spec::SchemaRef,
+    parquet: WriterPropertiesBuilder,
+    target_file_size: usize,
+    file_io: iceberg::io::FileIO,
+    locations: DefaultLocationGenerator,
+    names: DefaultFileNameGenerator,
+    spec: iceberg::spec::PartitionSpecRef,
+}
+
+impl Writing {
+    /// The rows of `stream` as data files, if they are a row group at least (a partition with a
+    /// few rows would make a small file of its own).
+    async fn write(&self, mut stream: SendableRecordBatchStream) -> SqeResult<Written> {
+        let mut first = Vec::new();
+        let mut rows = 0;
+        while rows < ROW_GROUP_ROWS {
+            let Some(batch) = stream.next().await else {
+                return Ok(Written::Short(first));
+            };
+            let batch = with_schema(batch.map_err(from_datafusion)?, &self.arrow_schema)?;
+            if batch.num_rows() > 0 {
+                rows += batch.num_rows();
+                first.push(batch);
             }
         }
-        writer.close().await.map_err(from_iceberg)?
-    };
-    Ok((files, rows))
+        let rest = stream.map(|b| with_schema(b.map_err(from_datafusion)?, &self.arrow_schema));
+        let (files, rows) = self.write_all(first, rest).await?;
+        Ok(Written::Files(files, rows))
+    }
+
+    /// `first` (the first row group's rows, or all there are), then `rest`, as data files.
+    async fn write_all(
+        &self,
+        first: Vec<RecordBatch>,
+        rest: impl futures::Stream<Item = SqeResult<RecordBatch>> + Unpin,
+    ) -> SqeResult<(Vec<DataFile>, u64)> {
+        // The first row group's rows choose each column's encoding before anything is written.
+        let mut parquet = self.parquet.clone();
+        for column in plain_columns(&first)? {
+            parquet = parquet.set_column_dictionary_enabled(ColumnPath::from(column), false);
+        }
+        let parquet = ParquetWriterBuilder::new(parquet.build(), self.iceberg_schema.clone());
+        let rolling = RollingFileWriterBuilder::new(
+            parquet,
+            self.target_file_size,
+            self.file_io.clone(),
+            self.locations.clone(),
+            self.names.clone(),
+        );
+        let builder = DataFileWriterBuilder::new(rolling);
+        let mut batches = futures::stream::iter(first.into_iter().map(Ok)).chain(rest);
+        let mut rows = 0u64;
+        let files = if self.spec.is_unpartitioned() {
+            let mut writer = UnpartitionedWriter::new(builder);
+            while let Some(batch) = batches.next().await {
+                let batch = batch?;
+                rows += batch.num_rows() as u64;
+                writer.write(batch).await.map_err(from_iceberg)?;
+            }
+            writer.close().await.map_err(from_iceberg)?
+        } else {
+            let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
+                self.iceberg_schema.clone(),
+                self.spec.clone(),
+            )
+            .map_err(from_iceberg)?;
+            let mut writer = FanoutWriter::new(builder);
+            while let Some(batch) = batches.next().await {
+                let batch = batch?;
+                rows += batch.num_rows() as u64;
+                for (key, part) in splitter.split(&batch).map_err(from_iceberg)? {
+                    writer.write(key, part).await.map_err(from_iceberg)?;
+                }
+            }
+            writer.close().await.map_err(from_iceberg)?
+        };
+        Ok((files, rows))
+    }
 }
 
 /// Rows per Parquet row group: small enough that scans split across cores and filters skip whole

@@ -13,7 +13,8 @@
 //! exactly as to a query: a row-filtered caller changes only rows they see, and a WHERE clause on
 //! a masked column compares the masked value. The files are then read again raw (the rows the
 //! caller does not see, and the columns an UPDATE does not set, are kept as they are), joined
-//! with the changed rows by file and position.
+//! with the changed rows by file and position: copy-on-write reads every row of those files,
+//! merge-on-read only the changed rows (the reader skips the others by position).
 //!
 //! A DELETE or UPDATE that loses the race to writers who only appended commits the same files
 //! again (the rows they added stay, as if this statement ran first); after any other change, and
@@ -381,9 +382,9 @@ fn assigned_columns<'a>(
     Ok(columns)
 }
 
-/// Writes the files that hold a changed row again, from snapshot `head`'s raw rows: without the
-/// rows of `targets` (DELETE) or with their new values (UPDATE). Returns the change that swaps
-/// them.
+/// Writes the files that hold a changed row again, from snapshot `head`'s raw rows: every row but
+/// the changed ones as it is (the reader skips those by position), and an UPDATE's changed rows with
+/// their new values. Returns the change that swaps them.
 async fn rewrite(
     ctx: &Ctx<'_>,
     object: &Object,
@@ -392,10 +393,78 @@ async fn rewrite(
     targets: Vec<RecordBatch>,
     prefix: &str,
 ) -> SqeResult<Change> {
-    let files = Arc::new(files_of(&targets)?);
+    let rows = Arc::new(rows_of(&targets)?);
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let raw = current_rows(table)?.with_row_ids(Reach::Files(files.clone()));
+    let table_name = object.to_string();
+    let kept = unchanged(&session, table, rows.clone())?;
+    let plan = match change {
+        Resolved::Delete => kept,
+        Resolved::Update(assigned) => {
+            let updated = updated(
+                &session,
+                table,
+                targets,
+                rows.clone(),
+                assigned,
+                &table_name,
+            )?;
+            kept.union(updated).map_err(from_datafusion)?
+        }
+        Resolved::Merge(..) => {
+            return Err(SqeError::internal("a MERGE is not rewritten as an UPDATE"));
+        }
+    };
+    let plan = cast_to_table(plan.into_unoptimized_plan(), table, None, &table_name)?;
+    let (added, _) = write_files(table, &state, plan, prefix).await?;
+    Ok(Change {
+        removed: change::with_their_deletes(table, rows.keys().cloned().collect()).await?,
+        added,
+        ..Change::default()
+    })
+}
+
+/// The rows of the files of `rows` but those, as they are, in the table's columns.
+fn unchanged(
+    session: &SessionContext,
+    table: &Table,
+    rows: Arc<HashMap<String, Vec<i64>>>,
+) -> SqeResult<DataFrame> {
+    let table_schema =
+        schema_to_arrow_schema(table.metadata().current_schema()).map_err(from_iceberg)?;
+    let scan = current_rows(table)?.with_row_ids(Reach::Except(rows));
+    session
+        .read_table(Arc::new(scan))
+        .and_then(|df| {
+            df.select(
+                table_schema
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        cast(
+                            DFExpr::Column(Column::from_name(f.name())),
+                            f.data_type().clone(),
+                        )
+                        .alias(f.name())
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .map_err(from_datafusion)
+}
+
+/// An UPDATE's changed rows (`targets`, at `rows`) with their new values, in the table's columns:
+/// the rows read raw by position (the columns it does not set keep their values) and joined with
+/// `targets` by file and position.
+fn updated(
+    session: &SessionContext,
+    table: &Table,
+    targets: Vec<RecordBatch>,
+    rows: Arc<HashMap<String, Vec<i64>>>,
+    assigned: &[(String, &Expr)],
+    table_name: &str,
+) -> SqeResult<DataFrame> {
+    let raw = current_rows(table)?.with_row_ids(Reach::Rows(rows));
     let raw = session
         .read_table(Arc::new(raw))
         .and_then(|df| df.alias("r"))
@@ -404,53 +473,12 @@ async fn rewrite(
         .read_batches(targets)
         .and_then(|df| df.alias("q"))
         .map_err(from_datafusion)?;
+    let exprs = new_values(table, &changed, assigned, table_name)?;
     let keys = [PATH, POS];
-    let r = |c: &str| DFExpr::Column(Column::new(Some("r"), c));
-    let q = |c: &str| DFExpr::Column(Column::new(Some("q"), c));
-    let table_schema =
-        schema_to_arrow_schema(table.metadata().current_schema()).map_err(from_iceberg)?;
-    let table_name = object.to_string();
-    // The changed rows build the join's hash table; the files' rows stream past it.
-    let joined: DataFrame = match change {
-        Resolved::Delete => changed
-            .join(raw, JoinType::RightAnti, &keys, &keys, None)
-            .and_then(|df| {
-                df.select(
-                    table_schema
-                        .fields()
-                        .iter()
-                        .map(|f| r(f.name()).alias(f.name()))
-                        .collect::<Vec<_>>(),
-                )
-            })
-            .map_err(from_datafusion)?,
-        Resolved::Merge(..) => {
-            return Err(SqeError::internal("a MERGE is not rewritten as an UPDATE"));
-        }
-        Resolved::Update(assigned) => {
-            // The rows no value changed keep theirs.
-            let kept = q(POS).is_null();
-            let exprs = new_values(table, &changed, assigned, &table_name, |old, new| {
-                DFExpr::Case(Case::new(
-                    None,
-                    vec![(Box::new(kept.clone()), Box::new(old))],
-                    Some(Box::new(new)),
-                ))
-            })?;
-            changed
-                .join(raw, JoinType::Right, &keys, &keys, None)
-                .and_then(|df| df.select(exprs))
-                .map_err(from_datafusion)?
-        }
-    };
-    let plan: LogicalPlan = joined.into_unoptimized_plan();
-    let plan = cast_to_table(plan, table, None, &table_name)?;
-    let (added, _) = write_files(table, &state, plan, prefix).await?;
-    Ok(Change {
-        removed: change::with_their_deletes(table, Arc::unwrap_or_clone(files)).await?,
-        added,
-        ..Change::default()
-    })
+    changed
+        .join(raw, JoinType::Inner, &keys, &keys, None)
+        .and_then(|df| df.select(exprs))
+        .map_err(from_datafusion)
 }
 
 /// Whether `table` writes this change merge-on-read: its `write.delete.mode` (DELETE) or
@@ -488,27 +516,12 @@ async fn mark(
             ..Change::default()
         });
     };
-    let rows = Reach::Rows(Arc::new(rows_of(&targets)?));
+    let rows = Arc::new(rows_of(&targets)?);
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let raw = current_rows(table)?.with_row_ids(rows);
-    let raw = session
-        .read_table(Arc::new(raw))
-        .and_then(|df| df.alias("r"))
-        .map_err(from_datafusion)?;
-    let changed = session
-        .read_batches(targets)
-        .and_then(|df| df.alias("q"))
-        .map_err(from_datafusion)?;
     let table_name = object.to_string();
-    let exprs = new_values(table, &changed, assigned, &table_name, |_, value| value)?;
-    let keys = [PATH, POS];
-    let plan = changed
-        .join(raw, JoinType::Inner, &keys, &keys, None)
-        .and_then(|df| df.select(exprs))
-        .map_err(from_datafusion)?
-        .into_unoptimized_plan();
-    let plan = cast_to_table(plan, table, None, &table_name)?;
+    let plan = updated(&session, table, targets, rows, assigned, &table_name)?;
+    let plan = cast_to_table(plan.into_unoptimized_plan(), table, None, &table_name)?;
     let (added, _) = write_files(table, &state, plan, prefix).await?;
     Ok(Change {
         added,
@@ -591,11 +604,8 @@ async fn merge_change(
         inserts
     } else {
         // Merge-on-read needs the updated rows only; copy-on-write every row of their files.
-        let reach = match mor {
-            true => Reach::Rows(Arc::new(rows_of(&matched)?)),
-            false => Reach::Files(Arc::new(files.clone())),
-        };
-        let raw = current_rows(table)?.with_row_ids(reach);
+        let rows = Arc::new(rows_of(&matched)?);
+        let raw = current_rows(table)?.with_row_ids(Reach::Rows(rows.clone()));
         let raw = session
             .read_table(Arc::new(raw))
             .and_then(|df| df.alias("r"))
@@ -606,7 +616,10 @@ async fn merge_change(
             .iter()
             .enumerate()
             .map(|(i, field)| {
-                let old = DFExpr::Column(Column::new(Some("r"), field.name()));
+                let old = cast(
+                    DFExpr::Column(Column::new(Some("r"), field.name())),
+                    field.data_type().clone(),
+                );
                 let new = cast(action(&value_name(i)), field.data_type().clone());
                 DFExpr::Case(Case::new(
                     None,
@@ -617,25 +630,24 @@ async fn merge_change(
             })
             .collect();
         let keys = [PATH, POS];
-        let acted = q
-            .filter(action(PATH).is_not_null().and(among(&changed_actions)))
+        // The rows its UPDATE clauses acted on, with their new values.
+        let updated = q
+            .filter(action(PATH).is_not_null().and(among(&actions.updates)))
+            .and_then(|df| df.join(raw, JoinType::Inner, &keys, &keys, None))
+            .and_then(|df| df.select(columns))
             .map_err(from_datafusion)?;
-        let kept = if mor {
+        let changed = if mor {
+            // Position deletes name the old rows.
             added_deletes = write_position_deletes(table, &matched, prefix).await?;
-            // The updated rows only, in new files; position deletes name the old ones.
-            acted
-                .join(raw, JoinType::Inner, &keys, &keys, None)
-                .and_then(|df| df.filter(among(&actions.updates)))
+            updated
         } else {
+            // The files are written again: their other rows as they are.
             removed = change::with_their_deletes(table, files).await?;
-            // Every row of the files, but those deleted; the updated ones with their new values.
-            acted
-                .join(raw, JoinType::Right, &keys, &keys, None)
-                .and_then(|df| df.filter(action(ACTION).is_null().or(among(&actions.updates))))
-        }
-        .and_then(|df| df.select(columns))
-        .map_err(from_datafusion)?;
-        kept.union(inserts).map_err(from_datafusion)?
+            unchanged(&session, table, rows)?
+                .union(updated)
+                .map_err(from_datafusion)?
+        };
+        changed.union(inserts).map_err(from_datafusion)?
     };
     let plan = cast_to_table(plan.into_unoptimized_plan(), table, None, &table_name)?;
     let (added, _) = write_files(table, &state, plan, prefix).await?;
@@ -819,37 +831,30 @@ async fn write_position_deletes(
     Ok(files)
 }
 
-/// An UPDATE's rows in the table's columns: the assigned columns take the new values of
-/// `changed` (`q`), cast to the column's type, through `pick(old, new)`; the others keep the old
-/// values of the files' rows (`r`).
+/// An UPDATE's rows in the table's columns and types: the assigned columns take the new values of
+/// `changed` (`q`); the others keep the old values of the files' rows (`r`).
 fn new_values(
     table: &Table,
     changed: &DataFrame,
     assigned: &[(String, &Expr)],
     table_name: &str,
-    pick: impl Fn(DFExpr, DFExpr) -> DFExpr,
 ) -> SqeResult<Vec<DFExpr>> {
     let table_schema =
         schema_to_arrow_schema(table.metadata().current_schema()).map_err(from_iceberg)?;
     let values = changed.schema().clone();
     let mut exprs = Vec::with_capacity(table_schema.fields().len());
     for field in table_schema.fields() {
-        let old = DFExpr::Column(Column::new(Some("r"), field.name()));
-        let expr = match assigned.iter().position(|(c, _)| c == field.name()) {
+        let value = match assigned.iter().position(|(c, _)| c == field.name()) {
             Some(i) => {
                 let (_, value) = values
                     .qualified_field_with_unqualified_name(&value_name(i))
                     .map_err(from_datafusion)?;
                 assignable(field, value.data_type(), table_name)?;
-                let new = cast(
-                    DFExpr::Column(Column::new(Some("q"), value_name(i))),
-                    field.data_type().clone(),
-                );
-                pick(old, new)
+                DFExpr::Column(Column::new(Some("q"), value_name(i)))
             }
-            None => old,
+            None => DFExpr::Column(Column::new(Some("r"), field.name())),
         };
-        exprs.push(expr.alias(field.name()));
+        exprs.push(cast(value, field.data_type().clone()).alias(field.name()));
     }
     Ok(exprs)
 }
