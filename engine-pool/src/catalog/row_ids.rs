@@ -33,6 +33,7 @@ use datafusion::arrow::compute::{cast, filter_record_batch, prep_null_mask_filte
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema as ArrowSchema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{Column, DFSchema, ScalarValue, Statistics};
 use datafusion::error::{DataFusionError, Result as DFResult};
@@ -192,6 +193,14 @@ pub(super) async fn plan(
     let nested = read
         .iter()
         .any(|i| !fields.get(*i).is_some_and(|f| f.field_type.is_primitive()));
+    // The rows read, for the planner's choice of a join's build side: the filters' share of them
+    // is the planner's own guess.
+    let rows: u64 = match &row_ids.reach {
+        Reach::Rows(rows) => rows.values().map(|p| p.len() as u64).sum(),
+        Reach::All | Reach::Except(_) => tasks.iter().filter_map(|t| t.record_count).sum(),
+    };
+    let mut statistics = Statistics::new_unknown(&output);
+    statistics.num_rows = Precision::Inexact(rows as usize);
     let partitions = state.config().target_partitions().max(1);
     let parts = split(tasks, partitions, !nested);
     let groups = spread(parts, partitions);
@@ -222,6 +231,7 @@ pub(super) async fn plan(
             batch_size: state.config().batch_size(),
             by_iceberg: nested,
         }),
+        statistics: Arc::new(statistics),
         properties: Arc::new(PlanProperties::new(
             EquivalenceProperties::new(output),
             Partitioning::UnknownPartitioning(groups.len().max(1)),
@@ -380,6 +390,8 @@ struct Reading {
 /// Reads its groups of parts, one group per partition.
 pub struct RowIdScanExec {
     reading: Arc<Reading>,
+    /// The whole scan's.
+    statistics: Arc<Statistics>,
     properties: Arc<PlanProperties>,
     groups: Vec<Vec<Part>>,
 }
@@ -432,8 +444,11 @@ impl ExecutionPlan for RowIdScanExec {
         Ok(self)
     }
 
-    fn partition_statistics(&self, _partition: Option<usize>) -> DFResult<Arc<Statistics>> {
-        Ok(Arc::new(Statistics::new_unknown(&self.reading.schema)))
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Arc<Statistics>> {
+        Ok(match partition {
+            None => self.statistics.clone(),
+            Some(_) => Arc::new(Statistics::new_unknown(&self.reading.schema)),
+        })
     }
 
     fn execute(
