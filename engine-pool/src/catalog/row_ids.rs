@@ -7,13 +7,13 @@
 //! several partitions, the statement's filters run inside the reader on their own columns first
 //! (the other columns are decoded only for the rows that pass), and a scan of given rows
 //! ([`Reach::Rows`]) decodes only those. Rows that position delete files remove are skipped by the
-//! reader too. Columns resolve by Iceberg field id; a column a file does not have reads as its
-//! identity partition value, else NULL. The filters are DataFusion's to apply again: here they
-//! only spare work.
+//! reader too. Columns resolve by Iceberg field id; a column a file does not have reads as NULL.
+//! The filters are DataFusion's to apply again: here they only spare work.
 //!
-//! A table with nested columns is read by iceberg-rust's reader instead (it resolves nested fields
-//! by id), whole files in order, positions counted, deleted rows dropped after counting. A file
-//! with equality delete files is refused: which of its rows they remove is not known by position.
+//! A table with nested columns, and a file without field ids (resolved by the table's name
+//! mapping) or with row group ordinals out of place, are read by iceberg-rust's reader instead:
+//! whole files in order, positions counted, deleted rows dropped after counting. A file with
+//! equality delete files is refused: which of its rows they remove is not known by position.
 //!
 //! Only the table scan's `with_row_ids` makes this scan, for the statements of `write/rows.rs`:
 //! it is the same table to governance (its row filters and column masks apply as to any scan of
@@ -50,7 +50,7 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::{ArrowFileReader, ArrowReaderBuilder};
 use iceberg::io::{FileIO, FileMetadata};
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{DataContentType, Literal, NestedFieldRef, Transform};
+use iceberg::spec::{DataContentType, NestedFieldRef};
 use iceberg::table::Table;
 use parquet::arrow::arrow_reader::{
     ArrowPredicate, ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions,
@@ -59,7 +59,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask, RowNumber};
 use parquet::file::metadata::ParquetMetaData;
 
-use super::{column_stats, predicate};
+use super::predicate;
 
 /// The column naming a row's data file.
 pub const PATH: &str = "$path";
@@ -494,28 +494,19 @@ enum InFile {
     Constant(ScalarValue),
 }
 
-/// Each table column in `task`'s file (`metadata`): by field id, or by name in a file written
-/// without field ids.
-fn locate(
-    reading: &Reading,
-    task: &FileScanTask,
-    metadata: &ParquetMetaData,
-) -> DFResult<Vec<InFile>> {
+/// Each table column in a file (`metadata`), by field id.
+fn locate(reading: &Reading, metadata: &ParquetMetaData) -> DFResult<Vec<InFile>> {
     let roots = metadata
         .file_metadata()
         .schema_descr()
         .root_schema()
         .get_fields();
-    let with_ids = roots.iter().any(|t| t.get_basic_info().has_id());
-    let position: HashMap<String, usize> = roots
+    let position: HashMap<i32, usize> = roots
         .iter()
         .enumerate()
         .filter_map(|(i, t)| {
             let info = t.get_basic_info();
-            match with_ids {
-                true => info.has_id().then(|| (info.id().to_string(), i)),
-                false => Some((info.name().to_string(), i)),
-            }
+            info.has_id().then(|| (info.id(), i))
         })
         .collect();
     reading
@@ -523,43 +514,31 @@ fn locate(
         .iter()
         .zip(reading.table_schema.fields())
         .map(|(field, arrow)| {
-            let key = match with_ids {
-                true => field.id.to_string(),
-                false => field.name.clone(),
-            };
-            Ok(match position.get(&key) {
+            Ok(match position.get(&field.id) {
                 Some(i) => InFile::Column(*i),
-                None => InFile::Constant(missing_value(task, field, arrow)?),
+                // Added after the file was written: NULL (iceberg-rust's scans read it so too).
+                None => InFile::Constant(ScalarValue::try_from(arrow.data_type())?),
             })
         })
         .collect()
 }
 
-/// The value of a column a data file does not have: its identity partition value if the file's
-/// partition has one, else NULL (Iceberg's rules, without name mappings and initial defaults).
-fn missing_value(
-    task: &FileScanTask,
-    field: &NestedFieldRef,
-    arrow: &FieldRef,
-) -> DFResult<ScalarValue> {
-    let partitioned = task.partition_spec.as_ref().zip(task.partition.as_ref());
-    let value = partitioned.and_then(|(spec, values)| {
-        let n = spec
-            .fields()
+/// Whether this reader can number and resolve the rows of a file as Iceberg means them: its
+/// columns carry field ids (a file without them, imported from elsewhere, resolves by the table's
+/// name mapping, which iceberg-rust's reader applies), and its row groups' ordinals, by which the
+/// row-number column counts, are their places in the file.
+fn readable(metadata: &ParquetMetaData) -> bool {
+    let roots = metadata
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .get_fields();
+    roots.iter().all(|t| t.get_basic_info().has_id())
+        && metadata
+            .row_groups()
             .iter()
-            .position(|p| p.source_id == field.id && p.transform == Transform::Identity)?;
-        match (
-            values.fields().get(n)?,
-            field.field_type.as_primitive_type(),
-        ) {
-            (Some(Literal::Primitive(v)), Some(t)) => column_stats::scalar_of(t, v),
-            _ => None,
-        }
-    });
-    match value {
-        Some(v) => v.cast_to(arrow.data_type()),
-        None => ScalarValue::try_from(arrow.data_type()),
-    }
+            .enumerate()
+            .all(|(i, g)| g.ordinal().map(i64::from) == Some(i as i64))
 }
 
 /// `column` of a batch in the scan's type for it.
@@ -642,7 +621,14 @@ async fn read_part(
             "{path} holds {rows_in_file} rows, where its manifest says {rows}"
         )));
     }
-    let in_file = locate(&reading, task, metadata.metadata())?;
+    if !readable(metadata.metadata()) {
+        // Read whole by iceberg-rust's reader, once: by the part where the file starts.
+        return match part.bytes.start {
+            0 => read_by_iceberg(reading, part.task, deleted).await,
+            _ => Ok(futures::stream::empty().boxed()),
+        };
+    }
+    let in_file = locate(&reading, metadata.metadata())?;
     // Strings as views, as the scan declares them, straight from the reader.
     let metadata = match views(&metadata) {
         Some(schema) => {
@@ -772,6 +758,8 @@ fn select(
     // What is kept, as ranges of positions in the file.
     let mut kept: Vec<Range<i64>> = Vec::new();
     let mut keep = |p: Range<i64>| match kept.last_mut() {
+        // Kept already (a position asked for twice).
+        Some(last) if last.end >= p.end => {}
         Some(last) if last.end == p.start => last.end = p.end,
         _ => kept.push(p),
     };
@@ -1045,6 +1033,20 @@ mod tests {
     }
 
     #[test]
+    fn kept_rows_run_on_across_adjacent_groups() {
+        assert_eq!(
+            selectors(select(&[0..10, 10..20, 20..20, 20..30], &[5, 25], None)),
+            Some(Some(vec![
+                (false, 5),
+                (true, 1),
+                (false, 19),
+                (true, 1),
+                (false, 4)
+            ]))
+        );
+    }
+
+    #[test]
     #[allow(clippy::single_range_in_vec_init)]
     fn only_the_rows_asked_for_and_not_deleted() {
         assert_eq!(
@@ -1060,6 +1062,11 @@ mod tests {
                 (true, 8),
                 (false, 1)
             ]))
+        );
+        // Asked for twice: once.
+        assert_eq!(
+            selectors(select(&[0..10], &[], Some(&[3, 3, 4]))),
+            Some(Some(vec![(true, 3), (false, 2), (true, 5)]))
         );
         // None of the rows asked for is in these groups, or all are deleted.
         assert_eq!(selectors(select(&[10..20], &[], Some(&[5, 25]))), None);

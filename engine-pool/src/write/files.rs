@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
@@ -14,6 +14,7 @@ use datafusion::common::hash_utils::create_hashes;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::{Expr as DFExpr, LogicalPlan, LogicalPlanBuilder, cast, lit};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use iceberg::arrow::{RecordBatchPartitionSplitter, schema_to_arrow_schema};
@@ -32,6 +33,7 @@ use parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
 use sqe_sessions::{SqeError, SqeResult};
+use tracing::Instrument;
 
 use crate::error::{from_datafusion, from_iceberg};
 
@@ -201,9 +203,14 @@ pub(crate) async fn remove_written(table: &Table, prefix: &str) {
 }
 
 /// Writes the rows of `plan` (in the table's columns and types) as data files of `table`, named
-/// with `prefix`, split by the table's partition spec; nothing is committed. Each of the plan's
-/// output partitions with a row group's rows at least is written by a writer of its own, all at
-/// once; the rows of the others go into one file together. Returns the files and the row count.
+/// with `prefix`, split by the table's partition spec; nothing is committed. Returns the files and
+/// the row count.
+///
+/// An unpartitioned table's rows are written by a writer per output partition of the plan, all at
+/// once. A partition with fewer rows than a row group writes no file of its own: its rows go to a
+/// writer still writing, or else into one file with the other short partitions' rows. A partitioned
+/// table's rows are written by one writer (a writer per partition of the plan would keep a file
+/// open per table partition each).
 pub(crate) async fn write_files(
     table: &Table,
     state: &SessionState,
@@ -224,50 +231,54 @@ pub(crate) async fn write_files(
         locations: DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?,
         names: DefaultFileNameGenerator::new(prefix.to_string(), None, DataFileFormat::Parquet),
         spec: metadata.default_partition_spec().clone(),
+        short: Mutex::default(),
     });
-    let physical = state
+    let mut physical = state
         .create_physical_plan(&plan)
         .await
         .map_err(from_datafusion)?;
+    if !writing.spec.is_unpartitioned() {
+        physical = Arc::new(CoalescePartitionsExec::new(physical));
+    }
     let context = state.task_ctx();
     let partitions = physical
         .properties()
         .output_partitioning()
         .partition_count();
-    // Dropped (the statement stopped, or a writer failed), the set stops the other writers.
     let mut writers = tokio::task::JoinSet::new();
     for partition in 0..partitions {
         let stream = physical
             .execute(partition, context.clone())
             .map_err(from_datafusion)?;
         let writing = writing.clone();
-        writers.spawn(async move { writing.write(stream).await });
+        writers.spawn(async move { writing.write(stream).await }.in_current_span());
     }
     let (mut files, mut rows) = (Vec::new(), 0u64);
-    let mut short = Vec::new();
+    let mut failed = None;
     while let Some(written) = writers.join_next().await {
-        match written.map_err(|e| SqeError::internal(format!("a file writer stopped: {e}")))?? {
-            Written::Files(written, count) => {
+        match written.map_err(|e| SqeError::internal(format!("a file writer stopped: {e}"))) {
+            Ok(Ok((written, count))) => {
                 files.extend(written);
                 rows += count;
             }
-            Written::Short(batches) => short.extend(batches),
+            Ok(Err(e)) | Err(e) => {
+                // The others are stopped, and waited for: the caller removes what they wrote.
+                writers.abort_all();
+                failed.get_or_insert(e);
+            }
         }
     }
-    // The partitions too short for a file of their own share one.
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // The short partitions' rows no writer took share one file.
+    let short = std::mem::take(&mut *writing.lock_short());
     if !short.is_empty() {
         let (written, count) = writing.write_all(short, futures::stream::empty()).await?;
         files.extend(written);
         rows += count;
     }
     Ok((files, rows))
-}
-
-/// What one writer of [`write_files`] did with its partition's rows.
-enum Written {
-    Files(Vec<DataFile>, u64),
-    /// Fewer rows than a row group: left to be written with the other short partitions'.
-    Short(Vec<RecordBatch>),
 }
 
 /// What each writer of one [`write_files`] writes with. The file names share one counter.
@@ -280,17 +291,24 @@ struct Writing {
     locations: DefaultLocationGenerator,
     names: DefaultFileNameGenerator,
     spec: iceberg::spec::PartitionSpecRef,
+    /// The rows of partitions too short for a file of their own, for the writers still writing.
+    short: Mutex<Vec<RecordBatch>>,
 }
 
 impl Writing {
-    /// The rows of `stream` as data files, if they are a row group at least (a partition with a
-    /// few rows would make a small file of its own).
-    async fn write(&self, mut stream: SendableRecordBatchStream) -> SqeResult<Written> {
+    /// The rows of `stream` as data files if they are a row group at least, else left in `short`
+    /// (a partition with a few rows would make a small file of its own). A writer that writes
+    /// takes what is in `short` when its own rows end.
+    async fn write(
+        &self,
+        mut stream: SendableRecordBatchStream,
+    ) -> SqeResult<(Vec<DataFile>, u64)> {
         let mut first = Vec::new();
         let mut rows = 0;
         while rows < ROW_GROUP_ROWS {
             let Some(batch) = stream.next().await else {
-                return Ok(Written::Short(first));
+                self.lock_short().extend(first);
+                return Ok((Vec::new(), 0));
             };
             let batch = with_schema(batch.map_err(from_datafusion)?, &self.arrow_schema)?;
             if batch.num_rows() > 0 {
@@ -298,9 +316,17 @@ impl Writing {
                 first.push(batch);
             }
         }
-        let rest = stream.map(|b| with_schema(b.map_err(from_datafusion)?, &self.arrow_schema));
-        let (files, rows) = self.write_all(first, rest).await?;
-        Ok(Written::Files(files, rows))
+        let own = stream.map(|b| with_schema(b.map_err(from_datafusion)?, &self.arrow_schema));
+        // Taken when the partition's own rows have ended, not before.
+        let others = futures::stream::once(futures::future::lazy(|_| {
+            std::mem::take(&mut *self.lock_short())
+        }))
+        .flat_map(|batches| futures::stream::iter(batches.into_iter().map(Ok)));
+        self.write_all(first, own.chain(others)).await
+    }
+
+    fn lock_short(&self) -> std::sync::MutexGuard<'_, Vec<RecordBatch>> {
+        self.short.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `first` (the first row group's rows, or all there are), then `rest`, as data files.
