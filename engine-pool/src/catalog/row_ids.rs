@@ -193,14 +193,14 @@ pub(super) async fn plan(
     let nested = read
         .iter()
         .any(|i| !fields.get(*i).is_some_and(|f| f.field_type.is_primitive()));
-    // The rows read, for the planner's choice of a join's build side: the filters' share of them
-    // is the planner's own guess.
-    let rows: u64 = match &row_ids.reach {
-        Reach::Rows(rows) => rows.values().map(|p| p.len() as u64).sum(),
-        Reach::All | Reach::Except(_) => tasks.iter().filter_map(|t| t.record_count).sum(),
-    };
+    // The rows read, for the planner's choice of a join's build side (a MERGE's target against
+    // its source): the filters' share of them is the planner's own guess. A scan of given rows
+    // is joined with those rows, as many: left to the planner as it is.
     let mut statistics = Statistics::new_unknown(&output);
-    statistics.num_rows = Precision::Inexact(rows as usize);
+    if !matches!(row_ids.reach, Reach::Rows(_)) {
+        let rows: u64 = tasks.iter().filter_map(|t| t.record_count).sum();
+        statistics.num_rows = Precision::Inexact(rows as usize);
+    }
     let partitions = state.config().target_partitions().max(1);
     let parts = split(tasks, partitions, !nested);
     let groups = spread(parts, partitions);
