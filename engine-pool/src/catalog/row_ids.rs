@@ -277,22 +277,10 @@ fn split(tasks: Vec<FileScanTask>, partitions: usize, splittable: bool) -> Vec<P
     parts
 }
 
-/// Parts to partitions: largest first, each to the partition with the fewest bytes.
-fn spread(mut parts: Vec<Part>, partitions: usize) -> Vec<Vec<Part>> {
+/// Parts to partitions, balanced by their bytes.
+fn spread(parts: Vec<Part>, partitions: usize) -> Vec<Vec<Part>> {
     let bytes = |p: &Part| p.bytes.end.min(p.task.file_size_in_bytes) - p.bytes.start;
-    parts.sort_by_key(|p| std::cmp::Reverse(bytes(p)));
-    let mut groups: Vec<(u64, Vec<Part>)> = vec![(0, Vec::new()); partitions];
-    for part in parts {
-        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
-            g.0 += bytes(&part);
-            g.1.push(part);
-        }
-    }
-    groups
-        .into_iter()
-        .map(|(_, g)| g)
-        .filter(|g| !g.is_empty())
-        .collect()
+    super::scan::balance(parts, partitions, bytes)
 }
 
 /// A filter the reader runs on the columns it names before it decodes the others.

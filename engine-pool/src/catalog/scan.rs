@@ -375,19 +375,28 @@ fn spread(tasks: Vec<FileScanTask>, partitions: usize) -> Vec<Vec<FileScanTask>>
             ranges.push(piece);
         }
     }
-    // Largest first, each to the group with the fewest bytes so far.
-    ranges.sort_by_key(|t| std::cmp::Reverse(length(t)));
-    let mut groups: Vec<(u64, Vec<FileScanTask>)> = vec![(0, Vec::new()); partitions];
-    for range in ranges {
+    balance(ranges, partitions, length)
+}
+
+/// `items` in at most `partitions` groups by their `bytes`: largest first, each to the group with
+/// the fewest bytes so far. Empty groups are left out.
+pub(super) fn balance<T: Clone>(
+    mut items: Vec<T>,
+    partitions: usize,
+    bytes: impl Fn(&T) -> u64,
+) -> Vec<Vec<T>> {
+    items.sort_by_key(|t| std::cmp::Reverse(bytes(t)));
+    let mut groups: Vec<(u64, Vec<T>)> = vec![(0, Vec::new()); partitions];
+    for item in items {
         if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
-            g.0 += length(&range);
-            g.1.push(range);
+            g.0 += bytes(&item);
+            g.1.push(item);
         }
     }
     groups
         .into_iter()
-        .map(|(_, tasks)| tasks)
-        .filter(|tasks| !tasks.is_empty())
+        .map(|(_, items)| items)
+        .filter(|items| !items.is_empty())
         .collect()
 }
 
