@@ -1,6 +1,7 @@
 //! Iceberg catalogs and their DataFusion providers.
 
 pub mod backend;
+mod balance;
 pub(crate) mod column_stats;
 pub mod hms;
 pub mod information;

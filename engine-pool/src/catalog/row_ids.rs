@@ -280,7 +280,7 @@ fn split(tasks: Vec<FileScanTask>, partitions: usize, splittable: bool) -> Vec<P
 /// Parts to partitions, balanced by their bytes.
 fn spread(parts: Vec<Part>, partitions: usize) -> Vec<Vec<Part>> {
     let bytes = |p: &Part| p.bytes.end.min(p.task.file_size_in_bytes) - p.bytes.start;
-    super::scan::balance(parts, partitions, bytes)
+    super::balance::balance(parts, partitions, bytes)
 }
 
 /// A filter the reader runs on the columns it names before it decodes the others.

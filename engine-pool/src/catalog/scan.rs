@@ -375,29 +375,7 @@ fn spread(tasks: Vec<FileScanTask>, partitions: usize) -> Vec<Vec<FileScanTask>>
             ranges.push(piece);
         }
     }
-    balance(ranges, partitions, length)
-}
-
-/// `items` in at most `partitions` groups by their `bytes`: largest first, each to the group with
-/// the fewest bytes so far. Empty groups are left out.
-pub(super) fn balance<T: Clone>(
-    mut items: Vec<T>,
-    partitions: usize,
-    bytes: impl Fn(&T) -> u64,
-) -> Vec<Vec<T>> {
-    items.sort_by_key(|t| std::cmp::Reverse(bytes(t)));
-    let mut groups: Vec<(u64, Vec<T>)> = vec![(0, Vec::new()); partitions];
-    for item in items {
-        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
-            g.0 += bytes(&item);
-            g.1.push(item);
-        }
-    }
-    groups
-        .into_iter()
-        .map(|(_, items)| items)
-        .filter(|items| !items.is_empty())
-        .collect()
+    super::balance::balance(ranges, partitions, length)
 }
 
 /// Reads its groups of file ranges, one group per partition.
