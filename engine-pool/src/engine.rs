@@ -22,6 +22,7 @@ use sqe_sessions::{
 use crate::admission::{Admission, AdmissionConfig, QueryRegistry, admitted};
 use crate::catalog::hms::HmsConfig;
 use crate::catalog::mounts::{MountConfig, Mounts};
+use crate::catalog::object_cache::ObjectCache;
 use crate::catalog::rest::RestCatalogConfig;
 use crate::catalog::sql::PostgresConfig;
 use crate::context::Ctx;
@@ -65,6 +66,10 @@ pub struct EngineConfig {
     /// a statement that needs more spills to disk where it can and fails otherwise, and the
     /// process lives on. Three quarters of the machine's memory if unset.
     pub memory_limit: Option<usize>,
+    /// Bytes of table files in object stores kept in memory for later scans
+    /// (catalog/object_cache.rs); 0 keeps none. An eighth of the memory limit, at most 2 GiB,
+    /// if unset.
+    pub object_cache_bytes: Option<usize>,
     /// Principals holding one of these roles are admins (with none, everyone is where
     /// `access_default` allows, nobody where it denies: [`Governance::is_admin`]): they may do
     /// anything, read everyone's queries and cancel them.
@@ -190,13 +195,18 @@ impl Engine {
                 .set(key, value)
                 .map_err(|e| SqeError::invalid(format!("setting {key} = {value}: {e}")))?;
         }
+        let memory_limit = config.memory_limit.or_else(default_memory_limit);
+        let object_cache = config
+            .object_cache_bytes
+            .unwrap_or_else(|| memory_limit.map_or(0, |m| (m / 8).min(2 << 30)));
         let session_config = session_config
+            .with_extension(Arc::new(ObjectCache::new(object_cache)))
             .with_information_schema(false)
             .with_default_catalog_and_schema(default_catalog.clone(), "default")
             .with_create_default_catalog_and_schema(false);
         let mut runtime = RuntimeEnvBuilder::new()
             .with_object_store_registry(Arc::new(ObjectStores::new(S3Settings::new())));
-        if let Some(bytes) = config.memory_limit.or_else(default_memory_limit) {
+        if let Some(bytes) = memory_limit {
             runtime = runtime.with_memory_limit(bytes, 1.0);
         }
         let builder = SessionStateBuilder::new()

@@ -376,6 +376,9 @@ pub struct EngineSection {
     /// Seconds a result may go unread before its statement gives its slot back (taking one again,
     /// in turn, when its client reads on).
     pub idle_slot_secs: u64,
+    /// MiB of table files in object stores kept in memory for later scans (0: none); an eighth
+    /// of the engine's memory limit, at most 2 GiB, if unset.
+    pub object_cache_mb: Option<usize>,
 }
 
 impl Default for EngineSection {
@@ -388,6 +391,7 @@ impl Default for EngineSection {
             max_running_per_user: d.max_running_per_user,
             max_queued_per_user: d.max_queued_per_user,
             idle_slot_secs: d.idle_slot.as_secs(),
+            object_cache_mb: None,
         }
     }
 }
@@ -402,6 +406,11 @@ impl EngineSection {
             max_queued_per_user: self.max_queued_per_user,
             idle_slot: std::time::Duration::from_secs(self.idle_slot_secs),
         }
+    }
+
+    /// Bytes of the engine's object store cache, when set.
+    pub fn object_cache_bytes(&self) -> Option<usize> {
+        self.object_cache_mb.map(|mb| mb.saturating_mul(1 << 20))
     }
 }
 

@@ -172,6 +172,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
             postgres_catalogs,
             hms_catalogs,
             admission: config.engine.admission(),
+            object_cache_bytes: config.engine.object_cache_bytes(),
             admin_roles: config.auth.admin_roles.clone(),
             access_default: config.access.engine_default(config.has_authenticator()),
             mask_key: config.access.mask_key()?,

@@ -8,7 +8,9 @@ tool. What is proven:
 - the shell creates, appends to, reads and drops such a table; the objects appear in the bucket and
   go with DROP TABLE;
 - pyiceberg's SqlCatalog on the same warehouse reads SQE's rows from S3;
-- on a server a table location in a bucket is allowed only under `[files] allowed_object_prefixes`.
+- on a server a table location in a bucket is allowed only under `[files] allowed_object_prefixes`;
+- what a server keeps of a table's files in memory is served to a query only while the store still
+  serves the file to that query's own credentials.
 """
 
 import csv
@@ -119,6 +121,40 @@ def test_a_server_puts_tables_only_in_allowed_buckets(tmp_path, s3):
         assert refused.value.error_name == "PERMISSION_DENIED", refused.value.message
         assert "allowed_object_prefixes" in refused.value.message, refused.value.message
         assert keys(s3, "elsewhere/") == []
+    finally:
+        server.stop()
+
+
+def test_cached_table_files_are_served_only_while_the_store_serves_them(tmp_path, s3):
+    files = f'\n[files]\nallowed_object_prefixes = ["s3://{S3_BUCKET}/cached/"]\n'
+    server = start_server(tmp_path, "[auth]\nallow_anonymous = true\n" + files, env_extra=aws_env(s3))
+    try:
+        cur = trino.dbapi.connect(host="127.0.0.1", port=server.http_port, user="alice").cursor()
+        cur.execute(
+            f"CREATE TABLE kept WITH (location = 's3://{S3_BUCKET}/cached/kept') AS "
+            "SELECT * FROM (VALUES (1, 'apple'), (2, 'pear')) AS v(id, item)"
+        )
+        cur.fetchall()
+        # The second read is served from what the first one kept.
+        for _ in range(2):
+            cur.execute("SELECT id, item FROM kept ORDER BY id")
+            assert cur.fetchall() == [[1, "apple"], [2, "pear"]]
+        data = [k for k in keys(s3, "cached/kept/data/") if k.endswith(".parquet")]
+        assert len(data) == 1, data
+
+        import boto3
+
+        boto3.client(
+            "s3", endpoint_url=s3, aws_access_key_id=S3_ACCESS_KEY,
+            aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
+        ).delete_object(Bucket=S3_BUCKET, Key=data[0])
+        # The file is gone from the bucket: an error naming it, not the rows it had.
+        with pytest.raises(TrinoQueryError) as gone:
+            cur.execute("SELECT id, item FROM kept ORDER BY id")
+            cur.fetchall()
+        assert data[0].rsplit("/", 1)[1] in gone.value.message, gone.value.message
+        cur.execute("SELECT 40 + 2")
+        assert cur.fetchall() == [[42]]
     finally:
         server.stop()
 

@@ -3,10 +3,12 @@
 pub mod backend;
 mod balance;
 pub(crate) mod column_stats;
+mod file_io_store;
 pub mod hms;
 pub mod information;
 pub mod metadata_tables;
 pub mod mounts;
+pub mod object_cache;
 mod parquet_read;
 pub mod policy_store;
 mod predicate;

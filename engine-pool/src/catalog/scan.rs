@@ -7,8 +7,9 @@
 //! their own: `optimizer::rerun`). TPC-H SF1 took 0.94 to 0.96× the time of fixed groups
 //! (BENCHMARKS.md); sixteen smaller ranges a partition (down to 4 MiB) were 4% slower than eight in
 //! one run. Files without delete files are read by DataFusion's own Parquet
-//! reader, columns resolved by field id (see `parquet_read`); files with delete files, and tables
-//! with nested columns, by iceberg-rust's reader, which applies the deletes.
+//! reader, local ones and ones in object stores alike, columns resolved by field id (see
+//! `parquet_read`); files with delete files, and tables with nested columns, by iceberg-rust's
+//! reader, which applies the deletes.
 //!
 //! String columns are scanned as `Utf8View`: a dictionary-encoded page then decodes to views of the
 //! dictionary instead of copies of every value, and comparisons and hashes of short strings work on
@@ -282,6 +283,7 @@ impl TableProvider for IcebergScanProvider {
             }
             return parquet_read::plan(
                 state,
+                self.table.file_io(),
                 self.schema.clone(),
                 &self.field_ids,
                 groups,
