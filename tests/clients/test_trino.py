@@ -2,7 +2,7 @@
 
 import threading
 import time
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -116,6 +116,72 @@ def test_large_results_page_through_next_uri(server):
     assert len(rows) == 20000
     assert rows[0] == [0] and rows[-1] == [19999]
     assert sum(r[0] for r in rows) == 19999 * 20000 // 2
+
+
+SPOOLED_QUERY = (
+    "SELECT value, concat('row ', CAST(value AS varchar), ' é') AS label, "
+    "CAST(value AS decimal(12, 2)) / 4 AS quarter, "
+    "CASE WHEN value % 7 = 0 THEN NULL ELSE date_add('day', value % 365, DATE '2020-01-01') END AS day "
+    "FROM range(0, 300000) ORDER BY value"
+)
+
+
+def test_each_spooling_encoding_brings_the_rows_of_the_plain_protocol(server):
+    # trino-python asks for json+zstd, json+lz4 and json by default; `encoding=None` asks for none,
+    # and gets plain pages.
+    plain = run(server, SPOOLED_QUERY, encoding=None)
+    assert len(plain) == 300000
+    assert plain[0] == [0, "row 0 é", Decimal("0.00"), None]
+    assert plain[8] == [8, "row 8 é", Decimal("2.00"), date(2020, 1, 9)]
+    assert plain[-2] == [299998, "row 299998 é", Decimal("74999.50"), date(2020, 1, 1) + timedelta(days=299998 % 365)]
+    assert plain[-1] == [299999, "row 299999 é", Decimal("74999.75"), None]
+    for encoding in ["json+zstd", "json+lz4", "json", ["json+zstd", "json+lz4", "json"]]:
+        assert run(server, SPOOLED_QUERY, encoding=encoding) == plain, encoding
+
+
+def test_spooled_pages_carry_one_inline_segment_in_the_encoding_asked_for(server):
+    import base64
+    import json
+
+    import lz4.block
+    import requests
+
+    def pages(encoding):
+        headers = {"X-Trino-User": "alice"}
+        if encoding:
+            headers["X-Trino-Query-Data-Encoding"] = encoding
+        page = requests.post(
+            f"http://127.0.0.1:{server.http_port}/v1/statement",
+            data="SELECT value, 'v' || CAST(value AS varchar) FROM range(0, 50000) ORDER BY value",
+            headers=headers,
+        ).json()
+        assert "data" not in page
+        while "nextUri" in page:
+            page = requests.get(page["nextUri"], headers=headers).json()
+            assert "error" not in page, page
+            if "data" in page:
+                yield page["data"]
+
+    rows = []
+    for data in pages("arrow, json+lz4"):
+        assert data["encoding"] == "json+lz4"
+        (segment,) = data["segments"]
+        assert segment["type"] == "inline"
+        raw = base64.b64decode(segment["data"])
+        meta = segment["metadata"]
+        assert meta["segmentSize"] == len(raw)
+        assert meta["rowOffset"] == len(rows)
+        text = lz4.block.decompress(raw, uncompressed_size=meta["uncompressedSize"])
+        assert len(text) == meta["uncompressedSize"] > len(raw)
+        page_rows = json.loads(text)
+        assert meta["rowsCount"] == len(page_rows)
+        rows.extend(page_rows)
+    assert rows == [[i, f"v{i}"] for i in range(50000)]
+
+    # Nothing SQE speaks, or nothing asked: plain pages.
+    for encoding in ["arrow", None]:
+        plain = [row for data in pages(encoding) for row in data]
+        assert plain == rows
 
 
 def test_cancel_a_long_query(server):

@@ -20,6 +20,7 @@
 //! them back in headers), but a `PREPARE` answer carries its statement until it is read, so a
 //! statement longer than the engine runs is refused at `PREPARE` as it would be at `EXECUTE`.
 
+mod spooling;
 mod statements;
 pub mod types;
 
@@ -48,6 +49,9 @@ use crate::statements::{ClientStatement, parse_prepared_header, resolve};
 const PAGE_WAIT: Duration = Duration::from_millis(500);
 /// Rows per page at most.
 const PAGE_ROWS: usize = 4096;
+/// Rows per page at most for a client of the spooling protocol (`spooling`), whose page is one
+/// compressed segment.
+const SPOOLED_PAGE_ROWS: usize = 256 * 1024;
 /// The bytes of rows (as Arrow holds them) one page carries at most: wide rows make short pages.
 const PAGE_BYTES: usize = 8 << 20;
 /// How refusals name the cap on one user's queries.
@@ -114,6 +118,8 @@ struct Query {
     /// Header changes this query reports (PREPARE/DEALLOCATE are answered without the engine).
     headers: Vec<(HeaderName, String)>,
     update_type: Option<String>,
+    /// The spooling protocol's encoding the client asked for, if any SQE speaks.
+    encoding: Option<spooling::Encoding>,
 }
 
 /// How a query that a user or an admin ended answers its owner's next poll, as Trino's does: the
@@ -626,6 +632,7 @@ async fn post_statement(
         }),
         headers: extra_headers,
         update_type: update,
+        encoding: spooling::Encoding::chosen(header(&headers, "x-trino-query-data-encoding")),
     });
     let owner = query.user.clone();
     let running = Running { query, task };
@@ -698,7 +705,12 @@ async fn get_page(
     let mut finished = false;
     let deadline = tokio::time::Instant::now() + PAGE_WAIT;
     let mut bytes = 0usize;
-    while data.len() < PAGE_ROWS && bytes < PAGE_BYTES {
+    let page_rows = match query.encoding {
+        Some(_) => SPOOLED_PAGE_ROWS,
+        None => PAGE_ROWS,
+    };
+    let first_row = pages.rows;
+    while data.len() < page_rows && bytes < PAGE_BYTES {
         let event = if let Some(rest) = pages.pending.take() {
             Event::Batch(rest)
         } else {
@@ -730,7 +742,7 @@ async fn get_page(
             }
             Event::Batch(batch) => {
                 let (take, size) =
-                    sqe_sessions::rows_within(&batch, PAGE_BYTES - bytes, PAGE_ROWS - data.len());
+                    sqe_sessions::rows_within(&batch, PAGE_BYTES - bytes, page_rows - data.len());
                 if take < batch.num_rows() {
                     pages.pending = Some(batch.slice(take, batch.num_rows() - take));
                 }
@@ -772,7 +784,10 @@ async fn get_page(
             body["columns"] = columns.clone();
         }
         if !data.is_empty() {
-            body["data"] = Value::Array(data);
+            body["data"] = match query.encoding {
+                Some(encoding) => encoding.data(&data, first_row),
+                None => Value::Array(data),
+            };
         }
         if !finished {
             body["nextUri"] = json!(format!(
