@@ -5,7 +5,7 @@
 //! ```text
 //! sqe-bench tpch|ssb|tpcds|clickbench|dml --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
 //!           [--baseline OTHER-SQE-BENCH [--baseline-set NAME=VALUE …]] [--writer sqe|pyiceberg]
-//!           [--location s3://BUCKET/PREFIX]
+//!           [--location s3://BUCKET/PREFIX [--object-cache-mb MIB]]
 //! ```
 //! The data (generated once by DuckDB, see `peer.py`), the SQE warehouse loaded from it with
 //! CREATE TABLE AS, and the reports (`report.json`, `report.md`, `report.png`; `report-partial.*`
@@ -96,6 +96,10 @@ struct Args {
     /// for a store of one's own).
     #[arg(long, value_name = "URL")]
     location: Option<String>,
+    /// MiB of object store reads SQE keeps for later scans (`[engine] object_cache_mb`); 0 makes
+    /// every read of a `--location` table a cold one. The engine's default if unset.
+    #[arg(long, value_name = "MIB")]
+    object_cache_mb: Option<usize>,
 }
 
 #[global_allocator]
@@ -364,6 +368,7 @@ async fn run(args: Args) -> Result<bool, String> {
         Engine::open(EngineConfig {
             catalogs: vec![("iceberg".to_string(), warehouse.clone())],
             options,
+            object_cache_bytes: args.object_cache_mb.map(|mb| mb << 20),
             ..EngineConfig::default()
         })
         .map_err(|e| e.to_string())?,
@@ -622,6 +627,7 @@ async fn run(args: Args) -> Result<bool, String> {
         "baseline_settings": args.baseline_settings,
         "writer": args.writer,
         "location": args.location,
+        "object_cache_mb": args.object_cache_mb,
         "summary": summary,
     });
     // A run of some queries (--query) leaves the whole suite's report alone.

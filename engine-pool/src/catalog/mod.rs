@@ -13,6 +13,7 @@ mod parquet_read;
 pub mod policy_store;
 mod predicate;
 pub mod provider;
+mod read_ahead;
 pub mod rest;
 pub(crate) mod row_ids;
 pub mod scan;
