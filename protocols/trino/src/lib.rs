@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -157,7 +158,7 @@ struct QueryPages {
     session_update: Option<SessionUpdate>,
     rows: u64,
     /// The last page sent, repeated if the client asks for the same token again (a retry).
-    last_page: Option<(u64, Value)>,
+    last_page: Option<(u64, Bytes)>,
     /// The rows of a batch that did not fit in the last page.
     pending: Option<RecordBatch>,
 }
@@ -700,7 +701,7 @@ async fn get_page(
     }
     pages.token = token;
 
-    let mut data: Vec<Value> = Vec::new();
+    let mut data = types::JsonRows::default();
     let mut failure = None;
     let mut finished = false;
     let deadline = tokio::time::Instant::now() + PAGE_WAIT;
@@ -735,7 +736,7 @@ async fn get_page(
                     types::columns(&schema)
                 });
                 if schema.fields().is_empty() {
-                    data.push(json!([true]));
+                    data.push_value(&json!([true]));
                 }
                 pages.update_count = update_count;
                 pages.session_update = session_update;
@@ -747,7 +748,7 @@ async fn get_page(
                     pages.pending = Some(batch.slice(take, batch.num_rows() - take));
                 }
                 pages.rows += take as u64;
-                data.extend(types::rows(&batch.slice(0, take)));
+                data.push_batch(&batch.slice(0, take));
                 bytes += size;
                 if pages.pending.is_some() {
                     break;
@@ -771,6 +772,8 @@ async fn get_page(
     }
 
     let page = if let Some(e) = failure {
+        // A failed query's page carries the error, not the rows before it.
+        data = types::JsonRows::default();
         error_body(&query.id, &base, query.started, &e)
     } else {
         let state = if finished { "FINISHED" } else { "RUNNING" };
@@ -783,11 +786,8 @@ async fn get_page(
         if let Some(columns) = &pages.columns {
             body["columns"] = columns.clone();
         }
-        if !data.is_empty() {
-            body["data"] = match query.encoding {
-                Some(encoding) => encoding.data(&data, first_row),
-                None => Value::Array(data),
-            };
+        if let (false, Some(encoding)) = (data.is_empty(), query.encoding) {
+            body["data"] = encoding.data(std::mem::take(&mut data), first_row);
         }
         if !finished {
             body["nextUri"] = json!(format!(
@@ -806,6 +806,8 @@ async fn get_page(
         body
     };
     let done = page.get("nextUri").is_none();
+    // Plain pages' rows go into the page's text as they were written.
+    let page = Bytes::from(with_rows(&page, data));
     pages.last_page = Some((token, page.clone()));
     let response = respond(&query, &pages, page);
     if done {
@@ -815,8 +817,27 @@ async fn get_page(
     response
 }
 
-fn respond(query: &Query, pages: &QueryPages, page: Value) -> Response {
-    let mut response = Json(page).into_response();
+/// `page`'s JSON with `rows` as its `data`, if there are any.
+fn with_rows(page: &Value, rows: types::JsonRows) -> Vec<u8> {
+    let mut text = serde_json::to_vec(page).unwrap_or_else(|_| b"{}".to_vec());
+    if !rows.is_empty() && text.last() == Some(&b'}') {
+        text.pop();
+        if text.len() > 1 {
+            text.push(b',');
+        }
+        text.extend_from_slice(br#""data":"#);
+        text.extend_from_slice(&rows.into_array());
+        text.push(b'}');
+    }
+    text
+}
+
+fn respond(query: &Query, pages: &QueryPages, page: Bytes) -> Response {
+    let mut response = (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        page,
+    )
+        .into_response();
     let headers = response.headers_mut();
     let mut set = |name: &'static str, value: &str| {
         if let Ok(v) = HeaderValue::from_str(value) {

@@ -13,6 +13,8 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use crate::types::JsonRows;
+
 /// The encodings SQE answers in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Encoding {
@@ -52,8 +54,9 @@ impl Encoding {
 
     /// The page's `data`: its rows as one inline segment, the first of them row `offset` of the
     /// result.
-    pub(crate) fn data(self, rows: &[Value], offset: u64) -> Value {
-        let json = serde_json::to_vec(rows).unwrap_or_else(|_| b"[]".to_vec());
+    pub(crate) fn data(self, rows: JsonRows, offset: u64) -> Value {
+        let count = rows.len();
+        let json = rows.into_array();
         let compressed = match self {
             _ if json.len() < COMPRESS_FROM => None,
             Self::Json => None,
@@ -62,7 +65,7 @@ impl Encoding {
         }
         // Sent as it is where compressing gains nothing.
         .filter(|c| c.len() < json.len());
-        let mut metadata = json!({"rowOffset": offset, "rowsCount": rows.len()});
+        let mut metadata = json!({"rowOffset": offset, "rowsCount": count});
         let bytes = match compressed {
             Some(c) => {
                 metadata["uncompressedSize"] = json!(json.len());
@@ -85,6 +88,14 @@ impl Encoding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rows(values: &[Value]) -> JsonRows {
+        let mut rows = JsonRows::default();
+        for value in values {
+            rows.push_value(value);
+        }
+        rows
+    }
 
     fn decoded(data: &Value) -> (Vec<u8>, &Value) {
         let segment = &data["segments"][0];
@@ -115,8 +126,7 @@ mod tests {
 
     #[test]
     fn short_rows_go_uncompressed_and_long_ones_compressed() {
-        let few = vec![json!([1, "a"]), json!([2, "b"])];
-        let data = Encoding::JsonZstd.data(&few, 7);
+        let data = Encoding::JsonZstd.data(rows(&[json!([1, "a"]), json!([2, "b"])]), 7);
         assert_eq!(data["encoding"], "json+zstd");
         let (bytes, metadata) = decoded(&data);
         assert_eq!(bytes, br#"[[1,"a"],[2,"b"]]"#);
@@ -127,7 +137,7 @@ mod tests {
         let many: Vec<Value> = (0..1000).map(|i| json!([i, "some text"])).collect();
         let plain = serde_json::to_vec(&many).expect("a segment decodes");
         for encoding in [Encoding::JsonZstd, Encoding::JsonLz4] {
-            let data = encoding.data(&many, 0);
+            let data = encoding.data(rows(&many), 0);
             let (bytes, metadata) = decoded(&data);
             assert_eq!(
                 metadata["uncompressedSize"].as_u64(),
@@ -142,7 +152,7 @@ mod tests {
             assert_eq!(back, plain);
             assert!(bytes.len() < plain.len() / 4, "{}", bytes.len());
         }
-        let data = Encoding::Json.data(&many, 0);
+        let data = Encoding::Json.data(rows(&many), 0);
         let (bytes, metadata) = decoded(&data);
         assert_eq!(bytes, plain);
         assert!(metadata.get("uncompressedSize").is_none());

@@ -328,19 +328,135 @@ pub fn value(array: &dyn Array, row: usize) -> Value {
     }
 }
 
-/// The rows of a batch as JSON arrays.
-pub fn rows(batch: &RecordBatch) -> Vec<Value> {
-    (0..batch.num_rows())
-        .map(|row| {
-            Value::Array(
-                batch
-                    .columns()
-                    .iter()
-                    .map(|c| value(c.as_ref(), row))
-                    .collect(),
-            )
-        })
-        .collect()
+/// Rows as JSON text, appended a batch at a time: what a page carries, written straight from the
+/// Arrow arrays (no JSON value per cell), one JSON array once [`JsonRows::into_array`] closes it.
+#[derive(Debug, Default)]
+pub struct JsonRows {
+    text: Vec<u8>,
+    count: usize,
+}
+
+impl JsonRows {
+    /// How many rows there are.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn open_row(&mut self) {
+        self.text.push(if self.count == 0 { b'[' } else { b',' });
+        self.count += 1;
+    }
+
+    /// One row given as a JSON value.
+    pub fn push_value(&mut self, row: &Value) {
+        self.open_row();
+        write_json(&mut self.text, row);
+    }
+
+    /// Every row of `batch`.
+    pub fn push_batch(&mut self, batch: &RecordBatch) {
+        let cells: Vec<Cells<'_>> = batch.columns().iter().map(|c| cells(c.as_ref())).collect();
+        for row in 0..batch.num_rows() {
+            self.open_row();
+            self.text.push(b'[');
+            for (i, (column, write)) in batch.columns().iter().zip(&cells).enumerate() {
+                if i > 0 {
+                    self.text.push(b',');
+                }
+                if column.is_null(row) {
+                    self.text.extend_from_slice(b"null");
+                } else {
+                    write(row, &mut self.text);
+                }
+            }
+            self.text.push(b']');
+        }
+    }
+
+    /// The rows as one JSON array.
+    pub fn into_array(mut self) -> Vec<u8> {
+        if self.count == 0 {
+            return b"[]".to_vec();
+        }
+        self.text.push(b']');
+        self.text
+    }
+}
+
+/// Writes the JSON of one non-null value of a column.
+type Cells<'a> = Box<dyn Fn(usize, &mut Vec<u8>) + 'a>;
+
+/// Writing JSON into memory does not fail; `value` holds no map with non-string keys.
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// The writer of a column's values: the same JSON as [`value`], written directly for the common
+/// types, through [`value`] for the rest.
+fn cells(array: &dyn Array) -> Cells<'_> {
+    macro_rules! integers {
+        ($t:ty) => {{
+            let a = array.as_primitive::<$t>();
+            Box::new(move |row, out: &mut Vec<u8>| write_json(out, &a.value(row)))
+        }};
+    }
+    match array.data_type() {
+        DataType::Boolean => {
+            let a = array.as_boolean();
+            Box::new(move |row, out| {
+                out.extend_from_slice(if a.value(row) { b"true" } else { b"false" })
+            })
+        }
+        DataType::Int8 => integers!(Int8Type),
+        DataType::Int16 => integers!(Int16Type),
+        DataType::Int32 => integers!(Int32Type),
+        DataType::Int64 => integers!(Int64Type),
+        DataType::UInt8 => integers!(UInt8Type),
+        DataType::UInt16 => integers!(UInt16Type),
+        DataType::UInt32 => integers!(UInt32Type),
+        DataType::UInt64 => integers!(UInt64Type),
+        DataType::Float32 => {
+            let a = array.as_primitive::<Float32Type>();
+            Box::new(move |row, out| write_json(out, &float(f64::from(a.value(row)))))
+        }
+        DataType::Float64 => {
+            let a = array.as_primitive::<Float64Type>();
+            Box::new(move |row, out| write_json(out, &float(a.value(row))))
+        }
+        DataType::Utf8 => {
+            let a = array.as_string::<i32>();
+            Box::new(move |row, out| write_json(out, a.value(row)))
+        }
+        DataType::LargeUtf8 => {
+            let a = array.as_string::<i64>();
+            Box::new(move |row, out| write_json(out, a.value(row)))
+        }
+        DataType::Utf8View => {
+            let a = array.as_string_view();
+            Box::new(move |row, out| write_json(out, a.value(row)))
+        }
+        // Shown as Arrow shows them, as `value` does, with one formatter for the column.
+        DataType::Date32
+        | DataType::Date64
+        | DataType::Decimal32(_, _)
+        | DataType::Decimal64(_, _)
+        | DataType::Decimal128(_, _)
+        | DataType::Decimal256(_, _) => {
+            match ArrayFormatter::try_new(array, &FormatOptions::default()) {
+                Ok(f) => {
+                    Box::new(move |row, out| write_json(out, f.value(row).to_string().as_str()))
+                }
+                Err(_) => Box::new(|_, out| out.extend_from_slice(b"null")),
+            }
+        }
+        _ => Box::new(move |row, out| write_json(out, &value(array, row))),
+    }
 }
 
 /// The `columns` entry of a result.
@@ -412,7 +528,148 @@ mod tests {
             ),
         ])
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(rows(&batch), vec![json!([1, "x"]), json!([null, "y"])]);
+        let mut rows = JsonRows::default();
+        rows.push_batch(&batch);
+        rows.push_batch(&batch.slice(1, 1));
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows.into_array(), br#"[[1,"x"],[null,"y"],[null,"y"]]"#);
+        assert_eq!(JsonRows::default().into_array(), b"[]");
+    }
+
+    /// The rows written straight from the arrays are the JSON of each value, type by type.
+    #[test]
+    fn rows_written_directly_are_the_values_json() {
+        use arrow::array::{
+            ArrayRef, BooleanArray, Date32Array, Float32Array, Float64Array, Int8Array,
+            LargeStringArray, ListArray, StringViewArray, UInt64Array,
+        };
+        use arrow::datatypes::Int32Type;
+
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            (
+                "b",
+                Arc::new(BooleanArray::from(vec![
+                    Some(true),
+                    None,
+                    Some(false),
+                    Some(true),
+                ])),
+            ),
+            (
+                "i8",
+                Arc::new(Int8Array::from(vec![Some(-128), Some(0), None, Some(127)])),
+            ),
+            (
+                "u64",
+                Arc::new(UInt64Array::from(vec![
+                    Some(u64::MAX),
+                    Some(0),
+                    Some(1),
+                    None,
+                ])),
+            ),
+            (
+                "f32",
+                Arc::new(Float32Array::from(vec![
+                    Some(0.1),
+                    Some(f32::NAN),
+                    None,
+                    Some(-2.5),
+                ])),
+            ),
+            (
+                "f64",
+                Arc::new(Float64Array::from(vec![
+                    Some(f64::INFINITY),
+                    Some(f64::NEG_INFINITY),
+                    Some(1e300),
+                    Some(-0.0),
+                ])),
+            ),
+            (
+                "s",
+                Arc::new(StringArray::from(vec![
+                    Some("quote \" and \\ slash"),
+                    Some("line\nbreak \u{1} ünïcode"),
+                    None,
+                    Some(""),
+                ])),
+            ),
+            (
+                "ls",
+                Arc::new(LargeStringArray::from(vec![
+                    Some("a"),
+                    None,
+                    Some("\t"),
+                    Some("z"),
+                ])),
+            ),
+            (
+                "sv",
+                Arc::new(StringViewArray::from(vec![
+                    Some("a long string of more than twelve bytes"),
+                    Some("x"),
+                    None,
+                    Some("y"),
+                ])),
+            ),
+            (
+                "d",
+                Arc::new(Date32Array::from(vec![
+                    Some(0),
+                    Some(20_000),
+                    None,
+                    Some(-1),
+                ])),
+            ),
+            (
+                "dec",
+                Arc::new(
+                    Decimal128Array::from(vec![Some(12345), Some(-5), None, Some(0)])
+                        .with_precision_and_scale(10, 2)
+                        .unwrap_or_else(|e| panic!("{e}")),
+                ),
+            ),
+            (
+                "list",
+                Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+                    Some(vec![Some(1), None]),
+                    None,
+                    Some(vec![]),
+                    Some(vec![Some(3)]),
+                ])),
+            ),
+            (
+                "ts",
+                Arc::new(TimestampMicrosecondArray::from(vec![
+                    Some(1_767_261_600_000_000),
+                    None,
+                    Some(0),
+                    Some(1),
+                ])),
+            ),
+        ];
+        let batch = RecordBatch::try_from_iter(columns).unwrap_or_else(|e| panic!("{e}"));
+        let mut rows = JsonRows::default();
+        rows.push_batch(&batch);
+        let written: Value =
+            serde_json::from_slice(&rows.into_array()).unwrap_or_else(|e| panic!("{e}"));
+        let expected: Vec<Value> = (0..batch.num_rows())
+            .map(|row| {
+                Value::Array(
+                    batch
+                        .columns()
+                        .iter()
+                        .map(|c| value(c.as_ref(), row))
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(written, Value::Array(expected));
+        assert_eq!(written[0][3], json!(0.10000000149011612));
+        assert_eq!(written[1][3], json!("NaN"));
+        assert_eq!(written[0][5], json!("quote \" and \\ slash"));
+        assert_eq!(written[0][9], json!("123.45"));
     }
 
     #[test]
