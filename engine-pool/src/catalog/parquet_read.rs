@@ -230,9 +230,7 @@ impl AsyncFileReader for PageIndexReader {
             return inner.get_byte_ranges(ranges);
         };
         Box::pin(async move {
-            // The next row groups start on their way before this one is awaited.
-            ahead.fetch_next(&ranges);
-            match ahead.take(&ranges).await {
+            match ahead.read(&ranges).await {
                 Some(bytes) => Ok(bytes),
                 None => inner.get_byte_ranges(ranges).await,
             }

@@ -79,11 +79,14 @@ impl ReadAhead {
         footers.get(&self.path).cloned()
     }
 
-    /// `ranges` from what was fetched ahead, if it holds them all; None sends the request to the
-    /// store as usual (also when fetching ahead failed: the store then reports why).
-    pub(crate) async fn take(&mut self, ranges: &[Range<u64>]) -> Option<Vec<Bytes>> {
+    /// `ranges`, which a reader asks for: first the same columns of the row groups after theirs
+    /// start on their way (up to [`DEPTH`] ahead), then `ranges` come from what was fetched ahead
+    /// if it holds them all. None sends the request to the store as usual (also when fetching
+    /// ahead failed: the store then reports why).
+    pub(crate) async fn read(&mut self, ranges: &[Range<u64>]) -> Option<Vec<Bytes>> {
         let metadata = self.metadata()?;
-        let (row_group, _) = columns_of(&metadata, ranges)?;
+        let (row_group, columns) = columns_of(&metadata, ranges)?;
+        self.fetch_after(&metadata, row_group, &columns);
         // Row groups before this one were skipped by the reader: their bytes are not needed.
         while let Some(first) = self.ahead.front()
             && first.row_group < row_group
@@ -100,15 +103,8 @@ impl ReadAhead {
         slices(&ahead.chunks, &bytes, ranges)
     }
 
-    /// After the reader asked for `ranges`: starts fetching the same columns of the row groups
-    /// after theirs, up to [`DEPTH`] ahead.
-    pub(crate) fn fetch_next(&mut self, ranges: &[Range<u64>]) {
-        let Some(metadata) = self.metadata() else {
-            return;
-        };
-        let Some((row_group, columns)) = columns_of(&metadata, ranges) else {
-            return;
-        };
+    /// Starts fetching `columns` of the row groups after `row_group`, up to [`DEPTH`] ahead.
+    fn fetch_after(&mut self, metadata: &ParquetMetaData, row_group: usize, columns: &[usize]) {
         let mut bytes: u64 = self
             .ahead
             .iter()
@@ -310,17 +306,15 @@ mod tests {
         let group = |g: usize| chunk(metadata.row_group(g), 1);
         let want = |r: &Range<u64>| bytes.slice(r.start as usize..r.end as usize);
 
-        // Nothing was fetched ahead of the first request.
-        assert_eq!(ahead.take(&[group(1)]).await, None);
-        ahead.fetch_next(&[group(1)]);
-        // Row group 2 is this reader's, 3 is not.
+        // Nothing was fetched ahead of the first request, which sets row group 2 on its way:
+        // row group 2 is this reader's, 3 is not.
+        assert_eq!(ahead.read(&[group(1)]).await, None);
         assert_eq!(ahead.ahead.len(), 1);
         let pages = group(2).start + 3..group(2).end;
         assert_eq!(
-            ahead.take(std::slice::from_ref(&pages)).await,
+            ahead.read(std::slice::from_ref(&pages)).await,
             Some(vec![want(&pages)])
         );
-        ahead.fetch_next(&[pages]);
         assert!(ahead.ahead.is_empty());
         std::fs::remove_dir_all(&dir).expect("the test directory goes");
     }
