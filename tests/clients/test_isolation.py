@@ -314,6 +314,43 @@ def test_another_user_can_neither_read_nor_cancel_a_trino_query(sqe, jwt):
     assert sorted(r[0] for r in rows) == list(range(ROWS))
 
 
+def test_another_user_gets_no_spooled_page_and_odd_encodings_get_plain_pages(sqe, jwt):
+    """A spooled page's rows ride its owner's page URIs: bob, asking for the same encodings, gets a
+    missing query. A huge or malformed encoding list is answered with plain pages, and the server
+    goes on."""
+    import base64
+    import json
+
+    import zstandard
+
+    spooled = {"X-Trino-Query-Data-Encoding": "json+zstd,json+lz4,json"}
+    alice = headers_for("alice", jwt["alice"], **spooled)
+    bob = headers_for("bob", jwt["bob"], **spooled)
+    first = post(sqe, "SELECT value FROM range(0, 5000)", alice)
+    assert attempt("GET", first["nextUri"], bob) == (404, f"query {first['id']} not found", "text/plain; charset=utf-8")
+    rows, body = [], page(first["nextUri"], alice)
+    while True:
+        if "data" in body:
+            assert body["data"]["encoding"] == "json+zstd"
+            (segment,) = body["data"]["segments"]
+            raw = base64.b64decode(segment["data"])
+            if "uncompressedSize" in segment["metadata"]:
+                raw = zstandard.ZstdDecompressor().decompress(raw)
+            rows.extend(r[0] for r in json.loads(raw))
+        if "nextUri" not in body:
+            break
+        assert attempt("GET", body["nextUri"], bob)[0] == 404
+        body = page(body["nextUri"], alice)
+    assert rows == list(range(5000))
+
+    for odd in [",".join(["json+gzip"] * 20_000), ",, ,json+zstd ;", "json+zstd;level=19"]:
+        headers = headers_for("alice", jwt["alice"], **{"X-Trino-Query-Data-Encoding": odd})
+        rows, last = finish(post(sqe, "SELECT value FROM range(0, 3)", headers), headers)
+        assert "error" not in last, last
+        assert rows == [[0], [1], [2]], odd
+    assert finish(post(sqe, "SELECT 1", alice), alice)[1]["stats"]["state"] == "FINISHED"
+
+
 def test_only_the_owner_or_an_admin_kills_a_trino_query(sqe, jwt):
     alice = headers_for("alice", jwt["alice"])
     base = base_url(sqe)
