@@ -17,7 +17,9 @@ use config::CatalogSection;
 pub use config::Config;
 use sqe_engine::{Engine, EngineConfig, PersistentSecrets};
 use sqe_flight_sql::{FlightSqlConfig, SqeFlightSql};
-use sqe_identity::{Authenticator, ResourceMode, ResourceServer, http_layer, resource_layer};
+use sqe_identity::{
+    Authenticator, ResourceMode, ResourceServer, http_layer, optional_http_layer, resource_layer,
+};
 use sqe_mcp::{McpConfig, McpSessions};
 use sqe_sessions::ProtocolHandles;
 use sqe_trino::{TrinoConfig, TrinoService};
@@ -198,7 +200,10 @@ pub async fn serve(config: Config) -> Result<(), String> {
     let http = Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/ready", get(|| async { "ready" }))
-        .merge(sqe_trino::router(trino.clone()).layer(auth()));
+        .merge(sqe_trino::router(trino.clone()).layer(auth()))
+        .merge(sqe_trino::segment_router(trino.clone()).layer(
+            middleware::from_fn_with_state(authenticator.clone(), optional_http_layer),
+        ));
     let flight_sql = SqeFlightSql::new(
         engine.clone(),
         FlightSqlConfig {

@@ -113,3 +113,18 @@ pub async fn http_layer(
         }
     }
 }
+
+/// [`http_layer`] for routes whose URI and headers are themselves the caller's proof (a spooled
+/// Trino segment's, handed to one client in an authenticated answer, which clients fetch without
+/// credentials, as from an object store): a request that presents no credentials passes as
+/// nobody; one that does is authenticated as on every other route, and refused when they fail.
+pub async fn optional_http_layer(
+    state: State<Arc<Authenticator>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !request.headers().contains_key(header::AUTHORIZATION) {
+        return next.run(request).await;
+    }
+    http_layer(state, request, next).await
+}

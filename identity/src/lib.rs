@@ -21,7 +21,7 @@ use base64::Engine as _;
 pub use config::{IdentityConfig, OidcConfig, StaticPrincipal};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-pub use layer::http_layer;
+pub use layer::{http_layer, optional_http_layer};
 pub use resource::{ResourceMode, ResourceServer, resource_layer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};

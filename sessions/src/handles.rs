@@ -388,11 +388,14 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
         self.access(handle, None, f)
     }
 
-    fn access<Q, R>(
+    /// Runs `f` on the entry `handle`, given its owner, for a caller that decides itself who may
+    /// reach an entry (a spooled segment, whose handle and key are the proof, unless its
+    /// fetch carries credentials, which must then be the owner's); when `f` accepts it (answers
+    /// Some), the entry is marked used.
+    pub fn get_where<Q, R>(
         &self,
         handle: &Q,
-        owner: Option<&str>,
-        f: impl FnOnce(&mut V) -> Option<R>,
+        f: impl FnOnce(&str, &mut V) -> Option<R>,
     ) -> Option<R>
     where
         K: Borrow<Q>,
@@ -407,19 +410,35 @@ impl<K: Eq + Hash + Clone, V> HandleMap<K, V> {
                     released = entries.remove(handle).map(|e| e.value);
                     None
                 }
-                Some(e) if owner.is_none_or(|o| o == e.owner) => {
-                    let answer = f(&mut e.value);
+                Some(e) => {
+                    let answer = f(&e.owner, &mut e.value);
                     if answer.is_some() {
                         e.used = now;
                     }
                     e.bytes = self.size(&e.value);
                     answer
                 }
-                _ => None,
+                None => None,
             }
         };
         drop(released);
         found
+    }
+
+    fn access<Q, R>(
+        &self,
+        handle: &Q,
+        owner: Option<&str>,
+        f: impl FnOnce(&mut V) -> Option<R>,
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.get_where(handle, |o, value| match owner {
+            Some(owner) if owner != o => None,
+            _ => f(value),
+        })
     }
 
     /// Takes `owner`'s entry `handle` out of the map. Another owner's entry stays, and the answer

@@ -351,6 +351,99 @@ def test_another_user_gets_no_spooled_page_and_odd_encodings_get_plain_pages(sqe
     assert finish(post(sqe, "SELECT 1", alice), alice)[1]["stats"]["state"] == "FINISHED"
 
 
+# Rows that hardly compress, so that their segments are kept by the gateway (over 1 MiB as sent).
+NOISY = (
+    "SELECT value, lower(to_hex(md5(to_utf8(CAST(value AS varchar))))) AS h "
+    "FROM range(0, 300000) ORDER BY value"
+)
+
+
+def noisy_rows():
+    import hashlib
+
+    return [[i, hashlib.md5(str(i).encode()).hexdigest()] for i in range(300000)]
+
+
+def segment_rows(segment, raw):
+    import zstandard
+
+    if "uncompressedSize" in segment["metadata"]:
+        raw = zstandard.ZstdDecompressor().decompress(raw, max_output_size=segment["metadata"]["uncompressedSize"])
+    return json.loads(raw)
+
+
+def test_another_user_cannot_fetch_or_acknowledge_a_spooled_segment(sqe, jwt):
+    """A large segment is kept by the gateway, and its page names its URI and a key header, for its
+    owner alone; she fetches it without credentials, as trino-python does. Bob presenting the URI
+    (with his token, with or without her key, naming her or not), anyone without the key, and
+    made-up, huge and malformed handles get the answer of a segment that does not exist, and their
+    acknowledgements remove nothing. Her acknowledgement removes it."""
+    import base64
+
+    alice = headers_for("alice", jwt["alice"], **{"X-Trino-Query-Data-Encoding": "json+zstd"})
+    bob = headers_for("bob", jwt["bob"])
+    body = post(sqe, NOISY, alice)
+    segments = []
+    while "nextUri" in body:
+        body = page(body["nextUri"], alice)
+        assert "error" not in body, body
+        if "data" in body:
+            assert body["data"]["encoding"] == "json+zstd"
+            segments.extend(body["data"]["segments"])
+    spooled = [s for s in segments if s["type"] == "spooled"]
+    assert spooled, [s["type"] for s in segments]
+    first = spooled[0]
+    ((name, (key,)),) = first["headers"].items()
+    as_missing = (404, "segment not found", "text/plain; charset=utf-8")
+
+    assert attempt("GET", first["uri"], {**bob, name: key}) == as_missing
+    assert attempt("GET", first["uri"], bob) == as_missing
+    # Naming alice in X-Trino-User does not help bob (he may not impersonate).
+    assert attempt("GET", first["uri"], {**headers_for("alice", jwt["bob"]), name: key}) == as_missing
+    for keyless in [{}, {name: "0" * len(key)}, {name: key[:-1]}, {name: "k" * 20_000}, {"X-Trino-User": "alice"}]:
+        assert attempt("GET", first["uri"], keyless) == as_missing, keyless
+    for method in ("GET", "DELETE"):
+        assert attempt(method, first["ackUri"], {**bob, name: key}) == as_missing
+        assert attempt(method, first["ackUri"], {}) == as_missing
+    base = base_url(sqe)
+    for handle in ["0" * 64, "x" * 30_000, "..%2F..%2Fv1%2Finfo", first["uri"].rsplit("/", 1)[1] + "0"]:
+        for route in ("download", "ack"):
+            assert attempt("GET", f"{base}/v1/spooled/{route}/{handle}", {name: key}) == as_missing, handle
+    # A handle that is not UTF-8 is a bad request.
+    status, text, _ = attempt("GET", f"{base}/v1/spooled/download/%00%ff", {name: key})
+    assert (status, text.split(":")[0]) == (400, "Invalid URL")
+
+    # Alice, without credentials as her client fetches, and with her own token.
+    r = requests.get(first["uri"], headers={"X-Trino-User": "alice", name: key}, timeout=60)
+    assert (r.status_code, r.headers["content-type"]) == (200, "application/octet-stream")
+    assert len(r.content) == first["metadata"]["segmentSize"]
+    r2 = requests.get(first["uri"], headers={**alice, name: key}, timeout=60)
+    assert r2.status_code == 200 and r2.content == r.content
+    rows = []
+    for segment in segments:
+        if segment["type"] == "inline":
+            raw = base64.b64decode(segment["data"])
+        else:
+            ((n, (k,)),) = segment["headers"].items()
+            raw = requests.get(segment["uri"], headers={n: k}, timeout=60).content
+        assert segment["metadata"]["rowOffset"] == len(rows)
+        rows.extend(segment_rows(segment, raw))
+    assert rows == noisy_rows()
+
+    assert attempt("GET", first["ackUri"], {name: key})[0] == 200
+    assert attempt("GET", first["uri"], {name: key}) == as_missing
+    assert attempt("GET", first["ackUri"], {name: key}) == as_missing
+    assert finish(post(sqe, "SELECT 1", alice), alice)[1]["stats"]["state"] == "FINISHED"
+
+
+def test_trino_python_reads_spooled_segments_as_a_signed_in_user(sqe, jwt):
+    """trino-python fetches and acknowledges kept segments without its credentials; a signed-in
+    server hands them over all the same, and both users read their own rows."""
+    for user in ("alice", "bob"):
+        rows = trino_run(sqe, user, jwt[user], NOISY, encoding="json+zstd")
+        assert rows == noisy_rows()
+
+
 def test_only_the_owner_or_an_admin_kills_a_trino_query(sqe, jwt):
     alice = headers_for("alice", jwt["alice"])
     base = base_url(sqe)

@@ -39,21 +39,26 @@ use axum::{Extension, Json, Router};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use sqe_sessions::{
-    AtCapacity, Caps, Credential, ErrorCode, HandleMap, Principal, ProtocolHandles, QueryService,
-    Session, SessionUpdate, SqeError, check_statement_length, random_handle,
+    AtCapacity, BatchStream, Caps, Credential, ErrorCode, HandleMap, Principal, ProtocolHandles,
+    QueryService, Session, SessionUpdate, SqeError, check_statement_length, random_handle,
 };
 use tokio::sync::mpsc;
 
+use crate::spooling::{Encoding, Kept, Segment};
 use crate::statements::{ClientStatement, parse_prepared_header, resolve};
 
 /// How long one GET waits for rows before answering "still running".
 const PAGE_WAIT: Duration = Duration::from_millis(500);
 /// Rows per page at most.
 const PAGE_ROWS: usize = 4096;
-/// Rows per page at most for a client of the spooling protocol (`spooling`), whose page is one
-/// compressed segment.
-const SPOOLED_PAGE_ROWS: usize = 256 * 1024;
-/// The bytes of rows (as Arrow holds them) one page carries at most: wide rows make short pages.
+/// Rows per segment at most for a client of the spooling protocol (`spooling`).
+const SEGMENT_ROWS: usize = 256 * 1024;
+/// How long a segment that has rows waits for more before it goes as it is.
+const SEGMENT_WAIT: Duration = Duration::from_millis(50);
+/// Segments one page carries at most.
+const PAGE_SEGMENTS: usize = 4;
+/// The bytes of rows (as Arrow holds them) one page (or segment) carries at most: wide rows make
+/// short pages.
 const PAGE_BYTES: usize = 8 << 20;
 /// How refusals name the cap on one user's queries.
 const QUERY_CAPS: Caps = Caps {
@@ -102,6 +107,8 @@ enum Event {
         session_update: Option<SessionUpdate>,
     },
     Batch(arrow::array::RecordBatch),
+    /// Rows made ready for a client of the spooling protocol.
+    Segment(Segment),
     Failed(SqeError),
     /// The last event of a query that ran to its end. A channel that closes without it means the
     /// query was cancelled.
@@ -120,7 +127,16 @@ struct Query {
     headers: Vec<(HeaderName, String)>,
     update_type: Option<String>,
     /// The spooling protocol's encoding the client asked for, if any SQE speaks.
-    encoding: Option<spooling::Encoding>,
+    encoding: Option<Encoding>,
+}
+
+/// A segment the gateway keeps until its client fetched and acknowledged it (see `spooling`).
+struct KeptSegment {
+    /// The query it is part of.
+    query: String,
+    /// What a fetch of it presents in the segment key header.
+    key: String,
+    bytes: Bytes,
 }
 
 /// How a query that a user or an admin ended answers its owner's next poll, as Trino's does: the
@@ -171,6 +187,8 @@ pub struct TrinoService {
     queries: HandleMap<String, Running>,
     /// Queries cancelled or killed, by id, each owned by its user, for one more answer each.
     ended: HandleMap<String, Ended>,
+    /// Spooled segments by handle, each owned by its query's user.
+    segments: HandleMap<String, KeptSegment>,
     sequence: AtomicU64,
 }
 
@@ -183,13 +201,59 @@ impl TrinoService {
         let ended = HandleMap::new()
             .idle_after(config.client_timeout)
             .at_most(ENDED_KEPT, AtCapacity::EvictLeastRecentlyUsed);
+        let segments = HandleMap::new()
+            .idle_after(config.client_timeout)
+            .at_most(spooling::SPOOLED_SEGMENTS, AtCapacity::Refuse)
+            .at_most_bytes_per_owner(
+                |s: &KeptSegment| s.bytes.len(),
+                spooling::SPOOLED_BYTES_PER_USER,
+            );
         Arc::new(Self {
             service,
             config,
             queries,
             ended,
+            segments,
             sequence: AtomicU64::new(0),
         })
+    }
+
+    /// Keeps `segment` of `query` (owned by `owner`) for its client to fetch, and says where; None
+    /// when the owner's or the server's cap on kept segments is met (it then rides inline).
+    fn keep(&self, segment: &Segment, query: &Query, base: &str) -> Option<Kept> {
+        let handle = random_handle();
+        let kept = KeptSegment {
+            query: query.id.clone(),
+            key: random_handle(),
+            bytes: segment.bytes.clone(),
+        };
+        let key = kept.key.clone();
+        self.segments.insert(handle.clone(), &query.user, kept).ok()?;
+        Some(Kept {
+            uri: format!("{base}/v1/spooled/download/{handle}"),
+            ack_uri: format!("{base}/v1/spooled/ack/{handle}"),
+            key,
+        })
+    }
+
+    /// Whether a request presenting segment `kept` with these credentials and headers may have
+    /// it: its key must be the segment's, and credentials, if it carries any, must be those of
+    /// the segment's owner (or of someone acting as them).
+    fn may_fetch(
+        &self,
+        owner: &str,
+        kept: &KeptSegment,
+        principal: Option<&Principal>,
+        headers: &HeaderMap,
+    ) -> bool {
+        let key = header(headers, spooling::SEGMENT_KEY).unwrap_or_default();
+        let signed_in_as_owner = match principal {
+            None => true,
+            Some(p) => self
+                .acting_user(Some(p.clone()), headers)
+                .is_ok_and(|acting| acting.name == owner),
+        };
+        same_secret(key, &kept.key) && signed_in_as_owner
     }
 
     fn next_id(&self) -> String {
@@ -301,17 +365,21 @@ impl ProtocolHandles for TrinoService {
     /// timeout, which frees their slots. A page being served is not idle.
     fn expire_idle(&self) -> usize {
         self.ended.expire_idle();
-        self.queries.expire_idle()
+        self.segments.expire_idle() + self.queries.expire_idle()
     }
 
     fn open_work_name(&self) -> &'static str {
         "trino_queries"
     }
 
-    /// Queries whose client has not yet read their last page (a finished query's pages may still
-    /// be waiting).
+    /// Queries whose client has not yet read all their rows: their last page, or a segment
+    /// spooled for them (a finished query's pages and segments may still be waiting).
     fn open_work(&self) -> usize {
-        self.queries.len()
+        let mut queries = self.queries.list(|id, _, _| id.clone());
+        queries.extend(self.segments.list(|_, _, s| s.query.clone()));
+        queries.sort_unstable();
+        queries.dedup();
+        queries.len()
     }
 }
 
@@ -335,6 +403,74 @@ pub fn router(trino: Arc<TrinoService>) -> Router {
         .route("/v1/info", get(info))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(trino)
+}
+
+/// The routes of spooled segments, to be mounted where a request without credentials gets in
+/// (clients fetch segments without them; a segment's handle and key are the proof), but one with
+/// credentials is authenticated: its principal must then be the segment's owner.
+pub fn segment_router(trino: Arc<TrinoService>) -> Router {
+    Router::new()
+        .route("/v1/spooled/download/{handle}", get(download_segment))
+        .route(
+            "/v1/spooled/ack/{handle}",
+            get(acknowledge_segment).delete(acknowledge_segment),
+        )
+        .with_state(trino)
+}
+
+/// Whether two secrets are equal, in a time that does not depend on where they differ.
+fn same_secret(presented: &str, kept: &str) -> bool {
+    presented.len() == kept.len()
+        && presented
+            .bytes()
+            .zip(kept.bytes())
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
+}
+
+fn segment_not_found() -> Response {
+    reject(StatusCode::NOT_FOUND, "segment not found")
+}
+
+/// A spooled segment's bytes, for the request that may have it; anyone else gets the answer of a
+/// segment that does not exist.
+async fn download_segment(
+    State(trino): State<Arc<TrinoService>>,
+    Path(handle): Path<String>,
+    principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> Response {
+    let principal = principal.map(|Extension(p)| p);
+    let bytes = trino.segments.get_where(&handle, |owner, kept| {
+        trino
+            .may_fetch(owner, kept, principal.as_ref(), &headers)
+            .then(|| kept.bytes.clone())
+    });
+    match bytes {
+        Some(bytes) => (
+            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        None => segment_not_found(),
+    }
+}
+
+/// The client is done with a segment: it goes. Only a request that may fetch it may.
+async fn acknowledge_segment(
+    State(trino): State<Arc<TrinoService>>,
+    Path(handle): Path<String>,
+    principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> Response {
+    let principal = principal.map(|Extension(p)| p);
+    let removed = trino.segments.remove_where(&handle, |owner, kept| {
+        trino.may_fetch(owner, kept, principal.as_ref(), &headers)
+    });
+    match removed {
+        Some(_) => StatusCode::OK.into_response(),
+        None => segment_not_found(),
+    }
 }
 
 async fn info() -> Json<Value> {
@@ -553,6 +689,7 @@ async fn post_statement(
         .filter_map(|v| v.to_str().ok())
         .collect();
     let prepared = parse_prepared_header(&prepared_values);
+    let encoding = Encoding::chosen(header(&headers, "x-trino-query-data-encoding"));
 
     let (tx, rx) = mpsc::channel(2);
     let (admit, admitted) = tokio::sync::oneshot::channel::<()>();
@@ -602,6 +739,9 @@ async fn post_statement(
                 if tx.send(started).await.is_err() {
                     return;
                 }
+                if let Some(encoding) = encoding {
+                    return spool(result.batches, encoding, &tx).await;
+                }
                 while let Some(batch) = result.batches.next().await {
                     let event = match batch {
                         Ok(b) => Event::Batch(b),
@@ -633,7 +773,7 @@ async fn post_statement(
         }),
         headers: extra_headers,
         update_type: update,
-        encoding: spooling::Encoding::chosen(header(&headers, "x-trino-query-data-encoding")),
+        encoding,
     });
     let owner = query.user.clone();
     let running = Running { query, task };
@@ -652,6 +792,70 @@ async fn post_statement(
         "warnings": [],
     });
     Json(body).into_response()
+}
+
+/// Feeds `tx` a result's rows as segments in `encoding`, each made as soon as the channel has
+/// room for it: encoding and compressing the next segments overlap with the client's decoding of
+/// the last. A segment holds up to `SEGMENT_ROWS` rows and `PAGE_BYTES` of Arrow data, and goes
+/// sooner when no more rows come for `SEGMENT_WAIT`.
+async fn spool(mut batches: BatchStream, encoding: Encoding, tx: &mpsc::Sender<Event>) {
+    let mut rows = types::JsonRows::default();
+    let mut bytes = 0usize;
+    let mut offset = 0u64;
+    // Sends the rows gathered as a segment; false when nobody reads the query any more.
+    let flush = |rows: &mut types::JsonRows, bytes: &mut usize, offset: &mut u64| {
+        let gathered = std::mem::take(rows);
+        let first = *offset;
+        *offset += gathered.len() as u64;
+        *bytes = 0;
+        async move {
+            if gathered.is_empty() {
+                return true;
+            }
+            match tokio::task::spawn_blocking(move || encoding.segment(gathered, first)).await {
+                Ok(segment) => tx.send(Event::Segment(segment)).await.is_ok(),
+                Err(_) => false,
+            }
+        }
+    };
+    loop {
+        let next = match rows.is_empty() {
+            true => Some(batches.next().await),
+            false => tokio::time::timeout(SEGMENT_WAIT, batches.next()).await.ok(),
+        };
+        let mut batch = match next {
+            // No rows came for a while: the client gets those there are.
+            None => {
+                if !flush(&mut rows, &mut bytes, &mut offset).await {
+                    return;
+                }
+                continue;
+            }
+            Some(None) => {
+                if flush(&mut rows, &mut bytes, &mut offset).await {
+                    let _ = tx.send(Event::Finished).await;
+                }
+                return;
+            }
+            // A failed query's page carries the error, not the rows before it.
+            Some(Some(Err(e))) => {
+                let _ = tx.send(Event::Failed(e)).await;
+                return;
+            }
+            Some(Some(Ok(batch))) => batch,
+        };
+        while batch.num_rows() > 0 {
+            let room = PAGE_BYTES.saturating_sub(bytes);
+            let (take, size) = sqe_sessions::rows_within(&batch, room, SEGMENT_ROWS - rows.len());
+            rows.push_batch(&batch.slice(0, take));
+            bytes += size;
+            batch = batch.slice(take, batch.num_rows() - take);
+            let full = rows.len() >= SEGMENT_ROWS || bytes >= PAGE_BYTES || batch.num_rows() > 0;
+            if full && !flush(&mut rows, &mut bytes, &mut offset).await {
+                return;
+            }
+        }
+    }
 }
 
 fn not_found(id: &str) -> Response {
@@ -702,16 +906,13 @@ async fn get_page(
     pages.token = token;
 
     let mut data = types::JsonRows::default();
+    let mut segments = Vec::new();
     let mut failure = None;
     let mut finished = false;
-    let deadline = tokio::time::Instant::now() + PAGE_WAIT;
+    let mut deadline = tokio::time::Instant::now() + PAGE_WAIT;
     let mut bytes = 0usize;
-    let page_rows = match query.encoding {
-        Some(_) => SPOOLED_PAGE_ROWS,
-        None => PAGE_ROWS,
-    };
     let first_row = pages.rows;
-    while data.len() < page_rows && bytes < PAGE_BYTES {
+    while data.len() < PAGE_ROWS && bytes < PAGE_BYTES && segments.len() < PAGE_SEGMENTS {
         let event = if let Some(rest) = pages.pending.take() {
             Event::Batch(rest)
         } else {
@@ -743,7 +944,7 @@ async fn get_page(
             }
             Event::Batch(batch) => {
                 let (take, size) =
-                    sqe_sessions::rows_within(&batch, PAGE_BYTES - bytes, page_rows - data.len());
+                    sqe_sessions::rows_within(&batch, PAGE_BYTES - bytes, PAGE_ROWS - data.len());
                 if take < batch.num_rows() {
                     pages.pending = Some(batch.slice(take, batch.num_rows() - take));
                 }
@@ -759,6 +960,12 @@ async fn get_page(
                         break;
                     }
                 }
+            }
+            Event::Segment(segment) => {
+                pages.rows += segment.rows;
+                segments.push(segment);
+                // More segments go in this page only if they are ready now.
+                deadline = tokio::time::Instant::now();
             }
             Event::Failed(e) => {
                 failure = Some(e);
@@ -786,8 +993,14 @@ async fn get_page(
         if let Some(columns) = &pages.columns {
             body["columns"] = columns.clone();
         }
-        if let (false, Some(encoding)) = (data.is_empty(), query.encoding) {
-            body["data"] = encoding.data(std::mem::take(&mut data), first_row);
+        if let Some(encoding) = query.encoding {
+            // A statement's own row (`true` for one that returns none) joins the segments.
+            if !data.is_empty() {
+                segments.push(encoding.segment(std::mem::take(&mut data), first_row));
+            }
+            if !segments.is_empty() {
+                body["data"] = encoding.data(segments, |s| trino.keep(s, &query, &base));
+            }
         }
         if !finished {
             body["nextUri"] = json!(format!(
