@@ -100,6 +100,10 @@ struct Args {
     /// every read of a `--location` table a cold one. The engine's default if unset.
     #[arg(long, value_name = "MIB")]
     object_cache_mb: Option<usize>,
+    /// A directory where SQE's object cache also keeps what it reads (`[engine]
+    /// object_cache_dir`): a later run reads it from there, not from the store
+    #[arg(long, value_name = "DIR")]
+    object_cache_dir: Option<PathBuf>,
 }
 
 #[global_allocator]
@@ -369,6 +373,7 @@ async fn run(args: Args) -> Result<bool, String> {
             catalogs: vec![("iceberg".to_string(), warehouse.clone())],
             options,
             object_cache_bytes: args.object_cache_mb.map(|mb| mb << 20),
+            object_cache_dir: args.object_cache_dir.clone(),
             ..EngineConfig::default()
         })
         .map_err(|e| e.to_string())?,
@@ -628,6 +633,7 @@ async fn run(args: Args) -> Result<bool, String> {
         "writer": args.writer,
         "location": args.location,
         "object_cache_mb": args.object_cache_mb,
+        "object_cache_dir": args.object_cache_dir,
         "summary": summary,
     });
     // A run of some queries (--query) leaves the whole suite's report alone.

@@ -70,6 +70,11 @@ pub struct EngineConfig {
     /// (catalog/object_cache.rs); 0 keeps none. An eighth of the memory limit, at most 2 GiB,
     /// if unset.
     pub object_cache_bytes: Option<usize>,
+    /// A directory of the server's own where the object cache also keeps what it reads, so that
+    /// it outlives memory's room and the process (catalog/disk_cache.rs); none if unset.
+    pub object_cache_dir: Option<PathBuf>,
+    /// Bytes the object cache's directory holds at most; 10 GiB if unset.
+    pub object_cache_disk_bytes: Option<u64>,
     /// Principals holding one of these roles are admins (with none, everyone is where
     /// `access_default` allows, nobody where it denies: [`Governance::is_admin`]): they may do
     /// anything, read everyone's queries and cancel them.
@@ -199,8 +204,13 @@ impl Engine {
         let object_cache = config
             .object_cache_bytes
             .unwrap_or_else(|| memory_limit.map_or(0, |m| (m / 8).min(2 << 30)));
+        let mut object_cache = ObjectCache::new(object_cache);
+        if let Some(dir) = &config.object_cache_dir {
+            let disk = config.object_cache_disk_bytes.unwrap_or(10 << 30);
+            object_cache = object_cache.with_disk(dir, disk)?;
+        }
         let session_config = session_config
-            .with_extension(Arc::new(ObjectCache::new(object_cache)))
+            .with_extension(Arc::new(object_cache))
             .with_information_schema(false)
             .with_default_catalog_and_schema(default_catalog.clone(), "default")
             .with_create_default_catalog_and_schema(false);

@@ -379,6 +379,11 @@ pub struct EngineSection {
     /// MiB of table files in object stores kept in memory for later scans (0: none); an eighth
     /// of the engine's memory limit, at most 2 GiB, if unset.
     pub object_cache_mb: Option<usize>,
+    /// A directory of the server's own where the object cache also keeps what it reads, so that
+    /// it outlives memory's room and restarts; none if unset.
+    pub object_cache_dir: Option<std::path::PathBuf>,
+    /// MiB that directory holds at most; 10240 if unset.
+    pub object_cache_disk_mb: Option<u64>,
 }
 
 impl Default for EngineSection {
@@ -392,6 +397,8 @@ impl Default for EngineSection {
             max_queued_per_user: d.max_queued_per_user,
             idle_slot_secs: d.idle_slot.as_secs(),
             object_cache_mb: None,
+            object_cache_dir: None,
+            object_cache_disk_mb: None,
         }
     }
 }
@@ -411,6 +418,12 @@ impl EngineSection {
     /// Bytes of the engine's object store cache, when set.
     pub fn object_cache_bytes(&self) -> Option<usize> {
         self.object_cache_mb.map(|mb| mb.saturating_mul(1 << 20))
+    }
+
+    /// Bytes of the object cache's directory, when set.
+    pub fn object_cache_disk_bytes(&self) -> Option<u64> {
+        self.object_cache_disk_mb
+            .map(|mb| mb.saturating_mul(1 << 20))
     }
 }
 

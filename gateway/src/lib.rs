@@ -175,6 +175,8 @@ pub async fn serve(config: Config) -> Result<(), String> {
             hms_catalogs,
             admission: config.engine.admission(),
             object_cache_bytes: config.engine.object_cache_bytes(),
+            object_cache_dir: config.engine.object_cache_dir.clone(),
+            object_cache_disk_bytes: config.engine.object_cache_disk_bytes(),
             admin_roles: config.auth.admin_roles.clone(),
             access_default: config.access.engine_default(config.has_authenticator()),
             mask_key: config.access.mask_key()?,
@@ -201,9 +203,12 @@ pub async fn serve(config: Config) -> Result<(), String> {
         .route("/health", get(|| async { "ok" }))
         .route("/ready", get(|| async { "ready" }))
         .merge(sqe_trino::router(trino.clone()).layer(auth()))
-        .merge(sqe_trino::segment_router(trino.clone()).layer(
-            middleware::from_fn_with_state(authenticator.clone(), optional_http_layer),
-        ));
+        .merge(
+            sqe_trino::segment_router(trino.clone()).layer(middleware::from_fn_with_state(
+                authenticator.clone(),
+                optional_http_layer,
+            )),
+        );
     let flight_sql = SqeFlightSql::new(
         engine.clone(),
         FlightSqlConfig {

@@ -236,7 +236,10 @@ impl ObjectStore for FileIoStore {
             return fetch(ranges.to_vec()).await;
         };
         let key = self.key(location, *size);
-        let mut found: Vec<Option<Bytes>> = ranges.iter().map(|r| cache.get(&key, r)).collect();
+        let mut found = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            found.push(cache.fetch(&key, range).await);
+        }
         if found.iter().any(Option::is_some) {
             self.verify(path).await?;
         }
@@ -369,6 +372,66 @@ mod tests {
         let path = third.add(&location, 10);
         assert!(third.get_ranges(&path, &[0..2, 5..8]).await.is_err());
         assert!(third.verify(&path).await.is_err());
+        std::fs::remove_dir_all(&dir).expect("the test file is readable");
+    }
+
+    #[tokio::test]
+    async fn a_restarted_engine_reads_what_its_disk_tier_kept_once_the_caller_reached_it() {
+        let dir = std::env::temp_dir().join(format!("sqe-file-io-disk-{}", uuid::Uuid::new_v4()));
+        let objects = dir.join("objects");
+        std::fs::create_dir_all(&dir).expect("the test file is readable");
+        let file = dir.join("f.parquet");
+        std::fs::write(&file, b"0123456789").expect("the test file is readable");
+        let location = format!("file://{}", file.display());
+        let cache = Arc::new(
+            ObjectCache::new(1 << 20)
+                .with_disk(&objects, 1 << 20)
+                .expect("the cache opens"),
+        );
+        let mut first = FileIoStore::new(FileIO::new_with_fs(), Some(cache.clone()));
+        let path = first.add(&location, 10);
+        let got = first
+            .get_ranges(&path, &[0..2, 5..8])
+            .await
+            .expect("the test file is readable");
+        assert_eq!(got, vec![Bytes::from("01"), Bytes::from("567")]);
+        // The disk tier is written in the background.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while cache.disk_usage() != Some((2, 5)) {
+            assert!(std::time::Instant::now() < deadline, "{:?}", cache.disk_usage());
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        drop((first, cache));
+
+        // A new engine's cache, memory empty: the file changes under it (it never does in
+        // Iceberg), and a scan whose caller reaches it gets the bytes kept on disk...
+        std::fs::write(&file, b"abcdefghij").expect("the test file is readable");
+        let cache = Arc::new(
+            ObjectCache::new(1 << 20)
+                .with_disk(&objects, 1 << 20)
+                .expect("the cache opens"),
+        );
+        assert_eq!(cache.usage().entries, 0);
+        let mut second = FileIoStore::new(FileIO::new_with_fs(), Some(cache.clone()));
+        let path = second.add(&location, 10);
+        let got = second
+            .get_ranges(&path, &[5..8, 8..10])
+            .await
+            .expect("the test file is readable");
+        assert_eq!(got, vec![Bytes::from("567"), Bytes::from("ij")]);
+        // ...which are back in memory.
+        assert_eq!(cache.usage().entries, 2);
+
+        // A caller who cannot reach the file gets an error, not the kept bytes.
+        std::fs::remove_file(&file).expect("the test file is readable");
+        let cache = Arc::new(
+            ObjectCache::new(1 << 20)
+                .with_disk(&objects, 1 << 20)
+                .expect("the cache opens"),
+        );
+        let mut third = FileIoStore::new(FileIO::new_with_fs(), Some(cache));
+        let path = third.add(&location, 10);
+        assert!(third.get_ranges(&path, &[0..2, 5..8]).await.is_err());
         std::fs::remove_dir_all(&dir).expect("the test file is readable");
     }
 

@@ -3,6 +3,7 @@
 pub mod backend;
 mod balance;
 pub(crate) mod column_stats;
+mod disk_cache;
 mod file_io_store;
 pub mod hms;
 pub mod information;

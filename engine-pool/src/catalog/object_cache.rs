@@ -7,15 +7,27 @@
 //! place, so an entry stays true as long as a file of that name and size exists. The least
 //! recently used entries go first once the cache holds its capacity.
 //!
+//! With a directory (`[engine] object_cache_dir`), what is read is also written to disk
+//! (`disk_cache`), where it outlives memory's room and the process; a read that memory misses
+//! looks there, and what it finds goes back into memory.
+//!
 //! The cache is the engine's, shared by every session, so it never answers a scan by itself: a
 //! scan's store serves a file's cached bytes only once the caller's own credentials reached that
 //! file in that scan (`file_io_store`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+
+use super::disk_cache::{DiskCache, object_key};
+use sqe_sessions::SqeResult;
+
+/// Bytes waiting to be written to the disk tier at most; past it a read is not written there.
+const DISK_WRITES_PENDING: usize = 64 << 20;
 
 /// A file of the cache: (the store's endpoint, the file's location, its size in bytes).
 pub(crate) type FileKey = Arc<(String, String, u64)>;
@@ -25,6 +37,9 @@ pub(crate) type FileKey = Arc<(String, String, u64)>;
 pub struct ObjectCache {
     capacity: usize,
     inner: Mutex<Inner>,
+    disk: Option<Arc<DiskCache>>,
+    /// Bytes handed to the disk tier and not yet written.
+    pending: Arc<AtomicUsize>,
 }
 
 #[derive(Debug, Default)]
@@ -55,15 +70,59 @@ impl ObjectCache {
         Self {
             capacity,
             inner: Mutex::default(),
+            disk: None,
+            pending: Arc::default(),
         }
+    }
+
+    /// The cache with a disk tier of `capacity` bytes in `dir` (made if missing; what it holds
+    /// from before is served again).
+    pub fn with_disk(mut self, dir: &Path, capacity: u64) -> SqeResult<Self> {
+        self.disk = Some(Arc::new(DiskCache::open(dir, capacity)?));
+        Ok(self)
     }
 
     /// Whether the cache keeps anything.
     pub fn enabled(&self) -> bool {
-        self.capacity > 0
+        self.capacity > 0 || self.disk.is_some()
     }
 
-    /// The bytes of `range` of `file`, if one entry holds them all.
+    /// The bytes of `range` of `file`, from memory or else from the disk tier (which puts them
+    /// back in memory), if one entry holds them all.
+    pub(crate) async fn fetch(&self, file: &FileKey, range: &Range<u64>) -> Option<Bytes> {
+        if let Some(bytes) = self.get(file, range) {
+            return Some(bytes);
+        }
+        let disk = self.disk.clone()?;
+        let (object, wanted) = (disk_key(file), range.clone());
+        let bytes = tokio::task::spawn_blocking(move || disk.get(&object, &wanted))
+            .await
+            .ok()??;
+        self.keep(file, range.start, bytes.clone());
+        Some(bytes)
+    }
+
+    /// Keeps `bytes`, the bytes of `file` from `start` on, in memory and (written in the
+    /// background, unless too many bytes already wait for the disk) in the disk tier.
+    pub(crate) fn put(&self, file: &FileKey, start: u64, bytes: Bytes) {
+        if let Some(disk) = &self.disk {
+            let len = bytes.len();
+            let pending = self.pending.fetch_add(len, Ordering::Relaxed);
+            if pending + len <= DISK_WRITES_PENDING {
+                let (disk, object, written) = (disk.clone(), disk_key(file), bytes.clone());
+                let done = self.pending.clone();
+                tokio::task::spawn_blocking(move || {
+                    disk.put(&object, start, &written);
+                    done.fetch_sub(len, Ordering::Relaxed);
+                });
+            } else {
+                self.pending.fetch_sub(len, Ordering::Relaxed);
+            }
+        }
+        self.keep(file, start, bytes);
+    }
+
+    /// The bytes of `range` of `file` in memory, if one entry holds them all.
     pub(crate) fn get(&self, file: &FileKey, range: &Range<u64>) -> Option<Bytes> {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let inner = &mut *guard;
@@ -85,10 +144,10 @@ impl ObjectCache {
         Some(bytes)
     }
 
-    /// Keeps `bytes`, the bytes of `file` from `start` on, unless an entry holds them already.
-    /// Entries they hold are replaced; entries used least recently go until the cache is within
-    /// its capacity. A single range of more than an eighth of the capacity is not kept.
-    pub(crate) fn put(&self, file: &FileKey, start: u64, bytes: Bytes) {
+    /// Keeps `bytes`, the bytes of `file` from `start` on, in memory, unless an entry holds them
+    /// already. Entries they hold are replaced; entries used least recently go until the cache is
+    /// within its capacity. A single range of more than an eighth of the capacity is not kept.
+    fn keep(&self, file: &FileKey, start: u64, bytes: Bytes) {
         let len = bytes.len();
         if len == 0 || len > self.capacity / 8 {
             return;
@@ -138,7 +197,7 @@ impl ObjectCache {
         }
     }
 
-    /// What the cache holds now.
+    /// What the cache holds in memory now.
     pub fn usage(&self) -> CacheUse {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         CacheUse {
@@ -146,6 +205,17 @@ impl ObjectCache {
             bytes: inner.bytes,
         }
     }
+
+    /// What the disk tier holds now (entries, bytes), if there is one.
+    pub fn disk_usage(&self) -> Option<(usize, u64)> {
+        self.disk.as_ref().map(|d| d.usage())
+    }
+}
+
+/// The disk tier's name of a file.
+fn disk_key(file: &FileKey) -> String {
+    let (endpoint, location, size) = &**file;
+    object_key(endpoint, location, *size)
 }
 
 #[cfg(test)]

@@ -228,7 +228,9 @@ impl TrinoService {
             bytes: segment.bytes.clone(),
         };
         let key = kept.key.clone();
-        self.segments.insert(handle.clone(), &query.user, kept).ok()?;
+        self.segments
+            .insert(handle.clone(), &query.user, kept)
+            .ok()?;
         Some(Kept {
             uri: format!("{base}/v1/spooled/download/{handle}"),
             ack_uri: format!("{base}/v1/spooled/ack/{handle}"),
@@ -821,7 +823,9 @@ async fn spool(mut batches: BatchStream, encoding: Encoding, tx: &mpsc::Sender<E
     loop {
         let next = match rows.is_empty() {
             true => Some(batches.next().await),
-            false => tokio::time::timeout(SEGMENT_WAIT, batches.next()).await.ok(),
+            false => tokio::time::timeout(SEGMENT_WAIT, batches.next())
+                .await
+                .ok(),
         };
         let mut batch = match next {
             // No rows came for a while: the client gets those there are.

@@ -198,7 +198,11 @@ mod tests {
 
     #[test]
     fn short_rows_go_uncompressed_and_long_ones_compressed() {
-        let data = page(Encoding::JsonZstd, rows(&[json!([1, "a"]), json!([2, "b"])]), 7);
+        let data = page(
+            Encoding::JsonZstd,
+            rows(&[json!([1, "a"]), json!([2, "b"])]),
+            7,
+        );
         assert_eq!(data["encoding"], "json+zstd");
         let (bytes, metadata) = decoded(&data);
         assert_eq!(bytes, br#"[[1,"a"],[2,"b"]]"#);
@@ -236,7 +240,9 @@ mod tests {
         let mut state = 7u64;
         let noisy: Vec<Value> = (0..100_000)
             .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 json!([format!("{state:016x}{:016x}", state.rotate_left(29))])
             })
             .collect();
