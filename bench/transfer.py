@@ -8,6 +8,7 @@ client's hands, best of `--runs`, with the server's peak resident memory while i
 """
 
 import argparse
+import base64
 import re
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 import adbc_driver_flightsql.dbapi as flight
 import requests
 import trino
-from trino.client import CompressedQueryDataDecoderFactory, InlineSegment
+from trino.client import CompressedQueryDataDecoderFactory
 from trino.mapper import RowMapperFactory
 
 
@@ -85,31 +86,36 @@ def over_trino(port, sql, **kwargs):
     return len(cur.fetchall())
 
 
-def spooled_pages(port, sql):
-    """The result's pages as trino-python's default request receives them: columns and segments."""
+def spooled_segments(port, sql):
+    """The result as trino-python's default request receives it: its columns, and each segment's
+    encoding, metadata and bytes (inline ones from their page, spooled ones fetched and
+    acknowledged)."""
     headers = {"X-Trino-User": "alice", "X-Trino-Query-Data-Encoding": "json+zstd,json+lz4,json"}
     page = requests.post(f"http://127.0.0.1:{port}/v1/statement", data=sql, headers=headers).json()
-    columns, data = None, []
+    columns, segments = None, []
     while True:
         columns = columns or page.get("columns")
-        if page.get("data"):
-            data.append(page["data"])
+        for segment in (page.get("data") or {}).get("segments", []):
+            if segment["type"] == "inline":
+                raw = base64.b64decode(segment["data"])
+            else:
+                kept = {name: values[0] for name, values in segment["headers"].items()}
+                raw = requests.get(segment["uri"], headers=kept).content
+                requests.get(segment["ackUri"], headers=kept)
+            segments.append((page["data"]["encoding"], segment["metadata"], raw))
         if "nextUri" not in page:
-            return columns, data
+            return columns, segments
         page = requests.get(page["nextUri"], headers=headers).json()
 
 
-def decoded_alone(columns, data):
+def decoded_alone(columns, segments):
     """The rows trino-python makes of segments it already holds: its own decoder and row mapper,
     the floor of its time whatever the server does."""
     mapper = RowMapperFactory().create(columns=columns, legacy_primitive_types=False)
     factory = CompressedQueryDataDecoderFactory(mapper)
     rows = 0
-    for page in data:
-        decoder = factory.create(page["encoding"])
-        for segment in page["segments"]:
-            inline = InlineSegment(segment)
-            rows += len(decoder.decode(inline.data, inline.metadata))
+    for encoding, metadata, raw in segments:
+        rows += len(factory.create(encoding).decode(raw, metadata))
     return rows
 
 
@@ -128,11 +134,11 @@ def main():
                 ("Trino HTTP, spooling (trino-python default)", lambda: over_trino(http_port, sql)),
                 ("Trino HTTP, plain JSON pages", lambda: over_trino(http_port, sql, encoding=None)),
             ]
-            columns, data = spooled_pages(http_port, sql)
+            columns, segments = spooled_segments(http_port, sql)
             ways.append(
                 (
-                    "trino-python decoding the spooled pages alone (no server, no network)",
-                    lambda: decoded_alone(columns, data),
+                    "trino-python decoding the spooled segments alone (no server, no network)",
+                    lambda: decoded_alone(columns, segments),
                 )
             )
             results = []

@@ -398,7 +398,11 @@ mod tests {
         // The disk tier is written in the background.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while cache.disk_usage() != Some((2, 5)) {
-            assert!(std::time::Instant::now() < deadline, "{:?}", cache.disk_usage());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                cache.disk_usage()
+            );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         drop((first, cache));

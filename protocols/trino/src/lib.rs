@@ -395,11 +395,11 @@ pub fn router(trino: Arc<TrinoService>) -> Router {
         .route("/v1/statement", post(post_statement))
         .route(
             "/v1/statement/executing/{id}/{slug}/{token}",
-            get(get_page).delete(cancel),
+            get(get_page).head(heartbeat).delete(cancel),
         )
         .route(
             "/v1/statement/queued/{id}/{slug}/{token}",
-            get(get_page).delete(cancel),
+            get(get_page).head(heartbeat).delete(cancel),
         )
         .route("/v1/query/{id}", axum::routing::delete(kill))
         .route("/v1/info", get(info))
@@ -1086,6 +1086,22 @@ fn respond(query: &Query, pages: &QueryPages, page: Bytes) -> Response {
         }
     }
     response
+}
+
+/// A client's heartbeat (trino-python sends one on `nextUri` every 30 s while it downloads a
+/// spooled segment): the query counts as polled, and no page is taken. Someone else's query, or
+/// one that does not exist, answers 404.
+async fn heartbeat(
+    State(trino): State<Arc<TrinoService>>,
+    Path((id, slug, _token)): Path<(String, String, u64)>,
+    principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> StatusCode {
+    let user = trino.acting_user(principal.map(|Extension(p)| p), &headers);
+    match user.ok().and_then(|u| trino.query_of(&id, &slug, &u.name)) {
+        Some(_) => StatusCode::OK,
+        None => StatusCode::NOT_FOUND,
+    }
 }
 
 /// Cancels a query: its own user may, and so may an admin. Idempotent: a query that already ended
