@@ -780,6 +780,7 @@ impl Config {
         config.auth.allow_anonymous = anonymous.unwrap_or(!config.has_authenticator());
         config.catalog.warehouse = expand_home(&config.catalog.warehouse);
         config.secrets.path = config.secrets.path.as_deref().map(expand_home);
+        config.engine.object_cache_dir = config.engine.object_cache_dir.as_deref().map(expand_home);
         for mount in &mut config.catalog.mounts {
             mount.warehouse = expand_home(&mount.warehouse);
         }

@@ -332,11 +332,12 @@ def test_another_user_gets_no_spooled_page_and_odd_encodings_get_plain_pages(sqe
     while True:
         if "data" in body:
             assert body["data"]["encoding"] == "json+zstd"
-            (segment,) = body["data"]["segments"]
-            raw = base64.b64decode(segment["data"])
-            if "uncompressedSize" in segment["metadata"]:
-                raw = zstandard.ZstdDecompressor().decompress(raw)
-            rows.extend(r[0] for r in json.loads(raw))
+            for segment in body["data"]["segments"]:
+                assert segment["type"] == "inline"
+                raw = base64.b64decode(segment["data"])
+                if "uncompressedSize" in segment["metadata"]:
+                    raw = zstandard.ZstdDecompressor().decompress(raw)
+                rows.extend(r[0] for r in json.loads(raw))
         if "nextUri" not in body:
             break
         assert attempt("GET", body["nextUri"], bob)[0] == 404
@@ -355,17 +356,20 @@ def test_another_user_gets_no_spooled_page_and_odd_encodings_get_plain_pages(sqe
     assert finish(post(sqe, "SELECT 1", alice), alice)[1]["stats"]["state"] == "FINISHED"
 
 
-# Rows that hardly compress, so that their segments are kept by the gateway (over 1 MiB as sent).
+# Rows that hardly compress (about 60 bytes each as zstd), so that a segment of 20,000 rows or
+# more is kept by the gateway (over 1 MiB as sent).
 NOISY = (
-    "SELECT value, lower(to_hex(md5(to_utf8(CAST(value AS varchar))))) AS h "
-    "FROM range(0, 300000) ORDER BY value"
+    "SELECT value, "
+    + ", ".join(f"lower(to_hex(md5(to_utf8(CAST(value + {i} AS varchar))))) AS h{i}" for i in range(3))
+    + " FROM range(0, 300000) ORDER BY value"
 )
 
 
 def noisy_rows():
     import hashlib
 
-    return [[i, hashlib.md5(str(i).encode()).hexdigest()] for i in range(300000)]
+    md5 = lambda n: hashlib.md5(str(n).encode()).hexdigest()  # noqa: E731
+    return [[i, md5(i), md5(i + 1), md5(i + 2)] for i in range(300000)]
 
 
 def segment_rows(segment, raw):
@@ -440,12 +444,47 @@ def test_another_user_cannot_fetch_or_acknowledge_a_spooled_segment(sqe, jwt):
     assert finish(post(sqe, "SELECT 1", alice), alice)[1]["stats"]["state"] == "FINISHED"
 
 
-def test_trino_python_reads_spooled_segments_as_a_signed_in_user(sqe, jwt):
+def test_a_cancelled_query_leaves_no_segment_behind(sqe, jwt):
+    """Segments kept for a query its owner cancels are dropped with it."""
+    alice = headers_for("alice", jwt["alice"], **{"X-Trino-Query-Data-Encoding": "json+zstd"})
+    # Eight segments or more, which no page takes all of: the query is still open after the first.
+    body = post(sqe, NOISY.replace("range(0, 300000) ORDER BY value", "range(0, 2000000)"), alice)
+    while "nextUri" in body and "data" not in body:
+        body = page(body["nextUri"], alice)
+    assert "nextUri" in body, "the query ended with its first rows"
+    spooled = [s for s in body["data"]["segments"] if s["type"] == "spooled"]
+    assert spooled, [s["type"] for s in body["data"]["segments"]]
+    keys = [{k: v[0] for k, v in s["headers"].items()} for s in spooled]
+    assert [attempt("GET", s["uri"], k)[0] for s, k in zip(spooled, keys)] == [200] * len(spooled)
+    assert attempt("DELETE", body["nextUri"], alice)[0] == 204
+    assert [attempt("GET", s["uri"], k)[0] for s, k in zip(spooled, keys)] == [404] * len(spooled)
+
+
+def test_trino_python_reads_spooled_segments_as_a_signed_in_user(sqe, jwt, monkeypatch):
     """trino-python fetches and acknowledges kept segments without its credentials; a signed-in
-    server hands them over all the same, and both users read their own rows."""
+    server hands them over all the same, both users read their own rows, and each segment fetched
+    is gone once acknowledged."""
+    from trino.client import SpooledSegment
+
+    fetched = []
+    download = SpooledSegment.data.fget
+
+    def counted(segment):
+        fetched.append((segment.uri, {k: v[0] for k, v in segment.headers.items()}))
+        return download(segment)
+
+    monkeypatch.setattr(SpooledSegment, "data", property(counted))
     for user in ("alice", "bob"):
+        fetched.clear()
         rows = trino_run(sqe, user, jwt[user], NOISY, encoding="json+zstd")
         assert rows == noisy_rows()
+        assert fetched, "no segment was spooled"
+        # trino-python acknowledges in the background.
+        deadline = time.monotonic() + 30
+        for uri, headers in fetched:
+            while requests.get(uri, headers=headers, timeout=30).status_code != 404:
+                assert time.monotonic() < deadline, f"{uri} was not acknowledged"
+                time.sleep(0.1)
 
 
 def test_only_the_owner_or_an_admin_kills_a_trino_query(sqe, jwt):

@@ -2,14 +2,16 @@
 //! server's own, so that it outlives memory's room and the process. A restarted server, or a
 //! working set larger than memory's share, reads local disk instead of paying the store's latency.
 //!
-//! Each entry is a file named by its object's key (a SHA-256 of the store's endpoint, the
-//! object's location and its size), its first byte and its length: `<key>-<start>-<len>`. The
-//! index is rebuilt from the names when the cache opens; a file whose length is not the one its
-//! name gives, and anything else in the directory that is not an entry, is removed. An entry is
-//! written to a temporary name and renamed, so a crash leaves whole entries or none. The least
-//! recently used entries go first once the directory holds its capacity. The directory and its
-//! files are the server's alone (0700 and 0600 on Unix): they hold table data of every user, and
-//! like the memory tier they are served only to a scan whose caller reached the object itself.
+//! The entries live in a folder of the cache's own inside the configured directory
+//! ([`ENTRIES`]), which the cache alone writes: nothing else of that directory is touched. Each
+//! entry is a file named by its object's key (a SHA-256 of the store's endpoint, the object's
+//! location and its size), its first byte and its length: `<key>-<start>-<len>`. The index is
+//! rebuilt from the names when the cache opens; a file whose length is not the one its name
+//! gives, and a temporary file a crash left, is removed. An entry is written to a temporary name,
+//! synced and renamed, so a crash leaves whole entries or none. The least recently used entries go
+//! first once the folder holds its capacity. The folder and its files are the server's alone (0700
+//! and 0600 on Unix): they hold table data of every user, and like the memory tier they are served
+//! only to a scan whose caller reached the object itself. One server uses a directory at a time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -22,6 +24,9 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use sqe_sessions::{SqeError, SqeResult};
+
+/// The folder of the configured directory that holds the entries.
+pub(crate) const ENTRIES: &str = "sqe-object-cache";
 
 /// The files of one object by their first byte: (length, last use).
 type Entries = BTreeMap<u64, (u64, u64)>;
@@ -61,6 +66,17 @@ fn entry_name(object: &str, start: u64, len: u64) -> String {
     format!("{object}-{start}-{len}")
 }
 
+/// Whether `name` is a temporary file of [`DiskCache::put`]: `.<entry name>.<32 hex digits>`.
+fn is_temporary(name: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|rest| rest.rsplit_once('.'))
+        .is_some_and(|(entry, id)| {
+            parse_name(entry).is_some()
+                && id.len() == 32
+                && id.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+}
+
 /// An entry's (object key, first byte, length), from its file name.
 fn parse_name(name: &str) -> Option<(String, u64, u64)> {
     let mut parts = name.split('-');
@@ -74,24 +90,25 @@ fn parse_name(name: &str) -> Option<(String, u64, u64)> {
 }
 
 impl DiskCache {
-    /// Opens (making it if needed) the cache in `dir`, of `capacity` bytes, and indexes the entries
-    /// it holds, the oldest written counted as the least recently used.
-    pub(crate) fn open(dir: &Path, capacity: u64) -> SqeResult<Self> {
+    /// Opens (making it if needed) the cache in `directory`, of `capacity` bytes, and indexes the
+    /// entries it holds, the oldest written counted as the least recently used.
+    pub(crate) fn open(directory: &Path, capacity: u64) -> SqeResult<Self> {
+        let dir = directory.join(ENTRIES);
         let failed = |what: &str, e: std::io::Error| {
             SqeError::invalid(format!(
                 "object cache directory {}: cannot {what}: {e}",
                 dir.display()
             ))
         };
-        fs::create_dir_all(dir).map_err(|e| failed("create it", e))?;
+        fs::create_dir_all(&dir).map_err(|e| failed("create it", e))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
                 .map_err(|e| failed("make it the server's alone", e))?;
         }
         let mut found = Vec::new();
-        for item in fs::read_dir(dir).map_err(|e| failed("list it", e))? {
+        for item in fs::read_dir(&dir).map_err(|e| failed("list it", e))? {
             let Ok(item) = item else { continue };
             let Ok(meta) = item.metadata() else { continue };
             let name = item.file_name().to_string_lossy().into_owned();
@@ -100,24 +117,24 @@ impl DiskCache {
                     let written = meta.modified().ok();
                     found.push((written, object, start, len));
                 }
-                // Half-written entries of a crash, and whatever else is here.
-                _ if meta.is_file() => {
+                // Entries cut short, and half-written ones of a crash.
+                Some(_) => {
                     let _ = fs::remove_file(item.path());
                 }
-                _ => {}
+                None if meta.is_file() && is_temporary(&name) => {
+                    let _ = fs::remove_file(item.path());
+                }
+                None => {}
             }
         }
         found.sort();
         let cache = Self {
-            dir: dir.to_path_buf(),
+            dir,
             capacity,
             index: Mutex::default(),
         };
-        {
-            let mut index = cache.lock();
-            for (_, object, start, len) in found {
-                index.add(object, start, len);
-            }
+        for (_, object, start, len) in found {
+            cache.add(object, start, len);
         }
         cache.evict();
         Ok(cache)
@@ -177,14 +194,29 @@ impl DiskCache {
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
             let mut file = options.open(&temporary)?;
             file.write_all(bytes)?;
+            file.sync_data()?;
             fs::rename(&temporary, self.dir.join(&name))
         };
         if write().is_err() {
             let _ = fs::remove_file(&temporary);
             return;
         }
-        self.lock().add(object.to_string(), start, len);
+        self.add(object.to_string(), start, len);
         self.evict();
+    }
+
+    /// Indexes an entry written; one of the same first byte and another length, which it
+    /// replaces, is removed.
+    fn add(&self, object: String, start: u64, len: u64) {
+        let replaced = self.lock().add(object.clone(), start, len);
+        if let Some(old) = replaced.filter(|old| *old != len) {
+            let _ = fs::remove_file(self.dir.join(entry_name(&object, start, old)));
+        }
+    }
+
+    /// Whether an entry holds all of `range` of `object` (looked up without touching the disk).
+    pub(crate) fn holds(&self, object: &str, range: &Range<u64>) -> bool {
+        self.lock().holding(object, range).is_some()
     }
 
     /// Removes the least recently used entries until the directory is within its capacity.
@@ -240,16 +272,19 @@ impl Index {
         }
     }
 
-    fn add(&mut self, object: String, start: u64, len: u64) {
+    /// Indexes an entry; the length of the one of the same first byte it replaces, if any.
+    fn add(&mut self, object: String, start: u64, len: u64) -> Option<u64> {
         self.clock += 1;
         let now = self.clock;
         let entries = self.objects.entry(object.clone()).or_default();
-        if let Some((old_len, old_used)) = entries.insert(start, (len, now)) {
+        let replaced = entries.insert(start, (len, now));
+        if let Some((old_len, old_used)) = replaced {
             self.used.remove(&old_used);
             self.bytes -= old_len;
         }
         self.used.insert(now, (object, start));
         self.bytes += len;
+        replaced.map(|(old_len, _)| old_len)
     }
 
     /// Forgets an entry (its file is the caller's to remove); its length, if it was there.
@@ -299,33 +334,59 @@ mod tests {
         );
         drop(cache);
 
-        // A crash's half-written entry, a cut-short entry and a stranger are removed on opening.
-        fs::write(dir.join(format!(".{}.tmp", entry_name(&a, 0, 5))), b"01").expect("written");
-        fs::write(dir.join(entry_name(&a, 500, 10)), b"short").expect("written");
-        fs::write(dir.join("notes.txt"), b"?").expect("written");
+        // A crash's half-written entry and a cut-short entry are removed on opening; a file of
+        // someone else's, in the cache's folder or beside it, is left alone.
+        let entries = dir.join(ENTRIES);
+        let temporary = format!(
+            ".{}.{}",
+            entry_name(&a, 0, 5),
+            uuid::Uuid::new_v4().simple()
+        );
+        fs::write(entries.join(&temporary), b"01").expect("written");
+        fs::write(entries.join(entry_name(&a, 500, 10)), b"short").expect("written");
+        fs::write(entries.join("notes.txt"), b"?").expect("written");
+        fs::write(dir.join("beside.txt"), b"?").expect("written");
         let cache = DiskCache::open(&dir, 1 << 20).expect("the cache opens");
         assert_eq!(cache.usage(), (1, 10));
         assert_eq!(
             cache.get(&a, &(100..110)).expect("the entry is kept"),
             Bytes::from("0123456789")
         );
-        let mut names: Vec<String> = fs::read_dir(&dir)
-            .expect("listed")
-            .map(|e| {
-                e.expect("listed")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
-        names.sort();
-        assert_eq!(names, vec![entry_name(&a, 100, 10)]);
+        let names = |dir: &Path| {
+            let mut names: Vec<String> = fs::read_dir(dir)
+                .expect("listed")
+                .map(|e| {
+                    e.expect("listed")
+                        .file_name()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            names(&entries),
+            vec![entry_name(&a, 100, 10), "notes.txt".to_string()]
+        );
+        assert_eq!(
+            names(&dir),
+            vec!["beside.txt".to_string(), ENTRIES.to_string()]
+        );
+
+        // A longer range from the same first byte replaces the entry, and its file.
+        cache.put(&a, 100, b"0123456789abcdef");
+        assert_eq!(cache.usage(), (1, 16));
+        assert_eq!(
+            names(&entries),
+            vec![entry_name(&a, 100, 16), "notes.txt".to_string()]
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = |p: &Path| fs::metadata(p).expect("there").permissions().mode() & 0o777;
-            assert_eq!(mode(&dir), 0o700);
-            assert_eq!(mode(&dir.join(&names[0])), 0o600);
+            assert_eq!(mode(&entries), 0o700);
+            assert_eq!(mode(&entries.join(entry_name(&a, 100, 16))), 0o600);
         }
         let _ = fs::remove_dir_all(&dir);
     }
@@ -345,12 +406,16 @@ mod tests {
         assert_eq!(cache.usage(), (8, 400));
         assert!(cache.get(&key("a"), &(0..10)).is_some());
         assert!(cache.get(&key("b"), &(0..10)).is_none());
-        assert!(!dir.join(entry_name(&key("b"), 0, 50)).exists());
+        assert!(
+            !dir.join(ENTRIES)
+                .join(entry_name(&key("b"), 0, 50))
+                .exists()
+        );
         // Too large a range is not kept.
         cache.put(&key("big"), 0, &[1; 51]);
         assert!(cache.get(&key("big"), &(0..1)).is_none());
         // Removed under the cache: a miss, and forgotten.
-        fs::remove_file(dir.join(entry_name(&key("c"), 0, 50))).expect("removed");
+        fs::remove_file(dir.join(ENTRIES).join(entry_name(&key("c"), 0, 50))).expect("removed");
         assert!(cache.get(&key("c"), &(0..10)).is_none());
         assert_eq!(cache.usage(), (7, 350));
         let _ = fs::remove_dir_all(&dir);

@@ -95,6 +95,9 @@ impl ObjectCache {
         }
         let disk = self.disk.clone()?;
         let (object, wanted) = (disk_key(file), range.clone());
+        if !disk.holds(&object, range) {
+            return None;
+        }
         let bytes = tokio::task::spawn_blocking(move || disk.get(&object, &wanted))
             .await
             .ok()??;

@@ -25,7 +25,7 @@ mod statements;
 pub mod types;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
@@ -137,6 +137,35 @@ struct KeptSegment {
     /// What a fetch of it presents in the segment key header.
     key: String,
     bytes: Bytes,
+    /// Its bytes in the count of all kept segments' bytes, until it is dropped.
+    _counted: Counted,
+}
+
+/// Bytes counted in a shared total for as long as this lives.
+struct Counted {
+    total: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Counted {
+    /// Counts `bytes` in `total`, unless that would take it past `most`.
+    fn within(total: &Arc<AtomicUsize>, bytes: usize, most: usize) -> Option<Self> {
+        total
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                held.checked_add(bytes).filter(|sum| *sum <= most)
+            })
+            .ok()?;
+        Some(Self {
+            total: total.clone(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 /// How a query that a user or an admin ended answers its owner's next poll, as Trino's does: the
@@ -189,6 +218,8 @@ pub struct TrinoService {
     ended: HandleMap<String, Ended>,
     /// Spooled segments by handle, each owned by its query's user.
     segments: HandleMap<String, KeptSegment>,
+    /// The bytes of all kept segments.
+    segment_bytes: Arc<AtomicUsize>,
     sequence: AtomicU64,
 }
 
@@ -202,7 +233,7 @@ impl TrinoService {
             .idle_after(config.client_timeout)
             .at_most(ENDED_KEPT, AtCapacity::EvictLeastRecentlyUsed);
         let segments = HandleMap::new()
-            .idle_after(config.client_timeout)
+            .idle_after(config.client_timeout.max(spooling::SEGMENT_KEPT_FOR))
             .at_most(spooling::SPOOLED_SEGMENTS, AtCapacity::Refuse)
             .at_most_bytes_per_owner(
                 |s: &KeptSegment| s.bytes.len(),
@@ -214,18 +245,22 @@ impl TrinoService {
             queries,
             ended,
             segments,
+            segment_bytes: Arc::default(),
             sequence: AtomicU64::new(0),
         })
     }
 
-    /// Keeps `segment` of `query` (owned by `owner`) for its client to fetch, and says where; None
-    /// when the owner's or the server's cap on kept segments is met (it then rides inline).
+    /// Keeps `segment` of `query` for its client to fetch, and says where; None when the owner's
+    /// or the server's cap on kept segments is met (it then rides inline).
     fn keep(&self, segment: &Segment, query: &Query, base: &str) -> Option<Kept> {
+        let size = segment.bytes.len();
+        let counted = Counted::within(&self.segment_bytes, size, spooling::SPOOLED_BYTES)?;
         let handle = random_handle();
         let kept = KeptSegment {
             query: query.id.clone(),
             key: random_handle(),
             bytes: segment.bytes.clone(),
+            _counted: counted,
         };
         let key = kept.key.clone();
         self.segments
@@ -236,6 +271,16 @@ impl TrinoService {
             ack_uri: format!("{base}/v1/spooled/ack/{handle}"),
             key,
         })
+    }
+
+    /// Drops the kept segments of query `id` (cancelled: nobody will fetch them).
+    fn drop_segments(&self, id: &str) {
+        let handles = self
+            .segments
+            .list(|handle, _, s| (s.query == id).then(|| handle.clone()));
+        for handle in handles.into_iter().flatten() {
+            self.segments.remove_where(&handle, |_, _| true);
+        }
     }
 
     /// Whether a request presenting segment `kept` with these credentials and headers may have
@@ -316,8 +361,9 @@ impl TrinoService {
             code,
             message,
         };
-        // Leaving the map ends the query's task.
+        // Leaving the map ends the query's task; its kept segments go too.
         drop(running);
+        self.drop_segments(id);
         // The id is new to this map unless it was ended before (which cannot happen twice).
         let _ = self.ended.insert(id.to_string(), &owner, ended);
         true

@@ -10,10 +10,11 @@
 //! is kept by the gateway and the page names where to fetch it (`spooled`): a URI with a random
 //! handle and a random key in a header, both handed only to the query's owner. Clients fetch them
 //! without credentials, as they would from an object store; a request that does carry credentials
-//! must be the owner's. The client's acknowledgement (`ackUri`) drops the segment; one never
-//! acknowledged is dropped when unfetched for the client timeout. One user's kept segments hold at
-//! most [`SPOOLED_BYTES_PER_USER`]; past it (or the server's cap on their number) a segment rides
-//! inline instead, so the cap never fails a query.
+//! must be the owner's. The client's acknowledgement (`ackUri`) drops the segment, and so does a
+//! cancel of its query; one never acknowledged is dropped when unfetched for an hour (or the
+//! client timeout, if longer). One user's kept segments hold at most [`SPOOLED_BYTES_PER_USER`],
+//! all users' [`SPOOLED_BYTES`]; past either (or the server's cap on their number) a segment
+//! rides inline instead, so the caps never fail a query.
 //!
 //! A segment's metadata says where its rows start in the result (`rowOffset`), how many there are
 //! (`rowsCount`), its size as sent (`segmentSize`) and, only when compressed, its size before
@@ -45,8 +46,15 @@ pub(crate) const INLINE_AT_MOST: usize = 1 << 20;
 /// The bytes one user's kept segments hold at most; past it segments ride inline.
 pub(crate) const SPOOLED_BYTES_PER_USER: usize = 256 << 20;
 
+/// The bytes all users' kept segments hold at most; past it segments ride inline.
+pub(crate) const SPOOLED_BYTES: usize = 1 << 30;
+
 /// Segments the gateway keeps at most, for all users.
 pub(crate) const SPOOLED_SEGMENTS: usize = 10_000;
+
+/// How long a kept segment waits for its client at least (or the client timeout, if longer): a
+/// client reads a page's segments one after another, at the pace its user takes the rows.
+pub(crate) const SEGMENT_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The header that carries a kept segment's key.
 pub(crate) const SEGMENT_KEY: &str = "x-sqe-segment-key";
@@ -104,10 +112,13 @@ impl Encoding {
         // Sent as it is where compressing gains nothing.
         .filter(|c| c.len() < json.len());
         let uncompressed = compressed.as_ref().map(|_| json.len());
+        let mut bytes = compressed.unwrap_or(json);
+        // The buffers are made for the worst case: a kept segment holds its own length only.
+        bytes.shrink_to_fit();
         Segment {
             offset,
             rows: count,
-            bytes: Bytes::from(compressed.unwrap_or(json)),
+            bytes: Bytes::from(bytes),
             uncompressed,
         }
     }
