@@ -449,11 +449,11 @@ def test_a_cancelled_query_leaves_no_segment_behind(sqe, jwt):
     alice = headers_for("alice", jwt["alice"], **{"X-Trino-Query-Data-Encoding": "json+zstd"})
     # Eight segments or more, which no page takes all of: the query is still open after the first.
     body = post(sqe, NOISY.replace("range(0, 300000) ORDER BY value", "range(0, 2000000)"), alice)
-    while "nextUri" in body and "data" not in body:
+    spooled = []
+    while "nextUri" in body and not spooled:
         body = page(body["nextUri"], alice)
-    assert "nextUri" in body, "the query ended with its first rows"
-    spooled = [s for s in body["data"]["segments"] if s["type"] == "spooled"]
-    assert spooled, [s["type"] for s in body["data"]["segments"]]
+        spooled = [s for s in body.get("data", {}).get("segments", []) if s["type"] == "spooled"]
+    assert spooled and "nextUri" in body, "the query ended before a segment was kept"
     keys = [{k: v[0] for k, v in s["headers"].items()} for s in spooled]
     assert [attempt("GET", s["uri"], k)[0] for s, k in zip(spooled, keys)] == [200] * len(spooled)
     assert attempt("DELETE", body["nextUri"], alice)[0] == 204

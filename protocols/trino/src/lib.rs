@@ -53,8 +53,10 @@ const PAGE_WAIT: Duration = Duration::from_millis(500);
 const PAGE_ROWS: usize = 4096;
 /// Rows per segment at most for a client of the spooling protocol (`spooling`).
 const SEGMENT_ROWS: usize = 256 * 1024;
-/// How long a segment that has rows waits for more before it goes as it is.
-const SEGMENT_WAIT: Duration = Duration::from_millis(50);
+/// How long a segment gathers rows at most before it goes as it is (short of a full segment): a
+/// query that yields rows slowly still gets its first ones to the client, in segments large
+/// enough to be worth a request each.
+const SEGMENT_WAIT: Duration = Duration::from_secs(1);
 /// Segments one page carries at most.
 const PAGE_SEGMENTS: usize = 4;
 /// The bytes of rows (as Arrow holds them) one page (or segment) carries at most: wide rows make
@@ -845,11 +847,13 @@ async fn post_statement(
 /// Feeds `tx` a result's rows as segments in `encoding`, each made as soon as the channel has
 /// room for it: encoding and compressing the next segments overlap with the client's decoding of
 /// the last. A segment holds up to `SEGMENT_ROWS` rows and `PAGE_BYTES` of Arrow data, and goes
-/// sooner when no more rows come for `SEGMENT_WAIT`.
+/// sooner once its first row has waited `SEGMENT_WAIT`.
 async fn spool(mut batches: BatchStream, encoding: Encoding, tx: &mpsc::Sender<Event>) {
     let mut rows = types::JsonRows::default();
     let mut bytes = 0usize;
     let mut offset = 0u64;
+    // When the segment gathering now got its first row.
+    let mut since = tokio::time::Instant::now();
     // Sends the rows gathered as a segment; false when nobody reads the query any more.
     let flush = |rows: &mut types::JsonRows, bytes: &mut usize, offset: &mut u64| {
         let gathered = std::mem::take(rows);
@@ -869,12 +873,12 @@ async fn spool(mut batches: BatchStream, encoding: Encoding, tx: &mpsc::Sender<E
     loop {
         let next = match rows.is_empty() {
             true => Some(batches.next().await),
-            false => tokio::time::timeout(SEGMENT_WAIT, batches.next())
+            false => tokio::time::timeout_at(since + SEGMENT_WAIT, batches.next())
                 .await
                 .ok(),
         };
         let mut batch = match next {
-            // No rows came for a while: the client gets those there are.
+            // The segment has gathered rows long enough: the client gets those there are.
             None => {
                 if !flush(&mut rows, &mut bytes, &mut offset).await {
                     return;
@@ -895,6 +899,9 @@ async fn spool(mut batches: BatchStream, encoding: Encoding, tx: &mpsc::Sender<E
             Some(Some(Ok(batch))) => batch,
         };
         while batch.num_rows() > 0 {
+            if rows.is_empty() {
+                since = tokio::time::Instant::now();
+            }
             let room = PAGE_BYTES.saturating_sub(bytes);
             let (take, size) = sqe_sessions::rows_within(&batch, room, SEGMENT_ROWS - rows.len());
             rows.push_batch(&batch.slice(0, take));
