@@ -337,13 +337,19 @@ mod tests {
         std::fs::remove_dir_all(&dir).expect("the test file is readable");
     }
 
-    #[tokio::test]
-    async fn the_cache_serves_a_file_only_once_the_caller_reached_it() {
-        let dir = std::env::temp_dir().join(format!("sqe-file-io-cache-{}", uuid::Uuid::new_v4()));
+    /// A new directory holding a ten-byte file: (the directory, the file, its location).
+    fn scratch_file(prefix: &str) -> (std::path::PathBuf, std::path::PathBuf, String) {
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("the test file is readable");
         let file = dir.join("f.parquet");
         std::fs::write(&file, b"0123456789").expect("the test file is readable");
         let location = format!("file://{}", file.display());
+        (dir, file, location)
+    }
+
+    #[tokio::test]
+    async fn the_cache_serves_a_file_only_once_the_caller_reached_it() {
+        let (dir, file, location) = scratch_file("sqe-file-io-cache");
         let cache = Arc::new(ObjectCache::new(1 << 20));
 
         let mut first = FileIoStore::new(FileIO::new_with_fs(), Some(cache.clone()));
@@ -377,17 +383,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_restarted_engine_reads_what_its_disk_tier_kept_once_the_caller_reached_it() {
-        let dir = std::env::temp_dir().join(format!("sqe-file-io-disk-{}", uuid::Uuid::new_v4()));
+        let (dir, file, location) = scratch_file("sqe-file-io-disk");
         let objects = dir.join("objects");
-        std::fs::create_dir_all(&dir).expect("the test file is readable");
-        let file = dir.join("f.parquet");
-        std::fs::write(&file, b"0123456789").expect("the test file is readable");
-        let location = format!("file://{}", file.display());
-        let cache = Arc::new(
-            ObjectCache::new(1 << 20)
-                .with_disk(&objects, 1 << 20)
-                .expect("the cache opens"),
-        );
+        let with_disk = || {
+            Arc::new(
+                ObjectCache::new(1 << 20)
+                    .with_disk(&objects, 1 << 20)
+                    .expect("the cache opens"),
+            )
+        };
+        let cache = with_disk();
         let mut first = FileIoStore::new(FileIO::new_with_fs(), Some(cache.clone()));
         let path = first.add(&location, 10);
         let got = first
@@ -410,11 +415,7 @@ mod tests {
         // A new engine's cache, memory empty: the file changes under it (it never does in
         // Iceberg), and a scan whose caller reaches it gets the bytes kept on disk...
         std::fs::write(&file, b"abcdefghij").expect("the test file is readable");
-        let cache = Arc::new(
-            ObjectCache::new(1 << 20)
-                .with_disk(&objects, 1 << 20)
-                .expect("the cache opens"),
-        );
+        let cache = with_disk();
         assert_eq!(cache.usage().entries, 0);
         let mut second = FileIoStore::new(FileIO::new_with_fs(), Some(cache.clone()));
         let path = second.add(&location, 10);
@@ -428,11 +429,7 @@ mod tests {
 
         // A caller who cannot reach the file gets an error, not the kept bytes.
         std::fs::remove_file(&file).expect("the test file is readable");
-        let cache = Arc::new(
-            ObjectCache::new(1 << 20)
-                .with_disk(&objects, 1 << 20)
-                .expect("the cache opens"),
-        );
+        let cache = with_disk();
         let mut third = FileIoStore::new(FileIO::new_with_fs(), Some(cache));
         let path = third.add(&location, 10);
         assert!(third.get_ranges(&path, &[0..2, 5..8]).await.is_err());
