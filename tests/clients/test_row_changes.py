@@ -9,9 +9,12 @@ The CLI binary is taken from $SQE_CLI (default: target/debug/sqe-cli).
 
 import importlib
 import pathlib
+import subprocess
 from decimal import Decimal
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from test_pyiceberg_interop import SQE_CLI, catalog, sqe
@@ -116,3 +119,245 @@ def test_readers_agree_after_each_change(tmp_path, mode):
     else:
         assert deletes == 0
         assert table.current_snapshot().summary.operation.value == "overwrite"
+
+
+WIDE_ROWS = (
+    "SELECT a * 1000 + b, 'n' || cast(a * 1000 + b AS varchar), cast(a * 1000 + b AS decimal(10,2)) / 10, "
+    "cast(b AS double), ARRAY['t' || cast(b % 3 AS varchar)] "
+    "FROM (SELECT x AS a FROM unnest(sequence(0, 299)) AS u(x)) "
+    "CROSS JOIN (SELECT y AS b FROM unnest(sequence(0, 999)) AS v(y))"
+)
+
+# Rows of every kind the changes below touch: ids ending in 006, 007, 008 and 500.
+SAMPLE = "SELECT id, name, amount, f FROM s.w WHERE id % 1000 IN (6, 7, 8, 500)"
+TOTALS = "SELECT count(*), sum(id), sum(amount), count(name), sum(f), count(tags) FROM s.w"
+
+
+def number(value):
+    return None if value in (None, "") else Decimal(str(value))
+
+
+def every_reader(warehouse, where=""):
+    """The sample rows and the totals (with `where` added to both) as SQE, pyiceberg and DuckDB
+    read them; each reader's answer must equal SQE's."""
+    sample = SAMPLE + (f" AND {where}" if where else "")
+    totals = TOTALS + (f" WHERE {where}" if where else "")
+
+    def typed(row):
+        id_, name, amount, f = row
+        return (int(id_), name or None, Decimal(amount) if amount else None, float(f))
+
+    sqe_sample = sorted(typed(r) for r in sqe(warehouse, sample)[1:])
+    [sqe_totals] = sqe(warehouse, totals)[1:]
+    table = catalog(warehouse).load_table("s.w")
+    arrow = (table.scan(row_filter=where) if where else table.scan()).to_arrow()
+    con = duckdb.connect()
+    try:
+        load(con, "avro")
+        load(con, "iceberg")
+        location = table.metadata_location.replace("'", "''")
+        con.execute(f"CREATE VIEW w AS SELECT * FROM iceberg_scan('{location}')")
+        con.register("py", arrow)
+        for name in ["w", "py"]:
+            got_sample = con.execute(sample.replace("s.w", name)).fetchall()
+            assert sorted(got_sample) == sqe_sample, name
+            got_totals = con.execute(totals.replace("s.w", name)).fetchone()
+            assert [number(v) for v in got_totals] == [number(v) for v in sqe_totals], name
+    finally:
+        con.close()
+    return sqe_sample, sqe_totals
+
+
+def chunks(path):
+    """Each column chunk of a Parquet file: (row group, column) -> (rows, compressed size,
+    statistics)."""
+    meta = pq.ParquetFile(path).metadata
+    out = {}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            stats = column.statistics
+            out[(g, column.path_in_schema)] = (
+                group.num_rows,
+                column.total_compressed_size,
+                (stats.min, stats.max, stats.null_count) if stats and stats.has_min_max else None,
+            )
+    return out
+
+
+def only_file(warehouse):
+    table = catalog(warehouse).load_table("s.w")
+    files = [task.file for task in table.scan().plan_files()]
+    assert len(files) == 1, [f.file_path for f in files]
+    return files[0]
+
+
+def test_copy_on_write_writes_again_only_the_columns_a_change_sets(tmp_path):
+    if not pathlib.Path(SQE_CLI).is_file():
+        pytest.fail(f"sqe-cli binary not found at {SQE_CLI} (build it, or set SQE_CLI)")
+    warehouse = tmp_path
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.w (id bigint NOT NULL, name varchar, amount decimal(10,2), f double, tags array(varchar)); "
+        f"INSERT INTO s.w {WIDE_ROWS}",
+    )
+    before = only_file(warehouse)
+    old = chunks(before.file_path)
+    # Three row groups of 131,072 rows at most: positions in each.
+    assert sorted({g for g, _ in old}) == [0, 1, 2]
+
+    sqe(warehouse, "UPDATE s.w SET amount = 99999.99, name = NULL WHERE id % 1000 = 7")
+    after = only_file(warehouse)
+    assert after.file_path != before.file_path
+    new = chunks(after.file_path)
+    assert new.keys() == old.keys()
+    for key, (rows, size, stats) in old.items():
+        if key[1] in ("name", "amount"):
+            assert new[key][2] != stats, key
+        else:
+            # The columns it does not set are the same chunks.
+            assert new[key] == (rows, size, stats), key
+    # The set columns' metrics count the new values: 300 NULL names, amounts up to 99999.99.
+    assert after.record_count == 300_000
+    assert after.null_value_counts[2] == 300
+    assert after.null_value_counts[3] == 0
+    assert int.from_bytes(after.upper_bounds[3], "big", signed=True) == 9999999
+    assert int.from_bytes(after.lower_bounds[3], "big", signed=True) == 0
+    assert after.upper_bounds[2] == b"n99999"
+
+    sample, totals = every_reader(warehouse)
+    assert [r for r in sample if r[0] in (7, 299007)] == [
+        (7, None, Decimal("99999.99"), 7.0),
+        (299007, None, Decimal("99999.99"), 7.0),
+    ]
+    assert [number(v) for v in totals] == [
+        300000, 44999850000, Decimal("4525499787.00"), 299700, 149850000, 300000
+    ]
+    # The new values are found through the bounds and the page index.
+    every_reader(warehouse, "amount > 50000")
+    every_reader(warehouse, "name IS NULL")
+    assert sqe(warehouse, "SELECT count(*) FROM s.w WHERE amount > 50000")[1:] == [["300"]]
+
+    # A MERGE's UPDATE clause: only its column is written again; a row it does not match keeps
+    # all its values.
+    sqe(
+        warehouse,
+        "MERGE INTO s.w USING (SELECT id AS k FROM s.w WHERE id % 1000 = 8) AS src ON w.id = src.k "
+        "WHEN MATCHED AND src.k % 2000 = 8 THEN UPDATE SET f = -1 "
+        "WHEN NOT MATCHED THEN INSERT (id) VALUES (src.k)",
+    )
+    merged = only_file(warehouse)
+    newer = chunks(merged.file_path)
+    for key, value in new.items():
+        assert (newer[key] == value) == (key[1] != "f"), key
+    # f is a double: its bounds are left out, its NaN count is known.
+    assert 4 not in merged.lower_bounds and 4 not in merged.upper_bounds
+    assert merged.nan_value_counts[4] == 0
+    sample, _ = every_reader(warehouse)
+    assert [r for r in sample if r[0] in (8, 1008, 2008)] == [
+        (8, "n8", Decimal("0.80"), -1.0),
+        (1008, "n1008", Decimal("100.80"), 8.0),
+        (2008, "n2008", Decimal("200.80"), -1.0),
+    ]
+    every_reader(warehouse, "f < 0")
+
+    # A NULL for a NOT NULL column is refused, and nothing changes.
+    result = subprocess.run(
+        [SQE_CLI, "--embedded", "--warehouse", str(warehouse), "-e", "UPDATE s.w SET id = NULL WHERE id = 6"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert "NULL value not allowed for NOT NULL column: id" in result.stdout + result.stderr, result
+    assert only_file(warehouse).file_path == merged.file_path
+
+    # What cannot be written so is written whole, and reads the same: a MERGE that deletes rows
+    # of the file, and an UPDATE after a column was added (the file lacks it).
+    sqe(
+        warehouse,
+        "MERGE INTO s.w USING (VALUES 6, 1006) AS src(k) ON w.id = src.k "
+        "WHEN MATCHED AND src.k = 6 THEN DELETE WHEN MATCHED THEN UPDATE SET name = 'six'",
+    )
+    table = catalog(warehouse).load_table("s.w")
+    whole = [task.file for task in table.scan().plan_files()]
+    assert merged.file_path not in [f.file_path for f in whole]
+    assert sum(f.record_count for f in whole) == 299_999
+    sqe(warehouse, "ALTER TABLE s.w ADD COLUMN extra integer; UPDATE s.w SET extra = 1, amount = 0 WHERE id % 1000 = 500")
+    sample, totals = every_reader(warehouse)
+    assert [r for r in sample if r[0] in (6, 1006, 500)] == [
+        (500, "n500", Decimal("0.00"), 500.0),
+        (1006, "six", Decimal("100.60"), 6.0),
+    ]
+    assert sqe(warehouse, "SELECT count(extra), sum(extra) FROM s.w")[1:] == [["300", "300"]]
+
+
+def test_sqe_changes_columns_of_files_pyiceberg_wrote(tmp_path):
+    """pyarrow's files (through pyiceberg) have no page index and store decimals in fixed-length
+    bytes: a bigint column is written again alone, a decimal one (SQE would store it as an int64)
+    with the whole file; every reader reads both."""
+    if not pathlib.Path(SQE_CLI).is_file():
+        pytest.fail(f"sqe-cli binary not found at {SQE_CLI} (build it, or set SQE_CLI)")
+    warehouse = tmp_path
+    sqe(warehouse, "CREATE SCHEMA s")
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("qty", pa.int64()),
+            pa.field("name", pa.string()),
+            pa.field("price", pa.decimal128(10, 2)),
+        ]
+    )
+    table = catalog(warehouse).create_table("s.p", schema=schema)
+    table.append(
+        pa.table(
+            {
+                "id": list(range(300)),
+                "qty": [i if i % 7 else None for i in range(300)],
+                "name": [f"p{i}" for i in range(300)],
+                "price": [Decimal(i) / 4 for i in range(300)],
+            },
+            schema=schema,
+        )
+    )
+    [written] = [task.file for task in table.scan().plan_files()]
+    old = chunks(written.file_path)
+    assert not pq.ParquetFile(written.file_path).metadata.row_group(0).column(0).has_offset_index
+
+    sqe(warehouse, "UPDATE s.p SET qty = coalesce(qty, -1) * 10 WHERE id % 3 = 0")
+    [patched] = [task.file for task in catalog(warehouse).load_table("s.p").scan().plan_files()]
+    new = chunks(patched.file_path)
+    for key, value in old.items():
+        assert (new[key] == value) == (key[1] != "qty"), key
+    assert patched.null_value_counts[2] == 43 - 15
+    assert int.from_bytes(patched.upper_bounds[2], "little", signed=True) == 2970
+
+    sqe(warehouse, "UPDATE s.p SET price = price + 1 WHERE id < 5")
+    current = catalog(warehouse).load_table("s.p")
+    files = [task.file for task in current.scan().plan_files()]
+    assert patched.file_path not in [f.file_path for f in files]
+
+    def typed(row):
+        id_, qty, name, price = row
+        return (int(id_), int(qty) if qty else None, name, Decimal(price))
+
+    expected = [
+        (
+            i,
+            (i if i % 7 else -1) * 10 if i % 3 == 0 else (i if i % 7 else None),
+            f"p{i}",
+            Decimal(i) / 4 + (1 if i < 5 else 0),
+        )
+        for i in range(300)
+    ]
+    assert sorted(typed(r) for r in sqe(warehouse, "SELECT * FROM s.p")[1:]) == expected
+    arrow = current.scan().to_arrow()
+    assert sorted(tuple(r.values()) for r in arrow.to_pylist()) == expected
+    con = duckdb.connect()
+    try:
+        load(con, "avro")
+        load(con, "iceberg")
+        location = current.metadata_location.replace("'", "''")
+        got = con.execute(f"SELECT id, qty, name, price FROM iceberg_scan('{location}')").fetchall()
+    finally:
+        con.close()
+    assert sorted(got) == expected

@@ -387,7 +387,9 @@ const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// (`write.parquet.compression-codec`, Iceberg's default `zstd`), its level
 /// (`write.parquet.compression-level`), `row-group-size-bytes` (128 MB), `page-size-bytes` (1 MB),
 /// `page-row-limit` (20,000) and `dict-size-bytes` (2 MB).
-fn parquet_properties(table: &HashMap<String, String>) -> SqeResult<WriterPropertiesBuilder> {
+pub(crate) fn parquet_properties(
+    table: &HashMap<String, String>,
+) -> SqeResult<WriterPropertiesBuilder> {
     let codec = table
         .get("write.parquet.compression-codec")
         .map(|c| c.to_ascii_lowercase())
@@ -467,8 +469,17 @@ fn plain_columns(sample: &[RecordBatch]) -> SqeResult<Vec<String>> {
     Ok(plain)
 }
 
-/// The batch under the table's Arrow schema (with Iceberg field ids), which the writer needs.
+/// The batch under the table's Arrow schema (with Iceberg field ids), which the writer needs. A
+/// NULL in a NOT NULL column is refused (in Trino's words).
 fn with_schema(batch: RecordBatch, schema: &SchemaRef) -> SqeResult<RecordBatch> {
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        if !field.is_nullable() && column.null_count() > 0 {
+            return Err(SqeError::invalid(format!(
+                "NULL value not allowed for NOT NULL column: {}",
+                field.name()
+            )));
+        }
+    }
     RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| {
         SqeError::internal(format!("write batch does not match the table schema: {e}"))
     })

@@ -13,6 +13,7 @@ pub mod files;
 pub mod ingest;
 pub mod merge;
 pub mod overwrite;
+pub mod patch;
 pub mod remove;
 pub mod rows;
 pub mod views;

@@ -60,6 +60,7 @@ use crate::statement::prepass::Prepared;
 use crate::write::change::{self, Change, Committed, Retries, only_appends_since};
 use crate::write::files::{assignable, cast_to_table, remove_written, write_files};
 use crate::write::merge::{self, ACTION, Actions, MergePlan};
+use crate::write::patch::{SetColumn, patch_files};
 
 /// What a row-level statement does to the rows it finds.
 pub(crate) enum RowChange<'a> {
@@ -393,10 +394,38 @@ async fn rewrite(
     targets: Vec<RecordBatch>,
     prefix: &str,
 ) -> SqeResult<Change> {
-    let rows = Arc::new(rows_of(&targets)?);
+    let mut rows = rows_of(&targets)?;
+    let removed = change::with_their_deletes(table, rows.keys().cloned().collect()).await?;
+    let table_name = object.to_string();
+    // An UPDATE writes only the columns it sets where it can.
+    let mut added = match change {
+        Resolved::Update(assigned) => {
+            let sets = set_columns(table, assigned)?;
+            let (added, patched) = patch_files(
+                table,
+                &targets,
+                &sets,
+                None,
+                &HashSet::new(),
+                prefix,
+                &table_name,
+            )
+            .await?;
+            rows.retain(|path, _| !patched.contains(path));
+            added
+        }
+        _ => Vec::new(),
+    };
+    if rows.is_empty() {
+        return Ok(Change {
+            removed,
+            added,
+            ..Change::default()
+        });
+    }
+    let rows = Arc::new(rows);
     let state = ctx.planner.state_for(ctx.session, Vec::new())?;
     let session = SessionContext::new_with_state(state.clone());
-    let table_name = object.to_string();
     let kept = unchanged(&session, table, rows.clone())?;
     let plan = match change {
         Resolved::Delete => kept,
@@ -416,12 +445,32 @@ async fn rewrite(
         }
     };
     let plan = cast_to_table(plan.into_unoptimized_plan(), table, None, &table_name)?;
-    let (added, _) = write_files(table, &state, plan, prefix).await?;
+    added.extend(write_files(table, &state, plan, prefix).await?.0);
     Ok(Change {
-        removed: change::with_their_deletes(table, rows.keys().cloned().collect()).await?,
+        removed,
         added,
         ..Change::default()
     })
+}
+
+/// The columns an UPDATE sets (`assigned`, in order), with where its rows hold their new values.
+fn set_columns(table: &Table, assigned: &[(String, &Expr)]) -> SqeResult<Vec<SetColumn>> {
+    let fields = table.metadata().current_schema().as_struct().fields();
+    assigned
+        .iter()
+        .enumerate()
+        .map(|(i, (column, _))| {
+            let index = fields
+                .iter()
+                .position(|f| f.name == *column)
+                .ok_or_else(|| SqeError::internal(format!("no column '{column}' to set")))?;
+            Ok(SetColumn {
+                index,
+                values: value_name(i),
+                clauses: None,
+            })
+        })
+        .collect()
 }
 
 /// The rows of the files of `rows` but those, as they are, in the table's columns.
@@ -555,27 +604,7 @@ async fn merge_change(
     let mut changed_actions = actions.updates.clone();
     changed_actions.extend(&actions.deletes);
     // The target rows acted on, by file and position.
-    let mut matched = Vec::new();
-    for batch in &targets {
-        let (Some(paths), Some(numbers)) = (
-            batch.column(0).as_any().downcast_ref::<StringArray>(),
-            batch.column(2).as_any().downcast_ref::<Int32Array>(),
-        ) else {
-            return Err(SqeError::internal(
-                "MERGE's rows are not (string, bigint, integer)",
-            ));
-        };
-        let keep = BooleanArray::from_iter((0..batch.num_rows()).map(|i| {
-            Some(
-                paths.is_valid(i)
-                    && numbers.is_valid(i)
-                    && changed_actions.contains(&numbers.value(i)),
-            )
-        }));
-        matched.push(
-            filter_record_batch(batch, &keep).map_err(|e| SqeError::internal(e.to_string()))?,
-        );
-    }
+    let matched = actions_among(&targets, &changed_actions)?;
     let files = files_of(&matched)?;
     let q = session
         .read_batches(targets)
@@ -600,11 +629,38 @@ async fn merge_change(
         .map_err(from_datafusion)?;
     let mut added_deletes = Vec::new();
     let mut removed = HashSet::new();
-    let plan = if files.is_empty() {
+    let mut added = Vec::new();
+    let mut rows = rows_of(&matched)?;
+    if !mor && !files.is_empty() {
+        removed = change::with_their_deletes(table, files).await?;
+        // Files where only UPDATE clauses acted are written with only the columns they set.
+        let deleting = files_of(&actions_among(&matched, &actions.deletes)?)?;
+        let sets: Vec<SetColumn> = (0..table_schema.fields().len())
+            .filter(|i| !actions.assigned[*i].is_empty())
+            .map(|i| SetColumn {
+                index: i,
+                values: value_name(i),
+                clauses: Some(actions.assigned[i].clone()),
+            })
+            .collect();
+        let (written, patched) = patch_files(
+            table,
+            &matched,
+            &sets,
+            Some(ACTION),
+            &deleting,
+            prefix,
+            &table_name,
+        )
+        .await?;
+        added = written;
+        rows.retain(|path, _| !patched.contains(path));
+    }
+    let plan = if rows.is_empty() {
         inserts
     } else {
         // Merge-on-read needs the updated rows only; copy-on-write every row of their files.
-        let rows = Arc::new(rows_of(&matched)?);
+        let rows = Arc::new(rows);
         let raw = current_rows(table)?.with_row_ids(Reach::Rows(rows.clone()));
         let raw = session
             .read_table(Arc::new(raw))
@@ -642,7 +698,6 @@ async fn merge_change(
             updated
         } else {
             // The files are written again: their other rows as they are.
-            removed = change::with_their_deletes(table, files).await?;
             unchanged(&session, table, rows)?
                 .union(updated)
                 .map_err(from_datafusion)?
@@ -650,12 +705,34 @@ async fn merge_change(
         changed.union(inserts).map_err(from_datafusion)?
     };
     let plan = cast_to_table(plan.into_unoptimized_plan(), table, None, &table_name)?;
-    let (added, _) = write_files(table, &state, plan, prefix).await?;
+    added.extend(write_files(table, &state, plan, prefix).await?.0);
     Ok(Change {
         removed,
         added,
         added_deletes,
     })
+}
+
+/// The target rows of a MERGE's rows (`targets`) that one of `clauses` acts on.
+fn actions_among(targets: &[RecordBatch], clauses: &[i32]) -> SqeResult<Vec<RecordBatch>> {
+    let mut acted = Vec::with_capacity(targets.len());
+    for batch in targets {
+        let (Some(paths), Some(numbers)) = (
+            batch.column(0).as_any().downcast_ref::<StringArray>(),
+            batch.column(2).as_any().downcast_ref::<Int32Array>(),
+        ) else {
+            return Err(SqeError::internal(
+                "MERGE's rows are not (string, bigint, integer)",
+            ));
+        };
+        let keep = BooleanArray::from_iter((0..batch.num_rows()).map(|i| {
+            Some(paths.is_valid(i) && numbers.is_valid(i) && clauses.contains(&numbers.value(i)))
+        }));
+        acted.push(
+            filter_record_batch(batch, &keep).map_err(|e| SqeError::internal(e.to_string()))?,
+        );
+    }
+    Ok(acted)
 }
 
 /// The number of rows an UPDATE changes, each once: a set-returning function in a new value
