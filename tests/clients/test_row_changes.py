@@ -361,3 +361,27 @@ def test_sqe_changes_columns_of_files_pyiceberg_wrote(tmp_path):
     finally:
         con.close()
     assert sorted(got) == expected
+
+    # A column made nullable after its files were written keeps REQUIRED in them: a NULL set there
+    # goes the general way, and every reader reads it.
+    with current.update_schema() as update:
+        update.update_column("id", required=False)
+    sqe(warehouse, "UPDATE s.p SET id = NULL, qty = 5 WHERE id = 299")
+    current = catalog(warehouse).load_table("s.p")
+    assert sqe(warehouse, "SELECT count(*), count(id), sum(qty) FROM s.p WHERE id IS NULL")[1:] == [
+        ["1", "0", "5"]
+    ]
+    assert current.scan(row_filter="id IS NULL").to_arrow().to_pylist() == [
+        {"id": None, "qty": 5, "name": "p299", "price": Decimal("74.75")}
+    ]
+    con = duckdb.connect()
+    try:
+        load(con, "avro")
+        load(con, "iceberg")
+        location = current.metadata_location.replace("'", "''")
+        got = con.execute(
+            f"SELECT id, qty, name, price FROM iceberg_scan('{location}') WHERE id IS NULL"
+        ).fetchall()
+    finally:
+        con.close()
+    assert got == [(None, 5, "p299", Decimal("74.75"))]

@@ -35,6 +35,9 @@ use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, PrimitiveType, Struct, Type,
 };
 use iceberg::table::Table;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultLocationGenerator, LocationGenerator,
+};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
@@ -126,7 +129,6 @@ pub(crate) async fn patch_files(
             required: field.required,
             ty: ty.clone(),
             data_type: arrow_field.data_type().clone(),
-            has_nulls: arrays.iter().any(|a| a.null_count() > 0),
             arrays,
         });
     }
@@ -218,13 +220,14 @@ pub(crate) async fn patch_files(
         return none();
     };
     let table_parquet = Arc::new(table_parquet);
-    let location = metadata.location().trim_end_matches('/').to_string();
+    // Where the general way writes a table's data files (`write.data.path`, else `data/`).
+    let locations = DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?;
     let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut running = futures::stream::iter(jobs.into_iter().enumerate().map(|(n, job)| {
         let columns = columns.clone();
         let file_io = table.file_io().clone();
         let props = table_props.clone();
-        let path = format!("{location}/data/{prefix}-set-{n:05}.parquet");
+        let path = locations.generate_location(None, &format!("{prefix}-set-{n:05}.parquet"));
         let stored = table_parquet.clone();
         tokio::spawn(async move { job.run(&file_io, &columns, &stored, &props, path).await })
     }))
@@ -261,8 +264,6 @@ struct Column {
     ty: PrimitiveType,
     data_type: DataType,
     arrays: Vec<ArrayRef>,
-    /// Whether a new value is NULL.
-    has_nulls: bool,
 }
 
 /// The live files of a table's current snapshot: its data files (with their partition spec), and
@@ -586,12 +587,17 @@ impl Job {
             return None;
         }
         let mut leaves = Vec::with_capacity(self.changed.len());
-        for (c, _) in &self.changed {
+        for (c, changed) in &self.changed {
             let column = &columns[*c];
             let field = file_schema.field(column.index);
+            let takes_null = || {
+                changed
+                    .iter()
+                    .any(|(_, batch, row)| column.arrays[*batch as usize].is_null(*row as usize))
+            };
             if !roots[column.index].is_primitive()
                 || field.data_type() != &column.data_type
-                || (!field.is_nullable() && column.has_nulls)
+                || (!field.is_nullable() && takes_null())
             {
                 return None;
             }
