@@ -19,6 +19,7 @@ pub mod model;
 pub mod ranger;
 pub mod row_filters;
 pub mod statements;
+pub mod terms;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;

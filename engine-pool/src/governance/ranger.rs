@@ -32,7 +32,7 @@ use serde::Deserialize;
 use sqe_sessions::{ErrorCode, SqeError, SqeResult};
 
 use crate::governance::column_masks::Mask;
-use crate::governance::model::{Object, Privilege, Who};
+use crate::governance::terms::{Object, Privilege, Who};
 
 /// `[access.ranger]`.
 #[derive(Debug, Clone)]

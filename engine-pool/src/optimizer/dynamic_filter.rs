@@ -70,6 +70,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
+use super::exec::only_input;
 use super::key_bitmap::{BuildKeysExec, KeyBitmap};
 
 /// Rows a partition filters before it judges whether the filter is worth evaluating.
@@ -563,19 +564,6 @@ impl ExecutionPlan for DynamicFilterExec {
             schema,
             stream.boxed(),
         )))
-    }
-}
-
-/// The one input among `children` given to an exec that has exactly one.
-pub(crate) fn only_input(
-    mut children: Vec<Arc<dyn ExecutionPlan>>,
-    exec: &str,
-) -> DFResult<Arc<dyn ExecutionPlan>> {
-    match children.pop() {
-        Some(input) if children.is_empty() => Ok(input),
-        _ => Err(datafusion::error::DataFusionError::Internal(format!(
-            "{exec} has exactly one input"
-        ))),
     }
 }
 

@@ -54,7 +54,7 @@ use datafusion::physical_plan::metrics::{
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::{Stream, StreamExt};
 
-use super::dynamic_filter::only_input;
+use super::exec::only_input;
 
 /// Above this many build rows (keys, repeated or not) the bitmap is given up: in the largest
 /// bitmap more than a fifth of the keys not built would pass.

@@ -11,6 +11,7 @@
 mod conjunction;
 mod decimal;
 mod dynamic_filter;
+mod exec;
 mod key_bitmap;
 mod operator_exprs;
 mod rerun;

@@ -45,7 +45,7 @@ use datafusion::physical_plan::{
 use futures::TryStreamExt;
 use tokio::sync::OnceCell;
 
-use super::dynamic_filter::only_input;
+use super::exec::only_input;
 
 /// The physical optimizer rule; it goes right before DataFusion's post-optimization filter pushdown.
 #[derive(Debug)]
