@@ -7,6 +7,7 @@ at the current snapshot and at the one before the last change.
 The CLI binary is taken from $SQE_CLI (default: target/debug/sqe-cli).
 """
 
+import contextlib
 import importlib
 import pathlib
 import subprocess
@@ -66,6 +67,21 @@ def duckdb_rows(metadata_location):
     finally:
         con.close()
     return sorted(((int(a), b, c, d) for a, b, c, d in got), key=repr)
+
+
+@contextlib.contextmanager
+def duckdb_over(table):
+    """A DuckDB connection with the iceberg extension and a view `w` over `table` (`iceberg_scan` of
+    its current metadata file)."""
+    con = duckdb.connect()
+    try:
+        load(con, "avro")
+        load(con, "iceberg")
+        location = table.metadata_location.replace("'", "''")
+        con.execute(f"CREATE VIEW w AS SELECT * FROM iceberg_scan('{location}')")
+        yield con
+    finally:
+        con.close()
 
 
 def pyiceberg_rows(table, snapshot_id=None):
@@ -151,20 +167,13 @@ def every_reader(warehouse, where=""):
     [sqe_totals] = sqe(warehouse, totals)[1:]
     table = catalog(warehouse).load_table("s.w")
     arrow = (table.scan(row_filter=where) if where else table.scan()).to_arrow()
-    con = duckdb.connect()
-    try:
-        load(con, "avro")
-        load(con, "iceberg")
-        location = table.metadata_location.replace("'", "''")
-        con.execute(f"CREATE VIEW w AS SELECT * FROM iceberg_scan('{location}')")
+    with duckdb_over(table) as con:
         con.register("py", arrow)
         for name in ["w", "py"]:
             got_sample = con.execute(sample.replace("s.w", name)).fetchall()
             assert sorted(got_sample) == sqe_sample, name
             got_totals = con.execute(totals.replace("s.w", name)).fetchone()
             assert [number(v) for v in got_totals] == [number(v) for v in sqe_totals], name
-    finally:
-        con.close()
     return sqe_sample, sqe_totals
 
 
@@ -352,14 +361,8 @@ def test_sqe_changes_columns_of_files_pyiceberg_wrote(tmp_path):
     assert sorted(typed(r) for r in sqe(warehouse, "SELECT * FROM s.p")[1:]) == expected
     arrow = current.scan().to_arrow()
     assert sorted(tuple(r.values()) for r in arrow.to_pylist()) == expected
-    con = duckdb.connect()
-    try:
-        load(con, "avro")
-        load(con, "iceberg")
-        location = current.metadata_location.replace("'", "''")
-        got = con.execute(f"SELECT id, qty, name, price FROM iceberg_scan('{location}')").fetchall()
-    finally:
-        con.close()
+    with duckdb_over(current) as con:
+        got = con.execute("SELECT id, qty, name, price FROM w").fetchall()
     assert sorted(got) == expected
 
     # A column made nullable after its files were written keeps REQUIRED in them: a NULL set there
@@ -374,14 +377,6 @@ def test_sqe_changes_columns_of_files_pyiceberg_wrote(tmp_path):
     assert current.scan(row_filter="id IS NULL").to_arrow().to_pylist() == [
         {"id": None, "qty": 5, "name": "p299", "price": Decimal("74.75")}
     ]
-    con = duckdb.connect()
-    try:
-        load(con, "avro")
-        load(con, "iceberg")
-        location = current.metadata_location.replace("'", "''")
-        got = con.execute(
-            f"SELECT id, qty, name, price FROM iceberg_scan('{location}') WHERE id IS NULL"
-        ).fetchall()
-    finally:
-        con.close()
+    with duckdb_over(current) as con:
+        got = con.execute("SELECT id, qty, name, price FROM w WHERE id IS NULL").fetchall()
     assert got == [(None, 5, "p299", Decimal("74.75"))]

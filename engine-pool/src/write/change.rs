@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
     ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
-    SnapshotRetention, Struct, Summary,
+    SnapshotRetention, Summary,
 };
 use iceberg::table::Table;
 use iceberg::{ErrorKind, TableIdent, TableRequirement, TableUpdate};
@@ -423,12 +423,12 @@ pub(crate) async fn commit(
     }
 }
 
-/// A live file of a snapshot: its path, the partition spec it was written with and its partition,
-/// and for a position delete file the one data file it names, if it says so.
+/// A live file of a snapshot: its path, the partition spec it was written with, its entry, and
+/// for a position delete file the one data file it names, if it says so.
 pub(crate) struct LiveFile {
     pub path: String,
     pub spec_id: i32,
-    pub partition: Struct,
+    pub file: DataFile,
     pub names_only: Option<String>,
 }
 
@@ -472,7 +472,7 @@ pub(crate) async fn live_files(table: &Table) -> SqeResult<Vec<LiveFile>> {
                 .map(|e| LiveFile {
                     path: e.file_path().to_string(),
                     spec_id: listed.partition_spec_id,
-                    partition: e.data_file().partition().clone(),
+                    file: e.data_file().clone(),
                     names_only: match e.data_file().content_type() {
                         DataContentType::PositionDeletes => e.data_file().referenced_data_file(),
                         _ => None,

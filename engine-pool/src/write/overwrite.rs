@@ -62,7 +62,7 @@ pub(crate) async fn overwrite(
             .await?
             .into_iter()
             .filter(|f| {
-                unpartitioned || (f.spec_id == spec_id && partitions.contains(&f.partition))
+                unpartitioned || (f.spec_id == spec_id && partitions.contains(f.file.partition()))
             })
             .map(|f| f.path)
             .collect();

@@ -20,9 +20,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
-use datafusion::arrow::array::{
-    Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, new_empty_array,
-};
+use datafusion::arrow::array::{Array, ArrayRef, Int32Array, RecordBatch, new_empty_array};
 use datafusion::arrow::compute::{CastOptions, cast_with_options, concat, interleave};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::ScalarValue;
@@ -52,7 +50,9 @@ use parquet::schema::types::SchemaDescriptor;
 use sqe_sessions::{SqeError, SqeResult};
 
 use crate::error::from_iceberg;
+use crate::write::change;
 use crate::write::files::{assignable, parquet_properties};
+use crate::write::rows::row_ids;
 
 /// A column a change sets, and where the changed rows hold its new values.
 pub(crate) struct SetColumn {
@@ -135,14 +135,7 @@ pub(crate) async fn patch_files(
     // Each column's changed rows, by file: (position, batch, row).
     let mut by_file: HashMap<&str, Vec<Vec<Changed>>> = HashMap::new();
     for (b, batch) in targets.iter().enumerate() {
-        let (Some(paths), Some(positions)) = (
-            batch.column(0).as_any().downcast_ref::<StringArray>(),
-            batch.column(1).as_any().downcast_ref::<Int64Array>(),
-        ) else {
-            return Err(SqeError::internal(
-                "the changed rows are not ($path, $pos, …)",
-            ));
-        };
+        let (paths, positions) = row_ids(batch)?;
         let acting = match action {
             Some(name) => Some(
                 batch
@@ -284,34 +277,17 @@ impl Live {
             global_deletes: false,
         };
         let metadata = table.metadata();
-        let Some(current) = metadata.current_snapshot() else {
-            return Ok(live);
-        };
-        let list = table
-            .manifest_list_reader(current)
-            .load()
-            .await
-            .map_err(from_iceberg)?;
-        for listed in list.entries() {
-            let manifest = listed
-                .load_manifest(table.file_io())
-                .await
-                .map_err(from_iceberg)?;
-            let spec_id = listed.partition_spec_id;
+        for f in change::live_files(table).await? {
             let unpartitioned = metadata
-                .partition_spec_by_id(spec_id)
+                .partition_spec_by_id(f.spec_id)
                 .is_none_or(|s| s.is_unpartitioned());
-            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                let file = entry.data_file();
-                match file.content_type() {
-                    DataContentType::Data => {
-                        live.data
-                            .insert(file.file_path().to_string(), (spec_id, file.clone()));
-                    }
-                    _ if unpartitioned => live.global_deletes = true,
-                    _ => {
-                        live.deletes.insert((spec_id, file.partition().clone()));
-                    }
+            match f.file.content_type() {
+                DataContentType::Data => {
+                    live.data.insert(f.path, (f.spec_id, f.file));
+                }
+                _ if unpartitioned => live.global_deletes = true,
+                _ => {
+                    live.deletes.insert((f.spec_id, f.file.partition().clone()));
                 }
             }
         }

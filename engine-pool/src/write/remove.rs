@@ -254,7 +254,7 @@ fn matching_files(
             };
             let arrow_type =
                 type_to_arrow_type(&field.field_type).map_err(crate::error::from_iceberg)?;
-            let value = match file.partition.fields().get(position) {
+            let value = match file.file.partition().fields().get(position) {
                 Some(Some(Literal::Primitive(v))) => field
                     .field_type
                     .as_primitive_type()

@@ -756,19 +756,25 @@ fn current_rows(table: &Table) -> SqeResult<IcebergScanProvider> {
     IcebergScanProvider::try_new(table, None).map_err(from_iceberg)
 }
 
+/// The `$path` and `$pos` columns of a batch of changed rows (its first two).
+pub(crate) fn row_ids(batch: &RecordBatch) -> SqeResult<(&StringArray, &Int64Array)> {
+    match (
+        batch.column(0).as_any().downcast_ref::<StringArray>(),
+        batch.column(1).as_any().downcast_ref::<Int64Array>(),
+    ) {
+        (Some(paths), Some(positions)) => Ok((paths, positions)),
+        _ => Err(SqeError::internal(
+            "the changed rows are not ($path, $pos, …)",
+        )),
+    }
+}
+
 /// The (`$path`, `$pos`) of each changed row of `targets` (a MERGE's inserted rows, which have
 /// none, left out).
 fn row_ids_of(targets: &[RecordBatch]) -> SqeResult<Vec<(&str, i64)>> {
     let mut rows = Vec::new();
     for batch in targets {
-        let (Some(paths), Some(positions)) = (
-            batch.column(0).as_any().downcast_ref::<StringArray>(),
-            batch.column(1).as_any().downcast_ref::<Int64Array>(),
-        ) else {
-            return Err(SqeError::internal(
-                "the changed rows are not ($path, $pos, …)",
-            ));
-        };
+        let (paths, positions) = row_ids(batch)?;
         rows.extend(
             (0..batch.num_rows())
                 .filter(|i| paths.is_valid(*i))
@@ -823,7 +829,7 @@ async fn write_position_deletes(
     let live = change::live_files(table).await?;
     let place: HashMap<&str, (i32, &Struct)> = live
         .iter()
-        .map(|f| (f.path.as_str(), (f.spec_id, &f.partition)))
+        .map(|f| (f.path.as_str(), (f.spec_id, f.file.partition())))
         .collect();
     // (spec, partition, rows): rows stay sorted within each group. Rows come by file, so the
     // group is looked up once a file.
