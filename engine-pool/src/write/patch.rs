@@ -20,7 +20,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
-use datafusion::arrow::array::{Array, ArrayRef, Int32Array, RecordBatch, new_empty_array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, new_empty_array,
+};
 use datafusion::arrow::compute::{CastOptions, cast_with_options, concat, interleave};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::ScalarValue;
@@ -52,7 +54,6 @@ use sqe_sessions::{SqeError, SqeResult};
 use crate::error::from_iceberg;
 use crate::write::change;
 use crate::write::files::{assignable, parquet_properties};
-use crate::write::rows::row_ids;
 
 /// A column a change sets, and where the changed rows hold its new values.
 pub(crate) struct SetColumn {
@@ -243,6 +244,19 @@ pub(crate) async fn patch_files(
     match failed {
         Some(e) => Err(e),
         None => Ok((written, replaced)),
+    }
+}
+
+/// The `$path` and `$pos` columns of a batch of changed rows (its first two).
+pub(crate) fn row_ids(batch: &RecordBatch) -> SqeResult<(&StringArray, &Int64Array)> {
+    match (
+        batch.column(0).as_any().downcast_ref::<StringArray>(),
+        batch.column(1).as_any().downcast_ref::<Int64Array>(),
+    ) {
+        (Some(paths), Some(positions)) => Ok((paths, positions)),
+        _ => Err(SqeError::internal(
+            "the changed rows are not ($path, $pos, …)",
+        )),
     }
 }
 

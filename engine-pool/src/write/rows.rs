@@ -60,7 +60,7 @@ use crate::statement::prepass::Prepared;
 use crate::write::change::{self, Change, Committed, Retries, only_appends_since};
 use crate::write::files::{assignable, cast_to_table, remove_written, write_files};
 use crate::write::merge::{self, ACTION, Actions, MergePlan};
-use crate::write::patch::{SetColumn, patch_files};
+use crate::write::patch::{SetColumn, patch_files, row_ids};
 
 /// What a row-level statement does to the rows it finds.
 pub(crate) enum RowChange<'a> {
@@ -754,19 +754,6 @@ fn one_row_each(targets: &[RecordBatch]) -> SqeResult<u64> {
 fn current_rows(table: &Table) -> SqeResult<IcebergScanProvider> {
     let table = read_with_current_schema(table.clone()).map_err(from_iceberg)?;
     IcebergScanProvider::try_new(table, None).map_err(from_iceberg)
-}
-
-/// The `$path` and `$pos` columns of a batch of changed rows (its first two).
-pub(crate) fn row_ids(batch: &RecordBatch) -> SqeResult<(&StringArray, &Int64Array)> {
-    match (
-        batch.column(0).as_any().downcast_ref::<StringArray>(),
-        batch.column(1).as_any().downcast_ref::<Int64Array>(),
-    ) {
-        (Some(paths), Some(positions)) => Ok((paths, positions)),
-        _ => Err(SqeError::internal(
-            "the changed rows are not ($path, $pos, …)",
-        )),
-    }
 }
 
 /// The (`$path`, `$pos`) of each changed row of `targets` (a MERGE's inserted rows, which have
