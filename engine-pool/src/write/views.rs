@@ -175,6 +175,8 @@ fn storable(ty: &DataType) -> DataType {
         DataType::UInt8 => DataType::Int16,
         DataType::UInt16 => DataType::Int32,
         DataType::UInt32 | DataType::UInt64 => DataType::Int64,
-        other => other.clone(),
+        // Iceberg's own precisions (a `timestamp(3)` column is kept as a timestamp, as a table
+        // keeps it); the query is planned again whenever the view is read.
+        other => crate::types::storable_arrow_type(other).unwrap_or_else(|_| other.clone()),
     }
 }
