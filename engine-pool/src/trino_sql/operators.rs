@@ -1,12 +1,13 @@
 //! Binary operators as DataFusion's SQL planner builds them ([`TrinoOperators`]), before any
 //! analyzer rule runs: the planner refuses to compare times of two units, and has no
-//! `interval * n`, `n * interval` or `interval / n`.
+//! `interval * n`, `n * interval` or `interval / n`; and arithmetic on ranking functions' counts
+//! stays in bigints.
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
-use datafusion::logical_expr::{Expr, Operator};
+use datafusion::logical_expr::{Cast, Expr, Operator};
 use datafusion::sql::sqlparser::ast;
 
 use super::timestamps::{finest_group, is_zoned, types_of, zoned_operands};
@@ -55,6 +56,18 @@ impl ExprPlanner for TrinoOperators {
                     vec![interval, factor, divide],
                 ),
             )));
+        }
+        // DataFusion's ranking functions (`row_number()`, `rank()`, …) count in unsigned
+        // integers, Trino's in bigints: arithmetic takes an unsigned operand as a bigint, so that
+        // `row_number() - 1` is a bigint as in Trino (DataFusion would make a decimal(20,0) of it,
+        // which no date function takes).
+        if matches!(expr.op, Op::Plus | Op::Minus | Op::Multiply | Op::Modulo) {
+            for (operand, t) in [&mut expr.left, &mut expr.right].into_iter().zip(&types) {
+                if t.is_unsigned_integer() {
+                    let unsigned = std::mem::replace(operand, datafusion::prelude::lit(0));
+                    *operand = Expr::Cast(Cast::new(Box::new(unsigned), DataType::Int64));
+                }
+            }
         }
         let compares = matches!(
             expr.op,
