@@ -1,8 +1,8 @@
 //! Trino's date and time functions (`functions/datetime` in Trino's docs): `date_add`, `date_diff`,
 //! `date_trunc` (a DATE stays a DATE), the field functions (`year`, `day_of_week`, …, which
 //! `EXTRACT` uses too), `last_day_of_month`, `to_unixtime`, MySQL's `date_format`/`date_parse`,
-//! Joda's `format_datetime` (its `parse_datetime`, which gives a zone, is in `timezone.rs`), and
-//! the ISO 8601 ones.
+//! Joda's `format_datetime` (its `parse_datetime`, which gives a zone, is in `timezone.rs`),
+//! Teradata's `to_char`/`to_date`/`to_timestamp`, and the ISO 8601 ones.
 //!
 //! Dates and timestamps are read as local date-times: a timestamp with a time zone in its own zone,
 //! as Trino does, so `hour(TIMESTAMP '2020-01-01 10:00 Europe/Berlin')` is 10. Results keep the
@@ -45,6 +45,9 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         to_milliseconds(),
         parse_duration(),
         from_unixtime_nanos(),
+        to_char(),
+        to_date(),
+        to_timestamp(),
     ];
     out.extend(FIELDS.iter().map(field));
     out
@@ -876,6 +879,86 @@ fn date_format() -> Arc<ScalarUDF> {
         ),
         |_| Ok(DataType::Utf8),
         |args, _| format_rows(args, |f| mysql_format(f, false)),
+    )
+    .udf()
+}
+
+/// Teradata's format elements (`to_char`, `to_date`, `to_timestamp`), in any case, as chrono's
+/// specifiers: `yyyy yy mm dd hh24 hh mi ss` and the separators `- / , . ; :` and space.
+fn teradata_format(format: &str) -> Result<String> {
+    const ELEMENTS: [(&str, &str); 8] = [
+        ("yyyy", "%Y"),
+        ("yy", "%y"),
+        ("mm", "%m"),
+        ("dd", "%d"),
+        ("hh24", "%H"),
+        ("hh", "%I"),
+        ("mi", "%M"),
+        ("ss", "%S"),
+    ];
+    let lower = format.to_ascii_lowercase();
+    let mut out = String::with_capacity(format.len() * 2);
+    let mut at = 0;
+    while at < lower.len() {
+        let rest = &lower[at..];
+        if let Some((element, spec)) = ELEMENTS.iter().find(|(e, _)| rest.starts_with(e)) {
+            out.push_str(spec);
+            at += element.len();
+            continue;
+        }
+        match rest.chars().next() {
+            Some(c @ ('-' | '/' | ',' | '.' | ';' | ':' | ' ')) => {
+                out.push(c);
+                at += 1;
+            }
+            _ => {
+                let bad: String = format[at..].chars().take(1).collect();
+                return invalid(format!(
+                    "Failed to tokenize string [{bad}] at offset [{at}] of format '{format}'"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `to_char(timestamp, format)`: the timestamp in Teradata's format.
+fn to_char() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "to_char",
+        coerce(
+            "to_char",
+            &[&[Arg::Temporal, Arg::Text]],
+            &["timestamp, varchar"],
+        ),
+        |_| Ok(DataType::Utf8),
+        |args, _| format_rows(args, teradata_format),
+    )
+    .udf()
+}
+
+/// `to_date(text, format)`: the text read in Teradata's format, as a date.
+fn to_date() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "to_date",
+        coerce("to_date", &[&[Arg::Text, Arg::Text]], &["varchar, varchar"]),
+        |_| Ok(DataType::Date32),
+        |args, t| parse_rows(args, t, teradata_format),
+    )
+    .udf()
+}
+
+/// `to_timestamp(text, format)`: the text read in Teradata's format, as a timestamp(3).
+fn to_timestamp() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "to_timestamp",
+        coerce(
+            "to_timestamp",
+            &[&[Arg::Text, Arg::Text]],
+            &["varchar, varchar"],
+        ),
+        |_| Ok(DataType::Timestamp(TimeUnit::Millisecond, None)),
+        |args, t| parse_rows(args, t, teradata_format),
     )
     .udf()
 }
