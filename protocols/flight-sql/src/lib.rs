@@ -73,6 +73,11 @@ use tonic::{Request, Response, Status, Streaming};
 /// How long a session may sit unused before it is forgotten.
 const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
+/// The call header naming the client's statements (Trino's `X-Trino-Source`), and the most of it
+/// kept.
+pub const SOURCE_HEADER: &str = "x-sqe-source";
+const SOURCE_LIMIT: usize = 256;
+
 /// The answer for a ticket that does not exist, or is not the caller's.
 const NO_RESULT: &str = "result not found (already fetched, or expired)";
 /// The answer for a prepared statement that does not exist, or is not the caller's.
@@ -406,6 +411,16 @@ impl SqeFlightSql {
         });
         session.credential = request.extensions().get::<Credential>().cloned();
         session.protocol = "flight-sql";
+        // The client's name for its statements (dbt-sqe sends a model's query tag), shown as the
+        // `source` of each in system.runtime.queries.
+        if let Some(source) = request
+            .metadata()
+            .get(SOURCE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|s| !s.is_empty())
+        {
+            session.source = Some(source.chars().take(SOURCE_LIMIT).collect());
+        }
         (session, found)
     }
 
