@@ -10,26 +10,12 @@ import trino
 from trino.auth import BasicAuthentication, JWTAuthentication
 
 from conftest import ROBOT_TOKEN, start_server, token
+from servers import make_certificate
 
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory):
-    """A test CA and a server certificate it signed for 127.0.0.1: (CA certificate, server
-    certificate, server key)."""
-    d = tmp_path_factory.mktemp("tls")
-    ca, ca_key = d / "ca.pem", d / "ca.key"
-    cert, key, csr, ext = d / "server.pem", d / "server.key", d / "server.csr", d / "server.ext"
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-
-    def openssl(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-    openssl("req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca), "-days", "2", "-subj", "/CN=SQE test CA")
-    openssl("req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", "/CN=localhost")
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-            "-out", str(cert), "-days", "2", "-extfile", str(ext))
-    return ca, cert, key
+    return make_certificate(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
