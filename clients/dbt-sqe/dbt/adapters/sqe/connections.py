@@ -1,0 +1,457 @@
+"""Connections to SQE over Arrow Flight SQL (the ADBC Flight SQL driver), as the profile's user.
+
+Every statement dbt sends runs through one ADBC cursor whose result is read to the end before
+dbt looks at it, so that a write is done (and its row count known) whether dbt fetches or not.
+The caller's token travels as the `authorization` header of every call: a static token, one the
+profile's OAuth client obtains (and obtains again before it expires), or the one SQE hands back
+for a user name and password (the Flight handshake).
+"""
+
+import re
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import adbc_driver_flightsql
+import adbc_driver_flightsql.dbapi as flight_sql
+import adbc_driver_manager
+import pyarrow as pa
+import requests
+from dbt.adapters.contracts.connection import AdapterResponse, Credentials
+from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.exceptions.connection import FailedToConnectError
+from dbt.adapters.sql import SQLConnectionManager
+from dbt_common.exceptions import DbtConfigError, DbtDatabaseError, DbtRuntimeError
+
+from dbt.adapters.sqe.__version__ import version
+
+logger = AdapterLogger("SQE")
+
+Options = adbc_driver_flightsql.DatabaseOptions
+SOURCE_HEADER = "x-sqe-source"
+METHODS = ("none", "token", "oauth", "password")
+# A token is fetched again when less than this much of its life is left, so that no statement
+# starts with a token that runs out while it runs.
+REFRESH_MARGIN_SECONDS = 120
+# The size of the record batches a seed goes to SQE in.
+INGEST_BATCH_BYTES = 4 << 20
+# The query tag of the model running on each of dbt's threads.
+_model_tag = threading.local()
+
+
+@dataclass
+class SqeCredentials(Credentials):
+    host: str = "127.0.0.1"
+    port: int = 50051
+    # none | token | oauth (client credentials) | password (Flight handshake, checked by SQE)
+    method: str = "none"
+    user: Optional[str] = None
+    password: Optional[str] = None
+    token: Optional[str] = None
+    token_uri: Optional[str] = None
+    client_id: Optional[str] = None
+    client_secret: Optional[str] = None
+    scope: Optional[str] = None
+    audience: Optional[str] = None
+    tls: bool = False
+    ca_file: Optional[str] = None
+    tls_skip_verify: bool = False
+    # Shown as the `source` of each statement in system.runtime.queries (a model's `query_tag`
+    # config replaces it while the model runs).
+    query_tag: Optional[str] = None
+    timeout_seconds: Optional[float] = None
+    # dbt-trino's macros ask this to choose the parameter marker; ADBC takes `?`.
+    prepared_statements_enabled: bool = True
+
+    _ALIASES = {"catalog": "database"}
+
+    @property
+    def type(self):
+        return "sqe"
+
+    @property
+    def unique_field(self):
+        return self.host
+
+    def _connection_keys(self):
+        return ("method", "host", "port", "user", "client_id", "database", "schema", "tls", "query_tag")
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise DbtConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        needs = {
+            "token": ["token"],
+            "oauth": ["token_uri", "client_id", "client_secret"],
+            "password": ["user", "password"],
+        }.get(self.method, [])
+        missing = [name for name in needs if not getattr(self, name)]
+        if missing:
+            raise DbtConfigError(f"method '{self.method}' needs {', '.join(missing)} in the profile")
+
+    @property
+    def uri(self) -> str:
+        scheme = "grpc+tls" if self.tls else "grpc"
+        return f"{scheme}://{self.host}:{self.port}"
+
+
+class ClientCredentialsToken:
+    """An OAuth 2.0 client-credentials token for one client, shared by dbt's threads and fetched
+    again once it is about to expire."""
+
+    _sources: Dict[Tuple, "ClientCredentialsToken"] = {}
+    _sources_lock = threading.Lock()
+
+    def __init__(self, credentials: SqeCredentials):
+        self._credentials = credentials
+        self._lock = threading.Lock()
+        self._token: Optional[str] = None
+        self._expires_at = 0.0
+        self._lifetime = 0.0
+
+    @classmethod
+    def of(cls, credentials: SqeCredentials) -> "ClientCredentialsToken":
+        key = (
+            credentials.token_uri,
+            credentials.client_id,
+            credentials.client_secret,
+            credentials.scope,
+            credentials.audience,
+        )
+        with cls._sources_lock:
+            if key not in cls._sources:
+                cls._sources[key] = cls(credentials)
+            return cls._sources[key]
+
+    def current(self) -> Tuple[str, float]:
+        """The token and when it expires (seconds since the epoch): a new one once less than
+        REFRESH_MARGIN_SECONDS, or a quarter of its life, is left."""
+        with self._lock:
+            margin = min(REFRESH_MARGIN_SECONDS, self._lifetime / 4)
+            if self._token is None or self._expires_at - time.time() < margin:
+                self._fetch()
+            return self._token, self._expires_at
+
+    def _fetch(self):
+        c = self._credentials
+        form = {"grant_type": "client_credentials", "client_id": c.client_id, "client_secret": c.client_secret}
+        if c.scope:
+            form["scope"] = c.scope
+        if c.audience:
+            form["audience"] = c.audience
+        verify = c.ca_file if c.ca_file else not c.tls_skip_verify
+        started = time.time()
+        try:
+            response = requests.post(c.token_uri, data=form, timeout=30, verify=verify)
+        except requests.RequestException as e:
+            raise FailedToConnectError(f"could not reach the token endpoint {c.token_uri}: {e}") from e
+        if response.status_code != 200:
+            raise FailedToConnectError(
+                f"the token endpoint {c.token_uri} refused client '{c.client_id}': "
+                f"HTTP {response.status_code} {response.text[:300]}"
+            )
+        body = response.json()
+        if "access_token" not in body:
+            raise FailedToConnectError(f"the token endpoint {c.token_uri} sent no access_token")
+        self._token = body["access_token"]
+        # Without expires_in, assume an hour.
+        self._lifetime = float(body.get("expires_in") or 3600)
+        self._expires_at = started + self._lifetime
+
+
+class SqeHandle:
+    """One ADBC connection, opened again when its token is about to expire."""
+
+    def __init__(self, credentials: SqeCredentials):
+        self.credentials = credentials
+        self.source = credentials.query_tag or f"dbt-sqe-{version}"
+        self._connection = None
+        # The OAuth token the connection carries, and when it expires.
+        self._token: Optional[str] = None
+        self._expires_at: Optional[float] = None
+        self._running = None
+        self._open()
+
+    def _database_options(self) -> Dict[str, str]:
+        c = self.credentials
+        options: Dict[str, str] = {}
+        if c.method == "token":
+            options[Options.AUTHORIZATION_HEADER.value] = f"Bearer {c.token}"
+        elif c.method == "oauth":
+            self._token, self._expires_at = ClientCredentialsToken.of(c).current()
+            options[Options.AUTHORIZATION_HEADER.value] = f"Bearer {self._token}"
+        elif c.method == "password":
+            options["username"] = c.user
+            options["password"] = c.password
+        if c.tls and c.ca_file:
+            with open(c.ca_file) as f:
+                options[Options.TLS_ROOT_CERTS.value] = f.read()
+        if c.tls and c.tls_skip_verify:
+            options[Options.TLS_SKIP_VERIFY.value] = "true"
+        if c.timeout_seconds:
+            for option in (Options.TIMEOUT_QUERY, Options.TIMEOUT_FETCH, Options.TIMEOUT_UPDATE):
+                options[option.value] = str(c.timeout_seconds)
+        # Keeps the server's session (USE, SET SESSION) from one statement to the next.
+        options[Options.WITH_COOKIE_MIDDLEWARE.value] = "true"
+        return options
+
+    def _open(self):
+        self._connection = flight_sql.connect(
+            self.credentials.uri, db_kwargs=self._database_options(), autocommit=True
+        )
+
+    def _fresh(self):
+        """Opens the connection again when the client's token was renewed (it expires soon)."""
+        if self._token is None:
+            return
+        _, expires_at = ClientCredentialsToken.of(self.credentials).current()
+        if expires_at != self._expires_at:
+            logger.debug("SQE: the OAuth token expires soon; connecting again with a new one")
+            self.close()
+            self._open()
+
+    def cursor(self):
+        self._fresh()
+        return SqeCursor(self)
+
+    @property
+    def current_source(self) -> str:
+        """The model's query tag while one runs on this thread, else the profile's."""
+        return getattr(_model_tag, "value", None) or self.source
+
+    def ingest(self, table: pa.Table, catalog: str, schema: str, name: str):
+        """Appends `table` to catalog.schema.name through Flight SQL bulk ingest, in record
+        batches of about INGEST_BATCH_BYTES (a gRPC message has a size limit; SQE's is 16 MiB)."""
+        self._fresh()
+        if table.num_rows > 0:
+            row_bytes = max(1, table.nbytes // table.num_rows)
+            rows = max(1, INGEST_BATCH_BYTES // row_bytes)
+            table = pa.Table.from_batches(table.to_batches(max_chunksize=rows), schema=table.schema)
+        cursor = self._connection.cursor()
+        cursor.adbc_statement.set_options(**{Options.RPC_CALL_HEADER_PREFIX.value + SOURCE_HEADER: self.current_source})
+        try:
+            cursor.adbc_ingest(name, table, mode="append", catalog_name=catalog, db_schema_name=schema)
+        finally:
+            cursor.close()
+
+    def cancel(self):
+        running = self._running
+        if running is not None:
+            running.adbc_cancel()
+
+    def close(self):
+        if self._connection is not None:
+            try:
+                self._connection.close()
+            finally:
+                self._connection = None
+
+    def commit(self):
+        pass
+
+    def rollback(self):
+        pass
+
+
+class SqeCursor:
+    """The result of one statement, read whole as Arrow."""
+
+    def __init__(self, handle: SqeHandle):
+        self._handle = handle
+        self.sql = ""
+        self.table: Optional[pa.Table] = None
+        self._rows: Optional[List[tuple]] = None
+        self._position = 0
+
+    def execute(self, sql: str, bindings=None):
+        self.sql = sql
+        cursor = self._handle._connection.cursor()
+        cursor.adbc_statement.set_options(
+            **{Options.RPC_CALL_HEADER_PREFIX.value + SOURCE_HEADER: self._handle.current_source}
+        )
+        self._handle._running = cursor
+        try:
+            if bindings:
+                cursor.execute(sql, parameters=bindings)
+            else:
+                cursor.execute(sql)
+            self.table = cursor.fetch_arrow_table()
+        finally:
+            self._handle._running = None
+            cursor.close()
+        self._rows = None
+        self._position = 0
+
+    @property
+    def description(self):
+        if self.table is None:
+            return None
+        return [(f.name, f.type, None, None, None, None, f.nullable) for f in self.table.schema]
+
+    def _all(self) -> List[tuple]:
+        if self._rows is None:
+            columns = [column.to_pylist() for column in self.table.columns] if self.table is not None else []
+            self._rows = list(zip(*columns)) if columns else []
+        return self._rows
+
+    def fetchall(self):
+        rows = self._all()[self._position :]
+        self._position = len(self._all())
+        return rows
+
+    def fetchmany(self, size):
+        rows = self._all()[self._position : self._position + size]
+        self._position += len(rows)
+        return rows
+
+    def fetchone(self):
+        rows = self.fetchmany(1)
+        return rows[0] if rows else None
+
+    @property
+    def statement_kind(self) -> str:
+        """The statement's first keyword (after comments), as Trino's update type names it."""
+        text = re.sub(r"/\*.*?\*/", " ", self.sql, flags=re.S)
+        text = re.sub(r"--[^\n]*", " ", text)
+        words = text.split()
+        if not words:
+            return "SUCCESS"
+        first = words[0].upper()
+        if first in ("CREATE", "DROP", "ALTER"):
+            rest = [w.upper() for w in words[1:] if w.upper() not in ("OR", "REPLACE")]
+            return f"{first} {rest[0]}" if rest else first
+        return first
+
+    @property
+    def rows_affected(self) -> int:
+        """Rows a write changed: SQE answers INSERT, UPDATE, DELETE and MERGE with one `rows`."""
+        if self.statement_kind in ("INSERT", "UPDATE", "DELETE", "MERGE") and self.table is not None:
+            if self.table.num_rows == 1 and self.table.column_names == ["rows"]:
+                return int(self.table.column(0)[0].as_py())
+        return -1
+
+
+@dataclass
+class SqeAdapterResponse(AdapterResponse):
+    query: str = ""
+
+
+def error_message(e: Exception) -> str:
+    """The server's own words from an ADBC error, without the driver's wrapping."""
+    message = str(e)
+    message = re.sub(r"^[A-Z_]+: \[FlightSQL\] ", "", message)
+    message = re.sub(r" \([A-Za-z]+; [A-Za-z]+\)$", "", message)
+    return message
+
+
+class SqeConnectionManager(SQLConnectionManager):
+    TYPE = "sqe"
+
+    def __init__(self, profile, mp_context, behavior_flags=None) -> None:
+        super().__init__(profile, mp_context)
+
+    @contextmanager
+    def exception_handler(self, sql):
+        try:
+            yield
+        except adbc_driver_manager.Error as e:
+            message = error_message(e)
+            if isinstance(e, adbc_driver_manager.OperationalError) and (
+                "connection refused" in message.lower() or "Unavailable" in str(e)
+            ):
+                raise FailedToConnectError(message) from e
+            logger.debug(f"SQE error: {message}")
+            raise DbtDatabaseError(message) from e
+        except DbtRuntimeError:
+            raise
+        except Exception as e:
+            raise DbtRuntimeError(str(e)) from e
+
+    # Every statement commits on its own: dbt's transactions are bookkeeping only.
+    def add_begin_query(self):
+        pass
+
+    def add_commit_query(self):
+        pass
+
+    @classmethod
+    def open(cls, connection):
+        if connection.state == "open":
+            return connection
+        try:
+            connection.handle = SqeHandle(connection.credentials)
+        except adbc_driver_manager.Error as e:
+            raise FailedToConnectError(f"could not connect to SQE at {connection.credentials.uri}: {error_message(e)}") from e
+        connection.state = "open"
+        return connection
+
+    @classmethod
+    def get_response(cls, cursor: SqeCursor) -> SqeAdapterResponse:
+        code = cursor.statement_kind
+        rows = cursor.rows_affected
+        message = code if rows < 0 else f"{code} ({rows:_} rows)"
+        return SqeAdapterResponse(_message=message, code=code, rows_affected=rows, query=cursor.sql)
+
+    def cancel(self, connection):
+        if connection.handle is not None:
+            connection.handle.cancel()
+
+    def add_query(self, sql, auto_begin=True, bindings=None, abridge_sql_log=False):
+        # dbt hands over scripts of several statements; SQE runs one per call.
+        import sqlparse
+
+        statements = [s.strip().rstrip(";") for s in sqlparse.split(sql)]
+        statements = [s for s in statements if re.sub(r"--[^\n]*|/\*.*?\*/", "", s, flags=re.S).strip()]
+        if not statements:
+            raise DbtRuntimeError(f"an empty statement was sent to SQE:\n{sql}")
+        connection = cursor = None
+        for statement in statements:
+            connection, cursor = super().add_query(statement, auto_begin, bindings, abridge_sql_log)
+        return connection, cursor
+
+    @classmethod
+    def data_type_code_to_name(cls, type_code) -> str:
+        return arrow_type_name(type_code)
+
+    def set_model_tag(self, tag: Optional[str]):
+        """The query tag of the model about to run on this thread (None: the profile's again).
+        dbt opens a thread's connection only at its first statement, so the tag waits here."""
+        _model_tag.value = tag
+
+
+def arrow_type_name(t: Any) -> str:
+    """The SQL type name (Trino's spelling) of an Arrow type."""
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_int8(t):
+        return "TINYINT"
+    if pa.types.is_int16(t):
+        return "SMALLINT"
+    if pa.types.is_int32(t):
+        return "INTEGER"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_float32(t):
+        return "REAL"
+    if pa.types.is_float64(t):
+        return "DOUBLE"
+    if pa.types.is_decimal(t):
+        return "DECIMAL"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "VARCHAR"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return "VARBINARY"
+    if pa.types.is_date(t):
+        return "DATE"
+    if pa.types.is_time(t):
+        return "TIME"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP WITH TIME ZONE" if t.tz else "TIMESTAMP"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "ARRAY"
+    if pa.types.is_map(t):
+        return "MAP"
+    if pa.types.is_struct(t):
+        return "ROW"
+    return str(t).upper()
