@@ -7,12 +7,18 @@ profile's OAuth client obtains (and obtains again before it expires), or the one
 for a user name and password (the Flight handshake).
 """
 
+import base64
+import hashlib
 import re
+import secrets
 import threading
 import time
+import webbrowser
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import adbc_driver_flightsql
 import adbc_driver_flightsql.dbapi as flight_sql
@@ -31,7 +37,9 @@ logger = AdapterLogger("SQE")
 
 Options = adbc_driver_flightsql.DatabaseOptions
 SOURCE_HEADER = "x-sqe-source"
-METHODS = ("none", "token", "oauth", "password")
+METHODS = ("none", "token", "oauth", "authorization_code", "password")
+# How long the browser sign-in (method authorization_code) may take.
+SIGN_IN_SECONDS = 300
 # A token is fetched again when less than this much of its life is left, so that no statement
 # starts with a token that runs out while it runs.
 REFRESH_MARGIN_SECONDS = 120
@@ -45,7 +53,8 @@ _model_tag = threading.local()
 class SqeCredentials(Credentials):
     host: str = "127.0.0.1"
     port: int = 50051
-    # none | token | oauth (client credentials) | password (Flight handshake, checked by SQE)
+    # none | token | oauth (client credentials) | authorization_code (a browser sign-in) |
+    # password (Flight handshake, checked by SQE)
     method: str = "none"
     user: Optional[str] = None
     password: Optional[str] = None
@@ -55,6 +64,10 @@ class SqeCredentials(Credentials):
     client_secret: Optional[str] = None
     scope: Optional[str] = None
     audience: Optional[str] = None
+    # authorization_code: the IdP's authorization endpoint, and the port of the redirect URI
+    # http://127.0.0.1:<port>/callback (0: any free port; name one the IdP has registered).
+    authorize_uri: Optional[str] = None
+    redirect_port: int = 0
     tls: bool = False
     ca_file: Optional[str] = None
     tls_skip_verify: bool = False
@@ -84,6 +97,7 @@ class SqeCredentials(Credentials):
         needs = {
             "token": ["token"],
             "oauth": ["token_uri", "client_id", "client_secret"],
+            "authorization_code": ["authorize_uri", "token_uri", "client_id"],
             "password": ["user", "password"],
         }.get(self.method, [])
         missing = [name for name in needs if not getattr(self, name)]
@@ -96,11 +110,12 @@ class SqeCredentials(Credentials):
         return f"{scheme}://{self.host}:{self.port}"
 
 
-class ClientCredentialsToken:
-    """An OAuth 2.0 client-credentials token for one client, shared by dbt's threads and fetched
-    again once it is about to expire."""
+class OAuthToken:
+    """An OAuth 2.0 token for one client, shared by dbt's threads and fetched again once it is
+    about to expire: by the client-credentials grant (method oauth), or by a browser sign-in with
+    PKCE and then its refresh token (method authorization_code)."""
 
-    _sources: Dict[Tuple, "ClientCredentialsToken"] = {}
+    _sources: Dict[Tuple, "OAuthToken"] = {}
     _sources_lock = threading.Lock()
 
     def __init__(self, credentials: SqeCredentials):
@@ -109,10 +124,12 @@ class ClientCredentialsToken:
         self._token: Optional[str] = None
         self._expires_at = 0.0
         self._lifetime = 0.0
+        self._refresh_token: Optional[str] = None
 
     @classmethod
-    def of(cls, credentials: SqeCredentials) -> "ClientCredentialsToken":
+    def of(cls, credentials: SqeCredentials) -> "OAuthToken":
         key = (
+            credentials.method,
             credentials.token_uri,
             credentials.client_id,
             credentials.client_secret,
@@ -135,18 +152,35 @@ class ClientCredentialsToken:
 
     def _fetch(self):
         c = self._credentials
-        form = {"grant_type": "client_credentials", "client_id": c.client_id, "client_secret": c.client_secret}
-        if c.scope:
-            form["scope"] = c.scope
-        if c.audience:
-            form["audience"] = c.audience
+        if c.method == "authorization_code":
+            body = (self._refresh_token and self._post(self._refresh_form(), refused_ok=True)) or self._post(
+                self._browser_sign_in()
+            )
+        else:
+            form = {"grant_type": "client_credentials", "client_id": c.client_id, "client_secret": c.client_secret}
+            if c.scope:
+                form["scope"] = c.scope
+            if c.audience:
+                form["audience"] = c.audience
+            body = self._post(form)
+        self._token = body["access_token"]
+        self._refresh_token = body.get("refresh_token") or self._refresh_token
+        # Without expires_in, assume an hour.
+        self._lifetime = float(body.get("expires_in") or 3600)
+        self._expires_at = self._started + self._lifetime
+
+    def _post(self, form: Dict[str, str], refused_ok: bool = False) -> Optional[dict]:
+        """The token endpoint's answer to `form`; None if it refused and `refused_ok`."""
+        c = self._credentials
         verify = c.ca_file if c.ca_file else not c.tls_skip_verify
-        started = time.time()
+        self._started = time.time()
         try:
             response = requests.post(c.token_uri, data=form, timeout=30, verify=verify)
         except requests.RequestException as e:
             raise FailedToConnectError(f"could not reach the token endpoint {c.token_uri}: {e}") from e
         if response.status_code != 200:
+            if refused_ok:
+                return None
             raise FailedToConnectError(
                 f"the token endpoint {c.token_uri} refused client '{c.client_id}': "
                 f"HTTP {response.status_code} {response.text[:300]}"
@@ -154,10 +188,73 @@ class ClientCredentialsToken:
         body = response.json()
         if "access_token" not in body:
             raise FailedToConnectError(f"the token endpoint {c.token_uri} sent no access_token")
-        self._token = body["access_token"]
-        # Without expires_in, assume an hour.
-        self._lifetime = float(body.get("expires_in") or 3600)
-        self._expires_at = started + self._lifetime
+        return body
+
+    def _refresh_form(self) -> Dict[str, str]:
+        c = self._credentials
+        form = {"grant_type": "refresh_token", "refresh_token": self._refresh_token, "client_id": c.client_id}
+        if c.client_secret:
+            form["client_secret"] = c.client_secret
+        return form
+
+    def _browser_sign_in(self) -> Dict[str, str]:
+        """Sends the user's browser to the authorization endpoint and waits for the redirect to
+        http://127.0.0.1:<port>/callback: the authorization-code grant with PKCE (S256)."""
+        c = self._credentials
+        verifier = secrets.token_urlsafe(64)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        state = secrets.token_urlsafe(24)
+        received: Dict[str, str] = {}
+
+        class Callback(BaseHTTPRequestHandler):
+            def do_GET(self):
+                answer = {k: v[0] for k, v in parse_qs(urlparse(self.path).query).items()}
+                if answer.get("state") == state:
+                    received.update(answer)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.end_headers()
+                self.wfile.write(b"Signed in to SQE for dbt: this window may be closed.")
+
+            def log_message(self, *args):
+                pass
+
+        listener = HTTPServer(("127.0.0.1", c.redirect_port), Callback)
+        listener.timeout = 1
+        redirect_uri = f"http://127.0.0.1:{listener.server_address[1]}/callback"
+        params = {
+            "response_type": "code",
+            "client_id": c.client_id,
+            "redirect_uri": redirect_uri,
+            "state": state,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+        }
+        if c.scope:
+            params["scope"] = c.scope
+        url = c.authorize_uri + ("&" if "?" in c.authorize_uri else "?") + urlencode(params)
+        logger.info(f"SQE: sign in at {url}")
+        webbrowser.open(url)
+        deadline = time.time() + SIGN_IN_SECONDS
+        try:
+            while "code" not in received and "error" not in received and time.time() < deadline:
+                listener.handle_request()
+        finally:
+            listener.server_close()
+        if "error" in received:
+            raise FailedToConnectError(f"the sign-in at {c.authorize_uri} failed: {received['error']}")
+        if "code" not in received:
+            raise FailedToConnectError(f"no sign-in at {c.authorize_uri} within {SIGN_IN_SECONDS} seconds")
+        form = {
+            "grant_type": "authorization_code",
+            "code": received["code"],
+            "redirect_uri": redirect_uri,
+            "client_id": c.client_id,
+            "code_verifier": verifier,
+        }
+        if c.client_secret:
+            form["client_secret"] = c.client_secret
+        return form
 
 
 class SqeHandle:
@@ -178,8 +275,8 @@ class SqeHandle:
         options: Dict[str, str] = {}
         if c.method == "token":
             options[Options.AUTHORIZATION_HEADER.value] = f"Bearer {c.token}"
-        elif c.method == "oauth":
-            self._token, self._expires_at = ClientCredentialsToken.of(c).current()
+        elif c.method in ("oauth", "authorization_code"):
+            self._token, self._expires_at = OAuthToken.of(c).current()
             options[Options.AUTHORIZATION_HEADER.value] = f"Bearer {self._token}"
         elif c.method == "password":
             options["username"] = c.user
@@ -205,7 +302,7 @@ class SqeHandle:
         """Opens the connection again when the client's token was renewed (it expires soon)."""
         if self._token is None:
             return
-        _, expires_at = ClientCredentialsToken.of(self.credentials).current()
+        _, expires_at = OAuthToken.of(self.credentials).current()
         if expires_at != self._expires_at:
             logger.debug("SQE: the OAuth token expires soon; connecting again with a new one")
             self.close()
