@@ -98,10 +98,10 @@ def test_every_statement_runs_as_the_oauth_client_and_carries_the_query_tag(sqe,
 def test_seed_values_keep_their_types_through_bulk_ingest(sqe, idp, tmp_path):
     files = {
         "seeds/kinds.csv": (
-            "id,price,ratio,day,at,ok,code,label\n"
-            "1,10.50,0.25,2024-02-29,2024-02-29 13:14:15,true,007,it's\n"
-            "2,,1.5,,,false,,\n"
-            "3,7.00,-2,1999-12-31,1999-12-31 23:59:59,,120,x\n"
+            "id,price,ratio,day,at,ok,code,label,seen\n"
+            "1,10.50,0.25,2024-02-29,2024-02-29 13:14:15,true,007,it's,2024-02-29T13:14:15+02:00\n"
+            "2,,1.5,,,false,,null,\n"
+            '3,7.00,-2,1999-12-31,1999-12-31 23:59:59,,120,"two\nlines",1999-12-31T23:59:59Z\n'
         ),
         "dbt_project.yml": (
             "name: probe\nversion: '1.0'\nconfig-version: 2\nprofile: probe\n"
@@ -112,13 +112,13 @@ def test_seed_values_keep_their_types_through_bulk_ingest(sqe, idp, tmp_path):
     assert code == 0, out
     rows = query(
         sqe,
-        "SELECT id, CAST(price AS varchar), ratio, CAST(day AS varchar), CAST(at AS varchar), ok, code, label "
-        "FROM iceberg.seeded.kinds ORDER BY id",
+        "SELECT id, CAST(price AS varchar), ratio, CAST(day AS varchar), CAST(at AS varchar), ok, code, label, "
+        "to_unixtime(seen) FROM iceberg.seeded.kinds ORDER BY id",
     )
     assert rows == [
-        (1, "10.50", 0.25, "2024-02-29", "2024-02-29 13:14:15.000000", True, "007", "it's"),
-        (2, None, 1.5, None, None, False, None, None),
-        (3, "7.00", -2.0, "1999-12-31", "1999-12-31 23:59:59.000000", None, "120", "x"),
+        (1, "10.50", 0.25, "2024-02-29", "2024-02-29 13:14:15.000000", True, "007", "it's", 1709205255.0),
+        (2, None, 1.5, None, None, False, None, None, None),
+        (3, "7.00", -2.0, "1999-12-31", "1999-12-31 23:59:59.000000", None, "120", "two\nlines", 946684799.0),
     ]
     types = query(
         sqe,
@@ -134,6 +134,7 @@ def test_seed_values_keep_their_types_through_bulk_ingest(sqe, idp, tmp_path):
         ("ok", "boolean"),
         ("code", "varchar"),
         ("label", "varchar"),
+        ("seen", "timestamp(6) with time zone"),
     ]
 
 
@@ -170,19 +171,23 @@ def test_a_refused_client_fails_with_the_token_endpoints_answer(sqe, idp, tmp_pa
     assert "the token endpoint" in out and "refused client 'etl-service': HTTP 400" in out, out
 
 
-def test_the_token_is_fetched_again_before_it_expires(sqe, idp, monkeypatch):
+def test_the_token_is_renewed_at_half_its_life_and_the_session_stays(sqe, idp, monkeypatch):
     from dbt.adapters.sqe import connections
-    from dbt.adapters.sqe.connections import SqeCredentials, SqeHandle
+    from dbt.adapters.sqe.connections import OAuthToken, SqeCredentials, SqeHandle
+
+    def run(handle, sql):
+        cursor = handle.cursor()
+        cursor.execute(sql)
+        return cursor.fetchall()
 
     credentials = SqeCredentials.from_dict(oauth_profile(sqe, idp, "refresh"))
     handle = SqeHandle(credentials)
-    first = handle._expires_at
-    cursor = handle.cursor()
-    cursor.execute("SELECT current_user")
-    assert cursor.fetchall() == [("etl-service",)]
-    # Ten seconds before the token expires (the clock moved on): the next statement gets a new
-    # token, on a new connection, and runs as the same principal.
-    later = first - 10 - time.time()
+    run(handle, "CREATE SCHEMA IF NOT EXISTS iceberg.refresh")
+    run(handle, "USE iceberg.refresh")
+    _, first = OAuthToken.of(credentials).current()
+    # The clock moves on until less than half the token's life is left: the next statement goes
+    # with a new token, on the same connection, in the same session (its USE holds).
+    later = (first - time.time()) / 2 + 5
 
     class Clock:
         @staticmethod
@@ -190,11 +195,21 @@ def test_the_token_is_fetched_again_before_it_expires(sqe, idp, monkeypatch):
             return time.time() + later
 
     monkeypatch.setattr(connections, "time", Clock)
-    cursor = handle.cursor()
-    cursor.execute("SELECT current_user")
-    assert cursor.fetchall() == [("etl-service",)]
-    assert handle._expires_at > first
+    assert run(handle, "SELECT current_user, current_schema") == [("etl-service", "refresh")]
+    _, renewed = OAuthToken.of(credentials).current()
+    assert renewed > first
     handle.close()
+
+
+def test_credentials_never_go_unencrypted_to_another_host(tmp_path, idp, sqe):
+    far = {**oauth_profile(sqe, idp, "far"), "host": "sqe.example.com"}
+    code, out = dbt(tmp_path / "far", far, {}, "debug")
+    assert code == 1
+    assert "method 'oauth' would send credentials to sqe.example.com unencrypted: set tls: true" in out, out
+    idp_in_clear = {**oauth_profile(sqe, idp, "far"), "token_uri": "http://idp.example.com/token"}
+    code, out = dbt(tmp_path / "idp", idp_in_clear, {}, "debug")
+    assert code == 1
+    assert "token_uri must be an https:// address (or a loopback one): http://idp.example.com/token" in out, out
 
 
 def test_a_huge_query_tag_is_cut_and_the_server_keeps_serving(sqe, idp, tmp_path):
@@ -288,6 +303,6 @@ def test_a_browser_sign_in_runs_as_the_user_who_signed_in(sqe, idp, tmp_path):
     model = {"models/who.sql": "{{ config(materialized='table') }} select current_user as who"}
     code, out = dbt(tmp_path / "p", profile, model, "run", env=env)
     assert code == 0, out
-    assert f"SQE: sign in at http://127.0.0.1:{idp.port}/authorize?response_type=code&client_id=dbt-desktop" in out, out
-    assert "code_challenge_method=S256" in out
+    # The address (with the sign-in's state) is shown only where no browser opened.
+    assert "/authorize?" not in out, out
     assert query(sqe, "SELECT who FROM iceberg.browsed.who") == [("johndoe",)]

@@ -40,9 +40,6 @@ SOURCE_HEADER = "x-sqe-source"
 METHODS = ("none", "token", "oauth", "authorization_code", "password")
 # How long the browser sign-in (method authorization_code) may take.
 SIGN_IN_SECONDS = 300
-# A token is fetched again when less than this much of its life is left, so that no statement
-# starts with a token that runs out while it runs.
-REFRESH_MARGIN_SECONDS = 120
 # The size of the record batches a seed goes to SQE in.
 INGEST_BATCH_BYTES = 4 << 20
 # The query tag of the model running on each of dbt's threads.
@@ -68,6 +65,8 @@ class SqeCredentials(Credentials):
     # http://127.0.0.1:<port>/callback (0: any free port; name one the IdP has registered).
     authorize_uri: Optional[str] = None
     redirect_port: int = 0
+    # The CA the identity provider's endpoints are checked against (default: the system's).
+    idp_ca_file: Optional[str] = None
     tls: bool = False
     ca_file: Optional[str] = None
     tls_skip_verify: bool = False
@@ -103,11 +102,24 @@ class SqeCredentials(Credentials):
         missing = [name for name in needs if not getattr(self, name)]
         if missing:
             raise DbtConfigError(f"method '{self.method}' needs {', '.join(missing)} in the profile")
+        if self.method != "none" and not self.tls and not is_loopback(self.host):
+            raise DbtConfigError(
+                f"method '{self.method}' would send credentials to {self.host} unencrypted: "
+                "set tls: true (plain gRPC is for loopback addresses only)"
+            )
+        for name in ("token_uri", "authorize_uri"):
+            uri = getattr(self, name)
+            if uri and not uri.startswith("https://") and not is_loopback(urlparse(uri).hostname or ""):
+                raise DbtConfigError(f"{name} must be an https:// address (or a loopback one): {uri}")
 
     @property
     def uri(self) -> str:
         scheme = "grpc+tls" if self.tls else "grpc"
         return f"{scheme}://{self.host}:{self.port}"
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 class OAuthToken:
@@ -142,11 +154,11 @@ class OAuthToken:
             return cls._sources[key]
 
     def current(self) -> Tuple[str, float]:
-        """The token and when it expires (seconds since the epoch): a new one once less than
-        REFRESH_MARGIN_SECONDS, or a quarter of its life, is left."""
+        """The token and when it expires (seconds since the epoch): a new one once half its life
+        is gone, so that a statement starting now has that half to finish in (its result is
+        fetched with the token it started with)."""
         with self._lock:
-            margin = min(REFRESH_MARGIN_SECONDS, self._lifetime / 4)
-            if self._token is None or self._expires_at - time.time() < margin:
+            if self._token is None or self._expires_at - time.time() < self._lifetime / 2:
                 self._fetch()
             return self._token, self._expires_at
 
@@ -172,7 +184,7 @@ class OAuthToken:
     def _post(self, form: Dict[str, str], refused_ok: bool = False) -> Optional[dict]:
         """The token endpoint's answer to `form`; None if it refused and `refused_ok`."""
         c = self._credentials
-        verify = c.ca_file if c.ca_file else not c.tls_skip_verify
+        verify = c.idp_ca_file or True
         self._started = time.time()
         try:
             response = requests.post(c.token_uri, data=form, timeout=30, verify=verify)
@@ -207,9 +219,13 @@ class OAuthToken:
         received: Dict[str, str] = {}
 
         class Callback(BaseHTTPRequestHandler):
+            # A connection that sends nothing is dropped, so the wait can end.
+            timeout = 5
+
             def do_GET(self):
-                answer = {k: v[0] for k, v in parse_qs(urlparse(self.path).query).items()}
-                if answer.get("state") == state:
+                url = urlparse(self.path)
+                answer = {k: v[0] for k, v in parse_qs(url.query).items()}
+                if url.path == "/callback" and answer.get("state") == state:
                     received.update(answer)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; charset=utf-8")
@@ -233,8 +249,16 @@ class OAuthToken:
         if c.scope:
             params["scope"] = c.scope
         url = c.authorize_uri + ("&" if "?" in c.authorize_uri else "?") + urlencode(params)
-        logger.info(f"SQE: sign in at {url}")
-        webbrowser.open(url)
+        # The address goes to the log only where there is no browser to open: it holds the
+        # sign-in's state. A browser opens beside the listener (some wait for their window).
+        try:
+            browser = webbrowser.get()
+        except webbrowser.Error:
+            browser = None
+        if browser is None:
+            logger.info(f"SQE: open this address to sign in: {url}")
+        else:
+            threading.Thread(target=browser.open, args=(url,), daemon=True).start()
         deadline = time.time() + SIGN_IN_SECONDS
         try:
             while "code" not in received and "error" not in received and time.time() < deadline:
@@ -258,29 +282,19 @@ class OAuthToken:
 
 
 class SqeHandle:
-    """One ADBC connection, opened again when its token is about to expire."""
+    """One ADBC connection. Its credentials go with each statement as call headers: the current
+    OAuth token (renewed while the connection, and the server's session behind its cookie, stay),
+    a static token, or the user's password (SQE exchanges it at its identity provider)."""
 
     def __init__(self, credentials: SqeCredentials):
         self.credentials = credentials
         self.source = credentials.query_tag or f"dbt-sqe-{version}"
-        self._connection = None
-        # The OAuth token the connection carries, and when it expires.
-        self._token: Optional[str] = None
-        self._expires_at: Optional[float] = None
         self._running = None
-        self._open()
+        self._connection = flight_sql.connect(credentials.uri, db_kwargs=self._database_options(), autocommit=True)
 
     def _database_options(self) -> Dict[str, str]:
         c = self.credentials
         options: Dict[str, str] = {}
-        if c.method == "token":
-            options[Options.AUTHORIZATION_HEADER.value] = f"Bearer {c.token}"
-        elif c.method in ("oauth", "authorization_code"):
-            self._token, self._expires_at = OAuthToken.of(c).current()
-            options[Options.AUTHORIZATION_HEADER.value] = f"Bearer {self._token}"
-        elif c.method == "password":
-            options["username"] = c.user
-            options["password"] = c.password
         if c.tls and c.ca_file:
             with open(c.ca_file) as f:
                 options[Options.TLS_ROOT_CERTS.value] = f.read()
@@ -293,23 +307,29 @@ class SqeHandle:
         options[Options.WITH_COOKIE_MIDDLEWARE.value] = "true"
         return options
 
-    def _open(self):
-        self._connection = flight_sql.connect(
-            self.credentials.uri, db_kwargs=self._database_options(), autocommit=True
-        )
+    def authorization(self) -> Optional[str]:
+        c = self.credentials
+        if c.method == "token":
+            return f"Bearer {c.token}"
+        if c.method in ("oauth", "authorization_code"):
+            token, _ = OAuthToken.of(c).current()
+            return f"Bearer {token}"
+        if c.method == "password":
+            pair = base64.b64encode(f"{c.user}:{c.password}".encode()).decode()
+            return f"Basic {pair}"
+        return None
 
-    def _fresh(self):
-        """Opens the connection again when the client's token was renewed (it expires soon)."""
-        if self._token is None:
-            return
-        _, expires_at = OAuthToken.of(self.credentials).current()
-        if expires_at != self._expires_at:
-            logger.debug("SQE: the OAuth token expires soon; connecting again with a new one")
-            self.close()
-            self._open()
+    def statement(self):
+        """An ADBC cursor whose calls carry the caller's credentials and the query tag."""
+        cursor = self._connection.cursor()
+        headers = {Options.RPC_CALL_HEADER_PREFIX.value + SOURCE_HEADER: self.current_source}
+        authorization = self.authorization()
+        if authorization is not None:
+            headers[Options.RPC_CALL_HEADER_PREFIX.value + "authorization"] = authorization
+        cursor.adbc_statement.set_options(**headers)
+        return cursor
 
     def cursor(self):
-        self._fresh()
         return SqeCursor(self)
 
     @property
@@ -320,13 +340,11 @@ class SqeHandle:
     def ingest(self, table: pa.Table, catalog: str, schema: str, name: str):
         """Appends `table` to catalog.schema.name through Flight SQL bulk ingest, in record
         batches of about INGEST_BATCH_BYTES (a gRPC message has a size limit; SQE's is 16 MiB)."""
-        self._fresh()
         if table.num_rows > 0:
             row_bytes = max(1, table.nbytes // table.num_rows)
             rows = max(1, INGEST_BATCH_BYTES // row_bytes)
             table = pa.Table.from_batches(table.to_batches(max_chunksize=rows), schema=table.schema)
-        cursor = self._connection.cursor()
-        cursor.adbc_statement.set_options(**{Options.RPC_CALL_HEADER_PREFIX.value + SOURCE_HEADER: self.current_source})
+        cursor = self.statement()
         try:
             cursor.adbc_ingest(name, table, mode="append", catalog_name=catalog, db_schema_name=schema)
         finally:
@@ -363,10 +381,7 @@ class SqeCursor:
 
     def execute(self, sql: str, bindings=None):
         self.sql = sql
-        cursor = self._handle._connection.cursor()
-        cursor.adbc_statement.set_options(
-            **{Options.RPC_CALL_HEADER_PREFIX.value + SOURCE_HEADER: self._handle.current_source}
-        )
+        cursor = self._handle.statement()
         self._handle._running = cursor
         try:
             if bindings:

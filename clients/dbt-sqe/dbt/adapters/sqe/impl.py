@@ -1,7 +1,5 @@
 """The SQE adapter: dbt-trino's SQL (SQE speaks Trino's dialect) over Arrow Flight SQL."""
 
-import datetime
-import decimal
 import os
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
@@ -53,12 +51,13 @@ class SqeAdapter(TrinoAdapter):
             self.connections.set_model_tag(None)
 
     def standardize_grants_dict(self, grants_table) -> dict:
-        """SHOW GRANTS' rows (Grantee, Privilege as `GRANT SELECT` or `DENY SELECT`) as dbt's
-        `grants:` config spells them; DENY rows are not grants dbt made, and are left alone."""
+        """SHOW GRANTS' rows (Grantee, Grantee Type, Privilege as `GRANT SELECT` or `DENY SELECT`)
+        as dbt's `grants:` config spells them: the users' grants."""
         grants: dict = {}
         for row in grants_table:
             kind, _, privilege = row["Privilege"].partition(" ")
-            if kind != "GRANT":
+            # dbt grants to users; a role's grants (and DENYs) are someone else's to manage.
+            if kind != "GRANT" or row["Grantee Type"] != "USER":
                 continue
             grants.setdefault(privilege.lower(), []).append(row["Grantee"])
         return grants
@@ -100,26 +99,6 @@ class SqeAdapter(TrinoAdapter):
             handle.ingest(pa.Table.from_arrays(columns, schema=schema), relation.database, relation.schema, relation.identifier)
         return table.num_rows
 
-    @available
-    def load_seed_rows(self, relation, agate_table) -> int:
-        """Appends an agate table's rows to `relation` through bulk ingest (for `load_csv_rows`,
-        which dbt's own seed materialization calls; dbt-sqe's reads the file with Arrow)."""
-        handle = self.connections.get_thread_connection().handle
-        cursor = handle.cursor()
-        with self.connections.exception_handler(f"select * from {relation} limit 0"):
-            cursor.execute(f"select * from {relation} limit 0")
-        schema = cursor.table.schema
-        if len(agate_table.rows) == 0:
-            return 0
-        columns = []
-        for field, name in zip(schema, agate_table.column_names):
-            values = [row[name] for row in agate_table.rows]
-            columns.append(arrow_column(values, field, relation))
-        table = pa.Table.from_arrays(columns, schema=schema)
-        with self.connections.exception_handler(f"bulk ingest into {relation}"):
-            handle.ingest(table, relation.database, relation.schema, relation.identifier)
-        return table.num_rows
-
 
 def seed_path(model) -> str:
     return os.path.join(model["root_path"], model["original_file_path"])
@@ -131,10 +110,11 @@ def read_csv(path: str, delimiter: str, as_text: set) -> pa.Table:
     text = {name: pa.string() for name in as_text}
     return pa_csv.read_csv(
         path,
-        parse_options=pa_csv.ParseOptions(delimiter=delimiter),
+        parse_options=pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
         convert_options=pa_csv.ConvertOptions(
             column_types=text,
-            null_values=[""],
+            # What dbt's own seeds read as NULL.
+            null_values=["", "null", "NULL", "Null"],
             strings_can_be_null=True,
             true_values=["true", "True", "TRUE"],
             false_values=["false", "False", "FALSE"],
@@ -156,7 +136,8 @@ def sql_type(column: pa.ChunkedArray) -> str:
     if pa.types.is_date(t):
         return "DATE"
     if pa.types.is_timestamp(t):
-        return "TIMESTAMP"
+        # Values written with an offset keep their instant (and a zone).
+        return "TIMESTAMP(6) WITH TIME ZONE" if t.tz else "TIMESTAMP"
     return "VARCHAR"
 
 
@@ -169,43 +150,6 @@ def cast_column(column: pa.ChunkedArray, field: pa.Field, relation) -> pa.Array:
     try:
         return pc.cast(array, field.type)
     except (pa.ArrowException, ValueError) as e:
-        raise DbtDatabaseError(
-            f"seed {relation}: column {field.name} cannot be read as {field.type}: {error_message(e)}"
-        ) from e
-
-
-def plain(value: Any, t: pa.DataType) -> Any:
-    """A seed value (as agate read it) in the Python type Arrow takes for `t`."""
-    if value is None:
-        return None
-    if pa.types.is_integer(t):
-        if isinstance(value, (decimal.Decimal, float)) and value != int(value):
-            raise ValueError(f"{value} is not a whole number")
-        return int(value)
-    if pa.types.is_floating(t):
-        return float(value)
-    if pa.types.is_decimal(t):
-        return decimal.Decimal(str(value))
-    if pa.types.is_boolean(t):
-        return bool(value)
-    if pa.types.is_date(t) and isinstance(value, datetime.datetime):
-        return value.date()
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return value if isinstance(value, str) else str(value)
-    return value
-
-
-def arrow_column(values: List[Any], field: pa.Field, relation) -> pa.Array:
-    """A seed column as an array of the table column's type; text Arrow cannot take as it is
-    goes through Arrow's own casts (dates, timestamps, numbers written as text)."""
-    try:
-        return pa.array([plain(v, field.type) for v in values], type=field.type)
-    except (pa.ArrowException, ValueError, TypeError, decimal.InvalidOperation):
-        pass
-    text = pa.array([None if v is None else str(v) for v in values], type=pa.string())
-    try:
-        return pc.cast(text, field.type)
-    except pa.ArrowException as e:
         raise DbtDatabaseError(
             f"seed {relation}: column {field.name} cannot be read as {field.type}: {error_message(e)}"
         ) from e
