@@ -5,37 +5,26 @@ import pytest
 from dbt.tests.adapter.basic import expected_catalog
 from dbt.tests.adapter.basic.test_docs_generate import BaseDocsGenerate, BaseDocsGenReferences
 
-
-def sqe_catalog(project, profile_user):
-    return expected_catalog.base_expected_catalog(
-        project,
-        role=None,
-        id_type="integer",
-        text_type="varchar",
-        time_type="timestamp(6)",
-        view_type="VIEW",
-        table_type="BASE TABLE",
-        model_stats=expected_catalog.no_stats(),
-    )
+# What SQE's catalog says of the suite's tables and views (no owner role, no statistics).
+SQE_TYPES = {
+    "role": None,
+    "id_type": "integer",
+    "text_type": "varchar",
+    "time_type": "timestamp(6)",
+    "view_type": "VIEW",
+    "table_type": "BASE TABLE",
+}
 
 
 class TestDocsGenerate(BaseDocsGenerate):
     @pytest.fixture(scope="class")
-    def expected_catalog(self, project, profile_user):
-        return sqe_catalog(project, profile_user)
+    def expected_catalog(self, project):
+        return expected_catalog.base_expected_catalog(project, model_stats=expected_catalog.no_stats(), **SQE_TYPES)
 
 
 class TestDocsGenReferences(BaseDocsGenReferences):
     @pytest.fixture(scope="class")
-    def expected_catalog(self, project, profile_user):
+    def expected_catalog(self, project):
         return expected_catalog.expected_references_catalog(
-            project,
-            role=None,
-            id_type="integer",
-            text_type="varchar",
-            time_type="timestamp(6)",
-            bigint_type="bigint",
-            view_type="VIEW",
-            table_type="BASE TABLE",
-            model_stats=expected_catalog.no_stats(),
+            project, bigint_type="bigint", model_stats=expected_catalog.no_stats(), **SQE_TYPES
         )

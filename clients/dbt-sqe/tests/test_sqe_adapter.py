@@ -13,26 +13,15 @@ import adbc_driver_flightsql.dbapi as flight_sql
 import pytest
 import requests
 import yaml
-from servers import make_certificate, start_server
+from harness import oauth_profile, start_sqe
+from servers import make_certificate
 
 DBT = Path(sys.executable).parent / "dbt"
 Options = adbc_driver_flightsql.DatabaseOptions
 
 
-def oauth_profile(sqe, idp, schema, **more):
-    return {
-        "type": "sqe",
-        "method": "oauth",
-        "host": "127.0.0.1",
-        "port": sqe.flight_port,
-        "token_uri": f"http://127.0.0.1:{idp.port}/token",
-        "client_id": "etl-service",
-        "client_secret": "etl-secret",
-        "database": "iceberg",
-        "schema": schema,
-        "threads": 1,
-        **more,
-    }
+def profile(sqe, idp, schema, **more):
+    return oauth_profile(sqe, idp, schema=schema, **more)
 
 
 def dbt(directory: Path, target: dict, files: dict, *args, env=None):
@@ -80,7 +69,7 @@ def test_every_statement_runs_as_the_oauth_client_and_carries_the_query_tag(sqe,
         "models/plain.sql": "{{ config(materialized='view') }} select id, upper(name) as name from {{ ref('people') }}",
         "models/tagged.sql": "{{ config(materialized='table', query_tag='nightly-load') }} select * from {{ ref('plain') }}",
     }
-    code, out = dbt(tmp_path, oauth_profile(sqe, idp, "tagging"), files, "build")
+    code, out = dbt(tmp_path, profile(sqe, idp, "tagging"), files, "build")
     assert code == 0, out
     statements = query(sqe, "SELECT \"user\", source, query FROM system.runtime.queries WHERE query LIKE '%\"tagging\"%' AND query NOT LIKE '%system.runtime%'")
     assert statements
@@ -108,7 +97,7 @@ def test_seed_values_keep_their_types_through_bulk_ingest(sqe, idp, tmp_path):
             "seeds:\n  probe:\n    kinds:\n      +column_types:\n        price: decimal(10,2)\n        code: varchar\n"
         ),
     }
-    code, out = dbt(tmp_path, oauth_profile(sqe, idp, "seeded"), files, "seed")
+    code, out = dbt(tmp_path, profile(sqe, idp, "seeded"), files, "seed")
     assert code == 0, out
     rows = query(
         sqe,
@@ -140,11 +129,11 @@ def test_seed_values_keep_their_types_through_bulk_ingest(sqe, idp, tmp_path):
 
 def test_password_and_token_sign_ins_run_as_their_user(sqe, idp, tmp_path):
     model = {"models/who.sql": "{{ config(materialized='table') }} select current_user as who"}
-    password = {**oauth_profile(sqe, idp, "alices"), "method": "password", "user": "alice", "password": "alice-secret"}
+    password = {**profile(sqe, idp, "alices"), "method": "password", "user": "alice", "password": "alice-secret"}
     code, out = dbt(tmp_path / "password", password, model, "run")
     assert code == 0, out
     assert query(sqe, "SELECT who FROM iceberg.alices.who") == [("alice",)]
-    token = {**oauth_profile(sqe, idp, "bobs"), "method": "token", "token": password_token(idp, "bob")}
+    token = {**profile(sqe, idp, "bobs"), "method": "token", "token": password_token(idp, "bob")}
     code, out = dbt(tmp_path / "token", token, model, "run")
     assert code == 0, out
     assert query(sqe, "SELECT who FROM iceberg.bobs.who") == [("bob",)]
@@ -152,10 +141,10 @@ def test_password_and_token_sign_ins_run_as_their_user(sqe, idp, tmp_path):
 
 def test_a_model_without_the_privilege_fails_naming_the_table_and_the_privilege(sqe, idp, tmp_path):
     model = {"models/ledger.sql": "{{ config(materialized='table') }} select 1 as entry"}
-    code, out = dbt(tmp_path / "owner", oauth_profile(sqe, idp, "books"), model, "run")
+    code, out = dbt(tmp_path / "owner", profile(sqe, idp, "books"), model, "run")
     assert code == 0, out
     # Carol may read etl-service's table but not replace it: the owner's table is untouched.
-    carol = {**oauth_profile(sqe, idp, "books"), "method": "password", "user": "carol", "password": "carol-secret"}
+    carol = {**profile(sqe, idp, "books"), "method": "password", "user": "carol", "password": "carol-secret"}
     code, out = dbt(tmp_path / "intruder", carol, model, "run")
     assert code == 1
     # dbt's error names the privilege (renaming is altering) and the table.
@@ -165,7 +154,7 @@ def test_a_model_without_the_privilege_fails_naming_the_table_and_the_privilege(
 
 
 def test_a_refused_client_fails_with_the_token_endpoints_answer(sqe, idp, tmp_path):
-    wrong = oauth_profile(sqe, idp, "nowhere", client_secret="not-the-secret")
+    wrong = profile(sqe, idp, "nowhere", client_secret="not-the-secret")
     code, out = dbt(tmp_path, wrong, {}, "debug")
     assert code == 1
     assert "the token endpoint" in out and "refused client 'etl-service': HTTP 400" in out, out
@@ -180,7 +169,7 @@ def test_the_token_is_renewed_at_half_its_life_and_the_session_stays(sqe, idp, m
         cursor.execute(sql)
         return cursor.fetchall()
 
-    credentials = SqeCredentials.from_dict(oauth_profile(sqe, idp, "refresh"))
+    credentials = SqeCredentials.from_dict(profile(sqe, idp, "refresh"))
     handle = SqeHandle(credentials)
     run(handle, "CREATE SCHEMA IF NOT EXISTS iceberg.refresh")
     run(handle, "USE iceberg.refresh")
@@ -202,11 +191,11 @@ def test_the_token_is_renewed_at_half_its_life_and_the_session_stays(sqe, idp, m
 
 
 def test_credentials_never_go_unencrypted_to_another_host(tmp_path, idp, sqe):
-    far = {**oauth_profile(sqe, idp, "far"), "host": "sqe.example.com"}
+    far = {**profile(sqe, idp, "far"), "host": "sqe.example.com"}
     code, out = dbt(tmp_path / "far", far, {}, "debug")
     assert code == 1
     assert "method 'oauth' would send credentials to sqe.example.com unencrypted: set tls: true" in out, out
-    idp_in_clear = {**oauth_profile(sqe, idp, "far"), "token_uri": "http://idp.example.com/token"}
+    idp_in_clear = {**profile(sqe, idp, "far"), "token_uri": "http://idp.example.com/token"}
     code, out = dbt(tmp_path / "idp", idp_in_clear, {}, "debug")
     assert code == 1
     assert "token_uri must be an https:// address (or a loopback one): http://idp.example.com/token" in out, out
@@ -215,7 +204,7 @@ def test_credentials_never_go_unencrypted_to_another_host(tmp_path, idp, sqe):
 def test_a_huge_query_tag_is_cut_and_the_server_keeps_serving(sqe, idp, tmp_path):
     tag = "t" * 6000
     model = {"models/tagged_big.sql": "{{ config(materialized='view', query_tag='" + tag + "') }} select 1 as one"}
-    code, out = dbt(tmp_path, oauth_profile(sqe, idp, "bigtag"), model, "run")
+    code, out = dbt(tmp_path, profile(sqe, idp, "bigtag"), model, "run")
     assert code == 0, out
     sources = query(sqe, "SELECT DISTINCT source FROM system.runtime.queries WHERE query LIKE '%\"tagged_big\"%' AND query NOT LIKE '%system.runtime%'")
     assert sources == [("t" * 256,)]
@@ -225,16 +214,8 @@ def test_a_huge_query_tag_is_cut_and_the_server_keeps_serving(sqe, idp, tmp_path
 @pytest.fixture(scope="module")
 def tls_sqe(tmp_path_factory, idp):
     ca, cert, key = make_certificate(tmp_path_factory.mktemp("tls"))
-    auth = (
-        f'[server.tls]\ncert_file = "{cert}"\nkey_file = "{key}"\n\n'
-        '[auth]\nallow_anonymous = false\nadmin_roles = ["sqe_admin"]\n\n'
-        f'[auth.oidc]\nissuer = "http://127.0.0.1:{idp.port}"\naudience = "sqe"\nclient_id = "sqe"\n\n'
-        '[[auth.static]]\nname = "admin"\ntoken_env = "ADMIN_TOKEN"\nroles = ["sqe_admin"]\n'
-    )
-    admin_token = "dbt-tls-admin-0123456789abcdef"
-    s = start_server(tmp_path_factory.mktemp("sqe-dbt-tls"), auth, {"ADMIN_TOKEN": admin_token})
+    s = start_sqe(tmp_path_factory.mktemp("sqe-dbt-tls"), idp, tls=(cert, key))
     s.ca = ca
-    s.admin_token = admin_token
     try:
         yield s
     finally:
@@ -243,12 +224,12 @@ def tls_sqe(tmp_path_factory, idp):
 
 def test_over_tls_the_server_is_checked_against_the_ca_file(tls_sqe, idp, tmp_path):
     model = {"models/secure.sql": "{{ config(materialized='table') }} select 'sealed' as word"}
-    good = oauth_profile(tls_sqe, idp, "sealed", tls=True, ca_file=str(tls_sqe.ca))
+    good = profile(tls_sqe, idp, "sealed", tls=True, ca_file=str(tls_sqe.ca))
     code, out = dbt(tmp_path / "good", good, model, "run")
     assert code == 0, out
     assert query(tls_sqe, "SELECT word FROM iceberg.sealed.secure", tls_ca=tls_sqe.ca) == [("sealed",)]
     # Without the CA the server's certificate is not trusted: no statement is sent.
-    unchecked = oauth_profile(tls_sqe, idp, "unsealed", tls=True)
+    unchecked = profile(tls_sqe, idp, "unsealed", tls=True)
     code, out = dbt(tmp_path / "unchecked", unchecked, model, "run")
     assert code != 0
     assert "certificate" in out, out
@@ -266,7 +247,7 @@ def test_partitioning_and_properties_come_from_the_model_config(sqe, idp, tmp_pa
             "select 1 as id"
         ),
     }
-    code, out = dbt(tmp_path, oauth_profile(sqe, idp, "parted"), model, "run")
+    code, out = dbt(tmp_path, profile(sqe, idp, "parted"), model, "run")
     assert code == 1
     assert "set either partitioned_by or properties.partitioning, not both" in out, out
     [(ddl,)] = query(sqe, "SHOW CREATE TABLE iceberg.parted.events")
@@ -280,7 +261,7 @@ def test_a_seed_larger_than_one_message_goes_in_batches(sqe, idp, tmp_path):
     rows = 600_000
     lines = "".join(f"{i},{i % 97},customer-{i:08d}\n" for i in range(rows))
     files = {"seeds/large.csv": "id,bucket,name\n" + lines}
-    code, out = dbt(tmp_path, oauth_profile(sqe, idp, "large"), files, "seed")
+    code, out = dbt(tmp_path, profile(sqe, idp, "large"), files, "seed")
     assert code == 0, out
     assert query(sqe, "SELECT count(*), count(DISTINCT name), sum(id), max(bucket) FROM iceberg.large.large") == [
         (rows, rows, rows * (rows - 1) // 2, 96)
@@ -293,15 +274,15 @@ def test_a_browser_sign_in_runs_as_the_user_who_signed_in(sqe, idp, tmp_path):
     opener = tmp_path / "browser.py"
     opener.write_text("import sys, urllib.request\nurllib.request.urlopen(sys.argv[1], timeout=30).read()\n")
     env = {**os.environ, "BROWSER": f"{sys.executable} {opener} %s"}
-    profile = {
-        **oauth_profile(sqe, idp, "browsed"),
+    browsing = {
+        **profile(sqe, idp, "browsed"),
         "method": "authorization_code",
         "authorize_uri": f"http://127.0.0.1:{idp.port}/authorize",
         "client_id": "dbt-desktop",
         "client_secret": None,
     }
     model = {"models/who.sql": "{{ config(materialized='table') }} select current_user as who"}
-    code, out = dbt(tmp_path / "p", profile, model, "run", env=env)
+    code, out = dbt(tmp_path / "p", browsing, model, "run", env=env)
     assert code == 0, out
     # The address (with the sign-in's state) is shown only where no browser opened.
     assert "/authorize?" not in out, out

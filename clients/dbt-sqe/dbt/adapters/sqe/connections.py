@@ -2,9 +2,9 @@
 
 Every statement dbt sends runs through one ADBC cursor whose result is read to the end before
 dbt looks at it, so that a write is done (and its row count known) whether dbt fetches or not.
-The caller's token travels as the `authorization` header of every call: a static token, one the
-profile's OAuth client obtains (and obtains again before it expires), or the one SQE hands back
-for a user name and password (the Flight handshake).
+The caller's credentials travel as the `authorization` header of every call: a static token, one
+the profile's OAuth client obtains (and obtains again before it expires), or a user name and
+password (HTTP Basic, which SQE exchanges at its identity provider).
 """
 
 import base64
@@ -25,6 +25,7 @@ import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
 import pyarrow as pa
 import requests
+import sqlparse
 from dbt.adapters.contracts.connection import AdapterResponse, Credentials
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions.connection import FailedToConnectError
@@ -51,7 +52,7 @@ class SqeCredentials(Credentials):
     host: str = "127.0.0.1"
     port: int = 50051
     # none | token | oauth (client credentials) | authorization_code (a browser sign-in) |
-    # password (Flight handshake, checked by SQE)
+    # password (checked by SQE)
     method: str = "none"
     user: Optional[str] = None
     password: Optional[str] = None
@@ -409,7 +410,7 @@ class SqeCursor:
 
     def fetchall(self):
         rows = self._all()[self._position :]
-        self._position = len(self._all())
+        self._position += len(rows)
         return rows
 
     def fetchmany(self, size):
@@ -424,9 +425,7 @@ class SqeCursor:
     @property
     def statement_kind(self) -> str:
         """The statement's first keyword (after comments), as Trino's update type names it."""
-        text = re.sub(r"/\*.*?\*/", " ", self.sql, flags=re.S)
-        text = re.sub(r"--[^\n]*", " ", text)
-        words = text.split()
+        words = without_comments(self.sql).split()
         if not words:
             return "SUCCESS"
         first = words[0].upper()
@@ -447,6 +446,10 @@ class SqeCursor:
 @dataclass
 class SqeAdapterResponse(AdapterResponse):
     query: str = ""
+
+
+def without_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.S)
 
 
 def error_message(e: Exception) -> str:
@@ -511,10 +514,8 @@ class SqeConnectionManager(SQLConnectionManager):
 
     def add_query(self, sql, auto_begin=True, bindings=None, abridge_sql_log=False):
         # dbt hands over scripts of several statements; SQE runs one per call.
-        import sqlparse
-
         statements = [s.strip().rstrip(";") for s in sqlparse.split(sql)]
-        statements = [s for s in statements if re.sub(r"--[^\n]*|/\*.*?\*/", "", s, flags=re.S).strip()]
+        statements = [s for s in statements if without_comments(s).strip()]
         if not statements:
             raise DbtRuntimeError(f"an empty statement was sent to SQE:\n{sql}")
         connection = cursor = None

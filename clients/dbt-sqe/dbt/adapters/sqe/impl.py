@@ -11,7 +11,7 @@ from dbt.adapters.base.meta import available
 from dbt.adapters.trino.impl import TrinoAdapter, TrinoConfig
 from dbt_common.exceptions import DbtDatabaseError
 
-from dbt.adapters.sqe.connections import SqeConnectionManager, error_message
+from dbt.adapters.sqe.connections import SqeConnectionManager, arrow_type_name, error_message
 
 
 @dataclass
@@ -69,7 +69,7 @@ class SqeAdapter(TrinoAdapter):
         numbers INTEGER, or BIGINT past its range; other numbers DOUBLE; DATE; TIMESTAMP; BOOLEAN
         for true/false; VARCHAR). The rows wait for `ingest_seed_file`."""
         path = seed_path(model)
-        overrides = {k: v for k, v in (model["config"].get("column_types") or {}).items()}
+        overrides = dict(model["config"].get("column_types") or {})
         table = read_csv(path, model["config"].get("delimiter") or ",", set(overrides))
         self._seed_files[path] = table
         return [(name, overrides.get(name) or sql_type(column)) for name, column in zip(table.column_names, table.columns)]
@@ -123,21 +123,18 @@ def read_csv(path: str, delimiter: str, as_text: set) -> pa.Table:
 
 
 def sql_type(column: pa.ChunkedArray) -> str:
+    """The SQL type of a column Arrow's CSV reader typed: whole numbers INTEGER where they fit,
+    values with an offset TIMESTAMP(6) WITH TIME ZONE, and text (times, empty columns) VARCHAR."""
     t = column.type
     if pa.types.is_integer(t):
         bounds = pc.min_max(column)
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
         fits = low is None or (-(2**31) <= low and high < 2**31)
         return "INTEGER" if fits else "BIGINT"
-    if pa.types.is_floating(t):
-        return "DOUBLE"
-    if pa.types.is_boolean(t):
-        return "BOOLEAN"
-    if pa.types.is_date(t):
-        return "DATE"
-    if pa.types.is_timestamp(t):
-        # Values written with an offset keep their instant (and a zone).
-        return "TIMESTAMP(6) WITH TIME ZONE" if t.tz else "TIMESTAMP"
+    if pa.types.is_timestamp(t) and t.tz:
+        return "TIMESTAMP(6) WITH TIME ZONE"
+    if pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return arrow_type_name(t)
     return "VARCHAR"
 
 
