@@ -1213,6 +1213,176 @@ async fn a_cte_used_twice_is_computed_once() {
     assert!(!plan.contains("SharedExec"), "{plan}");
 }
 
+/// The plan `EXPLAIN` gives for `sql`, as one text.
+async fn explain(engine: &Engine, sql: &str) -> String {
+    lines(&run(engine, &format!("EXPLAIN {sql}")).await).join("\n")
+}
+
+/// An engine over `dir` with SQE's shared computations switched off.
+fn without_sharing(dir: &tempfile::TempDir) -> Engine {
+    open_in(
+        dir,
+        EngineConfig {
+            options: vec![("sqe.optimizer.share_ctes".into(), "false".into())],
+            ..EngineConfig::default()
+        },
+    )
+}
+
+/// A CTE whose references filter it differently is computed once, over the rows some reference
+/// wants (the OR of their filters, pushed to the scan); each reference still gets its own rows. A
+/// reference without a filter shares the whole result; a CTE not ending in an aggregate, or with a
+/// volatile function, is computed per reference; `sqe.optimizer.share_ctes = false` turns it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cte_filtered_apart_by_its_references_is_computed_once() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    create_fact(&engine).await;
+    let three = "WITH t AS (SELECT k % 10 AS g, k % 7 AS y, sum(v) AS s, count(*) AS n FROM fact \
+                 GROUP BY k % 10, k % 7) \
+                 SELECT a.g, a.s, b.s, c.n FROM t a JOIN t b ON a.g = b.g JOIN t c ON a.g = c.g \
+                 WHERE a.y = 1 AND b.y = 2 AND c.y = 1 AND a.g < 3 ORDER BY a.g";
+    // fact: k from 1 to 200000, v = 2k.
+    let of = |g: u64, y: u64| (1..=200_000u64).filter(move |k| k % 10 == g && k % 7 == y);
+    let expected: Vec<String> = (0..3)
+        .map(|g| {
+            let a: u64 = of(g, 1).map(|k| 2 * k).sum();
+            let b: u64 = of(g, 2).map(|k| 2 * k).sum();
+            format!("{g}|{a}|{b}|{}", of(g, 1).count())
+        })
+        .collect();
+    assert_eq!(lines(&run(&engine, three).await), expected);
+    let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {three}")).await).join("\n");
+    let shared = plan
+        .matches("SharedExec: computed once for 3 copies")
+        .count();
+    assert_eq!(shared, 3, "{plan}");
+    let scans: Vec<&str> = plan
+        .lines()
+        .filter(|l| l.contains("DataSourceExec: ") && l.contains("output_rows=200.0 K,"))
+        .collect();
+    assert_eq!(scans.len(), 1, "{plan}");
+    let logical = explain(&engine, three).await;
+    assert!(
+        logical.contains("SharedCte: computed once for 3 references"),
+        "{logical}"
+    );
+    assert!(
+        logical.contains("fact.k % Int64(7) = Int64(1)")
+            && logical.contains("fact.k % Int64(7) = Int64(2)")
+            && logical.contains(" OR "),
+        "the references' filters, ORed, go into the scan: {logical}"
+    );
+
+    // One reference reads every row: nothing is pushed, both read one result.
+    let whole = "WITH t AS (SELECT k % 7 AS y, count(*) AS n FROM fact GROUP BY k % 7) \
+                 SELECT a.n, b.n FROM (SELECT sum(n) AS n FROM t) a, (SELECT n FROM t WHERE y = 3) b";
+    let y3 = of(0, 3).count() + (1..10).map(|g| of(g, 3).count()).sum::<usize>();
+    assert_eq!(lines(&run(&engine, whole).await), [format!("200000|{y3}")]);
+    let plan = explain(&engine, whole).await;
+    assert_eq!(plan.matches("SharedCte").count(), 2, "{plan}");
+    assert!(!plan.contains(" OR "), "{plan}");
+
+    // Rows, not an aggregate: each reference computes its own.
+    let rows = "WITH t AS (SELECT k, v FROM fact WHERE k <= 10) \
+                SELECT count(*), sum(a.v + b.v) FROM t a JOIN t b ON a.k = b.k + 1";
+    let pairs: u64 = (2..=10u64).map(|k| 2 * k + 2 * (k - 1)).sum();
+    assert_eq!(lines(&run(&engine, rows).await), [format!("9|{pairs}")]);
+    let plan = explain(&engine, rows).await;
+    assert!(!plan.contains("Shared"), "{plan}");
+    let volatile = "WITH t AS (SELECT k % 7 AS y, sum(v * random()) AS s FROM fact GROUP BY k % 7) \
+                    SELECT count(*) FROM t a JOIN t b ON a.y = b.y AND a.s >= 0 AND b.s >= 0";
+    assert_eq!(lines(&run(&engine, volatile).await), ["7"]);
+    let plan = explain(&engine, volatile).await;
+    assert!(!plan.contains("Shared"), "{plan}");
+
+    let off = without_sharing(&dir);
+    assert_eq!(lines(&run(&off, three).await), expected);
+    let plan = explain(&off, three).await;
+    assert!(!plan.contains("SharedCte"), "{plan}");
+}
+
+/// Aggregates without GROUP BY over one table, each with its own filter, read it once: one aggregate
+/// computes them all, each over its own rows (none: count 0, max NULL). A volatile filter keeps its
+/// own scan (so does an argument that could fail: `shared_computations_keep_apart_what_differs`);
+/// with `sqe.optimizer.share_ctes = false` each reads the table again, with the same rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_over_one_table_with_their_own_filters_read_it_once() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    create_fact(&engine).await;
+    let three = "SELECT * FROM \
+                 (SELECT count(*) AS n, sum(v) AS s, count(DISTINCT k) AS d FROM fact WHERE k <= 1000) a, \
+                 (SELECT count(*) AS n, sum(v) FILTER (WHERE k < 199500) AS s FROM fact WHERE k > 199000) b, \
+                 (SELECT count(*) AS n, max(v) AS m FROM fact WHERE k < 0) c";
+    // fact: k from 1 to 200000, v = 2k.
+    let low: u64 = (1..=1000u64).map(|k| 2 * k).sum();
+    let high: u64 = (199_001..199_500u64).map(|k| 2 * k).sum();
+    let expected = [format!("1000|{low}|1000|1000|{high}|0|")];
+    assert_eq!(lines(&run(&engine, three).await), expected);
+    let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {three}")).await).join("\n");
+    assert_eq!(
+        plan.matches("SharedExec: computed once for 3 copies")
+            .count(),
+        3,
+        "{plan}"
+    );
+    let scans = plan
+        .lines()
+        .filter(|l| l.contains("DataSourceExec: ") && !l.contains("metrics=[]"))
+        .count();
+    assert_eq!(scans, 1, "one scan runs: {plan}");
+
+    let volatile = "SELECT * FROM (SELECT count(*) FROM fact WHERE random() < 2) x, \
+                    (SELECT count(*) FROM fact WHERE k < 5) y";
+    assert_eq!(lines(&run(&engine, volatile).await), ["200000|4"]);
+    let plan = explain(&engine, volatile).await;
+    assert!(!plan.contains("Shared"), "{plan}");
+
+    let off = without_sharing(&dir);
+    assert_eq!(lines(&run(&off, three).await), expected);
+    let plan = explain(&off, three).await;
+    assert!(!plan.contains("Shared"), "{plan}");
+}
+
+/// What looks alike but is not stays apart: scans of one name over other rows (a table function's
+/// arguments), a reference some rule changed alone (`ON 1 = 0`), an aggregate whose argument fails
+/// on rows another one's WHERE keeps, ordered aggregates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_computations_keep_apart_what_differs() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    create_fact(&engine).await;
+    let series = "SELECT a.n, b.n FROM (SELECT count(*) AS n FROM generate_series(1, 10)) a, \
+                  (SELECT count(*) AS n FROM generate_series(1, 1000)) b";
+    assert_eq!(lines(&run(&engine, series).await), ["10|1000"]);
+    let grouped = "SELECT a.n, b.n FROM \
+                   (SELECT count(*) AS n FROM generate_series(1, 10) GROUP BY 1 = 1) a, \
+                   (SELECT count(*) AS n FROM generate_series(1, 1000) GROUP BY 1 = 1) b";
+    assert_eq!(lines(&run(&engine, grouped).await), ["10|1000"]);
+
+    let never = "WITH t AS (SELECT k % 7 AS y, count(*) AS c FROM fact GROUP BY k % 7) \
+                 SELECT count(*), count(b.c) FROM t a LEFT JOIN t b ON a.y = b.y AND 1 = 0";
+    assert_eq!(lines(&run(&engine, never).await), ["7|0"]);
+
+    run(
+        &engine,
+        "CREATE TABLE zeros AS SELECT id - 1 AS k FROM generate_series(1, 100) AS g(id)",
+    )
+    .await;
+    let divide = "SELECT * FROM \
+                  (SELECT count(*) FILTER (WHERE 100 / k > 10) AS c FROM zeros WHERE k <> 0) a, \
+                  (SELECT count(*) AS z FROM zeros WHERE k = 0) b";
+    assert_eq!(lines(&run(&engine, divide).await), ["9|1"]);
+    let ordered = "SELECT * FROM \
+                   (SELECT array_agg(k ORDER BY k DESC) FROM fact WHERE k <= 3) a, \
+                   (SELECT array_agg(k ORDER BY v) FROM fact WHERE k > 199998) b";
+    assert_eq!(
+        lines(&run(&engine, ordered).await),
+        ["[3, 2, 1]|[199999, 200000]"]
+    );
+}
+
 /// The files an EXPLAINed scan reads (each range of a small file is the whole file).
 async fn files_read(engine: &Engine, sql: &str) -> usize {
     let plan = lines(&run(engine, &format!("EXPLAIN {sql}")).await).join("\n");

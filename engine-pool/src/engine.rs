@@ -225,9 +225,10 @@ impl Engine {
             .with_catalog_list(list)
             .with_default_features()
             .with_analyzer_rules(crate::trino_sql::analyzer_rules());
-        let mut builder = crate::optimizer::install(builder)
-            // Row filters are a plan node of governance's own, with a physical planner of its own.
-            .with_query_planner(Arc::new(governance::row_filters::SqeQueryPlanner));
+        let mut builder =
+            crate::optimizer::install(builder, Arc::new(crate::catalog::scan::data_identity))
+                // Row filters are a plan node of governance's own, with a physical planner of its own.
+                .with_query_planner(Arc::new(governance::row_filters::SqeQueryPlanner));
         builder
             .expr_planners()
             .get_or_insert_with(Vec::new)

@@ -199,6 +199,26 @@ impl IcebergScanProvider {
     }
 }
 
+/// What a scan of `source` reads, when it is one of SQE's Iceberg scans: the table's metadata
+/// file (one per version of the table), the snapshot and whether it gives row ids. Two scans with
+/// the same answer read the same rows; the optimizer computes such plans once (optimizer/shared_cte.rs).
+pub(crate) fn data_identity(source: &dyn datafusion::logical_expr::TableSource) -> Option<String> {
+    let provider = source
+        .downcast_ref::<datafusion::datasource::DefaultTableSource>()?
+        .table_provider
+        .downcast_ref::<IcebergScanProvider>()?;
+    Some(format!(
+        "{}@{:?}{}",
+        provider.table.metadata_location()?,
+        provider.snapshot_id,
+        if provider.row_ids.is_some() {
+            "+row ids"
+        } else {
+            ""
+        }
+    ))
+}
+
 #[async_trait]
 impl TableProvider for IcebergScanProvider {
     fn schema(&self) -> SchemaRef {

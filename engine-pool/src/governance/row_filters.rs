@@ -123,7 +123,7 @@ impl datafusion::physical_planner::ExtensionPlanner for RowFilterPlanner {
     }
 }
 
-/// SQE's physical planner: DataFusion's, with the row filters' nodes.
+/// SQE's physical planner: DataFusion's, with the row filters' nodes and the optimizer's.
 #[derive(Debug)]
 pub(crate) struct SqeQueryPlanner;
 
@@ -135,11 +135,11 @@ impl datafusion::execution::context::QueryPlanner for SqeQueryPlanner {
         session_state: &SessionState,
     ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
         use datafusion::physical_planner::PhysicalPlanner;
-        datafusion::physical_planner::DefaultPhysicalPlanner::with_extension_planners(vec![
-            Arc::new(RowFilterPlanner),
-        ])
-        .create_physical_plan(logical_plan, session_state)
-        .await
+        let mut planners = crate::optimizer::extension_planners();
+        planners.push(Arc::new(RowFilterPlanner));
+        datafusion::physical_planner::DefaultPhysicalPlanner::with_extension_planners(planners)
+            .create_physical_plan(logical_plan, session_state)
+            .await
     }
 }
 

@@ -13,23 +13,34 @@ mod decimal;
 mod dynamic_filter;
 mod exec;
 mod key_bitmap;
+mod one_scan;
 mod operator_exprs;
 mod rerun;
 mod shared;
+mod shared_cte;
 
 use std::sync::Arc;
 
 use datafusion::common::config::{ConfigExtension, ConfigOptions};
 use datafusion::common::extensions_options;
 use datafusion::execution::SessionStateBuilder;
+use datafusion::logical_expr::TableSource;
+use datafusion::optimizer::{Optimizer, OptimizerRule};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+use datafusion::physical_planner::ExtensionPlanner;
+
+/// What data a table source stands for, if the engine can tell (see [`install`]).
+pub(crate) type SourceIdentity = Arc<dyn Fn(&dyn TableSource) -> Option<String> + Send + Sync>;
 
 extensions_options! {
     /// Switches for SQE's optimizer rules, all on by default.
     pub struct OptimizerSwitches {
         /// Identical aggregates are computed once (shared.rs).
         pub share_aggregates: bool, default = true
+        /// A CTE read several times, ending in an aggregate, is computed once (shared_cte.rs);
+        /// so are aggregates without GROUP BY over one input (one_scan.rs).
+        pub share_ctes: bool, default = true
         /// Dynamic filters drop rows above the Parquet scan (dynamic_filter.rs).
         pub dynamic_filter_rows: bool, default = true
         /// Those of hash joins test a bitmap of the build side's keys first (key_bitmap.rs).
@@ -65,8 +76,39 @@ fn switches(config: &ConfigOptions) -> OptimizerSwitches {
 
 /// Adds SQE's rules to a session being built; its config must carry [`SqeOptimizerOptions`] for
 /// the switches to be settable.
-pub(crate) fn install(builder: SessionStateBuilder) -> SessionStateBuilder {
-    builder.with_physical_optimizer_rules(physical_rules())
+///
+/// `identity` says what data a table source stands for (None: only itself), for the rules that
+/// compute alike plans once: plans name tables, not the data behind a name.
+pub(crate) fn install(
+    builder: SessionStateBuilder,
+    identity: SourceIdentity,
+) -> SessionStateBuilder {
+    builder
+        .with_optimizer_rules(logical_rules(identity))
+        .with_physical_optimizer_rules(physical_rules())
+}
+
+/// The physical planners of SQE's plan nodes, fresh for each statement's planning.
+pub(crate) fn extension_planners() -> Vec<Arc<dyn ExtensionPlanner + Send + Sync>> {
+    vec![Arc::new(shared_cte::SharedCtePlanner::default())]
+}
+
+/// DataFusion's logical optimizer rules with SQE's: aggregates over one input and a CTE's
+/// references are marked as one computation once subqueries are joins and before any filter moves
+/// into them; the filters the pushdown then leaves above a CTE's references go into it as one.
+fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
+    let mut rules = Optimizer::new().rules;
+    // Without DataFusion's filter pushdown there is nothing to place them around.
+    if let Some(pushdown) = rules.iter().position(|r| r.name() == "push_down_filter") {
+        rules.insert(
+            pushdown + 1,
+            Arc::new(shared_cte::PushFiltersIntoSharedCtes),
+        );
+        let marks = shared_cte::MarkSharedCtes(Arc::clone(&identity));
+        rules.insert(pushdown, Arc::new(marks));
+        rules.insert(pushdown, Arc::new(one_scan::OneScan(identity)));
+    }
+    rules
 }
 
 /// DataFusion's physical optimizer rules with SQE's: identical aggregates are shared before the
@@ -100,6 +142,7 @@ mod tests {
         let options = config.options_mut();
         for rule in [
             "share_aggregates",
+            "share_ctes",
             "dynamic_filter_rows",
             "join_key_bitmaps",
             "filter_conjunctions",
@@ -112,6 +155,7 @@ mod tests {
         let off = switches(config.options());
         assert!(
             !(off.share_aggregates
+                || off.share_ctes
                 || off.dynamic_filter_rows
                 || off.join_key_bitmaps
                 || off.filter_conjunctions

@@ -25,7 +25,7 @@ use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::{LexOrdering, PhysicalExpr};
 use datafusion::physical_expr_common::physical_expr::is_volatile;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -62,6 +62,10 @@ impl PhysicalOptimizerRule for ShareAggregates {
         }
         let mut copies: HashMap<String, usize> = HashMap::new();
         plan.apply(|node| {
+            // A shared CTE's copies (shared_cte.rs) are computed once already.
+            if node.is::<SharedExec>() {
+                return Ok(TreeNodeRecursion::Jump);
+            }
             if let Some(key) = shareable(node) {
                 *copies.entry(key).or_default() += 1;
             }
@@ -76,6 +80,9 @@ impl PhysicalOptimizerRule for ShareAggregates {
             return Ok(plan);
         }
         plan.transform_down(|node| {
+            if node.is::<SharedExec>() {
+                return Ok(Transformed::new(node, false, TreeNodeRecursion::Jump));
+            }
             let Some(result) = shareable(&node).and_then(|key| results.get_mut(&key)) else {
                 return Ok(Transformed::no(node));
             };
@@ -170,7 +177,7 @@ fn describe(node: &Arc<dyn ExecutionPlan>, key: &mut String) -> Option<()> {
 
 /// The result every copy reads: computed by the first copy to run.
 #[derive(Debug)]
-struct SharedResult {
+pub(super) struct SharedResult {
     copies: usize,
     batches: OnceCell<Result<Computed, Arc<DataFusionError>>>,
 }
@@ -178,11 +185,15 @@ struct SharedResult {
 #[derive(Debug)]
 struct Computed {
     partitions: Vec<Vec<RecordBatch>>,
+    /// How rows are spread over the partitions and ordered in each, as the computing copy's plan
+    /// gave it.
+    partitioning: String,
+    ordering: Option<LexOrdering>,
     _reservation: MemoryReservation,
 }
 
 impl SharedResult {
-    fn new(copies: usize) -> Self {
+    pub(super) fn new(copies: usize) -> Self {
         Self {
             copies,
             batches: OnceCell::new(),
@@ -190,7 +201,7 @@ impl SharedResult {
     }
 }
 
-/// One copy of a shared aggregate: reads the result the first copy computed.
+/// One copy of a shared aggregate or CTE: reads the result the first copy computed.
 #[derive(Debug)]
 pub(crate) struct SharedExec {
     input: Arc<dyn ExecutionPlan>,
@@ -199,7 +210,7 @@ pub(crate) struct SharedExec {
 }
 
 impl SharedExec {
-    fn new(input: Arc<dyn ExecutionPlan>, result: Arc<SharedResult>) -> Self {
+    pub(super) fn new(input: Arc<dyn ExecutionPlan>, result: Arc<SharedResult>) -> Self {
         Self {
             input,
             result,
@@ -273,12 +284,28 @@ impl ExecutionPlan for SharedExec {
                 .await
                 .as_ref()
                 .map_err(|e| DataFusionError::Shared(Arc::clone(e)))?;
-            if computed.partitions.len() != input.output_partitioning().partition_count() {
-                // A later rule gave the copies different partitions: this one runs on its own.
+            let ordering = input.output_ordering();
+            if computed.partitioning != input.output_partitioning().to_string()
+                || ordering.is_some_and(|o| computed.ordering.as_ref() != Some(o))
+            {
+                // A later rule gave the copies different partitions or orders: this one runs on
+                // its own.
                 return input.execute(partition, context);
             }
-            let batches = computed.partitions[partition].clone();
-            let stream = futures::stream::iter(batches.into_iter().map(Ok));
+            // The copies' columns may be named apart (names the optimizer made up for each).
+            let schema = input.schema();
+            let batches = computed.partitions[partition]
+                .iter()
+                .map(|b| {
+                    if b.schema() == schema {
+                        Ok(b.clone())
+                    } else {
+                        RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec())
+                            .map_err(DataFusionError::from)
+                    }
+                })
+                .collect::<Vec<_>>();
+            let stream = futures::stream::iter(batches);
             Ok(
                 Box::pin(RecordBatchStreamAdapter::new(input.schema(), stream))
                     as SendableRecordBatchStream,
@@ -296,6 +323,8 @@ async fn compute(
     context: Arc<TaskContext>,
 ) -> Result<Computed, Arc<DataFusionError>> {
     let reservation = MemoryConsumer::new("SharedExec").register(context.memory_pool());
+    let partitioning = input.output_partitioning().to_string();
+    let ordering = input.output_ordering().cloned();
     let partitions = collect_partitioned(input, context)
         .await
         .map_err(Arc::new)?;
@@ -307,6 +336,8 @@ async fn compute(
     reservation.try_grow(bytes).map_err(Arc::new)?;
     Ok(Computed {
         partitions,
+        partitioning,
+        ordering,
         _reservation: reservation,
     })
 }
