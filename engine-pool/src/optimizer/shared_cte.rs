@@ -1,8 +1,8 @@
 //! One computation for a CTE (or view) that a statement reads more than once.
 //!
 //! DataFusion plans each reference to a CTE as a copy of its body, and the optimizer pushes each
-//! reference's own filters into its copy: TPC-DS q04 reads `year_total` six times, once per channel
-//! and year, and each copy scans and aggregates its sales again. Once the copies differ, the physical
+//! reference's own filters into its copy: TPC-DS q75 reads `all_sales` twice, once per year, and each
+//! copy scans and aggregates three channels' sales again. Once the copies differ, the physical
 //! rule of shared.rs cannot tell they are one computation. Here the copies are found while they are
 //! still identical (after subqueries become joins, before filters move):
 //!
@@ -11,7 +11,7 @@
 //!    than its groups). No filter or projection of a reference crosses it, so the copies stay alike.
 //! 2. [`PushFiltersIntoSharedCtes`]: when every reference filters its rows, the OR of their filters
 //!    goes into the body once, so the shared computation reads only what some reference needs
-//!    (q04: two years of three channels, not every year). Each reference keeps its own filter.
+//!    (q75: the two years, not every year). Each reference keeps its own filter.
 //! 3. [`SharedCtePlanner`] plans each reference as a `SharedExec` over one shared result: the first
 //!    reference to run computes it, the others read it. A copy some rule changed on its own (a
 //!    `false` pushed into one reference) is planned apart.
