@@ -22,7 +22,7 @@ use datafusion::logical_expr::{Aggregate, Expr, ExprSchemable, Filter, LogicalPl
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 
 use super::SourceIdentity;
-use super::shared_cte::{SharedCte, deterministic, deterministic_expr, sources};
+use super::shared_cte::{SharedCte, deterministic, deterministic_expr, distinct, sources};
 
 /// The rule (module docs). It runs once subqueries are joins, before filters move.
 pub(crate) struct OneScan(pub(super) SourceIdentity);
@@ -249,16 +249,8 @@ fn combine(input: &LogicalPlan, found: &[Found<'_>]) -> DFResult<Vec<(LogicalPla
     // Only the rows some aggregate counts; every aggregate with a filter, or no filter at all.
     let filters: Option<Vec<Expr>> = found.iter().map(|f| f.filter.cloned()).collect();
     let mut below = Arc::new(input.clone());
-    if let Some(filters) = filters {
-        let mut distinct: Vec<Expr> = Vec::with_capacity(filters.len());
-        for f in filters {
-            if !distinct.contains(&f) {
-                distinct.push(f);
-            }
-        }
-        if let Some(any) = disjunction(distinct) {
-            below = Arc::new(LogicalPlan::Filter(Filter::try_new(any, below)?));
-        }
+    if let Some(any) = filters.and_then(|f| disjunction(distinct(f))) {
+        below = Arc::new(LogicalPlan::Filter(Filter::try_new(any, below)?));
     }
     let all = LogicalPlan::Aggregate(Aggregate::try_new(below, vec![], functions)?);
     let shared = Arc::new(SharedCte::over(found.len(), all));

@@ -354,15 +354,6 @@ impl OptimizerRule for PushFiltersIntoSharedCtes {
 /// every filter tests on its own, the OR of those tests. The OR as a whole may not cross the body's
 /// aggregate (`year = 2001 AND total > 0 OR year = 2002`), but `year = 2001 OR year = 2002` does.
 fn any_of(filters: &[Expr]) -> Option<Expr> {
-    let distinct = |exprs: Vec<Expr>| {
-        let mut kept: Vec<Expr> = Vec::with_capacity(exprs.len());
-        for e in exprs {
-            if !kept.contains(&e) {
-                kept.push(e);
-            }
-        }
-        kept
-    };
     let whole = disjunction(distinct(filters.to_vec()))?;
     // Per filter, its conjuncts that read one column, by column.
     let by_column: Vec<HashMap<Column, Vec<Expr>>> = filters
@@ -393,6 +384,17 @@ fn any_of(filters: &[Expr]) -> Option<Expr> {
         }
     }
     conjunction(parts)
+}
+
+/// `exprs` without repeats, in their order.
+pub(super) fn distinct(exprs: Vec<Expr>) -> Vec<Expr> {
+    let mut kept: Vec<Expr> = Vec::with_capacity(exprs.len());
+    for e in exprs {
+        if !kept.contains(&e) {
+            kept.push(e);
+        }
+    }
+    kept
 }
 
 /// Plans the references to one body over one shared result. One per statement's planning.
