@@ -1383,6 +1383,125 @@ async fn shared_computations_keep_apart_what_differs() {
     );
 }
 
+/// GROUPING SETS, CUBE and ROLLUP aggregate the rows once, by every grouping column, and each set
+/// from a finer set already computed: the same rows as DataFusion's own plan
+/// (`sqe.optimizer.grouping_sets = false`), NULLs in the data kept apart from a set's NULLs by
+/// GROUPING(), aggregate FILTERs applied to the rows. DISTINCT aggregates and repeated sets keep
+/// DataFusion's plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouping_sets_are_aggregated_from_finer_sets() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(
+        &engine,
+        "CREATE TABLE cube AS SELECT id % 3 AS a, id % 5 AS b, \
+         CASE WHEN id % 11 = 0 THEN NULL ELSE id % 7 END AS c, id * 2 AS v \
+         FROM generate_series(1, 200000) AS g(id)",
+    )
+    .await;
+    let rollup = "SELECT a, b, c, sum(v), count(*), GROUPING(a, b, c) FROM cube \
+                  GROUP BY ROLLUP (a, b, c)";
+    // The same rows counted here: each set keyed by its columns and its GROUPING() bits.
+    let mut sums: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for id in 1..=200_000u64 {
+        let c = if id % 11 == 0 {
+            String::new()
+        } else {
+            (id % 7).to_string()
+        };
+        let (a, b) = ((id % 3).to_string(), (id % 5).to_string());
+        for key in [
+            format!("{a}|{b}|{c}|0"),
+            format!("{a}|{b}||1"),
+            format!("{a}|||3"),
+            "|||7".to_string(),
+        ] {
+            let e = sums.entry(key).or_default();
+            e.0 += 2 * id;
+            e.1 += 1;
+        }
+    }
+    let mut expected: Vec<String> = sums
+        .iter()
+        .map(|(key, (sum, n))| {
+            let (cols, grouping) = key.rsplit_once('|').unwrap_or_else(|| panic!("{key}"));
+            format!("{cols}|{sum}|{n}|{grouping}")
+        })
+        .collect();
+    expected.sort();
+    let sorted = |batches: Vec<arrow::array::RecordBatch>| {
+        let mut rows = lines(&batches);
+        rows.sort();
+        rows
+    };
+    assert_eq!(sorted(run(&engine, rollup).await), expected);
+    let plan = explain(&engine, rollup).await;
+    assert!(
+        plan.contains(
+            "GroupingSetsExec: finest (a, b, c), (a, b) from (a, b, c), (a) from (a, b), \
+             () from (a)"
+        ),
+        "{plan}"
+    );
+
+    let off = open_in(
+        &dir,
+        EngineConfig {
+            options: vec![("sqe.optimizer.grouping_sets".into(), "false".into())],
+            ..EngineConfig::default()
+        },
+    );
+    let alike = [
+        "SELECT a, b, c, sum(v), count(*), GROUPING(a, b, c) FROM cube GROUP BY ROLLUP (a, b, c)",
+        "SELECT a, b, avg(v), min(v), max(v), count(c), sum(v) FILTER (WHERE c = 3), \
+         GROUPING(a, b) FROM cube GROUP BY CUBE (a, b)",
+        "SELECT a, b, c, count(*), GROUPING(a, b, c) FROM cube GROUP BY GROUPING SETS ((a), (b), (c))",
+        "SELECT a, c, count(DISTINCT b), sum(v) FROM cube GROUP BY ROLLUP (a, c)",
+        "SELECT a, count(*) FROM cube GROUP BY GROUPING SETS ((a), (a), ())",
+        "SELECT a % 2, b + 1, sum(v) FROM cube WHERE v > 1000 GROUP BY ROLLUP (a % 2, b + 1)",
+        // One partition may get no rows: the empty set still counts 0 there.
+        "SELECT a, count(*), sum(v) FROM cube WHERE v < 100 GROUP BY ROLLUP (a)",
+    ];
+    for sql in alike {
+        let ours = sorted(run(&engine, sql).await);
+        assert_eq!(ours, sorted(run(&off, sql).await), "{sql}");
+        assert!(ours.len() >= 4, "{sql}: {ours:?}");
+        assert!(!explain(&off, sql).await.contains("GroupingSetsExec"));
+    }
+    let plan = explain(&engine, alike[2]).await;
+    assert!(
+        plan.contains("GroupingSetsExec: finest (a, b, c) (not a set), (a) from (a, b, c)"),
+        "{plan}"
+    );
+    let none = "SELECT a, count(*), sum(v) FROM cube WHERE v < 0 GROUP BY ROLLUP (a)";
+    assert_eq!(lines(&run(&engine, none).await), ["|0|"]);
+    assert!(explain(&engine, none).await.contains("GroupingSetsExec"));
+    for kept in [alike[3], alike[4]] {
+        let plan = explain(&engine, kept).await;
+        assert!(!plan.contains("GroupingSetsExec"), "{kept}: {plan}");
+    }
+
+    // A finest level the memory pool will not hold: its rows go out once per set.
+    let small = open_in(
+        &dir,
+        EngineConfig {
+            memory_limit: Some(16 << 20),
+            ..EngineConfig::default()
+        },
+    );
+    let wide = "SELECT v % 100000, a, sum(v), count(*) FROM cube GROUP BY ROLLUP (v % 100000, a)";
+    let ours = sorted(run(&small, wide).await);
+    assert_eq!(ours.len(), 1 + 50_000 + 150_000);
+    assert_eq!(ours, sorted(run(&off, wide).await));
+    let plan = lines(&run(&small, &format!("EXPLAIN ANALYZE {wide}")).await).join("\n");
+    assert!(
+        plan.contains("GroupingSetsExec") && !plan.contains("sets_unmerged=0"),
+        "{plan}"
+    );
+    let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {wide}")).await).join("\n");
+    assert!(plan.contains("sets_unmerged=0"), "{plan}");
+}
+
 /// The files an EXPLAINed scan reads (each range of a small file is the whole file).
 async fn files_read(engine: &Engine, sql: &str) -> usize {
     let plan = lines(&run(engine, &format!("EXPLAIN {sql}")).await).join("\n");

@@ -12,6 +12,7 @@ mod conjunction;
 mod decimal;
 mod dynamic_filter;
 mod exec;
+mod grouping_sets;
 mod key_bitmap;
 mod one_scan;
 mod operator_exprs;
@@ -49,6 +50,8 @@ extensions_options! {
         pub filter_conjunctions: bool, default = true
         /// Decimal `+ - *` skip per-row overflow checks that cannot fail (decimal.rs).
         pub decimal_arithmetic: bool, default = true
+        /// GROUPING SETS, CUBE and ROLLUP aggregate each set from a finer one (grouping_sets.rs).
+        pub grouping_sets: bool, default = true
     }
 }
 
@@ -112,8 +115,8 @@ fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send +
 }
 
 /// DataFusion's physical optimizer rules with SQE's: identical aggregates are shared before the
-/// joins hand out dynamic filters (which would make the copies differ); dynamic filters on rows and
-/// conjunctions come after every DataFusion rule.
+/// joins hand out dynamic filters (which would make the copies differ); grouping sets from finer
+/// sets, dynamic filters on rows and conjunctions come after every DataFusion rule.
 fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     let post = rules
@@ -121,6 +124,7 @@ fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
         .position(|r| r.name() == "FilterPushdown(Post)")
         .unwrap_or(rules.len());
     rules.insert(post, Arc::new(shared::ShareAggregates));
+    rules.push(Arc::new(grouping_sets::GroupingSetsFromFinerSets));
     // Correctness, not a speed-up: after DataFusion's rules have placed the joins' sides.
     rules.push(Arc::new(rerun::OwnRangesWhereRunTwice));
     rules.push(Arc::new(dynamic_filter::DynamicFilterRows));
@@ -147,6 +151,7 @@ mod tests {
             "join_key_bitmaps",
             "filter_conjunctions",
             "decimal_arithmetic",
+            "grouping_sets",
         ] {
             options
                 .set(&format!("sqe.optimizer.{rule}"), "false")
@@ -159,7 +164,8 @@ mod tests {
                 || off.dynamic_filter_rows
                 || off.join_key_bitmaps
                 || off.filter_conjunctions
-                || off.decimal_arithmetic)
+                || off.decimal_arithmetic
+                || off.grouping_sets)
         );
         let unknown = config
             .options_mut()
