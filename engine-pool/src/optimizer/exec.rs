@@ -1,7 +1,10 @@
 //! What the optimizer's own execution plan nodes share.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use datafusion::arrow::array::{ArrayData, RecordBatch};
+use datafusion::arrow::buffer::Buffer;
 use datafusion::error::Result as DFResult;
 use datafusion::physical_plan::ExecutionPlan;
 
@@ -16,4 +19,30 @@ pub(crate) fn only_input(
             "{exec} has exactly one input"
         ))),
     }
+}
+
+/// The memory of `batch`'s buffers whose allocations are not in `seen` yet (which it adds).
+/// Aggregates emit slices of one allocation and string views share their data buffers: counted
+/// per array, each would count the whole allocation again.
+pub(crate) fn unseen_memory(batch: &RecordBatch, seen: &mut HashSet<usize>) -> usize {
+    fn walk(data: &ArrayData, seen: &mut HashSet<usize>) -> usize {
+        let nulls = data.nulls().map(|n| n.buffer());
+        let own: usize = data
+            .buffers()
+            .iter()
+            .chain(nulls)
+            .filter(|b| seen.insert(b.data_ptr().as_ptr() as usize))
+            .map(Buffer::capacity)
+            .sum();
+        own + data
+            .child_data()
+            .iter()
+            .map(|c| walk(c, seen))
+            .sum::<usize>()
+    }
+    batch
+        .columns()
+        .iter()
+        .map(|c| walk(&c.to_data(), seen))
+        .sum()
 }

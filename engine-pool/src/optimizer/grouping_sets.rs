@@ -42,7 +42,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
-use super::exec::only_input;
+use super::exec::{only_input, unseen_memory};
 
 /// The physical optimizer rule: a partial aggregate of grouping sets becomes a
 /// [`GroupingSetsExec`] where it can.
@@ -364,6 +364,8 @@ impl Levels {
             MemoryLimit::Finite(bytes) => bytes / 8 / self.partitions.max(1),
             MemoryLimit::Infinite | MemoryLimit::Unknown => usize::MAX,
         };
+        // Each allocation counts once: a level's batches are slices of one.
+        let mut seen = HashSet::new();
         let grow = |bytes: usize| {
             reservation.size().saturating_add(bytes) <= budget
                 && reservation.try_grow(bytes).is_ok()
@@ -371,7 +373,7 @@ impl Levels {
         let mut held = Vec::new();
         while let Some(batch) = finest.try_next().await? {
             let batch = self.relabel(batch)?;
-            let refused = !grow(size(&batch));
+            let refused = !grow(unseen_memory(&batch, &mut seen));
             held.push(batch);
             if refused {
                 // The pool will not hold the finest level: each of its rows, held and to come, goes
@@ -414,7 +416,7 @@ impl Levels {
                 Err(e) if matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) => break,
                 batches => batches?,
             };
-            if !grow(batches.iter().map(size).sum()) {
+            if !grow(batches.iter().map(|b| unseen_memory(b, &mut seen)).sum()) {
                 break;
             }
             computed.push(batches);
@@ -516,22 +518,12 @@ fn counted(
     rows: impl futures::Stream<Item = DFResult<RecordBatch>> + Send + 'static,
     reservation: MemoryReservation,
 ) -> Batches {
-    rows.inspect_ok(move |b| reservation.shrink(size(b).min(reservation.size())))
-        .boxed()
-}
-
-/// The memory of `batch`'s rows: aggregates emit slices of one buffer, which each slice's own
-/// size would count in full.
-fn size(batch: &RecordBatch) -> usize {
-    batch
-        .columns()
-        .iter()
-        .map(|c| {
-            c.to_data()
-                .get_slice_memory_size()
-                .unwrap_or_else(|_| c.get_array_memory_size())
-        })
-        .sum()
+    let mut seen = HashSet::new();
+    rows.inspect_ok(move |b| {
+        let bytes = unseen_memory(b, &mut seen);
+        reservation.shrink(bytes.min(reservation.size()));
+    })
+    .boxed()
 }
 
 /// Rows already at hand, as a plan's input that can be read once.
