@@ -85,13 +85,16 @@ struct Open {
     answers: mpsc::Receiver<Answer>,
     /// The index the next fetched batch gets (the prepare's is 0).
     next_index: u64,
+    /// Whether the client was told the result ended (or failed): it fetches until an answer
+    /// without chunks, so a result whose last rows went out is open until that answer goes too.
+    ended: bool,
 }
 
 impl Open {
-    /// Whether rows of the result are still to come to the client: its read-ahead goes on, or
-    /// holds answers nobody fetched yet.
+    /// Whether the client is still to read the result to its end. A shutdown that stopped
+    /// listening once the last rows went out would fail the client's fetch of the end.
     fn unread(&self) -> bool {
-        !(self.answers.is_closed() && self.answers.is_empty())
+        !self.ended
     }
 }
 
@@ -333,12 +336,15 @@ impl QuackServer {
             id,
             answers,
             next_index: 1,
+            ended: false,
         };
         let (chunks, done) = match open.answers.recv().await {
             None => (Vec::new(), true),
             Some(Err(e)) => return e,
             Some(Ok(answer)) => answer,
         };
+        // A prepare answer that holds every row tells the client not to fetch.
+        open.ended = done;
         let chunks = if result.schema.fields().is_empty() {
             Vec::new()
         } else {
@@ -740,9 +746,14 @@ async fn fetch(
     };
     let chunks = match open.answers.recv().await {
         None => Vec::new(),
-        Some(answer) => answer?.0,
+        Some(Ok((chunks, _))) => chunks,
+        Some(Err(error)) => {
+            open.ended = true;
+            return Err(error);
+        }
     };
     if chunks.is_empty() {
+        open.ended = true;
         return Ok((chunks, None));
     }
     let index = open.next_index;
@@ -1335,15 +1346,27 @@ mod tests {
         let idle = connect(&quack).await;
         let reading = connect(&quack).await;
         assert_eq!((quack.open_sessions(), quack.open_work()), (2, 0));
-        let (_, result) = prepared_rows(&prepare(&quack, &reading, "rows 60000").await, "n");
+        let (first, result) = prepared_rows(&prepare(&quack, &reading, "rows 60000").await, "n");
         assert_eq!(quack.open_work(), 1);
         let fetch = request(message::kind::FETCH_REQUEST, &reading, |w| {
             w.field(1).hugeint(result);
         });
+        // Every answer with rows leaves the result open, the last one's too: the client fetches
+        // once more to be told the end, and a shutdown waits for that.
+        let mut rows = 0;
         while quack.open_work() > 0 {
-            let (kind, _, _) = answer(&quack.handle(&fetch).await);
+            let bytes = quack.handle(&fetch).await;
+            let (kind, _, mut r) = answer(&bytes);
             assert_eq!(kind, message::kind::FETCH_RESPONSE);
+            r.begin().unwrap_or_else(|e| panic!("{e}"));
+            if r.has(1).unwrap_or(false) {
+                rows += rows_in(&mut r);
+                assert_eq!(quack.open_work(), 1, "after {rows} rows");
+            } else {
+                assert_eq!(quack.open_work(), 0);
+            }
         }
+        assert_eq!(rows + first, 60_000);
         // Read to its end: the session stays, with nothing for a shutdown to wait for.
         assert_eq!(quack.open_sessions(), 2);
         let (_, result) = prepared_rows(&prepare(&quack, &idle, "rows 60000").await, "n");
