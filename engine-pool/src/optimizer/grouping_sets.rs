@@ -16,13 +16,14 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, new_null_array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{DataFusionError, Result as DFResult, ScalarValue};
+use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
@@ -36,7 +37,6 @@ use datafusion::physical_plan::metrics::{
     BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode, PlanProperties,
 };
@@ -403,12 +403,12 @@ impl Levels {
                 None => &held,
                 Some(i) => &computed[i],
             };
-            let rows: Vec<DFResult<RecordBatch>> = source
+            let rows: Vec<RecordBatch> = source
                 .iter()
                 .map(|b| self.expand(b, &level.nulls))
-                .collect();
+                .collect::<DFResult<_>>()?;
             let merged: DFResult<Vec<RecordBatch>> = self
-                .aggregate(futures::stream::iter(rows).boxed(), &context)?
+                .aggregate(rows, &context)?
                 .and_then(|b| futures::future::ready(self.relabel(b)))
                 .try_collect()
                 .await;
@@ -475,27 +475,16 @@ impl Levels {
     /// The partial states of `rows` (laid out as `schema`, each in its set's shape) merged.
     fn aggregate(
         &self,
-        rows: Batches,
+        rows: Vec<RecordBatch>,
         context: &Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        let source = Arc::new(OnceStream {
-            schema: Arc::clone(&self.schema),
-            rows: Mutex::new(Some(rows)),
-        });
-        let source = StreamingTableExec::try_new(
-            Arc::clone(&self.schema),
-            vec![source],
-            None,
-            [],
-            false,
-            None,
-        )?;
+        let source = MemorySourceConfig::try_new_exec(&[rows], Arc::clone(&self.schema), None)?;
         let merge = AggregateExec::try_new(
             AggregateMode::PartialReduce,
             self.merge.clone(),
             self.aggregates.clone(),
             vec![None; self.aggregates.len()],
-            Arc::new(source),
+            source,
             Arc::clone(&self.input_schema),
         )?;
         merge.execute(0, Arc::clone(context))
@@ -524,38 +513,4 @@ fn counted(
         reservation.shrink(bytes.min(reservation.size()));
     })
     .boxed()
-}
-
-/// Rows already at hand, as a plan's input that can be read once.
-struct OnceStream {
-    schema: SchemaRef,
-    rows: Mutex<Option<Batches>>,
-}
-
-impl fmt::Debug for OnceStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OnceStream").finish_non_exhaustive()
-    }
-}
-
-impl PartitionStream for OnceStream {
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let rows = rows.unwrap_or_else(|| {
-            futures::stream::once(async {
-                Err(DataFusionError::Internal(
-                    "GroupingSetsExec: a level was read twice".into(),
-                ))
-            })
-            .boxed()
-        });
-        Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            rows,
-        ))
-    }
 }
