@@ -1050,6 +1050,47 @@ async fn join_filters_drop_rows_at_the_scan() {
     assert_eq!(lines(&run(&engine, outer).await), ["200000|20"]);
 }
 
+/// A join's build side is not the side SQE estimates much the larger, its estimates following all
+/// the keys of the joins below: two tables of 5,000 rows matched on two keys (the second with ten
+/// values) give one row per row, not the 500 DataFusion's own estimate takes from the last key, so
+/// they are the build side against a third table of 200,000 rows. The answer is the same either
+/// way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_sides_follow_every_key_of_the_joins_below() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    for sql in [
+        "CREATE TABLE orders_t AS SELECT id AS ok1, id % 10 AS ok2 FROM generate_series(1, 5000) AS g(id)",
+        "CREATE TABLE lines_t AS SELECT id AS lk1, id % 10 AS lk2 FROM generate_series(1, 5000) AS g(id)",
+        "CREATE TABLE big_t AS SELECT id % 5000 + 1 AS bk, id AS w FROM generate_series(1, 200000) AS g(id)",
+    ] {
+        run(&engine, sql).await;
+    }
+    let join = "SELECT count(*), sum(b.w) FROM orders_t o JOIN lines_t l ON o.ok1 = l.lk1 \
+                AND o.ok2 = l.lk2 JOIN big_t b ON b.bk = o.ok1";
+    // The top join's line: which side's key comes first is the build side.
+    let top = |plan: String| {
+        plan.lines()
+            .find(|l| l.contains("HashJoinExec") && l.contains("bk@"))
+            .map(|l| l.split("on=[(").nth(1).unwrap_or_default().to_string())
+            .unwrap_or_else(|| panic!("no join on bk in {plan}"))
+    };
+    assert_eq!(lines(&run(&engine, join).await), ["200000|20000100000"]);
+    let plan = explain(&engine, join).await;
+    assert!(top(plan.clone()).starts_with("ok1@"), "{plan}");
+
+    let datafusion = open_in(
+        &dir,
+        EngineConfig {
+            options: vec![("sqe.optimizer.join_sides".into(), "false".into())],
+            ..EngineConfig::default()
+        },
+    );
+    assert_eq!(lines(&run(&datafusion, join).await), ["200000|20000100000"]);
+    let plan = explain(&datafusion, join).await;
+    assert!(top(plan.clone()).starts_with("bk@"), "{plan}");
+}
+
 /// A partitioned join's filter (a CASE over the key's hash, with a short IN list or a hash table
 /// per partition) drops the same rows at the scan, and runs after the query's own filter on that
 /// scan. The bitmap of the build side's keys rules out most rows before the join's own filter
@@ -1500,6 +1541,87 @@ async fn grouping_sets_are_aggregated_from_finer_sets() {
     );
     let plan = lines(&run(&engine, &format!("EXPLAIN ANALYZE {wide}")).await).join("\n");
     assert!(plan.contains("sets_unmerged=0"), "{plan}");
+}
+
+/// A UNION ALL of aggregates over one join, each by fewer columns (subtotals spelled out, as
+/// DuckDB words TPC-DS q27), computes the join once: one GROUPING SETS aggregate whose rows take
+/// the columns of their branch. The same rows as each branch on its own, the grand total's row
+/// over no rows included; branches by the same columns, or over other inputs, stay branches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_union_of_aggregates_over_one_input_is_one_grouping_sets_aggregate() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(
+        &engine,
+        "CREATE TABLE sale AS SELECT id % 3 AS a, id % 2 AS b, id AS x FROM generate_series(1, 1000) AS g(id)",
+    )
+    .await;
+    run(
+        &engine,
+        "CREATE TABLE kept AS SELECT id AS a FROM generate_series(0, 2) AS g(id)",
+    )
+    .await;
+    let subtotals = |filter: &str| {
+        format!(
+            "WITH r AS (SELECT s.a, s.b, s.x FROM sale s JOIN kept k ON s.a = k.a {filter}) \
+             SELECT a, b, 0 AS g, sum(x) AS s, count(*) AS n FROM r GROUP BY a, b \
+             UNION ALL SELECT a, NULL, 1, sum(x), count(*) FROM r GROUP BY a \
+             UNION ALL SELECT NULL, NULL, 2, sum(x), count(*) FROM r"
+        )
+    };
+    let mut expected = Vec::new();
+    let sum = |keep: &dyn Fn(u64) -> bool| {
+        let ids = (1..=1000u64).filter(|&i| keep(i));
+        let (s, n) = ids.fold((0, 0), |(s, n), i| (s + i, n + 1));
+        format!("{s}|{n}")
+    };
+    for a in 0..3 {
+        for b in 0..2 {
+            expected.push(format!("{a}|{b}|0|{}", sum(&|i| i % 3 == a && i % 2 == b)));
+        }
+        expected.push(format!("{a}||1|{}", sum(&|i| i % 3 == a)));
+    }
+    expected.push(format!("||2|{}", sum(&|_| true)));
+    expected.sort();
+    let sorted = |batches: Vec<arrow::array::RecordBatch>| {
+        let mut rows = lines(&batches);
+        rows.sort();
+        rows
+    };
+    let all = subtotals("");
+    assert_eq!(sorted(run(&engine, &all).await), expected);
+    let plan = explain(&engine, &all).await;
+    assert!(plan.contains("GROUPING SETS"), "{plan}");
+    assert_eq!(plan.matches("TableScan: sale").count(), 1, "{plan}");
+    let none = subtotals("WHERE s.x < 0");
+    assert_eq!(lines(&run(&engine, &none).await), ["||2||0"]);
+
+    let off = open_in(
+        &dir,
+        EngineConfig {
+            options: vec![("sqe.optimizer.grouping_sets".into(), "false".into())],
+            ..EngineConfig::default()
+        },
+    );
+    assert_eq!(sorted(run(&off, &all).await), expected);
+    assert_eq!(
+        explain(&off, &all).await.matches("TableScan: sale").count(),
+        3
+    );
+    let apart = [
+        // Two branches by the same column.
+        "SELECT a, sum(x) FROM sale GROUP BY a UNION ALL SELECT a, max(x) FROM sale GROUP BY a",
+        // Over two inputs.
+        "SELECT a, sum(x) FROM sale GROUP BY a UNION ALL SELECT NULL, sum(x) FROM sale WHERE b = 1",
+    ];
+    for sql in apart {
+        assert_eq!(
+            sorted(run(&engine, sql).await),
+            sorted(run(&off, sql).await)
+        );
+        let plan = explain(&engine, sql).await;
+        assert!(!plan.contains("GROUPING SETS"), "{sql}: {plan}");
+    }
 }
 
 /// The files an EXPLAINed scan reads (each range of a small file is the whole file).

@@ -13,12 +13,14 @@ mod decimal;
 mod dynamic_filter;
 mod exec;
 mod grouping_sets;
+mod join_sides;
 mod key_bitmap;
 mod one_scan;
 mod operator_exprs;
 mod rerun;
 mod shared;
 mod shared_cte;
+mod union_groupings;
 
 use std::sync::Arc;
 
@@ -50,7 +52,10 @@ extensions_options! {
         pub filter_conjunctions: bool, default = true
         /// Decimal `+ - *` skip per-row overflow checks that cannot fail (decimal.rs).
         pub decimal_arithmetic: bool, default = true
-        /// GROUPING SETS, CUBE and ROLLUP aggregate each set from a finer one (grouping_sets.rs).
+        /// A hash join whose build side is estimated much the larger swaps sides (join_sides.rs).
+        pub join_sides: bool, default = true
+        /// GROUPING SETS, CUBE and ROLLUP aggregate each set from a finer one (grouping_sets.rs);
+        /// a UNION ALL of aggregates over one input is one such aggregate (union_groupings.rs).
         pub grouping_sets: bool, default = true
     }
 }
@@ -96,9 +101,10 @@ pub(crate) fn extension_planners() -> Vec<Arc<dyn ExtensionPlanner + Send + Sync
     vec![Arc::new(shared_cte::SharedCtePlanner::default())]
 }
 
-/// DataFusion's logical optimizer rules with SQE's: aggregates over one input and a CTE's
-/// references are marked as one computation once subqueries are joins and before any filter moves
-/// into them; the filters the pushdown then leaves above a CTE's references go into it as one.
+/// DataFusion's logical optimizer rules with SQE's: a union of aggregates over one input becomes
+/// grouping sets, aggregates over one input and a CTE's references are marked as one computation
+/// once subqueries are joins and before any filter moves into them; the filters the pushdown then
+/// leaves above a CTE's references go into it as one.
 fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     let mut rules = Optimizer::new().rules;
     // Without DataFusion's filter pushdown there is nothing to place them around.
@@ -109,16 +115,24 @@ fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send +
         );
         let marks = shared_cte::MarkSharedCtes(Arc::clone(&identity));
         rules.insert(pushdown, Arc::new(marks));
-        rules.insert(pushdown, Arc::new(one_scan::OneScan(identity)));
+        rules.insert(pushdown, Arc::new(one_scan::OneScan(Arc::clone(&identity))));
+        rules.insert(
+            pushdown,
+            Arc::new(union_groupings::UnionOfGroupings(identity)),
+        );
     }
     rules
 }
 
-/// DataFusion's physical optimizer rules with SQE's: identical aggregates are shared before the
-/// joins hand out dynamic filters (which would make the copies differ); grouping sets from finer
-/// sets, dynamic filters on rows and conjunctions come after every DataFusion rule.
+/// DataFusion's physical optimizer rules with SQE's: join sides are checked right after
+/// DataFusion's join selection, before distribution and dynamic filters; identical aggregates are
+/// shared before the joins hand out dynamic filters (which would make the copies differ); grouping
+/// sets from finer sets, dynamic filters on rows and conjunctions come after every DataFusion rule.
 fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
+    if let Some(selection) = rules.iter().position(|r| r.name() == "join_selection") {
+        rules.insert(selection + 1, Arc::new(join_sides::SmallerBuildSides));
+    }
     let post = rules
         .iter()
         .position(|r| r.name() == "FilterPushdown(Post)")
@@ -151,6 +165,7 @@ mod tests {
             "join_key_bitmaps",
             "filter_conjunctions",
             "decimal_arithmetic",
+            "join_sides",
             "grouping_sets",
         ] {
             options
@@ -165,6 +180,7 @@ mod tests {
                 || off.join_key_bitmaps
                 || off.filter_conjunctions
                 || off.decimal_arithmetic
+                || off.join_sides
                 || off.grouping_sets)
         );
         let unknown = config
