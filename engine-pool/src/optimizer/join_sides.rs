@@ -14,8 +14,11 @@
 //!   keys being the product of its key columns' counts up to its rows (so a side unique on its
 //!   keys, as a fact table on its line number, matches each row of the other side at most once);
 //!   a side whose keys cannot be counted is taken for the smaller side's rows, as a primary key;
-//!   and each column keeps the share of its distinct values that the rows it kept imply;
-//! - a GROUP BY outputs at most the product of its columns' distinct counts.
+//!   and each column keeps the share of its distinct values that the rows it kept imply; a semi
+//!   or anti join keeps the share of its side's keys that the other side has;
+//! - a GROUP BY outputs the product of its columns' distinct counts, at most its input's rows;
+//! - what cannot be estimated (a GROUP BY of strings, joins other than hash joins) stays unknown,
+//!   and no join above it is swapped.
 //!
 //! It swaps only where the build side is estimated at twice the probe side and
 //! [`MUCH_LARGER_ROWS`] more: in closer calls DataFusion's choice stays, which is mostly a
