@@ -72,8 +72,8 @@ impl PhysicalOptimizerRule for SmallerBuildSides {
             let stats = registry.compute(plan.as_ref()).ok()?;
             stats.base().num_rows.get_value().copied()
         };
-        let single = &config.optimizer;
-        let repartition = single.repartition_joins && config.execution.target_partitions > 1;
+        let optimizer = &config.optimizer;
+        let repartition = optimizer.repartition_joins && config.execution.target_partitions > 1;
         plan.transform_up(|node| {
             let Some(join) = node.downcast_ref::<HashJoinExec>() else {
                 return Ok(Transformed::no(node));
@@ -96,10 +96,10 @@ impl PhysicalOptimizerRule for SmallerBuildSides {
             }
             // DataFusion's own thresholds for a build side held once for all partitions.
             let bytes = join.right().partition_statistics(None)?.total_byte_size;
-            let small = probe < single.hash_join_single_partition_threshold_rows
+            let small = probe < optimizer.hash_join_single_partition_threshold_rows
                 && bytes
                     .get_value()
-                    .is_none_or(|b| *b < single.hash_join_single_partition_threshold);
+                    .is_none_or(|b| *b < optimizer.hash_join_single_partition_threshold);
             let mode = if small || !repartition {
                 PartitionMode::CollectLeft
             } else {
@@ -235,21 +235,19 @@ fn integer(value: &ScalarValue) -> Option<i128> {
     })
 }
 
-/// The distinct values of `key` (a column of a side with `rows` rows), if they can be told.
-fn key_ndv(stats: &Statistics, rows: usize, key: &Arc<dyn PhysicalExpr>) -> Option<usize> {
+/// The distinct values of `key`, if they can be told (every estimate here holds them to its rows).
+fn key_ndv(stats: &Statistics, key: &Arc<dyn PhysicalExpr>) -> Option<usize> {
     key.downcast_ref::<Column>()
         .and_then(|c| stats.column_statistics.get(c.index()))
         .and_then(|s| s.distinct_count.get_value().copied())
-        .map(|ndv| ndv.clamp(1, rows.max(1)))
+        .map(|ndv| ndv.max(1))
 }
 
 /// The distinct combinations of a side's keys, if each key's can be told: their product, at most
 /// the side's rows.
 fn keys_ndv(stats: &Statistics, rows: usize, keys: &[&Arc<dyn PhysicalExpr>]) -> Option<usize> {
     keys.iter()
-        .try_fold(1usize, |n, k| {
-            Some(n.saturating_mul(key_ndv(stats, rows, k)?))
-        })
+        .try_fold(1usize, |n, k| Some(n.saturating_mul(key_ndv(stats, k)?)))
         .map(|n| n.min(rows.max(1)))
 }
 
@@ -308,7 +306,11 @@ fn hash_join(join: &HashJoinExec, left: &Statistics, right: &Statistics) -> Opti
         }
         columns
     };
-    let unknown = ColumnStatistics::new_unknown;
+    let mark = |stats: &Statistics| {
+        let mut columns = stats.column_statistics.clone();
+        columns.push(ColumnStatistics::new_unknown());
+        columns
+    };
     let column_statistics = match join.join_type() {
         JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full => {
             let mut columns = kept(left, left_rows);
@@ -317,16 +319,8 @@ fn hash_join(join: &HashJoinExec, left: &Statistics, right: &Statistics) -> Opti
         }
         JoinType::LeftSemi | JoinType::LeftAnti => kept(left, left_rows),
         JoinType::RightSemi | JoinType::RightAnti => kept(right, right_rows),
-        JoinType::LeftMark => {
-            let mut columns = left.column_statistics.clone();
-            columns.push(unknown());
-            columns
-        }
-        JoinType::RightMark => {
-            let mut columns = right.column_statistics.clone();
-            columns.push(unknown());
-            columns
-        }
+        JoinType::LeftMark => mark(left),
+        JoinType::RightMark => mark(right),
     };
     let stats = Statistics {
         num_rows: Precision::Inexact(rows),

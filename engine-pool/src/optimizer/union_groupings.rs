@@ -58,10 +58,12 @@ impl OptimizerRule for UnionOfGroupings {
     }
 }
 
-/// One branch taken apart: its aggregate and the expressions its projection computes from it.
-struct Branch {
-    aggregate: Aggregate,
-    exprs: Vec<Expr>,
+/// One branch taken apart: the branch, its aggregate and the expressions its projection
+/// computes from that.
+struct Branch<'a> {
+    plan: &'a Arc<LogicalPlan>,
+    aggregate: &'a Aggregate,
+    exprs: &'a [Expr],
 }
 
 impl UnionOfGroupings {
@@ -71,9 +73,9 @@ impl UnionOfGroupings {
         // Branches that merge, grouped by input; the rest stay as they are.
         let mut groups: Vec<(Vec<String>, Vec<Branch>)> = Vec::new();
         let mut others = Vec::new();
-        for input in union.inputs.iter().cloned() {
-            let Some(branch) = branch(&input) else {
-                others.push(input);
+        for input in &union.inputs {
+            let Some(branch) = branch(input) else {
+                others.push(Arc::clone(input));
                 continue;
             };
             let data = sources(&branch.aggregate.input, &self.0);
@@ -94,12 +96,7 @@ impl UnionOfGroupings {
                 inputs.push(Arc::new(plan));
                 merged = true;
             } else {
-                inputs.extend(
-                    branches
-                        .into_iter()
-                        .map(Branch::into_plan)
-                        .collect::<DFResult<Vec<_>>>()?,
-                );
+                inputs.extend(branches.iter().map(|b| Arc::clone(b.plan)));
             }
         }
         if !merged {
@@ -116,19 +113,10 @@ impl UnionOfGroupings {
     }
 }
 
-impl Branch {
-    fn into_plan(self) -> DFResult<Arc<LogicalPlan>> {
-        let aggregate = Arc::new(LogicalPlan::Aggregate(self.aggregate));
-        Ok(Arc::new(LogicalPlan::Projection(Projection::try_new(
-            self.exprs, aggregate,
-        )?)))
-    }
-}
-
 /// A branch that can merge: a projection of an aggregate grouped by plain columns (no grouping
 /// sets of its own) over a deterministic input.
-fn branch(plan: &LogicalPlan) -> Option<Branch> {
-    let LogicalPlan::Projection(projection) = plan else {
+fn branch(plan: &Arc<LogicalPlan>) -> Option<Branch<'_>> {
+    let LogicalPlan::Projection(projection) = plan.as_ref() else {
         return None;
     };
     let LogicalPlan::Aggregate(aggregate) = projection.input.as_ref() else {
@@ -143,8 +131,9 @@ fn branch(plan: &LogicalPlan) -> Option<Branch> {
         return None;
     }
     Some(Branch {
-        aggregate: aggregate.clone(),
-        exprs: projection.expr.clone(),
+        plan,
+        aggregate,
+        exprs: &projection.expr,
     })
 }
 
