@@ -11,6 +11,7 @@
 mod conjunction;
 mod decimal;
 mod dynamic_filter;
+mod eager_aggregate;
 mod exec;
 mod grouping_sets;
 mod join_sides;
@@ -57,6 +58,9 @@ extensions_options! {
         /// GROUPING SETS, CUBE and ROLLUP aggregate each set from a finer one (grouping_sets.rs);
         /// a UNION ALL of aggregates over one input is one such aggregate (union_groupings.rs).
         pub grouping_sets: bool, default = true
+        /// An aggregate over a join sums by keys before joining the table of its text columns
+        /// (eager_aggregate.rs).
+        pub eager_aggregation: bool, default = true
     }
 }
 
@@ -104,7 +108,8 @@ pub(crate) fn extension_planners() -> Vec<Arc<dyn ExtensionPlanner + Send + Sync
 /// DataFusion's logical optimizer rules with SQE's: a union of aggregates over one input becomes
 /// grouping sets, aggregates over one input and a CTE's references are marked as one computation
 /// once subqueries are joins and before any filter moves into them; the filters the pushdown then
-/// leaves above a CTE's references go into it as one.
+/// leaves above a CTE's references go into it as one; then aggregates over joins sum by keys before
+/// joining the table of their text columns.
 fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     let mut rules = Optimizer::new().rules;
     // Without DataFusion's filter pushdown there is nothing to place them around.
@@ -113,6 +118,7 @@ fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send +
             pushdown + 1,
             Arc::new(shared_cte::PushFiltersIntoSharedCtes),
         );
+        rules.insert(pushdown + 2, Arc::new(eager_aggregate::EagerAggregation));
         let marks = shared_cte::MarkSharedCtes(Arc::clone(&identity));
         rules.insert(pushdown, Arc::new(marks));
         rules.insert(pushdown, Arc::new(one_scan::OneScan(Arc::clone(&identity))));
@@ -167,6 +173,7 @@ mod tests {
             "decimal_arithmetic",
             "join_sides",
             "grouping_sets",
+            "eager_aggregation",
         ] {
             options
                 .set(&format!("sqe.optimizer.{rule}"), "false")
@@ -181,7 +188,8 @@ mod tests {
                 || off.filter_conjunctions
                 || off.decimal_arithmetic
                 || off.join_sides
-                || off.grouping_sets)
+                || off.grouping_sets
+                || off.eager_aggregation)
         );
         let unknown = config
             .options_mut()
