@@ -231,6 +231,13 @@ async fn create_dim(engine: &Engine) {
 }
 
 /// Each row as its cells joined by `|`.
+/// The rows of `batches` as [`lines`], sorted: for answers whose order the query leaves open.
+fn sorted(batches: Vec<arrow::array::RecordBatch>) -> Vec<String> {
+    let mut rows = lines(&batches);
+    rows.sort();
+    rows
+}
+
 fn lines(batches: &[arrow::array::RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();
     for b in batches {
@@ -1470,11 +1477,6 @@ async fn grouping_sets_are_aggregated_from_finer_sets() {
         })
         .collect();
     expected.sort();
-    let sorted = |batches: Vec<arrow::array::RecordBatch>| {
-        let mut rows = lines(&batches);
-        rows.sort();
-        rows
-    };
     assert_eq!(sorted(run(&engine, rollup).await), expected);
     let plan = explain(&engine, rollup).await;
     assert!(
@@ -1583,11 +1585,6 @@ async fn a_union_of_aggregates_over_one_input_is_one_grouping_sets_aggregate() {
     }
     expected.push(format!("||2|{}", sum(&|_| true)));
     expected.sort();
-    let sorted = |batches: Vec<arrow::array::RecordBatch>| {
-        let mut rows = lines(&batches);
-        rows.sort();
-        rows
-    };
     let all = subtotals("");
     assert_eq!(sorted(run(&engine, &all).await), expected);
     let plan = explain(&engine, &all).await;
@@ -1944,11 +1941,6 @@ async fn an_aggregate_by_text_columns_sums_before_joining_their_table() {
         })
         .collect();
     expected.sort();
-    let sorted = |batches: Vec<arrow::array::RecordBatch>| {
-        let mut rows = lines(&batches);
-        rows.sort();
-        rows
-    };
     let select = "SELECT p.name, p.city, d.year, sum(s.amount), count(s.qty), count(*), \
                   min(s.qty), max(s.amount)";
     let group = "GROUP BY p.name, p.city, d.year";
