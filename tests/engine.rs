@@ -230,7 +230,6 @@ async fn create_dim(engine: &Engine) {
     .await;
 }
 
-/// Each row as its cells joined by `|`.
 /// The rows of `batches` as [`lines`], sorted: for answers whose order the query leaves open.
 fn sorted(batches: Vec<arrow::array::RecordBatch>) -> Vec<String> {
     let mut rows = lines(&batches);
@@ -238,6 +237,7 @@ fn sorted(batches: Vec<arrow::array::RecordBatch>) -> Vec<String> {
     rows
 }
 
+/// Each row as its cells joined by `|`.
 fn lines(batches: &[arrow::array::RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();
     for b in batches {
@@ -1995,4 +1995,157 @@ async fn an_aggregate_by_text_columns_sums_before_joining_their_table() {
         let plan = explain(&engine, sql).await;
         assert!(!plan.contains("__sqe_eager_"), "{sql}: {plan}");
     }
+}
+
+/// Running sums, counts, minima and maxima (a frame from the partition's start to the current row)
+/// are computed in one pass: by ROWS, by RANGE (rows that tie on the ORDER BY share the value of the
+/// last of them) and without PARTITION BY, over batches of seven rows, so partitions and runs of
+/// ties cross batches. NULL partition keys are one partition, NULL values are skipped. The answers
+/// are computed here; a bigint sum that overflows fails with Trino's message; a FILTER clause and
+/// the switch off leave DataFusion's window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_windows_carry_their_values_across_batches() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let small_batches = |rule: &str| EngineConfig {
+        options: vec![
+            ("datafusion.execution.batch_size".into(), "7".into()),
+            ("sqe.optimizer.running_windows".into(), rule.into()),
+        ],
+        ..EngineConfig::default()
+    };
+    let engine = open_in(&dir, small_batches("true"));
+    run(
+        &engine,
+        "CREATE TABLE w AS SELECT id, CASE WHEN id % 17 = 0 THEN NULL ELSE id % 4 END AS g, \
+         id % 9 AS d, CASE WHEN id % 5 = 0 THEN NULL ELSE id * 3 - 250 END AS x, \
+         CAST(id * 7 % 101 AS decimal(10, 2)) AS amount, \
+         date_add('day', id * 13 % 30, DATE '2020-01-01') AS day \
+         FROM generate_series(1, 200) AS g(id)",
+    )
+    .await;
+    // (id, g, d, x, amount, day offset)
+    type Row = (i64, Option<i64>, i64, Option<i64>, i64, i64);
+    /// Whether the first row is in the second one's frame.
+    type InFrame = fn(&Row, &Row) -> bool;
+    let rows: Vec<Row> = (1..=200)
+        .map(|id| {
+            let g = (id % 17 != 0).then_some(id % 4);
+            let x = (id % 5 != 0).then_some(id * 3 - 250);
+            (id, g, id % 9, x, id * 7 % 101, id * 13 % 30)
+        })
+        .collect();
+    let day = |offset: i64| {
+        let date = chrono::NaiveDate::from_ymd_opt(2020, 1, 1).unwrap_or_else(|| panic!("date"));
+        (date + chrono::Duration::days(offset)).to_string()
+    };
+    // Each row's running values over the rows `before` it holds for.
+    let expected = |before: InFrame| {
+        let mut out: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let frame: Vec<&Row> = rows.iter().filter(|o| before(o, r)).collect();
+                let xs: Vec<i64> = frame.iter().filter_map(|o| o.3).collect();
+                let sum = if xs.is_empty() {
+                    String::new()
+                } else {
+                    xs.iter().sum::<i64>().to_string()
+                };
+                let max = frame
+                    .iter()
+                    .map(|o| o.4)
+                    .max()
+                    .unwrap_or_else(|| panic!("a frame has its row"));
+                let min_day = frame
+                    .iter()
+                    .map(|o| o.5)
+                    .min()
+                    .unwrap_or_else(|| panic!("a frame has its row"));
+                let amounts: i64 = frame.iter().map(|o| o.4).sum();
+                format!(
+                    "{}|{sum}|{}|{}|{max}.00|{}|{amounts}.00",
+                    r.0,
+                    xs.len(),
+                    frame.len(),
+                    day(min_day)
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let functions = "sum(x) OVER w, count(x) OVER w, count(*) OVER w, max(amount) OVER w, \
+                     min(day) OVER w, sum(amount) OVER w";
+    let by_rows = format!(
+        "SELECT id, {functions} FROM w WINDOW w AS (PARTITION BY g ORDER BY d, id \
+         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    );
+    let by_range = format!("SELECT id, {functions} FROM w WINDOW w AS (PARTITION BY g ORDER BY d)");
+    let whole = format!("SELECT id, {functions} FROM w WINDOW w AS (ORDER BY d DESC)");
+    let cases: [(&str, InFrame); 3] = [
+        (&by_rows, |o, r| o.1 == r.1 && (o.2, o.0) <= (r.2, r.0)),
+        (&by_range, |o, r| o.1 == r.1 && o.2 <= r.2),
+        (&whole, |o, r| o.2 >= r.2),
+    ];
+    let off = open_in(&dir, small_batches("false"));
+    for (sql, before) in &cases {
+        let want = expected(*before);
+        assert_eq!(sorted(run(&engine, sql).await), want, "{sql}");
+        assert!(
+            explain(&engine, sql).await.contains("RunningWindowExec"),
+            "{sql}"
+        );
+        assert_eq!(sorted(run(&off, sql).await), want, "{sql}: switched off");
+        assert!(
+            !explain(&off, sql).await.contains("RunningWindowExec"),
+            "{sql}"
+        );
+    }
+
+    let overflow = "SELECT sum(x) OVER (ORDER BY i ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) \
+                    FROM (VALUES (1, 9223372036854775807), (2, 1)) t(i, x)";
+    let session = session("test", &engine);
+    let failed = match engine.execute(&session, overflow).await {
+        Ok(result) => result
+            .batches
+            .try_collect::<Vec<_>>()
+            .await
+            .err()
+            .map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    };
+    let message = failed.unwrap_or_else(|| panic!("{overflow}: no error"));
+    assert!(
+        message.contains("bigint addition overflow: 9223372036854775807 + 1"),
+        "{message}"
+    );
+    // Ties are added up first, then to the running sum, which never leaves bigint here.
+    let ties = "SELECT d, sum(x) OVER (ORDER BY d) FROM (VALUES (1, 10), \
+                (2, 9223372036854775802), (2, -10)) t(d, x)";
+    assert_eq!(
+        sorted(run(&engine, ties).await),
+        ["1|10", "2|9223372036854775802", "2|9223372036854775802"]
+    );
+    assert!(explain(&engine, ties).await.contains("RunningWindowExec"));
+
+    // A FILTER clause stays DataFusion's (and is applied).
+    let filtered =
+        "SELECT id, count(*) FILTER (WHERE x > 0) OVER (ORDER BY id) FROM w WHERE id <= 90";
+    let want: Vec<String> = {
+        let mut kept = 0;
+        let mut out: Vec<String> = rows[..90]
+            .iter()
+            .map(|r| {
+                kept += usize::from(r.3.is_some_and(|x| x > 0));
+                format!("{}|{kept}", r.0)
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    assert_eq!(sorted(run(&engine, filtered).await), want);
+    assert!(
+        !explain(&engine, filtered)
+            .await
+            .contains("RunningWindowExec")
+    );
 }

@@ -19,6 +19,7 @@ mod key_bitmap;
 mod one_scan;
 mod operator_exprs;
 mod rerun;
+mod running_window;
 mod shared;
 mod shared_cte;
 mod union_groupings;
@@ -61,6 +62,9 @@ extensions_options! {
         /// An aggregate over a join sums by keys before joining the table of its text columns
         /// (eager_aggregate.rs).
         pub eager_aggregation: bool, default = true
+        /// Running sums, counts, minima and maxima over a window are one pass over the sorted rows
+        /// (running_window.rs).
+        pub running_windows: bool, default = true
     }
 }
 
@@ -133,7 +137,8 @@ fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send +
 /// DataFusion's physical optimizer rules with SQE's: join sides are checked right after
 /// DataFusion's join selection, before distribution and dynamic filters; identical aggregates are
 /// shared before the joins hand out dynamic filters (which would make the copies differ); grouping
-/// sets from finer sets, dynamic filters on rows and conjunctions come after every DataFusion rule.
+/// sets from finer sets, dynamic filters on rows, conjunctions and running windows come after every
+/// DataFusion rule.
 fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     if let Some(selection) = rules.iter().position(|r| r.name() == "join_selection") {
@@ -150,6 +155,7 @@ fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     rules.push(Arc::new(dynamic_filter::DynamicFilterRows));
     rules.push(Arc::new(conjunction::FilterConjunctions));
     rules.push(Arc::new(decimal::DecimalArithmetic));
+    rules.push(Arc::new(running_window::RunningWindows));
     rules
 }
 
@@ -174,6 +180,7 @@ mod tests {
             "join_sides",
             "grouping_sets",
             "eager_aggregation",
+            "running_windows",
         ] {
             options
                 .set(&format!("sqe.optimizer.{rule}"), "false")
@@ -189,7 +196,8 @@ mod tests {
                 || off.decimal_arithmetic
                 || off.join_sides
                 || off.grouping_sets
-                || off.eager_aggregation)
+                || off.eager_aggregation
+                || off.running_windows)
         );
         let unknown = config
             .options_mut()
