@@ -1098,6 +1098,62 @@ async fn join_sides_follow_every_key_of_the_joins_below() {
     assert!(top(plan.clone()).starts_with("bk@"), "{plan}");
 }
 
+/// `x IN (SELECT … rank() …)` over a GROUP BY of a small table's strings builds the semi join's hash
+/// table from the subquery's few rows, not from the 200,000 rows it filters (TPC-DS q70): the
+/// strings of a table of at most a thousand rows are counted as at most its rows, and a window
+/// keeps its input's rows. DataFusion's own choice builds it from the large side. The answer is
+/// the same either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semi_join_on_a_ranked_subquery_builds_on_the_subquery() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    for sql in [
+        "CREATE TABLE shop AS SELECT id, 'state ' || CAST(id % 3 AS varchar) AS state \
+         FROM generate_series(1, 12) AS g(id)",
+        "CREATE TABLE sale AS SELECT id % 12 + 1 AS shop_id, id % 100 + id % 7 AS amount \
+         FROM generate_series(1, 200000) AS g(id)",
+    ] {
+        run(&engine, sql).await;
+    }
+    let mut by_state = [0u64; 3];
+    for id in 1..=200_000u64 {
+        by_state[((id % 12 + 1) % 3) as usize] += id % 100 + id % 7;
+    }
+    let best = (0..3).max_by_key(|&s| by_state[s]).unwrap_or_default();
+    let (mut rows, mut total) = (0u64, 0u64);
+    for id in 1..=200_000u64 {
+        if (id % 12 + 1) % 3 == best as u64 {
+            rows += 1;
+            total += id % 100 + id % 7;
+        }
+    }
+    let expected = [format!("{rows}|{total}")];
+    let sql = "SELECT count(*), sum(s.amount) FROM sale s JOIN shop p ON s.shop_id = p.id \
+               WHERE p.state IN (SELECT state FROM (SELECT p2.state, \
+               rank() OVER (ORDER BY sum(s2.amount) DESC) AS r FROM sale s2 \
+               JOIN shop p2 ON s2.shop_id = p2.id GROUP BY p2.state) WHERE r <= 1)";
+    let semi = |plan: &str| -> String {
+        plan.lines()
+            .find(|l| l.contains("HashJoinExec") && l.contains("Semi"))
+            .map(|l| l.split("join_type=").nth(1).unwrap_or_default().to_string())
+            .unwrap_or_else(|| panic!("no semi join in {plan}"))
+    };
+    assert_eq!(lines(&run(&engine, sql).await), expected);
+    let plan = explain(&engine, sql).await;
+    assert!(semi(&plan).starts_with("RightSemi"), "{plan}");
+
+    let datafusion = open_in(
+        &dir,
+        EngineConfig {
+            options: vec![("sqe.optimizer.join_sides".into(), "false".into())],
+            ..EngineConfig::default()
+        },
+    );
+    assert_eq!(lines(&run(&datafusion, sql).await), expected);
+    let plan = explain(&datafusion, sql).await;
+    assert!(semi(&plan).starts_with("LeftSemi"), "{plan}");
+}
+
 /// A partitioned join's filter (a CASE over the key's hash, with a short IN list or a hash table
 /// per partition) drops the same rows at the scan, and runs after the query's own filter on that
 /// scan. The bitmap of the build side's keys rules out most rows before the join's own filter

@@ -7,7 +7,9 @@
 //! 49, and q29 876 K `catalog_sales` rows to look up 2. [`SmallerBuildSides`] runs after
 //! DataFusion's join selection and estimates each join's sides anew, bottom up:
 //! - a table's integer and date columns count their distinct values (at most its rows, and at most
-//!   the values between the column's bounds: surrogate keys are dense);
+//!   the values between the column's bounds: surrogate keys are dense); so do the other columns of
+//!   a table of at most [`FEW_ROWS`] rows (at most its rows), which a GROUP BY of a store's state
+//!   or a promotion's name can then be estimated by;
 //! - a filter keeps a share of the distinct values as well as of the rows (DataFusion's own rule,
 //!   through its statistics registry, which the rest of these estimates plug into);
 //! - an equi-join outputs `left × right / max(distinct keys of either side)`, a side's distinct
@@ -17,6 +19,7 @@
 //!   and each column keeps the share of its distinct values that the rows it kept imply; a semi
 //!   or anti join keeps the share of its side's keys that the other side has;
 //! - a GROUP BY outputs the product of its columns' distinct counts, at most its input's rows;
+//! - a window keeps its input's rows;
 //! - what cannot be estimated (a GROUP BY of strings, joins other than hash joins) stays unknown,
 //!   and no join above it is swapped.
 //!
@@ -45,6 +48,7 @@ use datafusion::physical_plan::operator_statistics::{
 };
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::windows::{BoundedWindowAggExec, WindowAggExec};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr};
 
 use super::shared::SharedExec;
@@ -52,6 +56,11 @@ use super::shared::SharedExec;
 /// How many more rows than the probe side a build side must be estimated at (as well as twice
 /// as many) for the sides to be swapped: a hash table of fewer rows takes a few milliseconds.
 pub(crate) const MUCH_LARGER_ROWS: usize = 100_000;
+
+/// The rows of a table small enough for each of its columns to be counted as having at most that
+/// many distinct values: a GROUP BY of them is then estimated at no more than a few thousand
+/// rows, which no swap turns on (they take [`MUCH_LARGER_ROWS`]).
+const FEW_ROWS: usize = 1_000;
 
 /// The rule (module docs), after DataFusion's join selection.
 #[derive(Debug)]
@@ -139,6 +148,16 @@ impl StatisticsProvider for KeyCardinality {
             group_by(aggregate, children[0].base())?
         } else if plan.downcast_ref::<SharedExec>().is_some() {
             children[0].base().clone()
+        } else if plan.downcast_ref::<BoundedWindowAggExec>().is_some()
+            || plan.downcast_ref::<WindowAggExec>().is_some()
+        {
+            // Its input's rows and columns, and columns of its own that are not known.
+            let mut stats = children[0].base().clone();
+            let width = plan.schema().fields().len();
+            stats
+                .column_statistics
+                .resize_with(width, ColumnStatistics::new_unknown);
+            stats
         } else {
             datafusion_estimate(plan, children)?
         };
@@ -198,7 +217,8 @@ fn datafusion_estimate(
 }
 
 /// A scan's statistics with the distinct values of its integer and date columns: at most the rows
-/// that are not null, at most the values between the column's bounds.
+/// that are not null, at most the values between the column's bounds; and of its other columns, at
+/// most the rows that are not null, where it has at most [`FEW_ROWS`] rows.
 fn table(plan: &dyn ExecutionPlan) -> Result<Statistics> {
     let mut stats = Arc::unwrap_or_clone(plan.partition_statistics(None)?);
     let Some(&rows) = stats.num_rows.get_value() else {
@@ -215,6 +235,8 @@ fn table(plan: &dyn ExecutionPlan) -> Result<Statistics> {
         {
             let values = usize::try_from(max - min + 1).unwrap_or(usize::MAX);
             column.distinct_count = Precision::Inexact(rows.saturating_sub(nulls).min(values));
+        } else if rows <= FEW_ROWS {
+            column.distinct_count = Precision::Inexact(rows.saturating_sub(nulls));
         }
     }
     Ok(stats)
