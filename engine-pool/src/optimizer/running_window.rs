@@ -628,7 +628,8 @@ impl ExecutionPlan for RunningWindowExec {
             schema: Arc::clone(&schema),
             last_key: None,
             last_values: Vec::new(),
-            held: None,
+            held: Vec::new(),
+            held_ties: Vec::new(),
         };
         // The input's batches, then its end (None), which lets the last run of ties out.
         // After an error the stream ends: the rows held back are lost with it.
@@ -677,8 +678,12 @@ struct Partition {
     last_key: Option<Vec<ScalarValue>>,
     /// Each function's value at that row, as a one-row array.
     last_values: Vec<ArrayRef>,
-    /// The rows received and not sent on: the last run of ties, which the next batch may continue.
-    held: Option<RecordBatch>,
+    /// The rows received and not sent on: the last run of ties, which the next batch may continue,
+    /// in the batches they came in (joined once the run ends: a run of many batches is copied
+    /// once, not once per batch).
+    held: Vec<RecordBatch>,
+    /// That run's partition key and ORDER BY values.
+    held_ties: Vec<ScalarValue>,
 }
 
 fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> DFResult<Vec<ArrayRef>> {
@@ -701,13 +706,40 @@ fn run_starts(columns: &[ArrayRef]) -> DFResult<Vec<usize>> {
 }
 
 impl Partition {
+    /// The partition key and ORDER BY values of `batch`'s row `row`.
+    fn ties_at(&self, batch: &RecordBatch, row: usize) -> DFResult<Vec<ScalarValue>> {
+        let mut columns = evaluate(&self.partition_by, batch)?;
+        columns.extend(evaluate(&self.order_by, batch)?);
+        columns
+            .iter()
+            .map(|c| ScalarValue::try_from_array(c, row))
+            .collect()
+    }
+
+    /// Whether every row of `batch` ties with the rows held back: its last one does, the rows
+    /// being sorted by the partition key and the ORDER BY.
+    fn all_tie_with_held(&self, batch: &RecordBatch) -> DFResult<bool> {
+        if self.held.is_empty() || batch.num_rows() == 0 {
+            return Ok(false);
+        }
+        Ok(self.ties_at(batch, batch.num_rows() - 1)? == self.held_ties)
+    }
+
     /// The window's rows for `batch` (None: the input has ended), as far as they are known.
     fn push(&mut self, batch: Option<RecordBatch>) -> DFResult<RecordBatch> {
         let end = batch.is_none();
-        let batch = match (self.held.take(), batch) {
-            (Some(held), Some(batch)) => concat_batches(&held.schema(), [&held, &batch])?,
-            (Some(rows), None) | (None, Some(rows)) => rows,
-            (None, None) => return Ok(RecordBatch::new_empty(Arc::clone(&self.schema))),
+        if let Some(next) = &batch
+            && self.all_tie_with_held(next)?
+        {
+            self.held.push(next.clone());
+            return Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
+        }
+        let mut parts = std::mem::take(&mut self.held);
+        parts.extend(batch);
+        let batch = match parts.as_slice() {
+            [] => return Ok(RecordBatch::new_empty(Arc::clone(&self.schema))),
+            [one] => one.clone(),
+            [first, ..] => concat_batches(&first.schema(), &parts)?,
         };
         let rows = batch.num_rows();
         if rows == 0 {
@@ -726,7 +758,8 @@ impl Partition {
             (Vec::new(), rows)
         };
         if ready < rows {
-            self.held = Some(batch.slice(ready, rows - ready));
+            self.held = vec![batch.slice(ready, rows - ready)];
+            self.held_ties = self.ties_at(&batch, ready)?;
         }
         if ready == 0 {
             return Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
