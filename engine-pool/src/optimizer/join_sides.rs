@@ -20,8 +20,8 @@
 //!   or anti join keeps the share of its side's keys that the other side has;
 //! - a GROUP BY outputs the product of its columns' distinct counts, at most its input's rows;
 //! - a window keeps its input's rows;
-//! - what cannot be estimated (a GROUP BY of strings, joins other than hash joins) stays unknown,
-//!   and no join above it is swapped.
+//! - what cannot be estimated (a GROUP BY of a larger table's strings, joins other than hash
+//!   joins) stays unknown, and no join above it is swapped.
 //!
 //! It swaps only where the build side is estimated at twice the probe side and
 //! [`MUCH_LARGER_ROWS`] more: in closer calls DataFusion's choice stays, which is mostly a
