@@ -706,14 +706,11 @@ fn run_starts(columns: &[ArrayRef]) -> DFResult<Vec<usize>> {
 }
 
 impl Partition {
-    /// The partition key and ORDER BY values of `batch`'s row `row`.
-    fn ties_at(&self, batch: &RecordBatch, row: usize) -> DFResult<Vec<ScalarValue>> {
+    /// `batch`'s partition key and ORDER BY columns, which rows tie on.
+    fn tie_columns(&self, batch: &RecordBatch) -> DFResult<Vec<ArrayRef>> {
         let mut columns = evaluate(&self.partition_by, batch)?;
         columns.extend(evaluate(&self.order_by, batch)?);
-        columns
-            .iter()
-            .map(|c| ScalarValue::try_from_array(c, row))
-            .collect()
+        Ok(columns)
     }
 
     /// Whether every row of `batch` ties with the rows held back: its last one does, the rows
@@ -722,7 +719,8 @@ impl Partition {
         if self.held.is_empty() || batch.num_rows() == 0 {
             return Ok(false);
         }
-        Ok(self.ties_at(batch, batch.num_rows() - 1)? == self.held_ties)
+        let columns = self.tie_columns(&batch.slice(batch.num_rows() - 1, 1))?;
+        Ok(values_at(&columns, 0)? == self.held_ties)
     }
 
     /// The window's rows for `batch` (None: the input has ended), as far as they are known.
@@ -745,31 +743,32 @@ impl Partition {
         if rows == 0 {
             return Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
         }
-        let keys = evaluate(&self.partition_by, &batch)?;
-        // Where the rows' ties start, and how many rows are sent on now.
+        // Where the rows' ties start, and how many rows are sent on now: all but the last run of
+        // ties, which is held back until the input ends or a row that does not tie arrives.
         let (tie_starts, ready) = if self.ties {
-            let mut columns = keys.clone();
-            columns.extend(evaluate(&self.order_by, &batch)?);
+            let columns = self.tie_columns(&batch)?;
             let starts = run_starts(&columns)?;
-            let last = starts.last().copied().unwrap_or(0);
-            let ready = if end { rows } else { last };
+            let ready = if end {
+                rows
+            } else {
+                starts.last().copied().unwrap_or(0)
+            };
+            if ready < rows {
+                self.held = vec![batch.slice(ready, rows - ready)];
+                self.held_ties = values_at(&columns, ready)?;
+            }
             (starts, ready)
         } else {
             (Vec::new(), rows)
         };
-        if ready < rows {
-            self.held = vec![batch.slice(ready, rows - ready)];
-            self.held_ties = self.ties_at(&batch, ready)?;
-        }
         if ready == 0 {
             return Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
         }
         let batch = batch.slice(0, ready);
-        let keys: Vec<ArrayRef> = keys.iter().map(|k| k.slice(0, ready)).collect();
-        let mut partitions = run_starts(&keys)?;
-        partitions.retain(|s| *s < ready);
+        let keys = evaluate(&self.partition_by, &batch)?;
+        let partitions = run_starts(&keys)?;
         let continues = match &self.last_key {
-            Some(last) => same_key(last, &keys)?,
+            Some(last) => values_at(&keys, 0)? == *last,
             None => false,
         };
         let tie_starts: Vec<usize> = tie_starts.into_iter().filter(|s| *s < ready).collect();
@@ -790,11 +789,7 @@ impl Partition {
             let runs = if function.ties { &ties } else { &alone };
             columns.push(function.values(&argument, runs, carry)?);
         }
-        self.last_key = Some(
-            keys.iter()
-                .map(|k| ScalarValue::try_from_array(k, ready - 1))
-                .collect::<DFResult<_>>()?,
-        );
+        self.last_key = Some(values_at(&keys, ready - 1)?);
         let inputs = batch.num_columns();
         self.last_values = columns[inputs..]
             .iter()
@@ -804,12 +799,10 @@ impl Partition {
     }
 }
 
-/// Whether the first row of `keys` has the partition key `last`.
-fn same_key(last: &[ScalarValue], keys: &[ArrayRef]) -> DFResult<bool> {
-    for (value, key) in last.iter().zip(keys) {
-        if *value != ScalarValue::try_from_array(key, 0)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+/// The values of `columns` in row `row`.
+fn values_at(columns: &[ArrayRef], row: usize) -> DFResult<Vec<ScalarValue>> {
+    columns
+        .iter()
+        .map(|c| ScalarValue::try_from_array(c, row))
+        .collect()
 }
