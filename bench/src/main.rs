@@ -208,6 +208,9 @@ fn merge(into: &mut Value, path: &Path) -> Result<(), String> {
 
 struct QueryRun {
     seconds: Option<f64>,
+    /// Of `seconds`, the median time from the statement's text to its plan, ready to run: parsing,
+    /// planning, optimizing and the scans' file planning.
+    planning: Option<f64>,
     rows: Vec<Vec<Cell>>,
     error: Option<String>,
 }
@@ -222,20 +225,35 @@ async fn collect(
     session: &Session,
     sql: &str,
 ) -> Result<Vec<RecordBatch>, String> {
+    timed(engine, session, sql)
+        .await
+        .map(|(batches, _)| batches)
+}
+
+/// A query's rows, and the seconds it took to plan it (until its rows could be asked for).
+async fn timed(
+    engine: &Engine,
+    session: &Session,
+    sql: &str,
+) -> Result<(Vec<RecordBatch>, f64), String> {
+    let start = Instant::now();
     let result = engine
         .execute(session, sql)
         .await
         .map_err(|e| e.to_string())?;
-    result
+    let planned = start.elapsed().as_secs_f64();
+    let batches = result
         .batches
         .try_collect()
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok((batches, planned))
 }
 
 async fn run_query(engine: &Engine, session: &Session, sql: &str, runs: usize) -> QueryRun {
     let failed = |e: String| QueryRun {
         seconds: None,
+        planning: None,
         rows: Vec::new(),
         error: Some(e),
     };
@@ -243,11 +261,15 @@ async fn run_query(engine: &Engine, session: &Session, sql: &str, runs: usize) -
         return failed(e);
     }
     let mut times = Vec::new();
+    let mut plans = Vec::new();
     let mut last = Vec::new();
     for _ in 0..runs.max(1) {
         let start = Instant::now();
-        match collect(engine, session, sql).await {
-            Ok(b) => last = b,
+        match timed(engine, session, sql).await {
+            Ok((b, planned)) => {
+                last = b;
+                plans.push(planned);
+            }
             Err(e) => return failed(e),
         }
         times.push(start.elapsed().as_secs_f64());
@@ -255,6 +277,7 @@ async fn run_query(engine: &Engine, session: &Session, sql: &str, runs: usize) -
     match compare::rows(&last) {
         Ok(rows) => QueryRun {
             seconds: Some(median(times)),
+            planning: Some(median(plans)),
             rows,
             error: None,
         },
@@ -507,12 +530,13 @@ async fn run(args: Args) -> Result<bool, String> {
         None => ("", ""),
     };
     let mut table = format!(
-        "| query | SQE on Iceberg (s) |{baseline_head} DuckDB on Parquet (s) | SQE / DuckDB | DuckDB on Iceberg (s) | answer |\n|---|---:|{baseline_rule}---:|---:|---:|---|\n",
+        "| query | SQE on Iceberg (s) | of which planning (s) |{baseline_head} DuckDB on Parquet (s) | SQE / DuckDB | DuckDB on Iceberg (s) | answer |\n|---|---:|---:|{baseline_rule}---:|---:|---:|---|\n",
     );
     let mut total_baseline = 0.0;
     let mut report = Vec::new();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut total_ours, mut total_theirs, mut total_iceberg) = (0.0, 0.0, 0.0);
+    let mut total_planning = 0.0;
     for (name, sql) in &queries {
         let r = &ours[name];
         let their_seconds = theirs["seconds"][name].as_f64();
@@ -543,8 +567,12 @@ async fn run(args: Args) -> Result<bool, String> {
             (Some(a), Some(b)) => {
                 total_ours += a;
                 total_theirs += b;
+                total_planning += r.planning.unwrap_or(0.0);
             }
-            (Some(a), None) if args.compare.is_none() => total_ours += a,
+            (Some(a), None) if args.compare.is_none() => {
+                total_ours += a;
+                total_planning += r.planning.unwrap_or(0.0);
+            }
             _ => {}
         }
         let fmt = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{s:.3}"));
@@ -572,13 +600,15 @@ async fn run(args: Args) -> Result<bool, String> {
             (Some(_), b, _) => format!(" {} | - |", fmt(b)),
         };
         table.push_str(&format!(
-            "| {name} | {} |{baseline_cells} {} | {ratio} | {iceberg_cell} | {answer} |\n",
+            "| {name} | {} | {} |{baseline_cells} {} | {ratio} | {iceberg_cell} | {answer} |\n",
             fmt(r.seconds),
+            fmt(r.planning),
             fmt(their_seconds)
         ));
         report.push(json!({
             "query": name,
             "sqe_seconds": r.seconds,
+            "sqe_planning_seconds": r.planning,
             "duckdb_seconds": their_seconds,
             "duckdb_iceberg_seconds": iceberg_seconds,
             "baseline_seconds": baseline_seconds,
@@ -596,19 +626,19 @@ async fn run(args: Args) -> Result<bool, String> {
         None => String::new(),
     };
     table.push_str(&format!(
-        "| **total** | **{total_ours:.3}** |{baseline_total} **{total_theirs:.3}** | **{ratio}** | **{total_iceberg:.3}** | |\n"
+        "| **total** | **{total_ours:.3}** | **{total_planning:.3}** |{baseline_total} **{total_theirs:.3}** | **{ratio}** | **{total_iceberg:.3}** | |\n"
     ));
     let matched = counts.get("Match").copied().unwrap_or(0);
     let summary = if args.compare.is_none() {
         format!(
-            "{} scale {}: {} queries, SQE {total_ours:.3}s (answers not compared)",
+            "{} scale {}: {} queries, SQE {total_ours:.3}s (planning {total_planning:.3}s; answers not compared)",
             args.suite,
             args.scale,
             queries.len()
         )
     } else {
         format!(
-            "{} scale {}: {matched}/{} Match ({}), SQE {total_ours:.3}s, DuckDB {total_theirs:.3}s, ratio {ratio}",
+            "{} scale {}: {matched}/{} Match ({}), SQE {total_ours:.3}s (planning {total_planning:.3}s), DuckDB {total_theirs:.3}s, ratio {ratio}",
             args.suite,
             args.scale,
             queries.len(),
@@ -627,7 +657,7 @@ async fn run(args: Args) -> Result<bool, String> {
         "machine": machine(),
         "duckdb": {"version": theirs["version"], "threads": theirs["threads"]},
         "queries": report,
-        "total": {"sqe_seconds": total_ours, "duckdb_seconds": total_theirs, "duckdb_iceberg_seconds": total_iceberg, "baseline_seconds": total_baseline},
+        "total": {"sqe_seconds": total_ours, "sqe_planning_seconds": total_planning, "duckdb_seconds": total_theirs, "duckdb_iceberg_seconds": total_iceberg, "baseline_seconds": total_baseline},
         "baseline": args.baseline.as_ref().map(|b| b.display().to_string()),
         "baseline_settings": args.baseline_settings,
         "writer": args.writer,
