@@ -7,12 +7,12 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, ScalarValue};
 use iceberg::spec::{
-    DataContentType, Datum, Manifest, ManifestFile, ManifestList, PrimitiveLiteral, PrimitiveType,
-    SnapshotRef,
+    DataContentType, DataFile, Datum, Manifest, ManifestFile, ManifestList, PrimitiveLiteral,
+    PrimitiveType, SnapshotRef,
 };
 use iceberg::table::Table;
 
@@ -52,7 +52,7 @@ impl ManifestCache {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn list(
+    pub(crate) async fn list(
         &self,
         table: &Table,
         snapshot: &SnapshotRef,
@@ -71,7 +71,11 @@ impl ManifestCache {
         Ok(list)
     }
 
-    async fn manifest(&self, table: &Table, file: &ManifestFile) -> iceberg::Result<Arc<Manifest>> {
+    pub(crate) async fn manifest(
+        &self,
+        table: &Table,
+        file: &ManifestFile,
+    ) -> iceberg::Result<Arc<Manifest>> {
         if let Some(manifest) = self.held().manifests.get(&file.manifest_path) {
             return Ok(manifest.clone());
         }
@@ -113,6 +117,35 @@ pub(crate) async fn from_manifests(
         Some(id) => metadata.snapshot_by_id(id),
         None => metadata.current_snapshot(),
     };
+    let Some(snapshot) = snapshot else {
+        return Ok(vec![ColumnStatistics::new_unknown(); schema.fields().len()]);
+    };
+    let list = match cache {
+        Some(cache) => cache.list(table, snapshot).await?,
+        None => Arc::new(table.manifest_list_reader(snapshot).load().await?),
+    };
+    let mut manifests = Vec::new();
+    for manifest_file in list.entries() {
+        manifests.push(match cache {
+            Some(cache) => cache.manifest(table, manifest_file).await?,
+            None => Arc::new(manifest_file.load_manifest(table.file_io()).await?),
+        });
+    }
+    let files = manifests
+        .iter()
+        .flat_map(|m| m.entries())
+        .filter(|e| e.is_alive())
+        .map(|e| e.data_file())
+        .filter(|f| f.content_type() == DataContentType::Data && paths.contains(f.file_path()));
+    Ok(from_files(schema, ids, files))
+}
+
+/// Statistics of the columns of `schema` (field ids in `ids`) over the data `files`.
+pub(crate) fn from_files<'a>(
+    schema: &Schema,
+    ids: &HashMap<String, i32>,
+    files: impl IntoIterator<Item = &'a DataFile>,
+) -> Vec<ColumnStatistics> {
     let mut columns: Vec<Column> = schema
         .fields()
         .iter()
@@ -124,47 +157,34 @@ pub(crate) async fn from_manifests(
             known: true,
         })
         .collect();
-    let Some(snapshot) = snapshot else {
-        return Ok(vec![ColumnStatistics::new_unknown(); schema.fields().len()]);
-    };
-    let list = match cache {
-        Some(cache) => cache.list(table, snapshot).await?,
-        None => Arc::new(table.manifest_list_reader(snapshot).load().await?),
-    };
     let mut seen = 0;
-    for manifest_file in list.entries() {
-        let manifest = match cache {
-            Some(cache) => cache.manifest(table, manifest_file).await?,
-            None => Arc::new(manifest_file.load_manifest(table.file_io()).await?),
-        };
-        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-            let file = entry.data_file();
-            if file.content_type() != DataContentType::Data || !paths.contains(file.file_path()) {
-                continue;
-            }
-            seen += 1;
-            for (column, field) in columns.iter_mut().zip(schema.fields()) {
-                let Some(id) = column.id else { continue };
-                let value = |d: Option<&Datum>| {
-                    d.and_then(scalar)
-                        .map(|s| match (s, field.data_type()) {
-                            (ScalarValue::Utf8(v), DataType::Utf8View) => ScalarValue::Utf8View(v),
-                            (s, _) => s,
-                        })
-                        .filter(|s| s.data_type() == *field.data_type())
-                };
-                column.add(
-                    value(file.lower_bounds().get(&id)),
-                    value(file.upper_bounds().get(&id)),
-                    file.null_value_counts().get(&id).copied(),
-                );
-            }
+    for file in files {
+        seen += 1;
+        for (column, field) in columns.iter_mut().zip(schema.fields()) {
+            let Some(id) = column.id else { continue };
+            column.add(
+                bound(file.lower_bounds().get(&id), field),
+                bound(file.upper_bounds().get(&id), field),
+                file.null_value_counts().get(&id).copied(),
+            );
         }
     }
     if seen == 0 {
-        return Ok(vec![ColumnStatistics::new_unknown(); schema.fields().len()]);
+        return vec![ColumnStatistics::new_unknown(); schema.fields().len()];
     }
-    Ok(columns.into_iter().map(Column::statistics).collect())
+    columns.into_iter().map(Column::statistics).collect()
+}
+
+/// A file's bound of a column as a scalar of the column's type `field` (strings as the views the
+/// scans read), None where there is no bound or the types differ (a promoted column's older files).
+pub(crate) fn bound(datum: Option<&Datum>, field: &Field) -> Option<ScalarValue> {
+    datum
+        .and_then(scalar)
+        .map(|s| match (s, field.data_type()) {
+            (ScalarValue::Utf8(v), DataType::Utf8View) => ScalarValue::Utf8View(v),
+            (s, _) => s,
+        })
+        .filter(|s| s.data_type() == *field.data_type())
 }
 
 /// One column's statistics as they are gathered: `known` until a file lacks a bound.

@@ -5,6 +5,7 @@ mod balance;
 pub(crate) mod column_stats;
 mod disk_cache;
 mod file_io_store;
+mod file_plan;
 pub mod hms;
 pub mod information;
 pub mod metadata_tables;

@@ -45,7 +45,7 @@ use iceberg::io::FileIO;
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 
-use super::{column_stats, parquet_read, predicate, row_ids};
+use super::{column_stats, file_plan, parquet_read, predicate, row_ids};
 
 fn iceberg_error(e: iceberg::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
@@ -197,6 +197,70 @@ impl IcebergScanProvider {
     pub fn field_ids(&self) -> &HashMap<String, i32> {
         &self.field_ids
     }
+
+    /// The files to read, planned by SQE itself where it can (`file_plan`), with their columns'
+    /// statistics; `None` for the tables iceberg-rust plans.
+    async fn plan_alone(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+    ) -> DFResult<Option<file_plan::PlannedFiles>> {
+        let Some(cache) = self.manifests.as_deref() else {
+            return Ok(None);
+        };
+        let read: Vec<i32> = match projection {
+            Some(p) => p
+                .iter()
+                .filter_map(|i| self.field_ids.get(self.schema.field(*i).name()).copied())
+                .collect(),
+            None => self
+                .schema
+                .fields()
+                .iter()
+                .filter_map(|f| self.field_ids.get(f.name()).copied())
+                .collect(),
+        };
+        file_plan::plan(
+            cache,
+            &self.table,
+            self.snapshot_id,
+            &self.iceberg_schema,
+            &self.schema,
+            &self.field_ids,
+            &read,
+            &file_plan::pruning(state, &self.schema, filters),
+        )
+        .await
+        .map_err(iceberg_error)
+    }
+
+    /// The files to read, as iceberg-rust plans them: manifests and files pruned by `predicate`,
+    /// each with the delete files that apply to it.
+    async fn plan_with_iceberg(
+        &self,
+        projection: Option<&Vec<usize>>,
+        predicate: Option<&Predicate>,
+    ) -> DFResult<Vec<FileScanTask>> {
+        let mut builder = match self.snapshot_id {
+            Some(id) => self.table.scan().snapshot_id(id),
+            None => self.table.scan(),
+        };
+        builder = match projection {
+            Some(p) => builder.select(p.iter().map(|i| self.schema.field(*i).name().clone())),
+            None => builder.select_all(),
+        };
+        if let Some(p) = predicate {
+            builder = builder.with_filter(p.clone());
+        }
+        let scan = builder.build().map_err(iceberg_error)?;
+        scan.plan_files()
+            .await
+            .map_err(iceberg_error)?
+            .try_collect()
+            .await
+            .map_err(iceberg_error)
+    }
 }
 
 /// What a scan of `source` reads, when it is one of SQE's Iceberg scans: the table's metadata
@@ -253,45 +317,45 @@ impl TableProvider for IcebergScanProvider {
             Some(p) => Arc::new(self.schema.project(p)?),
             None => self.schema.clone(),
         };
-        let mut builder = match self.snapshot_id {
-            Some(id) => self.table.scan().snapshot_id(id),
-            None => self.table.scan(),
-        };
-        builder = match projection {
-            Some(p) => builder.select(p.iter().map(|i| self.schema.field(*i).name().clone())),
-            None => builder.select_all(),
-        };
         let predicate = predicate::from_filters(filters, &self.iceberg_schema);
-        if let Some(p) = &predicate {
-            builder = builder.with_filter(p.clone());
-        }
-        let scan = builder.build().map_err(iceberg_error)?;
-        let tasks: Vec<FileScanTask> = scan
-            .plan_files()
-            .await
-            .map_err(iceberg_error)?
-            .try_collect()
-            .await
-            .map_err(iceberg_error)?;
+        // What SQE plans alone, DataFusion's reader reads: other tasks (nested columns) go to
+        // iceberg-rust's reader as iceberg-rust plans them, with their predicate.
+        let alone = self
+            .plan_alone(state, projection, filters)
+            .await?
+            .filter(|p| p.tasks.is_empty() || parquet_read::readable(&self.schema, &p.tasks));
+        let (tasks, columns) = match alone {
+            Some(planned) => (planned.tasks, Some(planned.columns)),
+            None => (
+                self.plan_with_iceberg(projection, predicate.as_ref())
+                    .await?,
+                None,
+            ),
+        };
         let partitions = state.config().target_partitions().max(1);
         let files = tasks.len();
         let datafusion_reads = parquet_read::readable(&self.schema, &tasks);
         let groups = spread(tasks, partitions);
         let all: Vec<&FileScanTask> = groups.iter().flatten().collect();
-        let paths = all.iter().map(|t| t.data_file_path.as_str()).collect();
         // Row counts, and column bounds and null counts from the manifests, for either reader: the
         // planner needs them to choose a join's build side.
         let mut statistics = row_count(&self.schema, &all, predicate.is_none(), None);
-        statistics.column_statistics = column_stats::from_manifests(
-            self.manifests.as_deref(),
-            &self.table,
-            self.snapshot_id,
-            &self.schema,
-            &self.field_ids,
-            &paths,
-        )
-        .await
-        .map_err(iceberg_error)?;
+        statistics.column_statistics = match columns {
+            Some(columns) => columns,
+            None => {
+                let paths = all.iter().map(|t| t.data_file_path.as_str()).collect();
+                column_stats::from_manifests(
+                    self.manifests.as_deref(),
+                    &self.table,
+                    self.snapshot_id,
+                    &self.schema,
+                    &self.field_ids,
+                    &paths,
+                )
+                .await
+                .map_err(iceberg_error)?
+            }
+        };
         if datafusion_reads {
             // DataFusion's reader opens the files itself: the table's file IO judges them first,
             // as it judges every file it opens (see `storage`).
