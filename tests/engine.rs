@@ -1789,6 +1789,30 @@ async fn files_holding_nan_are_not_pruned_by_their_bounds() {
     );
 }
 
+/// A filter on a nested column leaves the files to iceberg-rust's planning and the rows to the
+/// filter: DataFusion's pruning would compare the column's element type, which carries Iceberg's
+/// field ids, with a literal's, which does not (a panic in DataFusion 54.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_on_nested_columns_keep_every_file_and_their_rows() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(&engine, "CREATE TABLE o (id int, tags array(varchar))").await;
+    run(&engine, "INSERT INTO o VALUES (1, ARRAY['a', 'b'])").await;
+    run(&engine, "INSERT INTO o VALUES (2, ARRAY['c'])").await;
+    let sql = "SELECT id FROM o WHERE tags = ARRAY['a', 'b']";
+    assert_eq!(lines(&run(&engine, sql).await), ["1"]);
+    assert_eq!(
+        lines(
+            &run(
+                &engine,
+                "SELECT id FROM o WHERE id = 2 AND cardinality(tags) = 1"
+            )
+            .await
+        ),
+        ["2"]
+    );
+}
+
 /// Every function of Trino's function list (tests/fixtures/trino_functions.txt, the groups issue
 /// 14 sets aside left out) is in `SHOW FUNCTIONS`. The special forms are checked with a query
 /// each.

@@ -52,16 +52,6 @@ use super::read_ahead::{Footers, ReadAhead};
 /// means: Parquet files, no delete files, and only top-level primitive columns (nested fields
 /// would resolve by name inside their parent).
 pub(crate) fn readable(schema: &Schema, tasks: &[FileScanTask]) -> bool {
-    let nested = |t: &DataType| {
-        matches!(
-            t,
-            DataType::Struct(_)
-                | DataType::List(_)
-                | DataType::LargeList(_)
-                | DataType::FixedSizeList(..)
-                | DataType::Map(..)
-        )
-    };
     !tasks.is_empty()
         && !schema.fields().iter().any(|f| nested(f.data_type()))
         && tasks.iter().all(|t| {
@@ -69,6 +59,18 @@ pub(crate) fn readable(schema: &Schema, tasks: &[FileScanTask]) -> bool {
                 && t.data_file_format == DataFileFormat::Parquet
                 && (local_path(&t.data_file_path).is_some() || t.data_file_path.contains("://"))
         })
+}
+
+/// Whether `t` is a struct, list or map.
+pub(crate) fn nested(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Struct(_)
+            | DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..)
+            | DataType::Map(..)
+    )
 }
 
 /// The local path of `location`: `/p`, `file:///p`, or Hadoop's `file:/p` (Hive Metastore's).

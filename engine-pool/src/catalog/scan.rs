@@ -206,9 +206,18 @@ impl IcebergScanProvider {
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
     ) -> DFResult<Option<file_plan::PlannedFiles>> {
+        // Nested columns are read by iceberg-rust's reader, as iceberg-rust plans them.
         let Some(cache) = self.manifests.as_deref() else {
             return Ok(None);
         };
+        if self
+            .schema
+            .fields()
+            .iter()
+            .any(|f| parquet_read::nested(f.data_type()))
+        {
+            return Ok(None);
+        }
         let read: Vec<i32> = match projection {
             Some(p) => p
                 .iter()
