@@ -206,10 +206,10 @@ impl IcebergScanProvider {
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
     ) -> DFResult<Option<file_plan::PlannedFiles>> {
-        // Nested columns are read by iceberg-rust's reader, as iceberg-rust plans them.
         let Some(cache) = self.manifests.as_deref() else {
             return Ok(None);
         };
+        // Nested columns are read by iceberg-rust's reader, as iceberg-rust plans them.
         if self
             .schema
             .fields()
@@ -218,18 +218,14 @@ impl IcebergScanProvider {
         {
             return Ok(None);
         }
-        let read: Vec<i32> = match projection {
-            Some(p) => p
-                .iter()
-                .filter_map(|i| self.field_ids.get(self.schema.field(*i).name()).copied())
-                .collect(),
-            None => self
-                .schema
-                .fields()
-                .iter()
-                .filter_map(|f| self.field_ids.get(f.name()).copied())
-                .collect(),
+        let columns = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
         };
+        let read: Vec<i32> = columns
+            .iter()
+            .filter_map(|i| self.field_ids.get(self.schema.field(*i).name()).copied())
+            .collect();
         file_plan::plan(
             cache,
             &self.table,
@@ -327,8 +323,8 @@ impl TableProvider for IcebergScanProvider {
             None => self.schema.clone(),
         };
         let predicate = predicate::from_filters(filters, &self.iceberg_schema);
-        // What SQE plans alone, DataFusion's reader reads: other tasks (nested columns) go to
-        // iceberg-rust's reader as iceberg-rust plans them, with their predicate.
+        // What SQE plans alone, DataFusion's reader reads: files it cannot open (a path neither
+        // local nor a URL) go to iceberg-rust's reader as iceberg-rust plans them.
         let alone = self
             .plan_alone(state, projection, filters)
             .await?
