@@ -1789,6 +1789,45 @@ async fn files_holding_nan_are_not_pruned_by_their_bounds() {
     );
 }
 
+/// Parquet's bounds of a floating-point column leave NaN out, and DataFusion 54.1 takes them for
+/// every value: it answered `max(f)` from them, read a column whose bounds are equal as that one
+/// value, and skipped row groups holding the NaN a filter keeps. Each query here, over an Iceberg
+/// table and over a Parquet file, gave a wrong answer before SQE stopped all three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nan_is_read_whatever_parquet_bounds_say() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(&engine, "CREATE TABLE t (i int, f double)").await;
+    run(
+        &engine,
+        "INSERT INTO t VALUES (1, DOUBLE '5.0'), (2, nan())",
+    )
+    .await;
+    let file = dir.path().join("t.parquet");
+    let file = file.to_string_lossy();
+    run(&engine, &format!("COPY (SELECT * FROM t) TO '{file}'")).await;
+    for from in ["t".to_string(), format!("'{file}'")] {
+        let rows = |sql: String| {
+            let engine = &engine;
+            async move { lines(&run(engine, &sql).await) }
+        };
+        let all = rows(format!("SELECT i, f FROM {from} ORDER BY i")).await;
+        assert_eq!(all, ["1|5.0", "2|NaN"], "{from}");
+        let max = rows(format!("SELECT max(f), min(f) FROM {from}")).await;
+        assert_eq!(max, ["NaN|5.0"], "{from}");
+        for filter in [
+            "f <> DOUBLE '5.0'",
+            "f > DOUBLE '6.0'",
+            "f IS NOT NULL AND i > 1",
+        ] {
+            let sql = format!("SELECT i FROM {from} WHERE {filter}");
+            assert_eq!(rows(sql).await, ["2"], "{from}: {filter}");
+        }
+        let top = rows(format!("SELECT i FROM {from} ORDER BY f DESC LIMIT 1")).await;
+        assert_eq!(top, ["2"], "{from}");
+    }
+}
+
 /// A filter on a nested column leaves the files to iceberg-rust's planning and the rows to the
 /// filter: DataFusion's pruning would compare the column's element type, which carries Iceberg's
 /// field ids, with a literal's, which does not (a panic in DataFusion 54.1).

@@ -13,6 +13,7 @@ mod decimal;
 mod dynamic_filter;
 mod eager_aggregate;
 mod exec;
+mod float_bounds;
 mod grouping_sets;
 mod join_sides;
 mod key_bitmap;
@@ -134,13 +135,16 @@ fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send +
     rules
 }
 
-/// DataFusion's physical optimizer rules with SQE's: join sides are checked right after
+/// DataFusion's physical optimizer rules with SQE's: first the bounds of floating-point columns
+/// stop being exact; join sides are checked right after
 /// DataFusion's join selection, before distribution and dynamic filters; identical aggregates are
 /// shared before the joins hand out dynamic filters (which would make the copies differ); grouping
 /// sets from finer sets, dynamic filters on rows, conjunctions and running windows come after every
-/// DataFusion rule.
+/// DataFusion rule, and last the scans stop pruning by the bounds of floating-point columns.
 fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
+    // Correctness: before any rule reads a scan's statistics.
+    rules.insert(0, Arc::new(float_bounds::InexactFloatBounds));
     if let Some(selection) = rules.iter().position(|r| r.name() == "join_selection") {
         rules.insert(selection + 1, Arc::new(join_sides::SmallerBuildSides));
     }
@@ -156,6 +160,8 @@ fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     rules.push(Arc::new(conjunction::FilterConjunctions));
     rules.push(Arc::new(decimal::DecimalArithmetic));
     rules.push(Arc::new(running_window::RunningWindows));
+    // Correctness: once every filter has reached the scans.
+    rules.push(Arc::new(float_bounds::NoFloatBoundPruning));
     rules
 }
 
