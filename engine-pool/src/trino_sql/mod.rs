@@ -22,6 +22,7 @@
 mod casts;
 mod clauses;
 mod exprs;
+mod floats;
 mod functions;
 mod literals;
 mod operands;

@@ -19,6 +19,7 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 
 use super::exprs::{call_udf, is_day_second, is_text, rewrite_plan, wrap};
+use super::floats::{float_meeting, floats_over_decimals, values_over_decimals};
 use super::quotient::trino_quotient;
 use super::timestamps::{
     finest_group, instant_of, is_constant, is_zoned, meeting_type, meeting_unit, types_of,
@@ -56,7 +57,8 @@ impl AnalyzerRule for TrinoOperands {
                     },
                 ),
                 other => zoned_operands_of(other, schema)?
-                    .transform_data(|e| finest_timestamps(e, schema)),
+                    .transform_data(|e| finest_timestamps(e, schema))?
+                    .transform_data(|e| floats_over_decimals(e, schema)),
             })
         };
         // A union keeps the types its planner gave it: taken again from its inputs.
@@ -66,6 +68,7 @@ impl AnalyzerRule for TrinoOperands {
                     union.inputs,
                 )?)?,
             )),
+            LogicalPlan::Values(values) => values_over_decimals(values),
             other => other.recompute_schema(),
         })
     }
@@ -101,7 +104,7 @@ fn text_to_timestamp(
 
 /// The operands of `e` that its coercion makes one type, grouped, for the node kinds where two
 /// timestamps meet.
-fn operand_groups(e: &mut Expr) -> Vec<Vec<&mut Expr>> {
+pub(super) fn operand_groups(e: &mut Expr) -> Vec<Vec<&mut Expr>> {
     match e {
         Expr::BinaryExpr(b) => vec![vec![b.left.as_mut(), b.right.as_mut()]],
         Expr::Between(b) => vec![vec![b.expr.as_mut(), b.low.as_mut(), b.high.as_mut()]],
@@ -238,21 +241,25 @@ fn zoned_operands_of(mut e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>
     })
 }
 
-/// A UNION's inputs with each timestamp column at the finest unit any input has it in.
+/// A UNION's inputs with each timestamp column at the finest unit any input has it in, and each
+/// decimal column a float where another input has a float there.
 fn finest_union_inputs(inputs: Vec<Arc<LogicalPlan>>) -> Result<Vec<Arc<LogicalPlan>>> {
     let Some(width) = inputs.first().map(|i| i.schema().fields().len()) else {
         return Ok(inputs);
     };
-    let units: Vec<Option<(TimeUnit, bool)>> = (0..width)
+    let meetings: Vec<Option<Meeting>> = (0..width)
         .map(|c| {
             let types: Vec<DataType> = inputs
                 .iter()
                 .filter_map(|i| i.schema().fields().get(c).map(|f| f.data_type().clone()))
                 .collect();
-            meeting_unit(&types).map(|unit| (unit, types.iter().any(is_zoned)))
+            match meeting_unit(&types) {
+                Some(unit) => Some(Meeting::Timestamps(unit, types.iter().any(is_zoned))),
+                None => float_meeting(&types).map(Meeting::Float),
+            }
         })
         .collect();
-    if units.iter().all(Option::is_none) {
+    if meetings.iter().all(Option::is_none) {
         return Ok(inputs);
     }
     inputs
@@ -261,12 +268,10 @@ fn finest_union_inputs(inputs: Vec<Arc<LogicalPlan>>) -> Result<Vec<Arc<LogicalP
             let exprs: Vec<Expr> = input
                 .schema()
                 .iter()
-                .zip(&units)
-                .map(|((qualifier, field), unit)| {
+                .zip(&meetings)
+                .map(|((qualifier, field), meeting)| {
                     let column = Expr::Column(datafusion::common::Column::from((qualifier, field)));
-                    match unit
-                        .and_then(|(unit, zoned)| meeting_type(field.data_type(), unit, zoned))
-                    {
+                    match meeting.as_ref().and_then(|m| m.type_of(field.data_type())) {
                         Some(to) => Expr::Cast(Cast::new(Box::new(column), to))
                             .alias_qualified(qualifier.cloned(), field.name()),
                         None => column,
@@ -281,6 +286,24 @@ fn finest_union_inputs(inputs: Vec<Arc<LogicalPlan>>) -> Result<Vec<Arc<LogicalP
             )))
         })
         .collect()
+}
+
+/// How a UNION's inputs meet in one column.
+enum Meeting {
+    /// Timestamps at this unit (with a zone per value, or not).
+    Timestamps(TimeUnit, bool),
+    /// Decimals as this floating-point type.
+    Float(DataType),
+}
+
+impl Meeting {
+    /// The type a column of type `t` is cast to; None when it stays.
+    fn type_of(&self, t: &DataType) -> Option<DataType> {
+        match self {
+            Meeting::Timestamps(unit, zoned) => meeting_type(t, *unit, *zoned),
+            Meeting::Float(float) => t.is_decimal().then(|| float.clone()),
+        }
+    }
 }
 
 #[cfg(test)]
