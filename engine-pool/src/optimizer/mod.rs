@@ -23,6 +23,7 @@ mod rerun;
 mod running_window;
 mod shared;
 mod shared_cte;
+mod text_equality;
 mod union_groupings;
 
 use std::sync::Arc;
@@ -66,6 +67,8 @@ extensions_options! {
         /// Running sums, counts, minima and maxima over a window are one pass over the sorted rows
         /// (running_window.rs).
         pub running_windows: bool, default = true
+        /// A text column compared with constants compares 16-byte views (text_equality.rs).
+        pub text_equality: bool, default = true
     }
 }
 
@@ -139,7 +142,7 @@ fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send +
 /// stop being exact; join sides are checked right after
 /// DataFusion's join selection, before distribution and dynamic filters; identical aggregates are
 /// shared before the joins hand out dynamic filters (which would make the copies differ); grouping
-/// sets from finer sets, dynamic filters on rows, conjunctions and running windows come after every
+/// sets from finer sets, dynamic filters on rows, conjunctions, running windows and text equalities come after every
 /// DataFusion rule, and last the scans stop pruning by the bounds of floating-point columns.
 fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
@@ -160,6 +163,7 @@ fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     rules.push(Arc::new(conjunction::FilterConjunctions));
     rules.push(Arc::new(decimal::DecimalArithmetic));
     rules.push(Arc::new(running_window::RunningWindows));
+    rules.push(Arc::new(text_equality::TextEquality));
     // Correctness: once every filter has reached the scans.
     rules.push(Arc::new(float_bounds::NoFloatBoundPruning));
     rules
@@ -187,6 +191,7 @@ mod tests {
             "grouping_sets",
             "eager_aggregation",
             "running_windows",
+            "text_equality",
         ] {
             options
                 .set(&format!("sqe.optimizer.{rule}"), "false")
@@ -203,7 +208,8 @@ mod tests {
                 || off.join_sides
                 || off.grouping_sets
                 || off.eager_aggregation
-                || off.running_windows)
+                || off.running_windows
+                || off.text_equality)
         );
         let unknown = config
             .options_mut()
