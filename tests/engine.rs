@@ -1828,6 +1828,36 @@ async fn nan_is_read_whatever_parquet_bounds_say() {
     }
 }
 
+/// `sum(x + c)` computed as `sum(x) + c * count(x)` gives the sums the rows give: NULLs left out,
+/// a group of NULLs and no rows at all NULL, `c + x` and `x - c` alike, other aggregates beside
+/// them untouched; with the rule switched off the plan keeps its sums and the answers are the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shifted_sums_answer_as_the_rows_do() {
+    let rows = "(SELECT g, CAST(x AS integer) AS x \
+                FROM (VALUES (1, 10), (1, NULL), (2, NULL), (3, 5), (3, 7)) AS v(g, x)) AS t";
+    let grouped = format!(
+        "SELECT g, sum(x), sum(x + 1), sum(2 + x), sum(x - 3), max(x + 1), count(*) \
+         FROM {rows} GROUP BY g ORDER BY g"
+    );
+    let nothing = format!("SELECT sum(x + 1), count(x) FROM {rows} WHERE g > 5");
+    for rule in ["true", "false"] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let config = EngineConfig {
+            options: vec![("sqe.optimizer.shifted_sums".into(), rule.into())],
+            ..EngineConfig::default()
+        };
+        let engine = open_in(&dir, config);
+        assert_eq!(
+            lines(&run(&engine, &grouped).await),
+            ["1|10|11|12|7|11|2", "2||||||1", "3|12|14|16|6|8|2"],
+            "rule {rule}"
+        );
+        assert_eq!(lines(&run(&engine, &nothing).await), ["|0"], "rule {rule}");
+        let plan = lines(&run(&engine, &format!("EXPLAIN {grouped}")).await).join("\n");
+        assert_eq!(plan.contains("count(t.x)"), rule == "true", "{plan}");
+    }
+}
+
 /// A filter on a nested column leaves the files to iceberg-rust's planning and the rows to the
 /// filter: DataFusion's pruning would compare the column's element type, which carries Iceberg's
 /// field ids, with a literal's, which does not (a panic in DataFusion 54.1).

@@ -23,6 +23,7 @@ mod rerun;
 mod running_window;
 mod shared;
 mod shared_cte;
+mod shifted_sums;
 mod text_equality;
 mod union_groupings;
 
@@ -69,6 +70,8 @@ extensions_options! {
         pub running_windows: bool, default = true
         /// A text column compared with constants compares 16-byte views (text_equality.rs).
         pub text_equality: bool, default = true
+        /// `sum(x + c)` is `sum(x) + c * count(x)` over integers (shifted_sums.rs).
+        pub shifted_sums: bool, default = true
     }
 }
 
@@ -113,13 +116,15 @@ pub(crate) fn extension_planners() -> Vec<Arc<dyn ExtensionPlanner + Send + Sync
     vec![Arc::new(shared_cte::SharedCtePlanner::default())]
 }
 
-/// DataFusion's logical optimizer rules with SQE's: a union of aggregates over one input becomes
+/// DataFusion's logical optimizer rules with SQE's: first, sums of shifted integers become one sum
+/// and one count; a union of aggregates over one input becomes
 /// grouping sets, aggregates over one input and a CTE's references are marked as one computation
 /// once subqueries are joins and before any filter moves into them; the filters the pushdown then
 /// leaves above a CTE's references go into it as one; then aggregates over joins sum by keys before
 /// joining the table of their text columns.
 fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     let mut rules = Optimizer::new().rules;
+    rules.insert(0, Arc::new(shifted_sums::ShiftedSums));
     // Without DataFusion's filter pushdown there is nothing to place them around.
     if let Some(pushdown) = rules.iter().position(|r| r.name() == "push_down_filter") {
         rules.insert(
@@ -192,6 +197,7 @@ mod tests {
             "eager_aggregation",
             "running_windows",
             "text_equality",
+            "shifted_sums",
         ] {
             options
                 .set(&format!("sqe.optimizer.{rule}"), "false")
@@ -209,7 +215,8 @@ mod tests {
                 || off.grouping_sets
                 || off.eager_aggregation
                 || off.running_windows
-                || off.text_equality)
+                || off.text_equality
+                || off.shifted_sums)
         );
         let unknown = config
             .options_mut()
