@@ -1853,6 +1853,13 @@ async fn shifted_sums_answer_as_the_rows_do() {
             "rule {rule}"
         );
         assert_eq!(lines(&run(&engine, &nothing).await), ["|0"], "rule {rule}");
+        let rollup =
+            format!("SELECT g, sum(x + 1), count(*) FROM {rows} GROUP BY ROLLUP (g) ORDER BY g");
+        assert_eq!(
+            lines(&run(&engine, &rollup).await),
+            ["1|11|2", "2||1", "3|14|2", "|25|5"],
+            "rule {rule}"
+        );
         let plan = lines(&run(&engine, &format!("EXPLAIN {grouped}")).await).join("\n");
         assert_eq!(plan.contains("count(t.x)"), rule == "true", "{plan}");
     }

@@ -176,7 +176,8 @@ fn integer(e: &Expr) -> Option<i64> {
 /// `aggregate` with each shifted sum computed from `sum(x)` and `count(x)`, under a projection
 /// that gives back its columns, names and types.
 fn computed_once(aggregate: Aggregate, shifts: Vec<Option<Shift>>) -> Result<LogicalPlan> {
-    let groups = aggregate.group_expr.len();
+    // The grouping columns, with the grouping id of grouping sets.
+    let groups = aggregate.group_expr_len()?;
     let mut exprs: Vec<Expr> = Vec::new();
     // The position of each aggregate expression of the new aggregate.
     let mut at: HashMap<Expr, usize> = HashMap::new();
