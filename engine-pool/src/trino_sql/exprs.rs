@@ -59,6 +59,34 @@ pub(super) fn is_day_second(t: &DataType) -> bool {
     )
 }
 
+/// The operands of `e` that its coercion makes one type, grouped: of a binary operator, BETWEEN,
+/// IN, CASE (its keys, its results) and a function call (all its arguments, for the caller to
+/// judge).
+pub(super) fn operand_groups(e: &mut Expr) -> Vec<Vec<&mut Expr>> {
+    match e {
+        Expr::BinaryExpr(b) => vec![vec![b.left.as_mut(), b.right.as_mut()]],
+        Expr::Between(b) => vec![vec![b.expr.as_mut(), b.low.as_mut(), b.high.as_mut()]],
+        Expr::InList(i) => {
+            let mut group = vec![i.expr.as_mut()];
+            group.extend(i.list.iter_mut());
+            vec![group]
+        }
+        Expr::Case(c) => {
+            let mut keys: Vec<&mut Expr> = c.expr.iter_mut().map(Box::as_mut).collect();
+            let mut results: Vec<&mut Expr> = c.else_expr.iter_mut().map(Box::as_mut).collect();
+            for (when, then) in &mut c.when_then_expr {
+                if !keys.is_empty() {
+                    keys.push(when.as_mut());
+                }
+                results.push(then.as_mut());
+            }
+            vec![keys, results]
+        }
+        Expr::ScalarFunction(f) => vec![f.args.iter_mut().collect()],
+        _ => vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::datatypes::{Field, Schema, TimeUnit};

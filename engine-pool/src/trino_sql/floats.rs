@@ -13,8 +13,7 @@ use datafusion::logical_expr::{
     Cast, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Values,
 };
 
-use super::exprs::wrap;
-use super::operands::operand_groups;
+use super::exprs::{operand_groups, wrap};
 use super::timestamps::types_of;
 
 /// The functions whose arguments meet as one type (the others' arguments each have their own).

@@ -9,7 +9,8 @@
 //!   hands clauses, function calls, date-time literals, UNNEST and USING joins to clauses.rs,
 //!   functions.rs, literals.rs, unnest.rs and using_joins.rs);
 //! - binary operators as DataFusion plans them ([`TrinoOperators`]: operators.rs);
-//! - the logical plan, before DataFusion's type coercion (operands.rs) and after it (casts.rs,
+//! - the logical plan, before DataFusion's type coercion (operands.rs, which hands a double meeting
+//!   a decimal to floats.rs) and after it (casts.rs,
 //!   then overflow.rs: integer `+ - *` and minus as operators that fail on overflow), all placed
 //!   by [`analyzer_rules`]; arrow's errors of integer casts out of range in Trino's words
 //!   (overflow_text.rs, which error.rs reads).

@@ -18,7 +18,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
-use super::exprs::{call_udf, is_day_second, is_text, rewrite_plan, wrap};
+use super::exprs::{call_udf, is_day_second, is_text, operand_groups, rewrite_plan, wrap};
 use super::floats::{float_meeting, floats_over_decimals, values_over_decimals};
 use super::quotient::trino_quotient;
 use super::timestamps::{
@@ -100,33 +100,6 @@ fn text_to_timestamp(
         sqe_functions::cast_timestamp(lenient),
         args,
     ))))
-}
-
-/// The operands of `e` that its coercion makes one type, grouped, for the node kinds where two
-/// timestamps meet.
-pub(super) fn operand_groups(e: &mut Expr) -> Vec<Vec<&mut Expr>> {
-    match e {
-        Expr::BinaryExpr(b) => vec![vec![b.left.as_mut(), b.right.as_mut()]],
-        Expr::Between(b) => vec![vec![b.expr.as_mut(), b.low.as_mut(), b.high.as_mut()]],
-        Expr::InList(i) => {
-            let mut group = vec![i.expr.as_mut()];
-            group.extend(i.list.iter_mut());
-            vec![group]
-        }
-        Expr::Case(c) => {
-            let mut keys: Vec<&mut Expr> = c.expr.iter_mut().map(Box::as_mut).collect();
-            let mut results: Vec<&mut Expr> = c.else_expr.iter_mut().map(Box::as_mut).collect();
-            for (when, then) in &mut c.when_then_expr {
-                if !keys.is_empty() {
-                    keys.push(when.as_mut());
-                }
-                results.push(then.as_mut());
-            }
-            vec![keys, results]
-        }
-        Expr::ScalarFunction(f) => vec![f.args.iter_mut().collect()],
-        _ => vec![],
-    }
 }
 
 /// `e` with Trino's meaning where its operands are timestamps or intervals (see
