@@ -54,15 +54,6 @@ pub(crate) fn pruning(state: &dyn Session, schema: &Schema, filters: &[Expr]) ->
     let predicates = match DFSchema::try_from(schema.as_ref().clone()) {
         Ok(columns) => filters
             .iter()
-            // DataFusion's pruning asserts that nested types keep their fields' metadata (the
-            // field ids), which a literal's type lacks: such filters are left to the rows.
-            .filter(|filter| {
-                filter.column_refs().iter().all(|c| {
-                    schema
-                        .field_with_name(&c.name)
-                        .is_ok_and(|f| !super::parquet_read::nested(f.data_type()))
-                })
-            })
             .filter_map(|filter| {
                 let filter = filter
                     .clone()

@@ -209,7 +209,9 @@ impl IcebergScanProvider {
         let Some(cache) = self.manifests.as_deref() else {
             return Ok(None);
         };
-        // Nested columns are read by iceberg-rust's reader, as iceberg-rust plans them.
+        // Nested columns are read by iceberg-rust's reader, as iceberg-rust plans them (and
+        // DataFusion's pruning asserts that a nested type keeps its fields' metadata, the field
+        // ids, which a literal's type lacks).
         if self
             .schema
             .fields()

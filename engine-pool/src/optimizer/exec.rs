@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayData, RecordBatch};
 use datafusion::arrow::buffer::Buffer;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::Result as DFResult;
 use datafusion::physical_plan::ExecutionPlan;
 
@@ -19,6 +22,27 @@ pub(crate) fn only_input(
             "{exec} has exactly one input"
         ))),
     }
+}
+
+/// `plan` with each file scan's configuration replaced by what `change` makes of it (None: the
+/// scan stays as it is).
+pub(crate) fn change_file_scans(
+    plan: Arc<dyn ExecutionPlan>,
+    change: impl Fn(&FileScanConfig) -> Option<FileScanConfig>,
+) -> DFResult<Transformed<Arc<dyn ExecutionPlan>>> {
+    plan.transform_up(|node| {
+        let Some(scan) = node.downcast_ref::<DataSourceExec>() else {
+            return Ok(Transformed::no(node));
+        };
+        let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>() else {
+            return Ok(Transformed::no(node));
+        };
+        let Some(changed) = change(config) else {
+            return Ok(Transformed::no(node));
+        };
+        let scan = scan.clone().with_data_source(Arc::new(changed));
+        Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
+    })
 }
 
 /// The memory of `batch`'s buffers whose allocations are not in `seen` yet (which it adds).

@@ -23,12 +23,11 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::tree_node::TransformedResult;
 use datafusion::common::{Result, Statistics};
 use datafusion::datasource::physical_plan::{
-    FileGroup, FileScanConfig, FileScanConfigBuilder, FileSource, ParquetSource,
+    FileGroup, FileScanConfigBuilder, FileSource, ParquetSource,
 };
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::lit;
 use datafusion::physical_expr::utils::{collect_columns, conjunction, split_conjunction};
@@ -44,16 +43,10 @@ impl PhysicalOptimizerRule for InexactFloatBounds {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            let Some(scan) = node.downcast_ref::<DataSourceExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>() else {
-                return Ok(Transformed::no(node));
-            };
+        super::exec::change_file_scans(plan, |config| {
             let schema = config.file_source().table_schema().table_schema();
             if !schema.fields().iter().any(|f| holds_float(f.data_type())) {
-                return Ok(Transformed::no(node));
+                return None;
             }
             let mut statistics = config.statistics();
             inexact_floats(&mut statistics, schema);
@@ -62,12 +55,13 @@ impl PhysicalOptimizerRule for InexactFloatBounds {
                 .iter()
                 .map(|group| inexact_group(group, schema))
                 .collect();
-            let config = FileScanConfigBuilder::from(config.clone())
-                .with_statistics(statistics)
-                .with_file_groups(groups)
-                .build();
-            let scan = scan.clone().with_data_source(Arc::new(config));
-            Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
+            let builder = FileScanConfigBuilder::from(config.clone());
+            Some(
+                builder
+                    .with_statistics(statistics)
+                    .with_file_groups(groups)
+                    .build(),
+            )
         })
         .data()
     }
@@ -123,21 +117,13 @@ impl PhysicalOptimizerRule for NoFloatBoundPruning {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            let Some(scan) = node.downcast_ref::<DataSourceExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>() else {
-                return Ok(Transformed::no(node));
-            };
-            let Some(source) = without_float_conjuncts(config.file_source()) else {
-                return Ok(Transformed::no(node));
-            };
-            let config = FileScanConfigBuilder::from(config.clone())
-                .with_source(source)
-                .build();
-            let scan = scan.clone().with_data_source(Arc::new(config));
-            Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
+        super::exec::change_file_scans(plan, |config| {
+            let source = without_float_conjuncts(config.file_source())?;
+            Some(
+                FileScanConfigBuilder::from(config.clone())
+                    .with_source(source)
+                    .build(),
+            )
         })
         .data()
     }

@@ -117,11 +117,11 @@ pub(crate) fn extension_planners() -> Vec<Arc<dyn ExtensionPlanner + Send + Sync
 }
 
 /// DataFusion's logical optimizer rules with SQE's: first, sums of shifted integers become one sum
-/// and one count; a union of aggregates over one input becomes
-/// grouping sets, aggregates over one input and a CTE's references are marked as one computation
-/// once subqueries are joins and before any filter moves into them; the filters the pushdown then
-/// leaves above a CTE's references go into it as one; then aggregates over joins sum by keys before
-/// joining the table of their text columns.
+/// and one count; a union of aggregates over one input becomes grouping sets, aggregates over one
+/// input and a CTE's references are marked as one computation once subqueries are joins and
+/// before any filter moves into them; the filters the pushdown then leaves above a CTE's
+/// references go into it as one; then aggregates over joins sum by keys before joining the table
+/// of their text columns.
 fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     let mut rules = Optimizer::new().rules;
     rules.insert(0, Arc::new(shifted_sums::ShiftedSums));
@@ -144,11 +144,11 @@ fn logical_rules(identity: SourceIdentity) -> Vec<Arc<dyn OptimizerRule + Send +
 }
 
 /// DataFusion's physical optimizer rules with SQE's: first the bounds of floating-point columns
-/// stop being exact; join sides are checked right after
-/// DataFusion's join selection, before distribution and dynamic filters; identical aggregates are
-/// shared before the joins hand out dynamic filters (which would make the copies differ); grouping
-/// sets from finer sets, dynamic filters on rows, conjunctions, running windows and text equalities come after every
-/// DataFusion rule, and last the scans stop pruning by the bounds of floating-point columns.
+/// stop being exact; join sides are checked right after DataFusion's join selection, before
+/// distribution and dynamic filters; identical aggregates are shared before the joins hand out
+/// dynamic filters (which would make the copies differ); grouping sets from finer sets, dynamic
+/// filters on rows, conjunctions, running windows and text equalities come after every DataFusion
+/// rule, and last the scans stop pruning by the bounds of floating-point columns.
 fn physical_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     // Correctness: before any rule reads a scan's statistics.

@@ -13,8 +13,7 @@ use std::sync::Arc;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
-use datafusion::datasource::physical_plan::{FileScanConfig, FileScanConfigBuilder};
-use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::physical_plan::FileScanConfigBuilder;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::joins::NestedLoopJoinExec;
@@ -53,20 +52,11 @@ impl PhysicalOptimizerRule for OwnRangesWhereRunTwice {
 
 /// `plan` with each file scan in it reading only its own partitions' ranges.
 fn own_ranges(plan: Arc<dyn ExecutionPlan>) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
-    plan.transform_up(|node| {
-        let Some(scan) = node.downcast_ref::<DataSourceExec>() else {
-            return Ok(Transformed::no(node));
-        };
-        let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>() else {
-            return Ok(Transformed::no(node));
-        };
-        if config.partitioned_by_file_group {
-            return Ok(Transformed::no(node));
-        }
-        let own = FileScanConfigBuilder::from(config.clone())
-            .with_partitioned_by_file_group(true)
-            .build();
-        let scan = scan.clone().with_data_source(Arc::new(own));
-        Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
+    super::exec::change_file_scans(plan, |config| {
+        (!config.partitioned_by_file_group).then(|| {
+            FileScanConfigBuilder::from(config.clone())
+                .with_partitioned_by_file_group(true)
+                .build()
+        })
     })
 }

@@ -4,7 +4,8 @@
 //! quotient takes Trino's type (quotient.rs), and text cast to a timestamp is read as Trino reads
 //! it (no `T`, zone names, a longer fraction rounded); a timestamp with a time zone per value
 //! (functions/src/zoned.rs) is compared by its instant, shifted by an interval in its zone, and
-//! meets timestamps with one zone in its per-value form.
+//! meets timestamps with one zone in its per-value form. A double that meets a decimal makes it a
+//! double (floats.rs).
 
 use std::sync::Arc;
 
