@@ -2336,3 +2336,177 @@ async fn running_windows_carry_their_values_across_batches() {
             .contains("RunningWindowExec")
     );
 }
+
+/// Expiring snapshots and removing orphan files leave the table's folder holding exactly what
+/// its live snapshot refers to: files planted by writes that died go, young ones only once older
+/// than the retention, and the rows stay. The server's minimum retention is enforced; a rollback
+/// goes back to an ancestor only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_leaves_the_live_files_only() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let strict = open_in(&dir, EngineConfig::default());
+    let engine = open_in(
+        &dir,
+        EngineConfig {
+            maintenance_min_retention: Some(std::time::Duration::ZERO),
+            ..EngineConfig::default()
+        },
+    );
+    run(&engine, "CREATE TABLE t (id bigint, v varchar)").await;
+    for id in 1..=4 {
+        run(&engine, &format!("INSERT INTO t VALUES ({id}, 'v{id}')")).await;
+    }
+    run(&engine, "DELETE FROM t WHERE id = 2").await;
+    let first = lines(
+        &run(
+            &engine,
+            "SELECT snapshot_id FROM \"t$snapshots\" ORDER BY committed_at LIMIT 1",
+        )
+        .await,
+    );
+
+    // Rollback: to an ancestor, then not forward again.
+    run(
+        &engine,
+        &format!("ALTER TABLE t EXECUTE rollback_to_snapshot({})", first[0]),
+    )
+    .await;
+    assert_eq!(lines(&run(&engine, "SELECT id FROM t").await), ["1"]);
+    let head = lines(
+        &run(
+            &engine,
+            "SELECT snapshot_id FROM \"t$snapshots\" ORDER BY committed_at DESC LIMIT 1",
+        )
+        .await,
+    );
+    let session = session("test", &engine);
+    let forward = format!("ALTER TABLE t EXECUTE rollback_to_snapshot({})", head[0]);
+    let e = engine
+        .execute(&session, &forward)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("{forward} went through"));
+    assert_eq!(
+        e.message(),
+        format!(
+            "snapshot {} is not an ancestor of the current snapshot of 'iceberg.default.t'",
+            head[0]
+        )
+    );
+    for id in [5, 6] {
+        run(&engine, &format!("INSERT INTO t VALUES ({id}, 'v{id}')")).await;
+    }
+
+    // Files a killed write left behind, in both folders and deeper.
+    let folder = dir.path().join("default").join("t");
+    let planted = [
+        folder.join("data").join("dead-write-00000.parquet"),
+        folder.join("data").join("p=1").join("dead.parquet"),
+        folder.join("metadata").join("dead-m0.avro"),
+    ];
+    for path in &planted {
+        std::fs::create_dir_all(path.parent().unwrap_or(&folder)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(path, b"left behind").unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    // The server's minimum: a shorter retention is refused, and so nothing is removed.
+    for (sql, retention) in [
+        (
+            "ALTER TABLE t EXECUTE expire_snapshots(retention_threshold => '1d')",
+            "1.00d",
+        ),
+        (
+            "ALTER TABLE t EXECUTE remove_orphan_files(retention_threshold => '36h')",
+            "1.50d",
+        ),
+    ] {
+        let e = strict
+            .execute(&session, sql)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{sql} went through"));
+        assert_eq!(
+            e.message(),
+            format!(
+                "retention {retention} is shorter than the minimum retention the server allows (7.00d; [engine] maintenance_min_retention)"
+            )
+        );
+    }
+    // Files younger than the retention stay.
+    let young = lines(
+        &run(
+            &engine,
+            "ALTER TABLE t EXECUTE remove_orphan_files(retention_threshold => '1h')",
+        )
+        .await,
+    );
+    assert!(
+        young.contains(&"deleted_files_count|0".to_string()),
+        "{young:?}"
+    );
+    assert!(planted.iter().all(|p| p.exists()));
+
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    run(
+        &engine,
+        "ALTER TABLE t EXECUTE expire_snapshots(retention_threshold => '0s')",
+    )
+    .await;
+    let removed = lines(
+        &run(
+            &engine,
+            "ALTER TABLE t EXECUTE remove_orphan_files(retention_threshold => '0s')",
+        )
+        .await,
+    );
+    assert!(
+        removed.contains(&"deleted_files_count|3".to_string()),
+        "{removed:?}"
+    );
+    assert!(planted.iter().all(|p| !p.exists()));
+
+    // What is left: the live data files, the live manifests and manifest list, metadata files.
+    let listed = |sub: &str| -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut folders = vec![folder.join(sub)];
+        while let Some(f) = folders.pop() {
+            for entry in std::fs::read_dir(&f)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .flatten()
+            {
+                if entry.path().is_dir() {
+                    folders.push(entry.path());
+                } else {
+                    out.insert(entry.path().display().to_string());
+                }
+            }
+        }
+        out
+    };
+    let set = |rows: Vec<String>| rows.into_iter().collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(
+        listed("data"),
+        set(lines(
+            &run(&engine, "SELECT file_path FROM \"t$files\"").await
+        ))
+    );
+    let avro: std::collections::BTreeSet<String> = listed("metadata")
+        .into_iter()
+        .filter(|p| p.ends_with(".avro"))
+        .collect();
+    let mut live = set(lines(
+        &run(&engine, "SELECT path FROM \"t$manifests\"").await,
+    ));
+    live.extend(lines(
+        &run(&engine, "SELECT manifest_list FROM \"t$snapshots\"").await,
+    ));
+    assert_eq!(avro, live);
+    assert_eq!(
+        lines(&run(&engine, "SELECT id, v FROM t ORDER BY id").await),
+        ["1|v1", "5|v5", "6|v6"]
+    );
+    assert_eq!(
+        lines(&run(&engine, "SELECT count(*) FROM \"t$snapshots\"").await),
+        ["1"]
+    );
+}

@@ -27,7 +27,7 @@ fn flight_error(e: impl std::fmt::Display) -> SqeError {
     SqeError::invalid(message)
 }
 
-/// The words that start a statement returning rows; everything else is sent as an update.
+/// The statements that return rows (by their first words); everything else is sent as an update.
 fn returns_rows(sql: &str) -> bool {
     let first = sql
         .trim_start_matches(|c: char| c.is_whitespace() || c == '(')
@@ -35,10 +35,17 @@ fn returns_rows(sql: &str) -> bool {
         .next()
         .unwrap_or("")
         .to_ascii_lowercase();
-    matches!(
-        first.as_str(),
+    let procedure = || {
+        sql.split_whitespace()
+            .any(|w| w.eq_ignore_ascii_case("execute"))
+    };
+    match first.as_str() {
         "select" | "with" | "values" | "show" | "describe" | "explain" | "table" | "copy"
-    )
+        | "call" => true,
+        // A table procedure answers with its figures.
+        "alter" => procedure(),
+        _ => false,
+    }
 }
 
 impl FlightDb {

@@ -3705,3 +3705,163 @@ mod kept {
         );
     }
 }
+
+/// Table maintenance deletes files, so it is checked as an attacker would try it: another user
+/// without ALTER on the table, a table made to share another's folder (or the warehouse's), a
+/// table whose metadata names another table's data file, and malformed arguments. Nothing outside
+/// the table's own files goes, and the other tables read as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_deletes_only_its_own_tables_files() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = engine_in(
+        dir.path(),
+        EngineConfig {
+            admin_roles: vec!["sqe_admin".into()],
+            access_default: sqe_engine::AccessDefault::Deny,
+            maintenance_min_retention: Some(std::time::Duration::ZERO),
+            ..EngineConfig::default()
+        },
+    );
+    let ada = session(&engine, "ada", &["sqe_admin"]);
+    let alice = session(&engine, "alice", &[]);
+    let bob = session(&engine, "bob", &[]);
+    for user in ["alice", "bob"] {
+        let grant = format!("GRANT CREATE ON SCHEMA default TO USER {user}");
+        ok(&engine, &ada, &grant).await;
+    }
+    ok(&engine, &alice, "CREATE TABLE a (id bigint)").await;
+    for id in 1..=3 {
+        ok(&engine, &alice, &format!("INSERT INTO a VALUES ({id})")).await;
+    }
+    ok(&engine, &alice, "GRANT SELECT ON a TO USER bob").await;
+
+    // Bob reads alice's table but may not maintain it, in either spelling.
+    for sql in [
+        "ALTER TABLE a EXECUTE optimize",
+        "ALTER TABLE a EXECUTE expire_snapshots(retention_threshold => '0s')",
+        "ALTER TABLE a EXECUTE remove_orphan_files(retention_threshold => '0s')",
+        "CALL iceberg.system.expire_snapshots(table => 'default.a')",
+    ] {
+        let e = refused(&engine, &bob, sql).await;
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                ErrorCode::PermissionDenied,
+                "Access Denied: Cannot alter table iceberg.default.a"
+            ),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        ok(&engine, &alice, "SELECT count(*) FROM \"a$files\"").await,
+        ["3"]
+    );
+
+    // A table of bob's in alice's folder, and one in the warehouse's own: removing their orphans
+    // would remove alice's files, so it is refused before anything goes.
+    let folder = dir.path().join("default").join("a");
+    for (name, location) in [("b", folder.clone()), ("w", dir.path().to_path_buf())] {
+        let create = format!(
+            "CREATE TABLE {name} (id bigint) WITH (location = '{}')",
+            location.display()
+        );
+        ok(&engine, &bob, &create).await;
+        ok(&engine, &bob, &format!("INSERT INTO {name} VALUES (9)")).await;
+        let sql =
+            format!("ALTER TABLE {name} EXECUTE remove_orphan_files(retention_threshold => '0s')");
+        let e = refused(&engine, &bob, &sql).await;
+        assert_eq!(e.code(), ErrorCode::InvalidInput, "{e}");
+        assert!(
+            e.message()
+                .contains("remove_orphan_files does not run where tables share a folder"),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        ok(&engine, &alice, "SELECT id FROM a ORDER BY id").await,
+        ["1", "2", "3"]
+    );
+
+    // A table whose metadata names alice's data file (as a hostile writer could make it): when
+    // the file leaves bob's table and its snapshots expire, the file stays, outside bob's folder.
+    ok(&engine, &bob, "CREATE TABLE h (id bigint)").await;
+    ok(&engine, &bob, "INSERT INTO h VALUES (7)").await;
+    let alices = ok(&engine, &alice, "SELECT file_path, record_count, file_size_in_bytes FROM \"a$files\" ORDER BY file_path LIMIT 1").await;
+    let parts: Vec<&str> = alices[0].split('|').collect();
+    let catalog = sqe_engine::catalog::sql::SqlCatalog::open("iceberg", dir.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    {
+        use iceberg::Catalog;
+        use iceberg::transaction::{ApplyTransactionAction, Transaction};
+        let ident =
+            iceberg::TableIdent::from_strs(["default", "h"]).unwrap_or_else(|e| panic!("{e}"));
+        let table = catalog
+            .load_table(&ident)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let file = iceberg::spec::DataFileBuilder::default()
+            .content(iceberg::spec::DataContentType::Data)
+            .file_path(parts[0].to_string())
+            .file_format(iceberg::spec::DataFileFormat::Parquet)
+            .record_count(parts[1].parse().unwrap_or_else(|e| panic!("{e}")))
+            .file_size_in_bytes(parts[2].parse().unwrap_or_else(|e| panic!("{e}")))
+            .partition_spec_id(0)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tx = Transaction::new(&table);
+        let tx = tx
+            .fast_append()
+            .add_data_files(vec![file])
+            .apply(tx)
+            .unwrap_or_else(|e| panic!("{e}"));
+        tx.commit(&catalog).await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(
+        ok(&engine, &bob, "SELECT id FROM h ORDER BY id").await,
+        ["1", "7"]
+    );
+    ok(&engine, &bob, "DELETE FROM h").await;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let expired = ok(
+        &engine,
+        &bob,
+        "ALTER TABLE h EXECUTE expire_snapshots(retention_threshold => '0s')",
+    )
+    .await;
+    assert!(
+        expired.contains(&"deleted_data_files_count|1".to_string()),
+        "{expired:?}"
+    );
+    assert!(std::path::Path::new(parts[0]).exists());
+    assert_eq!(
+        ok(&engine, &alice, "SELECT id FROM a ORDER BY id").await,
+        ["1", "2", "3"]
+    );
+
+    // Malformed arguments get an answer naming the problem.
+    for (sql, message) in [
+        (
+            "ALTER TABLE h EXECUTE optimize(file_size_threshold => '99999999999999999999TB')",
+            "'99999999999999999999TB' is not a data size: a number and a unit (B, kB, MB, GB, TB), such as '128MB'",
+        ),
+        (
+            "ALTER TABLE h EXECUTE expire_snapshots(retention_threshold => 7)",
+            "'7' is not a duration: a number and a unit (ns, us, ms, s, m, h, d), such as '7d'",
+        ),
+        (
+            "ALTER TABLE h EXECUTE rollback_to_snapshot('x')",
+            "argument snapshot_id is an integer, not 'x'",
+        ),
+        (
+            "ALTER TABLE h EXECUTE expire_snapshots(retain_last => 0)",
+            "argument retain_last is at least 1",
+        ),
+        (
+            "CALL system.expire_snapshots(table => 42)",
+            "the table argument is a string such as 'schema.table', not 42",
+        ),
+    ] {
+        let e = refused(&engine, &bob, sql).await;
+        assert_eq!(e.message(), message, "{sql}");
+    }
+}

@@ -41,6 +41,8 @@ async fn run_file(path: &Path, fixtures: &Path, protocol: Protocol) -> Result<()
             ("iceberg".to_string(), scratch.path().join("warehouse")),
             ("lake".to_string(), scratch.path().join("lake")),
         ],
+        // Maintenance may expire what the statements just wrote.
+        maintenance_min_retention: Some(std::time::Duration::ZERO),
         ..EngineConfig::default()
     };
     let engine = Arc::new(Engine::open(config).map_err(|e| e.to_string())?);

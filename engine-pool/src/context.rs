@@ -23,4 +23,6 @@ pub(crate) struct Ctx<'a> {
     pub secrets: &'a Secrets,
     /// Which paths files may be read from and written to.
     pub files: &'a FilePolicy,
+    /// The shortest retention maintenance may be given (write/maintain.rs).
+    pub min_retention: std::time::Duration,
 }

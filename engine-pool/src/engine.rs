@@ -42,7 +42,7 @@ use crate::session_properties::{check_session, max_run_time};
 use crate::show::{self, functions as show_functions, stats as show_stats};
 use crate::statement::prepass::Prepared;
 use crate::statement::{self, Parsed, SqeStatement, recorded_text};
-use crate::write::{append, ddl, ingest, remove, rows, views};
+use crate::write::{append, ddl, ingest, maintain, remove, rows, views};
 use crate::{attach, governance, session_properties};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
@@ -94,6 +94,9 @@ pub struct EngineConfig {
     /// Where persistent secrets are kept, and the passphrase their key is derived from; without
     /// it, `CREATE PERSISTENT SECRET` is refused.
     pub persistent_secrets: Option<PersistentSecrets>,
+    /// The shortest retention `expire_snapshots` and `remove_orphan_files` may be given (files of
+    /// a commit in flight are younger): 7 days if unset.
+    pub maintenance_min_retention: Option<std::time::Duration>,
 }
 
 /// The store of persistent secrets: a file, and the passphrase that seals it.
@@ -131,6 +134,8 @@ pub struct Engine {
     /// Privileges, row filters, masks, Ranger: who may do what, and what they see.
     governance: Arc<Governance>,
     files: Arc<FilePolicy>,
+    /// The shortest retention table maintenance may be given.
+    min_retention: std::time::Duration,
     /// From a statement to its plan, as its caller may run it.
     planner: Planner,
     admission: Admission,
@@ -273,6 +278,9 @@ impl Engine {
                 Arc::clone(&registry),
             ),
             files,
+            min_retention: config
+                .maintenance_min_retention
+                .unwrap_or(maintain::DEFAULT_MIN_RETENTION),
             governance,
             mounts,
             secrets,
@@ -328,6 +336,7 @@ impl Engine {
             planner: &self.planner,
             secrets: &self.secrets,
             files: &self.files,
+            min_retention: self.min_retention,
         }
     }
 
@@ -398,6 +407,7 @@ impl Engine {
             SqeStatement::DropSecret { name, if_exists } => {
                 self.secrets.drop_secret(session, &name, if_exists)
             }
+            SqeStatement::Procedure(call) => maintain::run(&ctx, call).await,
             SqeStatement::Ddl(statement) => ddl::run(&ctx, statement, prepared).await,
             SqeStatement::Show(statement) => show::run(&ctx, statement).await,
             SqeStatement::Session(statement) => {

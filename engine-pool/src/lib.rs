@@ -38,3 +38,4 @@ pub use governance::model::AccessDefault;
 pub use governance::ranger::RangerConfig;
 pub use guard::WORKER_STACK;
 pub use statement::prepass::{ends_in_statement, is_incomplete, split_statements};
+pub use write::maintain::duration as parse_duration;

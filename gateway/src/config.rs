@@ -384,6 +384,9 @@ pub struct EngineSection {
     pub object_cache_dir: Option<std::path::PathBuf>,
     /// MiB that directory holds at most; 10240 if unset.
     pub object_cache_disk_mb: Option<u64>,
+    /// The shortest retention `expire_snapshots` and `remove_orphan_files` may be given, as Trino
+    /// writes durations (`7d`, `36h`); 7 days if unset.
+    pub maintenance_min_retention: Option<String>,
 }
 
 impl Default for EngineSection {
@@ -399,6 +402,7 @@ impl Default for EngineSection {
             object_cache_mb: None,
             object_cache_dir: None,
             object_cache_disk_mb: None,
+            maintenance_min_retention: None,
         }
     }
 }
@@ -413,6 +417,17 @@ impl EngineSection {
             max_queued_per_user: self.max_queued_per_user,
             idle_slot: std::time::Duration::from_secs(self.idle_slot_secs),
         }
+    }
+
+    /// The minimum retention of table maintenance, when set; an error names a bad value.
+    pub fn maintenance_min_retention(&self) -> Result<Option<std::time::Duration>, String> {
+        self.maintenance_min_retention
+            .as_deref()
+            .map(|text| {
+                sqe_engine::parse_duration(text)
+                    .map_err(|e| format!("[engine] maintenance_min_retention: {}", e.message()))
+            })
+            .transpose()
     }
 
     /// Bytes of the engine's object store cache, when set.

@@ -183,6 +183,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
             policy_store: config.access.store.as_deref().map(config::expand_home),
             ranger,
             files: config.files.access(),
+            maintenance_min_retention: config.engine.maintenance_min_retention()?,
             ..EngineConfig::default()
         })
         .map_err(|e| e.to_string())?,

@@ -938,7 +938,7 @@ async fn deleted_positions(
 }
 
 /// The positions a position delete file lists, by data file path.
-async fn read_position_deletes(
+pub(crate) async fn read_position_deletes(
     file_io: &FileIO,
     location: &str,
 ) -> DFResult<HashMap<String, Vec<i64>>> {

@@ -15,6 +15,7 @@ pub mod dialect;
 pub mod own;
 pub mod policies;
 pub mod prepass;
+pub mod procedures;
 pub mod words;
 
 use std::borrow::Cow;
@@ -34,6 +35,7 @@ use crate::guard::check_depth;
 use own::{Attach, Detach};
 use policies::{MaskAction, MaskStatement, RowFilterKind, RowFilterStatement};
 use prepass::{Prepared, prepare};
+use procedures::ProcedureCall;
 use words::{leading_words, one_statement};
 
 /// A statement of SQE's, one of each kind the engine runs.
@@ -89,6 +91,8 @@ pub(crate) enum SqeStatement {
     CreateSecret(CreateSecret),
     /// `DROP [TEMPORARY] SECRET [IF EXISTS] name`.
     DropSecret { name: Ident, if_exists: bool },
+    /// A table procedure: `ALTER TABLE t EXECUTE …` (Trino) or `CALL system.…` (Spark).
+    Procedure(ProcedureCall),
     /// What changes the catalogs' schemas, tables, views and roles: CREATE, DROP, ALTER TABLE; and
     /// any statement SQE does not run (refused by name).
     Ddl(Statement),
@@ -254,6 +258,9 @@ fn parse_for(sql: &str, purpose: Purpose) -> SqeResult<Parsed> {
                 Statement::DropSecret {
                     if_exists, name, ..
                 } => SqeStatement::DropSecret { name, if_exists },
+                Statement::Call(function) => {
+                    SqeStatement::Procedure(procedures::from_call(function)?)
+                }
                 statement @ (Statement::Use(_) | Statement::Set(_) | Statement::Reset(_)) => {
                     SqeStatement::Session(statement)
                 }
@@ -313,6 +320,10 @@ fn parse_own(sql: &str, lead: &[&str], purpose: Purpose) -> SqeResult<Option<Sqe
             SqeStatement::RowFilter(policies::parse_row_filter(sql)?)
         }
         ["alter", "table" | "tag", ..] | ["show", "masks" | "tags", ..] => {
+            if let Some(call) = procedures::parse_alter_execute(sql) {
+                one()?;
+                return Ok(Some(SqeStatement::Procedure(call?)));
+            }
             // Any other ALTER TABLE is the parser's.
             let Some(statement) = policies::parse_mask_statement(sql) else {
                 return Ok(None);
@@ -466,7 +477,8 @@ impl SqeStatement {
             | SqeStatement::Detach(_)
             | SqeStatement::Access(_)
             | SqeStatement::CreateSecret(_)
-            | SqeStatement::DropSecret { .. } => false,
+            | SqeStatement::DropSecret { .. }
+            | SqeStatement::Procedure(_) => false,
         }
     }
 
@@ -511,6 +523,7 @@ impl SqeStatement {
             }),
             SqeStatement::CreateSecret(_) => words("CREATE SECRET"),
             SqeStatement::DropSecret { .. } => words("DROP SECRET"),
+            SqeStatement::Procedure(call) => format!("procedure {}", call.name),
         }
     }
 }
@@ -680,11 +693,12 @@ mod tests {
             SqeStatement::RemoveRows { .. } => 20,
             SqeStatement::UpdateRows { .. } => 21,
             SqeStatement::Merge(_) => 22,
+            SqeStatement::Procedure(_) => 23,
         }
     }
 
     /// How many kinds [`kind_number`] numbers.
-    const KINDS: usize = 23;
+    const KINDS: usize = 24;
 
     #[test]
     fn every_kind_of_statement_says_whether_it_only_reads() {
@@ -701,6 +715,8 @@ mod tests {
             ("TRUNCATE TABLE t", 20, false),
             ("DELETE FROM t", 20, false),
             ("UPDATE t SET x = x + 1 WHERE y = 2", 21, false),
+            ("ALTER TABLE t EXECUTE optimize", 23, false),
+            ("CALL system.expire_snapshots('t')", 23, false),
             (
                 "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN DELETE",
                 22,

@@ -40,6 +40,8 @@ pub(crate) struct Change {
     /// Position delete files the change adds (merge-on-read), each with the partition spec (and
     /// in the partition) of the data files whose rows it names.
     pub added_deletes: Vec<(i32, DataFile)>,
+    /// The rows stay as they are (a compaction): the snapshot's operation is `replace`.
+    pub replace: bool,
 }
 
 /// How a commit ended.
@@ -362,6 +364,7 @@ pub(crate) async fn commit(
 
     let removes = !change.removed.is_empty() || !change.added_deletes.is_empty();
     let operation = match (removes, change.added.is_empty()) {
+        _ if change.replace => Operation::Replace,
         (false, _) => Operation::Append,
         (true, true) => Operation::Delete,
         (true, false) => Operation::Overwrite,

@@ -474,7 +474,7 @@ fn set_columns(table: &Table, assigned: &[(String, &Expr)]) -> SqeResult<Vec<Set
 }
 
 /// The rows of the files of `rows` but those, as they are, in the table's columns.
-fn unchanged(
+pub(crate) fn unchanged(
     session: &SessionContext,
     table: &Table,
     rows: Arc<HashMap<String, Vec<i64>>>,
@@ -710,6 +710,7 @@ async fn merge_change(
         removed,
         added,
         added_deletes,
+        replace: false,
     })
 }
 

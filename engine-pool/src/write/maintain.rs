@@ -1,0 +1,1005 @@
+//! Table maintenance, as Trino's `ALTER TABLE t EXECUTE …` and Spark's `CALL system.…` run it:
+//! - `optimize [(file_size_threshold => '100MB')]` (Spark: `rewrite_data_files`): the data files
+//!   under the threshold, and every data file some position delete file names, are read (deletes
+//!   applied) and written again together, partition by partition, as one `replace` snapshot that
+//!   also drops the delete files left naming nothing; the rows are the same;
+//! - `expire_snapshots(retention_threshold => '7d')` (Spark: also `older_than`, `retain_last`):
+//!   removes the snapshots older than the threshold that no branch or tag needs (the head of
+//!   each, and the table's `history.expire.min-snapshots-to-keep` latest of each branch, 1 by
+//!   default), then deletes the manifest lists, manifests, data and delete files only they
+//!   referenced;
+//! - `remove_orphan_files(retention_threshold => '7d')`: deletes the files in the table's folder
+//!   that no snapshot, metadata file or statistics file refers to and that are older than the
+//!   threshold (files of writes that failed or were killed); tables on local disk only, for now;
+//! - `rollback_to_snapshot(id)`: the main branch points at an ancestor of its current snapshot.
+//!
+//! Each needs the ALTER privilege on the table (its owner has it). A retention shorter than the
+//! server's minimum (`[engine] maintenance_min_retention`, 7 days unless set) is refused, so that
+//! nobody removes the files of a commit in flight. Nothing outside the table's own location is
+//! ever deleted, whatever its metadata names. A commit that loses the race to another writer is
+//! decided again against the new head, up to the table's `commit.retry.num-retries` times.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{Expr, UnaryOperator, Value};
+use iceberg::spec::{
+    DataContentType, MAIN_BRANCH, SnapshotRef, SnapshotReference, SnapshotRetention, Struct,
+    TableMetadata,
+};
+use iceberg::table::Table;
+use iceberg::{TableIdent, TableRequirement, TableUpdate};
+use sqe_sessions::{QueryResult, SqeError, SqeResult};
+
+use crate::catalog::backend::SqeCatalog;
+use crate::catalog::row_ids::read_position_deletes;
+use crate::context::Ctx;
+use crate::error::{from_datafusion, from_iceberg};
+use crate::governance::model::{Object, Privilege};
+use crate::names::resolve_name;
+use crate::statement::procedures::ProcedureCall;
+use crate::write::change::{self, Change, Committed, LiveFile, Retries, surely_not_committed};
+use crate::write::files::{cast_to_table, remove_written, write_files};
+use crate::write::rows::unchanged;
+
+/// The minimum retention when the server sets none, as Trino's.
+pub const DEFAULT_MIN_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Runs one procedure call.
+pub(crate) async fn run(ctx: &Ctx<'_>, call: ProcedureCall) -> SqeResult<QueryResult> {
+    let (catalog_name, schema, table_name) = resolve_name(ctx.session, &call.table)?;
+    let object = Object::table(&catalog_name, &schema, &table_name);
+    ctx.governance
+        .authorize(ctx.session, Privilege::Alter, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        })?;
+    let catalog = ctx.mounts.bind(ctx.session, &catalog_name)?;
+    if let Some(reason) = catalog.read_only() {
+        return Err(SqeError::unsupported(reason));
+    }
+    let mut args = Args::new(&call.name, call.args)?;
+    if call.filter.is_some() {
+        return Err(SqeError::unsupported(format!(
+            "{} with WHERE is not supported yet; run it on the whole table",
+            call.name
+        )));
+    }
+    let job = Job {
+        ctx,
+        catalog: catalog.as_ref(),
+        call_table: &call.table,
+        object: &object,
+    };
+    let metrics = match call.name.as_str() {
+        "optimize" => {
+            let threshold = match args.take("file_size_threshold")? {
+                Some(e) => data_size(&text(&e, "file_size_threshold")?)?,
+                None => 100 << 20,
+            };
+            args.done()?;
+            job.optimize(threshold).await?
+        }
+        "expire_snapshots" => {
+            // By position, Spark's older_than comes first; a duration there is Trino's retention.
+            let mut retention = args.take_named("retention_threshold");
+            let mut older_than = args.take("older_than")?;
+            if retention.is_none()
+                && let Some(e) = older_than
+                    .take_if(|e| text(e, "older_than").is_ok_and(|t| duration(&t).is_ok()))
+            {
+                retention = Some(e);
+            }
+            let retain_last = match args.take("retain_last")? {
+                Some(e) => Some(count(&e, "retain_last")?),
+                None => None,
+            };
+            args.done()?;
+            let cutoff = match (retention, older_than) {
+                (Some(_), Some(_)) => {
+                    return Err(SqeError::invalid(
+                        "give either retention_threshold or older_than, not both",
+                    ));
+                }
+                (Some(e), None) => {
+                    let retention = duration(&text(&e, "retention_threshold")?)?;
+                    check_retention(retention, ctx.min_retention)?;
+                    now_ms().saturating_sub(millis(retention))
+                }
+                (None, Some(e)) => {
+                    let at = timestamp_ms(&text(&e, "older_than")?)?;
+                    let retention = now_ms().saturating_sub(at).max(0) as u64;
+                    check_retention(Duration::from_millis(retention), ctx.min_retention)?;
+                    at
+                }
+                (None, None) => now_ms().saturating_sub(millis(ctx.min_retention)),
+            };
+            job.expire_snapshots(cutoff, retain_last).await?
+        }
+        "remove_orphan_files" => {
+            let retention = match args.take("retention_threshold")? {
+                Some(e) => duration(&text(&e, "retention_threshold")?)?,
+                None => ctx.min_retention,
+            };
+            args.done()?;
+            check_retention(retention, ctx.min_retention)?;
+            job.remove_orphan_files(retention).await?
+        }
+        "rollback_to_snapshot" => {
+            let Some(id) = args.take("snapshot_id")? else {
+                return Err(SqeError::invalid(
+                    "rollback_to_snapshot needs the snapshot: rollback_to_snapshot(snapshot_id)",
+                ));
+            };
+            let id = integer(&id, "snapshot_id")?;
+            args.done()?;
+            job.rollback(id).await?;
+            return Ok(QueryResult::empty());
+        }
+        other => {
+            return Err(SqeError::unsupported(format!(
+                "unknown table procedure '{other}': SQE runs optimize, expire_snapshots, remove_orphan_files and rollback_to_snapshot"
+            )));
+        }
+    };
+    metric_rows(&metrics)
+}
+
+/// A procedure's answer as Trino gives it: a `metric_name`, `metric_value` row for each figure.
+fn metric_rows(metrics: &[(&str, u64)]) -> SqeResult<QueryResult> {
+    let names: Vec<&str> = metrics.iter().map(|m| m.0).collect();
+    let values: Vec<i64> = metrics
+        .iter()
+        .map(|m| i64::try_from(m.1).unwrap_or(i64::MAX))
+        .collect();
+    QueryResult::rows(
+        Schema::new(vec![
+            Field::new("metric_name", DataType::Utf8, false),
+            Field::new("metric_value", DataType::Int64, false),
+        ]),
+        vec![
+            Arc::new(StringArray::from(names)) as ArrayRef,
+            Arc::new(Int64Array::from(values)) as ArrayRef,
+        ],
+    )
+}
+
+/// The arguments of one call, taken by name (or by position, in the procedure's order).
+struct Args {
+    procedure: String,
+    named: Vec<(String, Expr)>,
+    positional: std::collections::VecDeque<Expr>,
+}
+
+impl Args {
+    fn new(procedure: &str, args: Vec<(Option<String>, Expr)>) -> SqeResult<Self> {
+        let mut named: Vec<(String, Expr)> = Vec::new();
+        let mut positional = std::collections::VecDeque::new();
+        for (name, value) in args {
+            match name {
+                Some(name) if named.iter().any(|(n, _)| *n == name) => {
+                    return Err(SqeError::invalid(format!(
+                        "argument {name} of {procedure} is given twice"
+                    )));
+                }
+                Some(name) => named.push((name, value)),
+                None if !named.is_empty() => {
+                    return Err(SqeError::invalid(format!(
+                        "arguments of {procedure} by position come before those by name"
+                    )));
+                }
+                None => positional.push_back(value),
+            }
+        }
+        Ok(Self {
+            procedure: procedure.to_string(),
+            named,
+            positional,
+        })
+    }
+
+    /// The argument `name`: by name, else the next by position.
+    fn take(&mut self, name: &str) -> SqeResult<Option<Expr>> {
+        if let Some(at) = self.named.iter().position(|(n, _)| n == name) {
+            return Ok(Some(self.named.remove(at).1));
+        }
+        Ok(self.positional.pop_front())
+    }
+
+    /// The argument `name`, if given by name.
+    fn take_named(&mut self, name: &str) -> Option<Expr> {
+        let at = self.named.iter().position(|(n, _)| n == name)?;
+        Some(self.named.remove(at).1)
+    }
+
+    /// An error naming what is left over.
+    fn done(self) -> SqeResult<()> {
+        if let Some((name, _)) = self.named.first() {
+            return Err(SqeError::invalid(format!(
+                "{} has no argument named {name}",
+                self.procedure
+            )));
+        }
+        if !self.positional.is_empty() {
+            return Err(SqeError::invalid(format!(
+                "{} was given too many arguments",
+                self.procedure
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn text(e: &Expr, name: &str) -> SqeResult<String> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) => return Ok(s.clone()),
+            Value::Number(n, _) => return Ok(n.clone()),
+            _ => {}
+        },
+        // `TIMESTAMP '…'` for Spark's older_than.
+        Expr::TypedString(t) => {
+            if let Value::SingleQuotedString(s) = &t.value.value {
+                return Ok(s.clone());
+            }
+        }
+        _ => {}
+    }
+    Err(SqeError::invalid(format!(
+        "argument {name} is a string constant, not {e}"
+    )))
+}
+
+fn integer(e: &Expr, name: &str) -> SqeResult<i64> {
+    let (negative, e) = match e {
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => (true, expr.as_ref()),
+        e => (false, e),
+    };
+    let value = match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => n.parse::<i64>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    value
+        .map(|v| if negative { -v } else { v })
+        .ok_or_else(|| SqeError::invalid(format!("argument {name} is an integer, not {e}")))
+}
+
+fn count(e: &Expr, name: &str) -> SqeResult<usize> {
+    match usize::try_from(integer(e, name)?) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(SqeError::invalid(format!("argument {name} is at least 1"))),
+    }
+}
+
+/// A duration as Trino writes one: a number and a unit (`ns`, `us`, `ms`, `s`, `m`, `h`, `d`).
+pub fn duration(text: &str) -> SqeResult<Duration> {
+    let bad = || {
+        SqeError::invalid(format!(
+            "'{text}' is not a duration: a number and a unit (ns, us, ms, s, m, h, d), such as '7d'"
+        ))
+    };
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(bad)?;
+    let (number, unit) = t.split_at(split);
+    let number: f64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit.trim() {
+        "ns" => 1e-9,
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(number * seconds).map_err(|_| bad())
+}
+
+/// A size as Trino writes one: a number and a unit (`B`, `kB`, `MB`, `GB`, `TB`, each 1024 of the
+/// one before).
+pub(crate) fn data_size(text: &str) -> SqeResult<u64> {
+    let bad = || {
+        SqeError::invalid(format!(
+            "'{text}' is not a data size: a number and a unit (B, kB, MB, GB, TB), such as '128MB'"
+        ))
+    };
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(bad)?;
+    let (number, unit) = t.split_at(split);
+    let number: f64 = number.parse().map_err(|_| bad())?;
+    let scale = match unit.trim() {
+        "B" => 1.0,
+        "kB" => 1024.0,
+        "MB" => 1024.0 * 1024.0,
+        "GB" => 1024.0 * 1024.0 * 1024.0,
+        "TB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(bad()),
+    };
+    let bytes = number * scale;
+    if !(bytes.is_finite() && bytes < u64::MAX as f64) {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
+/// A duration in Trino's words: days, hours, … with two decimals.
+fn spelled(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    let (value, unit) = if s >= 86400.0 {
+        (s / 86400.0, "d")
+    } else if s >= 3600.0 {
+        (s / 3600.0, "h")
+    } else if s >= 60.0 {
+        (s / 60.0, "m")
+    } else {
+        (s, "s")
+    };
+    format!("{value:.2}{unit}")
+}
+
+fn check_retention(retention: Duration, minimum: Duration) -> SqeResult<()> {
+    if retention < minimum {
+        return Err(SqeError::invalid(format!(
+            "retention {} is shorter than the minimum retention the server allows ({}; [engine] maintenance_min_retention)",
+            spelled(retention),
+            spelled(minimum)
+        )));
+    }
+    Ok(())
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// `YYYY-MM-DD[ HH:MM:SS[.fff]]`, in UTC.
+fn timestamp_ms(text: &str) -> SqeResult<i64> {
+    let t = text.trim();
+    let parsed = chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f")
+        .or_else(|_| chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f"))
+        .or_else(|_| {
+            chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d")
+                .map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default())
+        })
+        .map_err(|_| {
+            SqeError::invalid(format!(
+                "'{text}' is not a timestamp: YYYY-MM-DD HH:MM:SS (UTC)"
+            ))
+        })?;
+    Ok(parsed.and_utc().timestamp_millis())
+}
+
+/// Whether `path` lies inside the table's folder `location`: the only files maintenance deletes.
+fn inside(location: &str, path: &str) -> bool {
+    let strip = |p: &str| p.strip_prefix("file://").unwrap_or(p).to_string();
+    let (root, path) = (strip(location.trim_end_matches('/')), strip(path));
+    path.strip_prefix(&root)
+        .is_some_and(|rest| rest.starts_with('/') && rest.len() > 1)
+        && !path.split('/').any(|part| part == ".." || part == ".")
+}
+
+/// One procedure on one table.
+struct Job<'a> {
+    ctx: &'a Ctx<'a>,
+    catalog: &'a dyn SqeCatalog,
+    call_table: &'a datafusion::sql::sqlparser::ast::ObjectName,
+    object: &'a Object,
+}
+
+/// Every file snapshots refer to: their manifest lists, their manifests, and the data and delete
+/// files their entries name (by content): the live entries only, or the deleted ones too.
+#[derive(Default)]
+struct Referenced {
+    lists: HashSet<String>,
+    manifests: HashSet<String>,
+    files: HashMap<String, DataContentType>,
+}
+
+impl Referenced {
+    async fn add(&mut self, table: &Table, snapshot: &SnapshotRef, deleted: bool) -> SqeResult<()> {
+        self.lists.insert(snapshot.manifest_list().to_string());
+        let list = table
+            .manifest_list_reader(snapshot)
+            .load()
+            .await
+            .map_err(from_iceberg)?;
+        for listed in list.entries() {
+            if !self.manifests.insert(listed.manifest_path.clone()) {
+                continue;
+            }
+            let manifest = listed
+                .load_manifest(table.file_io())
+                .await
+                .map_err(from_iceberg)?;
+            for entry in manifest
+                .entries()
+                .iter()
+                .filter(|e| deleted || e.is_alive())
+            {
+                self.files
+                    .insert(entry.file_path().to_string(), entry.content_type());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The table's refs: iceberg-rust keeps them private, but serializes them as the spec has them.
+fn refs(metadata: &TableMetadata) -> SqeResult<Vec<(String, SnapshotReference)>> {
+    let json = serde_json::to_value(metadata)
+        .map_err(|e| SqeError::internal(format!("serializing table metadata: {e}")))?;
+    let Some(map) = json.get("refs").and_then(|r| r.as_object()) else {
+        return Ok(Vec::new());
+    };
+    map.iter()
+        .map(|(name, value)| {
+            serde_json::from_value::<SnapshotReference>(value.clone())
+                .map(|r| (name.clone(), r))
+                .map_err(|e| SqeError::internal(format!("reading ref {name}: {e}")))
+        })
+        .collect()
+}
+
+/// The snapshots expiring at `cutoff_ms` (their ids): older than it, and not the head of a ref nor
+/// one of the latest `min_keep` snapshots of a branch (a branch's own `min-snapshots-to-keep`
+/// wins over the table's).
+fn expiring(
+    metadata: &TableMetadata,
+    cutoff_ms: i64,
+    retain_last: Option<usize>,
+) -> SqeResult<Vec<i64>> {
+    let table_min: usize = metadata
+        .properties()
+        .get("history.expire.min-snapshots-to-keep")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mut keep: HashSet<i64> = HashSet::new();
+    for (_, reference) in refs(metadata)? {
+        keep.insert(reference.snapshot_id);
+        let SnapshotRetention::Branch {
+            min_snapshots_to_keep,
+            ..
+        } = reference.retention
+        else {
+            continue;
+        };
+        let min_keep = retain_last
+            .or(min_snapshots_to_keep.and_then(|n| usize::try_from(n).ok()))
+            .unwrap_or(table_min)
+            .max(1);
+        let mut at = metadata.snapshot_by_id(reference.snapshot_id);
+        let mut kept = 0;
+        while let Some(snapshot) = at {
+            if kept >= min_keep {
+                break;
+            }
+            keep.insert(snapshot.snapshot_id());
+            kept += 1;
+            at = snapshot
+                .parent_snapshot_id()
+                .and_then(|id| metadata.snapshot_by_id(id));
+        }
+    }
+    if let Some(current) = metadata.current_snapshot_id() {
+        keep.insert(current);
+    }
+    Ok(metadata
+        .snapshots()
+        .filter(|s| s.timestamp_ms() < cutoff_ms && !keep.contains(&s.snapshot_id()))
+        .map(|s| s.snapshot_id())
+        .collect())
+}
+
+impl Job<'_> {
+    async fn load(&self) -> SqeResult<(TableIdent, Table)> {
+        let (_, ident, table) = self
+            .ctx
+            .mounts
+            .table(self.ctx.session, self.call_table)
+            .await?;
+        Ok((ident, table))
+    }
+
+    /// Commits `updates` against the table's main branch at `head`; Ok(false) when another writer
+    /// moved it first.
+    async fn commit_at(
+        &self,
+        ident: &TableIdent,
+        table: &Table,
+        head: Option<i64>,
+        updates: Vec<TableUpdate>,
+    ) -> SqeResult<bool> {
+        let requirements = vec![
+            TableRequirement::UuidMatch {
+                uuid: table.metadata().uuid(),
+            },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: head,
+            },
+        ];
+        match self
+            .catalog
+            .commit_updates(ident, requirements, updates)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if surely_not_committed(&e)
+                    && e.kind() == iceberg::ErrorKind::CatalogCommitConflicts =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(from_iceberg(e)),
+        }
+    }
+
+    async fn expire_snapshots(
+        &self,
+        cutoff_ms: i64,
+        retain_last: Option<usize>,
+    ) -> SqeResult<Vec<(&'static str, u64)>> {
+        let mut lost = 0;
+        let (table, expired) = loop {
+            let (ident, table) = self.load().await?;
+            let retries = Retries::of(&table);
+            let metadata = table.metadata();
+            let expired = expiring(metadata, cutoff_ms, retain_last)?;
+            if expired.is_empty() {
+                break (table, Vec::new());
+            }
+            let head = metadata.current_snapshot_id();
+            let updates = vec![TableUpdate::RemoveSnapshots {
+                snapshot_ids: expired.clone(),
+            }];
+            if self.commit_at(&ident, &table, head, updates).await? {
+                break (table, expired);
+            }
+            if lost >= retries.retries {
+                return Err(
+                    retries.overtaken(&format!("expire_snapshots of '{}'", self.object), lost)
+                );
+            }
+            tokio::time::sleep(retries.wait(lost)).await;
+            lost += 1;
+        };
+        // What the expired snapshots referred to (a file their manifests mark deleted was live in a
+        // snapshot before), less what the snapshots left hold live: read from the metadata as it
+        // was (the snapshots are gone from the catalog's now).
+        let metadata = table.metadata();
+        let (mut gone, mut kept) = (Referenced::default(), Referenced::default());
+        for snapshot in metadata.snapshots() {
+            match expired.contains(&snapshot.snapshot_id()) {
+                true => gone.add(&table, snapshot, true).await?,
+                false => kept.add(&table, snapshot, false).await?,
+            }
+        }
+        let location = metadata.location();
+        let file_io = table.file_io();
+        let delete = |path: String| async move {
+            inside(location, &path) && file_io.delete(&path).await.is_ok()
+        };
+        let (mut data, mut positions, mut equalities, mut manifests, mut lists) = (0, 0, 0, 0, 0);
+        for (path, content) in gone.files {
+            if kept.files.contains_key(&path) || !delete(path).await {
+                continue;
+            }
+            match content {
+                DataContentType::Data => data += 1,
+                DataContentType::PositionDeletes => positions += 1,
+                DataContentType::EqualityDeletes => equalities += 1,
+            }
+        }
+        for path in gone.manifests {
+            if !kept.manifests.contains(&path) && delete(path).await {
+                manifests += 1;
+            }
+        }
+        for path in gone.lists {
+            if !kept.lists.contains(&path) && delete(path).await {
+                lists += 1;
+            }
+        }
+        Ok(vec![
+            ("expired_snapshots_count", expired.len() as u64),
+            ("deleted_data_files_count", data),
+            ("deleted_position_delete_files_count", positions),
+            ("deleted_equality_delete_files_count", equalities),
+            ("deleted_manifest_files_count", manifests),
+            ("deleted_manifest_lists_count", lists),
+        ])
+    }
+
+    async fn remove_orphan_files(
+        &self,
+        retention: Duration,
+    ) -> SqeResult<Vec<(&'static str, u64)>> {
+        let (_, table) = self.load().await?;
+        let metadata = table.metadata();
+        let location = metadata.location().trim_end_matches('/').to_string();
+        let local = location.strip_prefix("file://").unwrap_or(&location);
+        if !local.starts_with('/') {
+            return Err(SqeError::unsupported(format!(
+                "remove_orphan_files is supported for tables on local disk only yet; '{}' is at {location}",
+                self.object
+            )));
+        }
+        let mut live = Referenced::default();
+        for snapshot in metadata.snapshots() {
+            live.add(&table, snapshot, false).await?;
+        }
+        let mut referenced: HashSet<String> = live
+            .files
+            .into_keys()
+            .chain(live.manifests.iter().cloned())
+            .chain(live.lists)
+            .chain(
+                metadata
+                    .metadata_log()
+                    .iter()
+                    .map(|m| m.metadata_file.clone()),
+            )
+            .chain(
+                metadata
+                    .statistics_iter()
+                    .map(|s| s.statistics_path.clone()),
+            )
+            .chain(
+                metadata
+                    .partition_statistics_iter()
+                    .map(|s| s.statistics_path.clone()),
+            )
+            .chain(table.metadata_location().map(str::to_string))
+            .collect();
+        referenced = referenced
+            .into_iter()
+            .map(|p| p.strip_prefix("file://").map(str::to_string).unwrap_or(p))
+            .collect();
+        let root = PathBuf::from(local);
+        let before = SystemTime::now()
+            .checked_sub(retention)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let manifests = live.manifests.len() as u64;
+        let active = referenced.len() as u64;
+        let uuid = metadata.uuid().to_string();
+        let (scanned, deleted, bytes) = tokio::task::spawn_blocking(move || {
+            remove_unreferenced(&root, &uuid, &referenced, before)
+        })
+        .await
+        .map_err(|e| SqeError::internal(format!("the orphan file walk stopped: {e}")))??;
+        Ok(vec![
+            ("processed_manifests_count", manifests),
+            ("active_files_count", active),
+            ("scanned_files_count", scanned),
+            ("deleted_files_count", deleted),
+            ("deleted_bytes", bytes),
+        ])
+    }
+
+    async fn rollback(&self, snapshot_id: i64) -> SqeResult<()> {
+        let mut lost = 0;
+        loop {
+            let (ident, table) = self.load().await?;
+            let retries = Retries::of(&table);
+            let metadata = table.metadata();
+            if metadata.snapshot_by_id(snapshot_id).is_none() {
+                return Err(SqeError::not_found(format!(
+                    "table '{}' has no snapshot {snapshot_id}",
+                    self.object
+                )));
+            }
+            let head = metadata.current_snapshot_id();
+            let mut at = metadata.current_snapshot();
+            let mut ancestor = false;
+            while let Some(snapshot) = at {
+                if snapshot.snapshot_id() == snapshot_id {
+                    ancestor = true;
+                    break;
+                }
+                at = snapshot
+                    .parent_snapshot_id()
+                    .and_then(|id| metadata.snapshot_by_id(id));
+            }
+            if !ancestor {
+                return Err(SqeError::invalid(format!(
+                    "snapshot {snapshot_id} is not an ancestor of the current snapshot of '{}'",
+                    self.object
+                )));
+            }
+            if head == Some(snapshot_id) {
+                return Ok(());
+            }
+            let retention = refs(metadata)?
+                .into_iter()
+                .find(|(name, _)| name == MAIN_BRANCH)
+                .map(|(_, r)| r.retention)
+                .unwrap_or(SnapshotRetention::branch(None, None, None));
+            let updates = vec![TableUpdate::SetSnapshotRef {
+                ref_name: MAIN_BRANCH.to_string(),
+                reference: SnapshotReference::new(snapshot_id, retention),
+            }];
+            if self.commit_at(&ident, &table, head, updates).await? {
+                return Ok(());
+            }
+            if lost >= retries.retries {
+                return Err(
+                    retries.overtaken(&format!("rollback_to_snapshot of '{}'", self.object), lost)
+                );
+            }
+            tokio::time::sleep(retries.wait(lost)).await;
+            lost += 1;
+        }
+    }
+
+    async fn optimize(&self, threshold: u64) -> SqeResult<Vec<(&'static str, u64)>> {
+        let mut lost = 0;
+        loop {
+            let (ident, table) = self.load().await?;
+            let retries = Retries::of(&table);
+            let Some(change) = self.compaction(&table, threshold).await? else {
+                return Ok(vec![
+                    ("rewritten_data_files_count", 0),
+                    ("removed_delete_files_count", 0),
+                    ("added_data_files_count", 0),
+                ]);
+            };
+            let (change, prefix, rewritten, deletes) = change;
+            let added = change.added.len() as u64;
+            match change::commit(self.catalog, &ident, &table, &change).await {
+                Ok(Committed::Done) => {
+                    return Ok(vec![
+                        ("rewritten_data_files_count", rewritten),
+                        ("removed_delete_files_count", deletes),
+                        ("added_data_files_count", added),
+                    ]);
+                }
+                Ok(Committed::Lost) if lost < retries.retries => {
+                    remove_written(&table, &prefix).await;
+                    tokio::time::sleep(retries.wait(lost)).await;
+                    lost += 1;
+                }
+                Ok(Committed::Lost) => {
+                    remove_written(&table, &prefix).await;
+                    return Err(retries.overtaken(&format!("optimize of '{}'", self.object), lost));
+                }
+                Ok(Committed::Unknown(e)) => return Err(e),
+                Err(e) => {
+                    remove_written(&table, &prefix).await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The compaction of `table` as it is: the change, its files' prefix, and how many data and
+    /// delete files it removes; None when nothing needs rewriting.
+    async fn compaction(
+        &self,
+        table: &Table,
+        threshold: u64,
+    ) -> SqeResult<Option<(Change, String, u64, u64)>> {
+        let live = change::live_files(table).await?;
+        if live
+            .iter()
+            .any(|f| f.file.content_type() == DataContentType::EqualityDeletes)
+        {
+            return Err(SqeError::unsupported(format!(
+                "optimize of a table with equality delete files is not supported yet ('{}')",
+                self.object
+            )));
+        }
+        // The data files each position delete file names.
+        let mut named: Vec<(&LiveFile, HashSet<String>)> = Vec::new();
+        for f in live
+            .iter()
+            .filter(|f| f.file.content_type() == DataContentType::PositionDeletes)
+        {
+            let paths = match &f.names_only {
+                Some(path) => HashSet::from([path.clone()]),
+                None => read_position_deletes(table.file_io(), &f.path)
+                    .await
+                    .map_err(from_datafusion)?
+                    .into_keys()
+                    .collect(),
+            };
+            named.push((f, paths));
+        }
+        let with_deletes: HashSet<&str> = named
+            .iter()
+            .flat_map(|(_, paths)| paths.iter().map(String::as_str))
+            .collect();
+        // The candidates, by partition: small files, and files with deletes.
+        let mut groups: HashMap<(i32, &Struct), Vec<&LiveFile>> = HashMap::new();
+        for f in live.iter().filter(|f| {
+            f.file.content_type() == DataContentType::Data
+                && (f.file.file_size_in_bytes() < threshold
+                    || with_deletes.contains(f.path.as_str()))
+        }) {
+            groups
+                .entry((f.spec_id, f.file.partition()))
+                .or_default()
+                .push(f);
+        }
+        // A partition's one small file without deletes is as compact as it gets.
+        let chosen: HashSet<String> = groups
+            .into_values()
+            .filter(|files| {
+                files.len() > 1 || files.iter().any(|f| with_deletes.contains(f.path.as_str()))
+            })
+            .flatten()
+            .map(|f| f.path.clone())
+            .collect();
+        if chosen.is_empty() {
+            return Ok(None);
+        }
+        // Delete files that name only rewritten files go with them.
+        let deletes: HashSet<String> = named
+            .iter()
+            .filter(|(_, paths)| paths.iter().all(|p| chosen.contains(p)))
+            .map(|(f, _)| f.path.clone())
+            .collect();
+        let prefix = uuid::Uuid::now_v7().to_string();
+        let rows: HashMap<String, Vec<i64>> =
+            chosen.iter().map(|p| (p.clone(), Vec::new())).collect();
+        let state = self.ctx.planner.state_for(self.ctx.session, Vec::new())?;
+        let session = SessionContext::new_with_state(state.clone());
+        let written = async {
+            let plan = unchanged(&session, table, Arc::new(rows))?;
+            let plan = cast_to_table(
+                plan.into_unoptimized_plan(),
+                table,
+                None,
+                &self.object.to_string(),
+            )?;
+            write_files(table, &state, plan, &prefix).await
+        }
+        .await;
+        let added = match written {
+            Ok((added, _)) => added,
+            Err(e) => {
+                remove_written(table, &prefix).await;
+                return Err(e);
+            }
+        };
+        let (rewritten, removed_deletes) = (chosen.len() as u64, deletes.len() as u64);
+        let change = Change {
+            removed: chosen.into_iter().chain(deletes).collect(),
+            added,
+            replace: true,
+            ..Change::default()
+        };
+        Ok(Some((change, prefix, rewritten, removed_deletes)))
+    }
+}
+
+/// Deletes the files under `root` that `referenced` does not name and that were last changed
+/// before `before`; symbolic links are neither followed nor removed. A metadata file of another
+/// table there (a table whose location holds this one's, or lies inside it) stops it before it
+/// deletes anything: those files are that table's. Returns the files seen, those deleted and
+/// their bytes.
+fn remove_unreferenced(
+    root: &Path,
+    uuid: &str,
+    referenced: &HashSet<String>,
+    before: SystemTime,
+) -> SqeResult<(u64, u64, u64)> {
+    let mut unreferenced = Vec::new();
+    let mut scanned = 0;
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(SqeError::internal(format!(
+                    "listing {}: {e}",
+                    folder.display()
+                )));
+            }
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                folders.push(path);
+                continue;
+            }
+            if !meta.is_file() {
+                continue;
+            }
+            scanned += 1;
+            if path.to_str().is_some_and(|name| !referenced.contains(name)) {
+                unreferenced.push((path, meta));
+            }
+        }
+    }
+    for (path, _) in &unreferenced {
+        if path.to_str().is_some_and(|p| p.ends_with(".metadata.json")) {
+            let other = table_uuid_of(path);
+            if other.as_deref() != Some(uuid) {
+                return Err(SqeError::invalid(format!(
+                    "{} is not a metadata file of this table (its table-uuid is {}): the table's folder holds another table's files, and remove_orphan_files does not run where tables share a folder",
+                    path.display(),
+                    other.as_deref().unwrap_or("unreadable")
+                )));
+            }
+        }
+    }
+    let (mut deleted, mut bytes) = (0, 0);
+    for (path, meta) in unreferenced {
+        let young = meta.modified().map_or(true, |m| m >= before);
+        if !young && std::fs::remove_file(&path).is_ok() {
+            deleted += 1;
+            bytes += meta.len();
+        }
+    }
+    Ok((scanned, deleted, bytes))
+}
+
+/// The `table-uuid` of an Iceberg metadata file, if it can be read.
+fn table_uuid_of(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    // A metadata file is text of a few MiB at most; a larger one is not read whole.
+    let reader = std::io::Read::take(file, 64 << 20);
+    let json: serde_json::Value = serde_json::from_reader(reader).ok()?;
+    Some(json.get("table-uuid")?.as_str()?.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_as_trino_writes_them() {
+        assert_eq!(duration("7d").ok(), Some(Duration::from_secs(7 * 86400)));
+        assert_eq!(duration(" 1.5h ").ok(), Some(Duration::from_secs(5400)));
+        assert_eq!(duration("0s").ok(), Some(Duration::ZERO));
+        assert_eq!(duration("250ms").ok(), Some(Duration::from_millis(250)));
+        for bad in ["", "7", "d", "7 days", "-1d", "1e400d"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(data_size("128MB").ok(), Some(128 << 20));
+        assert_eq!(data_size("1kB").ok(), Some(1024));
+        assert!(data_size("1mb").is_err());
+        assert!(data_size("99999999999TB").is_err());
+        assert_eq!(spelled(Duration::from_secs(86400)), "1.00d");
+        assert_eq!(spelled(Duration::from_secs(90)), "1.50m");
+    }
+
+    #[test]
+    fn only_paths_inside_the_table_are_deletable() {
+        let root = "/w/s/t";
+        assert!(inside(root, "/w/s/t/data/a.parquet"));
+        assert!(inside("file:///w/s/t/", "file:///w/s/t/metadata/m.avro"));
+        for outside in [
+            "/w/s/t",
+            "/w/s/t/",
+            "/w/s/tt/data/a.parquet",
+            "/w/s/t/../u/data/a.parquet",
+            "/etc/passwd",
+            "s3://b/w/s/t/data/a.parquet",
+        ] {
+            assert!(!inside(root, outside), "{outside}");
+        }
+    }
+}
