@@ -928,7 +928,9 @@ fn remove_unreferenced(
                 continue;
             }
             scanned += 1;
-            if path.to_str().is_some_and(|name| !referenced.contains(name)) {
+            // A file-system catalog's pointer to the current metadata is no orphan.
+            let hint = path.file_name().is_some_and(|n| n == "version-hint.text");
+            if !hint && path.to_str().is_some_and(|name| !referenced.contains(name)) {
                 unreferenced.push((path, meta));
             }
         }
