@@ -26,8 +26,10 @@ change (the one after the last marker) may have been in flight at the kill.
 Both write modes are covered: copy-on-write (files rewritten) and merge-on-read (delete files).
 The test prints (with -s) how many kills left a committed change unreported and how many left
 metadata written but never committed, to show the kills do land in commits. Set SQE_CRASH_SEED to
-replay a run's random choices (the timing itself cannot be replayed). The CLI binary is taken from $SQE_CLI (default:
-target/debug/sqe-cli).
+replay a run's random choices (the timing itself cannot be replayed). After the kills, maintenance
+(optimize, expire_snapshots, remove_orphan_files) must leave the table's folder holding exactly the
+files its metadata refers to, and SQE, pyiceberg and DuckDB reading the last state. The CLI binary is
+taken from $SQE_CLI (default: target/debug/sqe-cli).
 """
 
 import csv
@@ -40,9 +42,11 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from test_pyiceberg_interop import SQE_CLI, catalog, sqe
+from test_row_changes import load
 
 MODES = ["copy-on-write", "merge-on-read"]
 ITERATIONS = 25  # kills per mode
@@ -287,3 +291,45 @@ def test_kill_during_changes_leaves_a_whole_snapshot_with_every_reported_change(
         f"{reported} reported done, {in_flight_landed} committed but unreported at the kill, "
         f"{len(stray)} metadata files written but not committed"
     )
+
+    # Maintenance after the kills: a compaction, then every snapshot but the current one expired and
+    # what the killed processes left removed. The table's folder then holds exactly the files its
+    # current snapshot and metadata refer to, and SQE, pyiceberg and DuckDB read the last state.
+    folder = Path(table.location().removeprefix("file://"))
+    left_behind = {str(p) for p in folder.rglob("*") if p.is_file()}
+    out = subprocess.run(
+        [SQE_CLI, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
+         "-f", "csv", "--stop-on-error", "-e",
+         "ALTER TABLE s.t EXECUTE optimize; "
+         "ALTER TABLE s.t EXECUTE expire_snapshots(retention_threshold => '0s'); "
+         "ALTER TABLE s.t EXECUTE remove_orphan_files(retention_threshold => '0s')"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, f"seed {seed}, mode {mode}: maintenance failed:\n{out.stderr}"
+    table = catalog(warehouse).load_table("s.t")
+    assert len(list(table.snapshots())) == 1, f"seed {seed}, mode {mode}"
+    tasks = list(table.scan().plan_files())
+    assert not any(task.delete_files for task in tasks), f"seed {seed}, mode {mode}: deletes left"
+    snapshot = table.current_snapshot()
+    live = {task.file.file_path for task in tasks}
+    live |= {m.manifest_path for m in snapshot.manifests(table.io)}
+    live |= {snapshot.manifest_list, table.metadata_location}
+    live |= {e.metadata_file for e in table.metadata.metadata_log}
+    live = {p.removeprefix("file://") for p in live}
+    on_disk = {str(p) for p in folder.rglob("*") if p.is_file()}
+    assert on_disk == live, (
+        f"seed {seed}, mode {mode}: left {sorted(on_disk - live)}, missing {sorted(live - on_disk)}"
+    )
+    assert len(left_behind - on_disk) > 0, f"seed {seed}, mode {mode}: maintenance removed nothing"
+    assert as_rows(sqe(warehouse, f"{SELECT} ORDER BY id")) == states[-1], f"seed {seed}, mode {mode}"
+    assert pyiceberg_rows(table) == states[-1], f"seed {seed}, mode {mode}: pyiceberg after maintenance"
+    con = duckdb.connect()
+    try:
+        load(con, "avro")
+        load(con, "iceberg")
+        got = con.execute(
+            "SELECT id, g, v FROM iceberg_scan(?)", [table.metadata_location]
+        ).fetchall()
+    finally:
+        con.close()
+    assert {i: (g, v) for i, g, v in got} == states[-1], f"seed {seed}, mode {mode}: DuckDB after maintenance"

@@ -44,6 +44,11 @@ pub struct Args {
     #[arg(long)]
     pub stop_on_error: bool,
 
+    /// The shortest retention table maintenance (expire_snapshots, remove_orphan_files) may be
+    /// given, as Trino writes durations (embedded mode) [default: 7d].
+    #[arg(long, value_name = "DURATION")]
+    pub maintenance_min_retention: Option<String>,
+
     /// Output format.
     #[arg(short = 'f', long, value_enum, default_value = "table")]
     pub format: Format,

@@ -87,9 +87,18 @@ fn engine_config(args: &Args) -> Result<EngineConfig, String> {
             path: catalogs[0].1.join("secrets.json"),
             passphrase,
         });
+    let maintenance_min_retention = args
+        .maintenance_min_retention
+        .as_deref()
+        .map(|text| {
+            sqe_engine::parse_duration(text)
+                .map_err(|e| format!("--maintenance-min-retention: {}", e.message()))
+        })
+        .transpose()?;
     Ok(EngineConfig {
         catalogs,
         persistent_secrets,
+        maintenance_min_retention,
         ..EngineConfig::default()
     })
 }

@@ -850,10 +850,19 @@ impl Job<'_> {
         if chosen.is_empty() {
             return Ok(None);
         }
-        // Delete files that name only rewritten files go with them.
+        // Delete files that name only rewritten files (or files no longer live) go with them.
+        let data: HashSet<&str> = live
+            .iter()
+            .filter(|f| f.file.content_type() == DataContentType::Data)
+            .map(|f| f.path.as_str())
+            .collect();
         let deletes: HashSet<String> = named
             .iter()
-            .filter(|(_, paths)| paths.iter().all(|p| chosen.contains(p)))
+            .filter(|(_, paths)| {
+                paths
+                    .iter()
+                    .all(|p| chosen.contains(p) || !data.contains(p.as_str()))
+            })
             .map(|(f, _)| f.path.clone())
             .collect();
         let prefix = uuid::Uuid::now_v7().to_string();
