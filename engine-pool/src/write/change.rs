@@ -428,6 +428,7 @@ pub(crate) async fn commit(
 
 /// A live file of a snapshot: its path, the partition spec it was written with, its entry, and
 /// for a position delete file the one data file it names, if it says so.
+#[derive(Clone)]
 pub(crate) struct LiveFile {
     pub path: String,
     pub spec_id: i32,

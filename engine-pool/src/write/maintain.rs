@@ -1,13 +1,14 @@
 //! Table maintenance, as Trino's `ALTER TABLE t EXECUTE …` and Spark's `CALL system.…` run it:
-//! - `optimize [(file_size_threshold => '100MB')]` (Spark: `rewrite_data_files`): the data files
-//!   under the threshold, and every data file some position delete file names, are read (deletes
-//!   applied) and written again together, partition by partition, as one `replace` snapshot that
-//!   also drops the delete files left naming nothing; the rows are the same;
+//! - `optimize [(file_size_threshold => '100MB')] [WHERE partition condition]` (Spark:
+//!   `rewrite_data_files`): the data files under the threshold, and every data file some position
+//!   delete file names, are read (deletes applied) and written again together, partition by
+//!   partition, as one `replace` snapshot that also drops the delete files left naming nothing;
+//!   the rows are the same;
 //! - `expire_snapshots(retention_threshold => '7d')` (Spark: also `older_than`, `retain_last`):
 //!   removes the snapshots older than the threshold that no branch or tag needs (the head of
-//!   each, and the table's `history.expire.min-snapshots-to-keep` latest of each branch, 1 by
-//!   default), then deletes the manifest lists, manifests, data and delete files only they
-//!   referenced;
+//!   each, and the latest `history.expire.min-snapshots-to-keep` of each branch, 1 by default;
+//!   iceberg's own action decides, as Iceberg's Java library does), then deletes the manifest
+//!   lists, manifests, data and delete files only they referenced;
 //! - `remove_orphan_files(retention_threshold => '7d')`: deletes the files in the table's folder
 //!   that no snapshot, metadata file or statistics file refers to and that are older than the
 //!   threshold (files of writes that failed or were killed); tables on local disk only, for now;
@@ -33,7 +34,8 @@ use iceberg::spec::{
     TableMetadata,
 };
 use iceberg::table::Table;
-use iceberg::{TableIdent, TableRequirement, TableUpdate};
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, TableIdent, TableRequirement, TableUpdate};
 use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 use crate::catalog::backend::SqeCatalog;
@@ -45,6 +47,7 @@ use crate::names::resolve_name;
 use crate::statement::procedures::ProcedureCall;
 use crate::write::change::{self, Change, Committed, LiveFile, Retries, surely_not_committed};
 use crate::write::files::{cast_to_table, remove_written, write_files};
+use crate::write::remove::matching_files;
 use crate::write::rows::unchanged;
 
 /// The minimum retention when the server sets none, as Trino's.
@@ -63,9 +66,9 @@ pub(crate) async fn run(ctx: &Ctx<'_>, call: ProcedureCall) -> SqeResult<QueryRe
         return Err(SqeError::unsupported(reason));
     }
     let mut args = Args::new(&call.name, call.args)?;
-    if call.filter.is_some() {
-        return Err(SqeError::unsupported(format!(
-            "{} with WHERE is not supported yet; run it on the whole table",
+    if call.filter.is_some() && call.name != "optimize" {
+        return Err(SqeError::invalid(format!(
+            "{} takes no WHERE clause (only optimize does)",
             call.name
         )));
     }
@@ -82,7 +85,7 @@ pub(crate) async fn run(ctx: &Ctx<'_>, call: ProcedureCall) -> SqeResult<QueryRe
                 None => 100 << 20,
             };
             args.done()?;
-            job.optimize(threshold).await?
+            job.optimize(threshold, call.filter.as_ref()).await?
         }
         "expire_snapshots" => {
             // By position, Spark's older_than comes first; a duration there is Trino's retention.
@@ -443,7 +446,7 @@ impl Referenced {
 }
 
 /// The table's refs: iceberg-rust keeps them private, but serializes them as the spec has them.
-fn refs(metadata: &TableMetadata) -> SqeResult<Vec<(String, SnapshotReference)>> {
+pub(crate) fn refs(metadata: &TableMetadata) -> SqeResult<Vec<(String, SnapshotReference)>> {
     let json = serde_json::to_value(metadata)
         .map_err(|e| SqeError::internal(format!("serializing table metadata: {e}")))?;
     let Some(map) = json.get("refs").and_then(|r| r.as_object()) else {
@@ -456,56 +459,6 @@ fn refs(metadata: &TableMetadata) -> SqeResult<Vec<(String, SnapshotReference)>>
                 .map_err(|e| SqeError::internal(format!("reading ref {name}: {e}")))
         })
         .collect()
-}
-
-/// The snapshots expiring at `cutoff_ms` (their ids): older than it, and not the head of a ref nor
-/// one of the latest `min_keep` snapshots of a branch (a branch's own `min-snapshots-to-keep`
-/// wins over the table's).
-fn expiring(
-    metadata: &TableMetadata,
-    cutoff_ms: i64,
-    retain_last: Option<usize>,
-) -> SqeResult<Vec<i64>> {
-    let table_min: usize = metadata
-        .properties()
-        .get("history.expire.min-snapshots-to-keep")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let mut keep: HashSet<i64> = HashSet::new();
-    for (_, reference) in refs(metadata)? {
-        keep.insert(reference.snapshot_id);
-        let SnapshotRetention::Branch {
-            min_snapshots_to_keep,
-            ..
-        } = reference.retention
-        else {
-            continue;
-        };
-        let min_keep = retain_last
-            .or(min_snapshots_to_keep.and_then(|n| usize::try_from(n).ok()))
-            .unwrap_or(table_min)
-            .max(1);
-        let mut at = metadata.snapshot_by_id(reference.snapshot_id);
-        let mut kept = 0;
-        while let Some(snapshot) = at {
-            if kept >= min_keep {
-                break;
-            }
-            keep.insert(snapshot.snapshot_id());
-            kept += 1;
-            at = snapshot
-                .parent_snapshot_id()
-                .and_then(|id| metadata.snapshot_by_id(id));
-        }
-    }
-    if let Some(current) = metadata.current_snapshot_id() {
-        keep.insert(current);
-    }
-    Ok(metadata
-        .snapshots()
-        .filter(|s| s.timestamp_ms() < cutoff_ms && !keep.contains(&s.snapshot_id()))
-        .map(|s| s.snapshot_id())
-        .collect())
 }
 
 impl Job<'_> {
@@ -557,40 +510,47 @@ impl Job<'_> {
         cutoff_ms: i64,
         retain_last: Option<usize>,
     ) -> SqeResult<Vec<(&'static str, u64)>> {
-        let mut lost = 0;
-        let (table, expired) = loop {
-            let (ident, table) = self.load().await?;
-            let retries = Retries::of(&table);
-            let metadata = table.metadata();
-            let expired = expiring(metadata, cutoff_ms, retain_last)?;
-            if expired.is_empty() {
-                break (table, Vec::new());
-            }
-            let head = metadata.current_snapshot_id();
-            let updates = vec![TableUpdate::RemoveSnapshots {
-                snapshot_ids: expired.clone(),
-            }];
-            if self.commit_at(&ident, &table, head, updates).await? {
-                break (table, expired);
-            }
-            if lost >= retries.retries {
-                return Err(
-                    retries.overtaken(&format!("expire_snapshots of '{}'", self.object), lost)
-                );
-            }
-            tokio::time::sleep(retries.wait(lost)).await;
-            lost += 1;
-        };
+        // iceberg's own action chooses as Iceberg's Java library does: refs past their
+        // max-ref-age go, each branch keeps its latest `min-snapshots-to-keep` and its ancestors
+        // newer than the cutoff, no ref's head goes, and a table with `gc.enabled=false` refuses.
+        // Its commit is retried against the new head when another writer wins the race.
+        let (_, before) = self.load().await?;
+        let tx = Transaction::new(&before);
+        let mut action = tx.expire_snapshots().expire_older_than_ms(cutoff_ms);
+        if let Some(n) = retain_last {
+            action = action.retain_last(n);
+        }
+        let catalog: &dyn Catalog = self.catalog;
+        let after = action
+            .apply(tx)
+            .map_err(from_iceberg)?
+            .commit(catalog)
+            .await
+            .map_err(from_iceberg)?;
+        let left: HashSet<i64> = after
+            .metadata()
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .collect();
+        let expired: Vec<i64> = before
+            .metadata()
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .filter(|id| !left.contains(id))
+            .collect();
+        let table = before;
         // What the expired snapshots referred to (a file their manifests mark deleted was live in a
         // snapshot before), less what the snapshots left hold live: read from the metadata as it
         // was (the snapshots are gone from the catalog's now).
         let metadata = table.metadata();
         let (mut gone, mut kept) = (Referenced::default(), Referenced::default());
         for snapshot in metadata.snapshots() {
-            match expired.contains(&snapshot.snapshot_id()) {
-                true => gone.add(&table, snapshot, true).await?,
-                false => kept.add(&table, snapshot, false).await?,
+            if expired.contains(&snapshot.snapshot_id()) {
+                gone.add(&table, snapshot, true).await?;
             }
+        }
+        for snapshot in after.metadata().snapshots() {
+            kept.add(&after, snapshot, false).await?;
         }
         let location = metadata.location();
         let file_io = table.file_io();
@@ -749,12 +709,16 @@ impl Job<'_> {
         }
     }
 
-    async fn optimize(&self, threshold: u64) -> SqeResult<Vec<(&'static str, u64)>> {
+    async fn optimize(
+        &self,
+        threshold: u64,
+        filter: Option<&Expr>,
+    ) -> SqeResult<Vec<(&'static str, u64)>> {
         let mut lost = 0;
         loop {
             let (ident, table) = self.load().await?;
             let retries = Retries::of(&table);
-            let Some(change) = self.compaction(&table, threshold).await? else {
+            let Some(change) = self.compaction(&table, threshold, filter).await? else {
                 return Ok(vec![
                     ("rewritten_data_files_count", 0),
                     ("removed_delete_files_count", 0),
@@ -789,12 +753,14 @@ impl Job<'_> {
         }
     }
 
-    /// The compaction of `table` as it is: the change, its files' prefix, and how many data and
-    /// delete files it removes; None when nothing needs rewriting.
+    /// The compaction of `table` as it is (of the partitions `filter` chooses, if given): the
+    /// change, its files' prefix, and how many data and delete files it removes; None when nothing
+    /// needs rewriting.
     async fn compaction(
         &self,
         table: &Table,
         threshold: u64,
+        filter: Option<&Expr>,
     ) -> SqeResult<Option<(Change, String, u64, u64)>> {
         let live = change::live_files(table).await?;
         if live
@@ -826,10 +792,32 @@ impl Job<'_> {
             .iter()
             .flat_map(|(_, paths)| paths.iter().map(String::as_str))
             .collect();
+        // As in Trino, a WHERE clause chooses partitions: it compares identity partition columns
+        // with constants, and is decided on each file's partition values.
+        let scope: Option<HashSet<String>> = match filter {
+            None => None,
+            Some(filter) => {
+                let data: Vec<LiveFile> = live
+                    .iter()
+                    .filter(|f| f.file.content_type() == DataContentType::Data)
+                    .cloned()
+                    .collect();
+                let name = self.object.table.as_deref().unwrap_or_default();
+                match matching_files(self.ctx, table, name, filter, data)? {
+                    Some(files) => Some(files),
+                    None => {
+                        return Err(SqeError::invalid(format!(
+                            "optimize's WHERE may only compare identity partition columns with constants ({filter})"
+                        )));
+                    }
+                }
+            }
+        };
         // The candidates, by partition: small files, and files with deletes.
         let mut groups: HashMap<(i32, &Struct), Vec<&LiveFile>> = HashMap::new();
         for f in live.iter().filter(|f| {
             f.file.content_type() == DataContentType::Data
+                && scope.as_ref().is_none_or(|s| s.contains(&f.path))
                 && (f.file.file_size_in_bytes() < threshold
                     || with_deletes.contains(f.path.as_str()))
         }) {

@@ -210,7 +210,7 @@ async fn visible_rows(
 /// The files among `files` whose partition values make `filter` true, when `filter` only compares
 /// columns every file's partition spec has as identity partition fields with constants; None
 /// otherwise (rows, not files, must then be chosen).
-fn matching_files(
+pub(crate) fn matching_files(
     ctx: &Ctx<'_>,
     table: &Table,
     table_name: &str,
