@@ -3707,8 +3707,9 @@ mod kept {
 }
 
 /// Table maintenance deletes files, so it is checked as an attacker would try it: another user
-/// without ALTER on the table, a table made to share another's folder (or the warehouse's), a
-/// table whose metadata names another table's data file, and malformed arguments. Nothing outside
+/// without ALTER on the table (for its branches and tags too), a table made to share another's
+/// folder (or the warehouse's), a table whose metadata names another table's data file, and
+/// malformed arguments. Nothing outside
 /// the table's own files goes, and the other tables read as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maintenance_deletes_only_its_own_tables_files() {
@@ -3756,6 +3757,42 @@ async fn maintenance_deletes_only_its_own_tables_files() {
         ok(&engine, &alice, "SELECT count(*) FROM \"a$files\"").await,
         ["3"]
     );
+    // Nor may he set or drop its branches and tags; alice may, and bob reads them.
+    ok(&engine, &alice, "ALTER TABLE a CREATE TAG v1").await;
+    for sql in [
+        "ALTER TABLE a CREATE BRANCH b",
+        "ALTER TABLE a DROP TAG v1",
+        "ALTER TABLE a CREATE OR REPLACE TAG v1",
+    ] {
+        let e = refused(&engine, &bob, sql).await;
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                ErrorCode::PermissionDenied,
+                "Access Denied: Cannot alter table iceberg.default.a"
+            ),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        ok(
+            &engine,
+            &bob,
+            "SELECT count(*) FROM a FOR VERSION AS OF 'v1'"
+        )
+        .await,
+        ["3"]
+    );
+    let long = format!("ALTER TABLE a CREATE BRANCH {}", "x".repeat(10_000));
+    let e = refused(&engine, &alice, &long).await;
+    assert_eq!(e.message(), "a branch's name is 1 to 255 characters");
+    let e = refused(
+        &engine,
+        &alice,
+        "ALTER TABLE a CREATE TAG t RETAIN 999999999999999 DAYS",
+    )
+    .await;
+    assert_eq!(e.message(), "a retention of 999999999999999 is too long");
 
     // A table of bob's in alice's folder, and one in the warehouse's own: removing their orphans
     // would remove alice's files, so it is refused before anything goes.

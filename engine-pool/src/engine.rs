@@ -42,7 +42,7 @@ use crate::session_properties::{check_session, max_run_time};
 use crate::show::{self, functions as show_functions, stats as show_stats};
 use crate::statement::prepass::Prepared;
 use crate::statement::{self, Parsed, SqeStatement, recorded_text};
-use crate::write::{append, ddl, ingest, maintain, remove, rows, views};
+use crate::write::{append, ddl, ingest, maintain, refs, remove, rows, views};
 use crate::{attach, governance, session_properties};
 
 /// Where each mounted catalog keeps its warehouse, and how many statements may run at once.
@@ -408,6 +408,7 @@ impl Engine {
                 self.secrets.drop_secret(session, &name, if_exists)
             }
             SqeStatement::Procedure(call) => maintain::run(&ctx, call).await,
+            SqeStatement::Ref(statement) => refs::run(&ctx, statement).await,
             SqeStatement::Ddl(statement) => ddl::run(&ctx, statement, prepared).await,
             SqeStatement::Show(statement) => show::run(&ctx, statement).await,
             SqeStatement::Session(statement) => {

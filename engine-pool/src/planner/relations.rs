@@ -154,9 +154,21 @@ impl Planner {
                     ScalarValue::Int64(Some(v)) => v,
                     ScalarValue::Int32(Some(v)) => i64::from(v),
                     ScalarValue::UInt64(Some(v)) => i64::try_from(v).unwrap_or(i64::MAX),
+                    // A branch or a tag, by name: the snapshot it points at.
+                    ScalarValue::Utf8(Some(r))
+                    | ScalarValue::Utf8View(Some(r))
+                    | ScalarValue::LargeUtf8(Some(r)) => table
+                        .metadata()
+                        .snapshot_for_ref(&r)
+                        .map(|s| s.snapshot_id())
+                        .ok_or_else(|| {
+                            SqeError::not_found(format!(
+                                "table '{namespace}.{name}' has no branch or tag '{r}'"
+                            ))
+                        })?,
                     other => {
                         return Err(SqeError::invalid(format!(
-                            "FOR VERSION AS OF needs a snapshot id (bigint), got {other}"
+                            "FOR VERSION AS OF needs a snapshot id (bigint) or the name of a branch or tag, got {other}"
                         )));
                     }
                 };

@@ -16,6 +16,7 @@ pub mod own;
 pub mod policies;
 pub mod prepass;
 pub mod procedures;
+pub mod refs;
 pub mod words;
 
 use std::borrow::Cow;
@@ -36,6 +37,7 @@ use own::{Attach, Detach};
 use policies::{MaskAction, MaskStatement, RowFilterKind, RowFilterStatement};
 use prepass::{Prepared, prepare};
 use procedures::ProcedureCall;
+use refs::RefStatement;
 use words::{leading_words, one_statement};
 
 /// A statement of SQE's, one of each kind the engine runs.
@@ -93,6 +95,8 @@ pub(crate) enum SqeStatement {
     DropSecret { name: Ident, if_exists: bool },
     /// A table procedure: `ALTER TABLE t EXECUTE …` (Trino) or `CALL system.…` (Spark).
     Procedure(ProcedureCall),
+    /// `ALTER TABLE t {CREATE | REPLACE | DROP} {BRANCH | TAG} …` (Spark's).
+    Ref(RefStatement),
     /// What changes the catalogs' schemas, tables, views and roles: CREATE, DROP, ALTER TABLE; and
     /// any statement SQE does not run (refused by name).
     Ddl(Statement),
@@ -324,6 +328,10 @@ fn parse_own(sql: &str, lead: &[&str], purpose: Purpose) -> SqeResult<Option<Sqe
                 one()?;
                 return Ok(Some(SqeStatement::Procedure(call?)));
             }
+            if let Some(statement) = refs::parse_ref_statement(sql) {
+                one()?;
+                return Ok(Some(SqeStatement::Ref(statement?)));
+            }
             // Any other ALTER TABLE is the parser's.
             let Some(statement) = policies::parse_mask_statement(sql) else {
                 return Ok(None);
@@ -478,7 +486,8 @@ impl SqeStatement {
             | SqeStatement::Access(_)
             | SqeStatement::CreateSecret(_)
             | SqeStatement::DropSecret { .. }
-            | SqeStatement::Procedure(_) => false,
+            | SqeStatement::Procedure(_)
+            | SqeStatement::Ref(_) => false,
         }
     }
 
@@ -524,6 +533,7 @@ impl SqeStatement {
             SqeStatement::CreateSecret(_) => words("CREATE SECRET"),
             SqeStatement::DropSecret { .. } => words("DROP SECRET"),
             SqeStatement::Procedure(call) => format!("procedure {}", call.name),
+            SqeStatement::Ref(_) => words("ALTER TABLE"),
         }
     }
 }
@@ -694,11 +704,12 @@ mod tests {
             SqeStatement::UpdateRows { .. } => 21,
             SqeStatement::Merge(_) => 22,
             SqeStatement::Procedure(_) => 23,
+            SqeStatement::Ref(_) => 24,
         }
     }
 
     /// How many kinds [`kind_number`] numbers.
-    const KINDS: usize = 24;
+    const KINDS: usize = 25;
 
     #[test]
     fn every_kind_of_statement_says_whether_it_only_reads() {
@@ -717,6 +728,7 @@ mod tests {
             ("UPDATE t SET x = x + 1 WHERE y = 2", 21, false),
             ("ALTER TABLE t EXECUTE optimize", 23, false),
             ("CALL system.expire_snapshots('t')", 23, false),
+            ("ALTER TABLE t CREATE BRANCH b", 24, false),
             (
                 "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN DELETE",
                 22,
