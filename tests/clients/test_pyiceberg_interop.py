@@ -219,3 +219,34 @@ def test_pyiceberg_reads_what_sqes_delete_and_truncate_leave(warehouse):
     table = catalog(warehouse).load_table("s.t")
     assert rows(table.scan().to_arrow(), "id", "part") == [(6, "b")]
     assert table.current_snapshot().summary["deleted-records"] == "2"
+
+
+def test_pyiceberg_reads_sqes_branches_and_tags(warehouse):
+    """A branch SQE made and wrote to, and a tag: pyiceberg sees them in the table's refs, reads the
+    branch's rows at its head and the tag's at its snapshot, and main's rows without the branch's."""
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.t (id bigint, v varchar); "
+        "INSERT INTO s.t VALUES (1, 'a'); "
+        "ALTER TABLE s.t CREATE TAG first RETAIN 7 DAYS; "
+        "ALTER TABLE s.t CREATE BRANCH dev WITH SNAPSHOT RETENTION 2 SNAPSHOTS; "
+        "INSERT INTO s.t.branch_dev VALUES (2, 'b'); "
+        "INSERT INTO s.t VALUES (3, 'c')",
+    )
+    table = catalog(warehouse).load_table("s.t")
+    refs = table.metadata.refs
+    assert sorted(refs) == ["dev", "first", "main"]
+    assert refs["first"].snapshot_ref_type.value == "tag"
+    assert refs["first"].max_ref_age_ms == 7 * 86_400_000
+    assert refs["dev"].snapshot_ref_type.value == "branch"
+    assert refs["dev"].min_snapshots_to_keep == 2
+    assert rows(table.scan().to_arrow(), "id", "v") == [(1, "a"), (3, "c")]
+    dev = table.snapshot_by_name("dev")
+    assert rows(table.scan(snapshot_id=dev.snapshot_id).to_arrow(), "id", "v") == [(1, "a"), (2, "b")]
+    first = table.snapshot_by_name("first")
+    assert rows(table.scan(snapshot_id=first.snapshot_id).to_arrow(), "id", "v") == [(1, "a")]
+    # The branch's snapshot follows the tagged one; main's does too, apart from it.
+    assert dev.parent_snapshot_id == first.snapshot_id
+    assert table.current_snapshot().parent_snapshot_id == first.snapshot_id
+    assert sqe(warehouse, "SELECT id FROM s.t FOR VERSION AS OF 'dev' ORDER BY id") == [["id"], ["1"], ["2"]]

@@ -12,7 +12,8 @@
 //!   when it only removes, `overwrite` when it also adds;
 //!
 //! and commits it through the catalog's compare-and-swap, on the condition that the table is the
-//! same table and its main branch still points at the snapshot the change was made from. A lost
+//! same table and its main branch (or the branch the change names) still points at the snapshot
+//! the change was made from. A lost
 //! race is [`Committed::Lost`]: the caller decides the change again against the new head (what it
 //! removes may have changed) and retries.
 
@@ -42,6 +43,8 @@ pub(crate) struct Change {
     pub added_deletes: Vec<(i32, DataFile)>,
     /// The rows stay as they are (a compaction): the snapshot's operation is `replace`.
     pub replace: bool,
+    /// The branch the change goes to, and the retention it keeps; the main branch if None.
+    pub branch: Option<(String, SnapshotRetention)>,
 }
 
 /// How a commit ended.
@@ -212,7 +215,16 @@ pub(crate) async fn commit(
             "removing rows from an encrypted table is not supported ('{ident}')"
         )));
     }
-    let base = metadata.current_snapshot();
+    let branch = change
+        .branch
+        .as_ref()
+        .map_or(MAIN_BRANCH, |(name, _)| name.as_str());
+    let base = match &change.branch {
+        None => metadata.current_snapshot(),
+        Some((name, _)) => Some(metadata.snapshot_for_ref(name).ok_or_else(|| {
+            SqeError::not_found(format!("table '{ident}' has no branch '{name}'"))
+        })?),
+    };
     let file_io = table.file_io();
     let snapshot_id = new_snapshot_id(table);
     let sequence_number = metadata.next_sequence_number();
@@ -387,18 +399,19 @@ pub(crate) async fn commit(
             uuid: metadata.uuid(),
         },
         TableRequirement::RefSnapshotIdMatch {
-            r#ref: MAIN_BRANCH.to_string(),
+            r#ref: branch.to_string(),
             snapshot_id: parent,
         },
     ];
+    let retention = match &change.branch {
+        Some((_, retention)) => retention.clone(),
+        None => SnapshotRetention::branch(None, None, None),
+    };
     let updates = vec![
         TableUpdate::AddSnapshot { snapshot },
         TableUpdate::SetSnapshotRef {
-            ref_name: MAIN_BRANCH.to_string(),
-            reference: SnapshotReference::new(
-                snapshot_id,
-                SnapshotRetention::branch(None, None, None),
-            ),
+            ref_name: branch.to_string(),
+            reference: SnapshotReference::new(snapshot_id, retention),
         },
     ];
     match catalog.commit_updates(ident, requirements, updates).await {

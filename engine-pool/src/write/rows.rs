@@ -711,6 +711,7 @@ async fn merge_change(
         added,
         added_deletes,
         replace: false,
+        branch: None,
     })
 }
 
