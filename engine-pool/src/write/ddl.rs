@@ -1,6 +1,6 @@
 //! The statements that change the catalogs' schemas and tables: CREATE SCHEMA and TABLE (Trino's
 //! `WITH (partitioning = …)` and Spark's `PARTITIONED BY`), DROP SCHEMA, TABLE, VIEW and ROLE, and
-//! ALTER TABLE's columns and name. Each is authorized by governance first; a schema change commits
+//! ALTER TABLE's columns, name, properties and partitioning (`SET PROPERTIES partitioning = …`). Each is authorized by governance first; a schema change commits
 //! as one compare-and-swap on the table's current schema.
 
 use std::collections::HashMap;
@@ -669,18 +669,37 @@ async fn alter_table(
             ctx.governance.move_object(session, &object, &to)?;
         }
         AlterTableOperation::SetTblProperties { table_properties } => {
-            let updates = table_properties
-                .iter()
+            let metadata = table.metadata();
+            let mut requirements = vec![TableRequirement::UuidMatch {
+                uuid: metadata.uuid(),
+            }];
+            let mut changes = Vec::new();
+            let (partitioning, properties): (Vec<&SqlOption>, Vec<&SqlOption>) =
+                table_properties.iter().partition(|o| {
+                    matches!(o, SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case("partitioning"))
+                });
+            // Partition evolution: a new spec, the default from now on; files written before keep
+            // theirs, and read as they are.
+            if let Some(option) = partitioning.first() {
+                let spec = evolved_spec(&schema, option)?;
+                changes.push(TableUpdate::AddSpec { spec });
+                changes.push(TableUpdate::SetDefaultSpec { spec_id: -1 });
+                requirements.push(TableRequirement::DefaultSpecIdMatch {
+                    default_spec_id: metadata.default_partition_spec_id(),
+                });
+                requirements.push(TableRequirement::LastAssignedPartitionIdMatch {
+                    last_assigned_partition_id: metadata.last_partition_id(),
+                });
+            }
+            let updates = properties
+                .into_iter()
                 .map(settable_property)
                 .collect::<SqeResult<HashMap<String, String>>>()?;
+            if !updates.is_empty() {
+                changes.push(TableUpdate::SetProperties { updates });
+            }
             catalog
-                .commit_updates(
-                    table.identifier(),
-                    vec![TableRequirement::UuidMatch {
-                        uuid: table.metadata().uuid(),
-                    }],
-                    vec![TableUpdate::SetProperties { updates }],
-                )
+                .commit_updates(table.identifier(), requirements, changes)
                 .await
                 .map_err(from_iceberg)?;
         }
@@ -693,9 +712,44 @@ async fn alter_table(
     Ok(())
 }
 
+/// The spec `partitioning = ARRAY['p', 'bucket(id, 4)', …]` asks for (an empty array: none), its
+/// fields left for the catalog to number (a field an earlier spec had keeps its id).
+fn evolved_spec(schema: &Schema, option: &SqlOption) -> SqeResult<UnboundPartitionSpec> {
+    let bad = || {
+        SqeError::invalid(
+            "partitioning is set to an array of partition fields, such as ARRAY['p', 'bucket(id, 4)']",
+        )
+    };
+    let SqlOption::KeyValue { value, .. } = option else {
+        return Err(bad());
+    };
+    let Expr::Array(array) = value else {
+        return Err(bad());
+    };
+    let mut builder = UnboundPartitionSpec::builder();
+    for element in &array.elem {
+        let Expr::Value(v) = element else {
+            return Err(bad());
+        };
+        let (Value::SingleQuotedString(text) | Value::DoubleQuotedString(text)) = &v.value else {
+            return Err(bad());
+        };
+        let (source_id, name, transform) = parse_partition_field(text, schema)?;
+        builder = builder
+            .add_partition_fields([UnboundPartitionField {
+                source_id,
+                field_id: None,
+                name,
+                transform,
+            }])
+            .map_err(from_iceberg)?;
+    }
+    Ok(builder.build())
+}
+
 /// A table property `ALTER TABLE … SET PROPERTIES` may set: a name (quoted or not) and a literal
 /// value. The write modes take `copy-on-write` or `merge-on-read`; the format version and the
-/// partitioning are not properties to set this way.
+/// location are not properties to set this way (the partitioning is a spec: [`evolved_spec`]).
 fn settable_property(option: &SqlOption) -> SqeResult<(String, String)> {
     let SqlOption::KeyValue { key, value } = option else {
         return Err(SqeError::invalid(format!(
@@ -725,11 +779,9 @@ fn settable_property(option: &SqlOption) -> SqeResult<(String, String)> {
                 "table property '{name}' is copy-on-write or merge-on-read, not '{value}'"
             )))
         }
-        "format-version" | "format_version" | "partitioning" | "location" => {
-            Err(SqeError::unsupported(format!(
-                "table property '{name}' cannot be changed by SET PROPERTIES"
-            )))
-        }
+        "format-version" | "format_version" | "location" => Err(SqeError::unsupported(format!(
+            "table property '{name}' cannot be changed by SET PROPERTIES"
+        ))),
         _ => Ok((name, value)),
     }
 }

@@ -1,9 +1,9 @@
 //! Table maintenance, as Trino's `ALTER TABLE t EXECUTE …` and Spark's `CALL system.…` run it:
 //! - `optimize [(file_size_threshold => '100MB')] [WHERE partition condition]` (Spark:
-//!   `rewrite_data_files`): the data files under the threshold, and every data file some position
-//!   delete file names, are read (deletes applied) and written again together, partition by
-//!   partition, as one `replace` snapshot that also drops the delete files left naming nothing;
-//!   the rows are the same;
+//!   `rewrite_data_files`): the data files under the threshold, every data file some position
+//!   delete file names, and every file of an earlier partition spec, are read (deletes applied)
+//!   and written again together under the current spec, as one `replace` snapshot that also drops
+//!   the delete files left naming nothing; the rows are the same;
 //! - `expire_snapshots(retention_threshold => '7d')` (Spark: also `older_than`, `retain_last`):
 //!   removes the snapshots older than the threshold that no branch or tag needs (the head of
 //!   each, and the latest `history.expire.min-snapshots-to-keep` of each branch, 1 by default;
@@ -813,24 +813,32 @@ impl Job<'_> {
                 }
             }
         };
-        // The candidates, by partition: small files, and files with deletes.
+        // The candidates, by partition: small files, files with deletes, and files written under
+        // an earlier partition spec (they are written again under the current one).
+        let current_spec = table.metadata().default_partition_spec_id();
+        let outdated = |f: &LiveFile| f.spec_id != current_spec;
         let mut groups: HashMap<(i32, &Struct), Vec<&LiveFile>> = HashMap::new();
         for f in live.iter().filter(|f| {
             f.file.content_type() == DataContentType::Data
                 && scope.as_ref().is_none_or(|s| s.contains(&f.path))
                 && (f.file.file_size_in_bytes() < threshold
-                    || with_deletes.contains(f.path.as_str()))
+                    || with_deletes.contains(f.path.as_str())
+                    || outdated(f))
         }) {
             groups
                 .entry((f.spec_id, f.file.partition()))
                 .or_default()
                 .push(f);
         }
-        // A partition's one small file without deletes is as compact as it gets.
+        // A partition's one small file without deletes, in the current spec, is as compact as it
+        // gets.
         let chosen: HashSet<String> = groups
             .into_values()
             .filter(|files| {
-                files.len() > 1 || files.iter().any(|f| with_deletes.contains(f.path.as_str()))
+                files.len() > 1
+                    || files
+                        .iter()
+                        .any(|f| with_deletes.contains(f.path.as_str()) || outdated(f))
             })
             .flatten()
             .map(|f| f.path.clone())
