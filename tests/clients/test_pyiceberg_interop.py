@@ -309,3 +309,37 @@ def test_readers_agree_across_partition_evolution_and_maintenance(warehouse):
     assert len(list(table.snapshots())) == 1
     assert not any(task.delete_files for task in table.scan().plan_files())
     assert {task.file.spec_id for task in table.scan().plan_files()} == {2}
+
+
+def test_readers_agree_after_type_widening(warehouse):
+    """Columns widened by SQE (integer to bigint, real to double, decimal to a larger precision) read
+    in their new types by pyiceberg and DuckDB, over files written before and after."""
+    from decimal import Decimal
+
+    from test_row_changes import load
+    import duckdb
+
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.w (i integer, r real, d decimal(5,2)); "
+        "INSERT INTO s.w VALUES (2147483647, REAL '1.5', 123.45); "
+        "ALTER TABLE s.w ALTER COLUMN i SET DATA TYPE bigint; "
+        "ALTER TABLE s.w ALTER COLUMN r SET DATA TYPE double; "
+        "ALTER TABLE s.w ALTER COLUMN d SET DATA TYPE decimal(12,2); "
+        "INSERT INTO s.w VALUES (9000000000, 2.25, 1234567890.12)",
+    )
+    want = [(2147483647, 1.5, Decimal("123.45")), (9000000000, 2.25, Decimal("1234567890.12"))]
+    table = catalog(warehouse).load_table("s.w")
+    assert str(table.schema().find_field("i").field_type) == "long"
+    assert rows(table.scan().to_arrow(), "i", "r", "d") == want
+    con = duckdb.connect()
+    try:
+        load(con, "avro")
+        load(con, "iceberg")
+        got = con.execute(
+            "SELECT i, r, d FROM iceberg_scan(?) ORDER BY i", [table.metadata_location]
+        ).fetchall()
+    finally:
+        con.close()
+    assert got == want

@@ -1,14 +1,15 @@
 //! The statements that change the catalogs' schemas and tables: CREATE SCHEMA and TABLE (Trino's
 //! `WITH (partitioning = …)` and Spark's `PARTITIONED BY`), DROP SCHEMA, TABLE, VIEW and ROLE, and
-//! ALTER TABLE's columns, name, properties and partitioning (`SET PROPERTIES partitioning = …`). Each is authorized by governance first; a schema change commits
+//! ALTER TABLE's columns (added, dropped, renamed, widened), name, properties and partitioning
+//! (`SET PROPERTIES partitioning = …`). Each is authorized by governance first; a schema change commits
 //! as one compare-and-swap on the table's current schema.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, ColumnOption, CreateTable, CreateTableOptions, Expr, ObjectName,
-    ObjectType, SchemaName, SqlOption, Statement, Value,
+    AlterColumnOperation, AlterTableOperation, ColumnOption, CreateTable, CreateTableOptions, Expr,
+    ObjectName, ObjectType, SchemaName, SqlOption, Statement, Value,
 };
 use iceberg::spec::{
     NestedField, NestedFieldRef, Schema, Transform, UnboundPartitionField, UnboundPartitionSpec,
@@ -640,6 +641,63 @@ async fn alter_table(
                 .collect();
             commit_schema(&catalog, &table, fields).await?;
         }
+        AlterTableOperation::AlterColumn { column_name, op } => {
+            let col = normalize_ident(&column_name);
+            let Some(field) = schema.field_by_name(&col) else {
+                return Err(SqeError::not_found(format!(
+                    "column '{col}' does not exist"
+                )));
+            };
+            let mut changed = (**field).clone();
+            match op {
+                AlterColumnOperation::SetDataType {
+                    data_type,
+                    using: None,
+                    ..
+                } => {
+                    let mut ids = FieldIds::after(table.metadata().last_column_id());
+                    let to = sql_to_iceberg(&data_type, &mut ids)?;
+                    if to == *field.field_type {
+                        return Ok(());
+                    }
+                    if !widens(&field.field_type, &to) {
+                        let name = |t: &iceberg::spec::Type| {
+                            iceberg::arrow::type_to_arrow_type(t)
+                                .map(|t| crate::write::files::trino_name(&t))
+                                .unwrap_or_else(|_| t.to_string())
+                        };
+                        return Err(SqeError::invalid(format!(
+                            "cannot change column '{col}' from {} to {}: Iceberg widens integer to bigint, real to double and decimal(p, s) to a larger precision only",
+                            name(&field.field_type),
+                            name(&to)
+                        )));
+                    }
+                    *changed.field_type = to;
+                }
+                // Every value stays valid; the reverse would need every row checked.
+                AlterColumnOperation::DropNotNull => {
+                    if !changed.required {
+                        return Ok(());
+                    }
+                    changed.required = false;
+                }
+                other => {
+                    return Err(SqeError::unsupported(format!(
+                        "ALTER TABLE … ALTER COLUMN {other} is not supported: SET DATA TYPE (widening) and DROP NOT NULL are"
+                    )));
+                }
+            }
+            let fields: Vec<NestedFieldRef> = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .map(|f| match f.id == changed.id {
+                    true => Arc::new(changed.clone()),
+                    false => f.clone(),
+                })
+                .collect();
+            commit_schema(&catalog, &table, fields).await?;
+        }
         AlterTableOperation::RenameTable { table_name } => {
             let target = match table_name {
                 datafusion::sql::sqlparser::ast::RenameTableNameKind::To(n)
@@ -710,6 +768,29 @@ async fn alter_table(
         }
     }
     Ok(())
+}
+
+/// Whether Iceberg lets a column of type `from` become `to` with its files as they are: int to
+/// long, float to double, and a decimal to a larger precision of the same scale.
+fn widens(from: &iceberg::spec::Type, to: &iceberg::spec::Type) -> bool {
+    use iceberg::spec::{PrimitiveType as P, Type};
+    match (from, to) {
+        (Type::Primitive(from), Type::Primitive(to)) => match (from, to) {
+            (P::Int, P::Long) | (P::Float, P::Double) => true,
+            (
+                P::Decimal {
+                    precision: p1,
+                    scale: s1,
+                },
+                P::Decimal {
+                    precision: p2,
+                    scale: s2,
+                },
+            ) => s1 == s2 && p2 > p1,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// The spec `partitioning = ARRAY['p', 'bucket(id, 4)', …]` asks for (an empty array: none), its

@@ -73,7 +73,8 @@ fn family(t: &DataType) -> u8 {
     }
 }
 
-fn trino_name(t: &DataType) -> String {
+/// A type as Trino names it.
+pub(crate) fn trino_name(t: &DataType) -> String {
     use DataType as D;
     match t {
         D::Null => "unknown".into(),
