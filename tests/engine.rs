@@ -2403,6 +2403,8 @@ async fn maintenance_leaves_the_live_files_only() {
         folder.join("data").join("dead-write-00000.parquet"),
         folder.join("data").join("p=1").join("dead.parquet"),
         folder.join("metadata").join("dead-m0.avro"),
+        // A metadata file a killed commit wrote part-way.
+        folder.join("metadata").join("00099-dead.metadata.json"),
     ];
     for path in &planted {
         std::fs::create_dir_all(path.parent().unwrap_or(&folder)).unwrap_or_else(|e| panic!("{e}"));
@@ -2460,7 +2462,7 @@ async fn maintenance_leaves_the_live_files_only() {
         .await,
     );
     assert!(
-        removed.contains(&"deleted_files_count|3".to_string()),
+        removed.contains(&"deleted_files_count|4".to_string()),
         "{removed:?}"
     );
     assert!(planted.iter().all(|p| !p.exists()));

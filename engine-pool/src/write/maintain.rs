@@ -898,7 +898,8 @@ impl Job<'_> {
 /// Deletes the files under `root` that `referenced` does not name and that were last changed
 /// before `before`; symbolic links are neither followed nor removed. A metadata file of another
 /// table there (a table whose location holds this one's, or lies inside it) stops it before it
-/// deletes anything: those files are that table's. Returns the files seen, those deleted and
+/// deletes anything: those files are that table's. One that does not parse (a write killed
+/// part-way) is an orphan like any other. Returns the files seen, those deleted and
 /// their bytes.
 fn remove_unreferenced(
     root: &Path,
@@ -940,16 +941,18 @@ fn remove_unreferenced(
             }
         }
     }
+    // A metadata file that does not parse is no other table's: a killed write left it part-way.
     for (path, _) in &unreferenced {
-        if path.to_str().is_some_and(|p| p.ends_with(".metadata.json")) {
-            let other = table_uuid_of(path);
-            if other.as_deref() != Some(uuid) {
-                return Err(SqeError::invalid(format!(
-                    "{} is not a metadata file of this table (its table-uuid is {}): the table's folder holds another table's files, and remove_orphan_files does not run where tables share a folder",
-                    path.display(),
-                    other.as_deref().unwrap_or("unreadable")
-                )));
-            }
+        if !path.to_str().is_some_and(|p| p.ends_with(".metadata.json")) {
+            continue;
+        }
+        if let Some(other) = table_uuid_of(path)
+            && other != uuid
+        {
+            return Err(SqeError::invalid(format!(
+                "{} is a metadata file of another table (table-uuid {other}): the table's folder holds another table's files, and remove_orphan_files does not run where tables share a folder",
+                path.display()
+            )));
         }
     }
     let (mut deleted, mut bytes) = (0, 0);
