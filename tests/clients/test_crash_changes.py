@@ -42,11 +42,10 @@ import threading
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from test_pyiceberg_interop import SQE_CLI, catalog, sqe
-from test_row_changes import load
+from test_row_changes import duckdb_read
 
 MODES = ["copy-on-write", "merge-on-read"]
 ITERATIONS = 25  # kills per mode
@@ -323,13 +322,5 @@ def test_kill_during_changes_leaves_a_whole_snapshot_with_every_reported_change(
     assert len(left_behind - on_disk) > 0, f"seed {seed}, mode {mode}: maintenance removed nothing"
     assert as_rows(sqe(warehouse, f"{SELECT} ORDER BY id")) == states[-1], f"seed {seed}, mode {mode}"
     assert pyiceberg_rows(table) == states[-1], f"seed {seed}, mode {mode}: pyiceberg after maintenance"
-    con = duckdb.connect()
-    try:
-        load(con, "avro")
-        load(con, "iceberg")
-        got = con.execute(
-            "SELECT id, g, v FROM iceberg_scan(?)", [table.metadata_location]
-        ).fetchall()
-    finally:
-        con.close()
+    got = duckdb_read(table.metadata_location, "SELECT id, g, v FROM iceberg_scan(?)")
     assert {i: (g, v) for i, g, v in got} == states[-1], f"seed {seed}, mode {mode}: DuckDB after maintenance"

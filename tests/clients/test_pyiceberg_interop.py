@@ -255,23 +255,14 @@ def test_pyiceberg_reads_sqes_branches_and_tags(warehouse):
 def test_readers_agree_across_partition_evolution_and_maintenance(warehouse):
     """Files under three partition specs, a merge-on-read DELETE across them, then optimize and
     expire_snapshots: after each step pyiceberg and DuckDB's iceberg extension read SQE's rows."""
-    from test_row_changes import load
-    import duckdb
+    from test_row_changes import duckdb_read
 
     def agree(step):
         want = sqe(warehouse, "SELECT id, p FROM s.e ORDER BY id")[1:]
         want = [(int(i), p) for i, p in want]
         table = catalog(warehouse).load_table("s.e")
         assert rows(table.scan().to_arrow(), "id", "p") == want, step
-        con = duckdb.connect()
-        try:
-            load(con, "avro")
-            load(con, "iceberg")
-            got = con.execute(
-                "SELECT id, p FROM iceberg_scan(?) ORDER BY id", [table.metadata_location]
-            ).fetchall()
-        finally:
-            con.close()
+        got = duckdb_read(table.metadata_location, "SELECT id, p FROM iceberg_scan(?) ORDER BY id")
         assert [(int(i), p) for i, p in got] == want, step
         return table
 
@@ -316,8 +307,7 @@ def test_readers_agree_after_type_widening(warehouse):
     in their new types by pyiceberg and DuckDB, over files written before and after."""
     from decimal import Decimal
 
-    from test_row_changes import load
-    import duckdb
+    from test_row_changes import duckdb_read
 
     sqe(
         warehouse,
@@ -333,13 +323,4 @@ def test_readers_agree_after_type_widening(warehouse):
     table = catalog(warehouse).load_table("s.w")
     assert str(table.schema().find_field("i").field_type) == "long"
     assert rows(table.scan().to_arrow(), "i", "r", "d") == want
-    con = duckdb.connect()
-    try:
-        load(con, "avro")
-        load(con, "iceberg")
-        got = con.execute(
-            "SELECT i, r, d FROM iceberg_scan(?) ORDER BY i", [table.metadata_location]
-        ).fetchall()
-    finally:
-        con.close()
-    assert got == want
+    assert duckdb_read(table.metadata_location, "SELECT i, r, d FROM iceberg_scan(?) ORDER BY i") == want

@@ -56,6 +56,17 @@ def sqe_rows(warehouse, sql):
     return sorted(out, key=repr)
 
 
+def duckdb_read(metadata_location, sql):
+    """The rows of `sql`, which reads `iceberg_scan(?)`, over a table's metadata file in DuckDB."""
+    con = duckdb.connect()
+    try:
+        load(con, "avro")
+        load(con, "iceberg")
+        return con.execute(sql, [metadata_location]).fetchall()
+    finally:
+        con.close()
+
+
 def duckdb_rows(metadata_location):
     con = duckdb.connect()
     try:

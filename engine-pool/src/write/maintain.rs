@@ -38,7 +38,7 @@ use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, TableIdent, TableRequirement, TableUpdate};
 use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
-use crate::catalog::backend::SqeCatalog;
+use crate::catalog::backend::{CatalogRef, SqeCatalog};
 use crate::catalog::row_ids::read_position_deletes;
 use crate::context::Ctx;
 use crate::error::{from_datafusion, from_iceberg};
@@ -55,16 +55,7 @@ pub const DEFAULT_MIN_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Runs one procedure call.
 pub(crate) async fn run(ctx: &Ctx<'_>, call: ProcedureCall) -> SqeResult<QueryResult> {
-    let (catalog_name, schema, table_name) = resolve_name(ctx.session, &call.table)?;
-    let object = Object::table(&catalog_name, &schema, &table_name);
-    ctx.governance
-        .authorize(ctx.session, Privilege::Alter, &object, || {
-            SqeError::not_found(format!("table '{object}' does not exist"))
-        })?;
-    let catalog = ctx.mounts.bind(ctx.session, &catalog_name)?;
-    if let Some(reason) = catalog.read_only() {
-        return Err(SqeError::unsupported(reason));
-    }
+    let (object, catalog) = altered_table(ctx, &call.table)?;
     let mut args = Args::new(&call.name, call.args)?;
     if call.filter.is_some() && call.name != "optimize" {
         return Err(SqeError::invalid(format!(
@@ -150,6 +141,24 @@ pub(crate) async fn run(ctx: &Ctx<'_>, call: ProcedureCall) -> SqeResult<QueryRe
         }
     };
     metric_rows(&metrics)
+}
+
+/// The table `name` names, once the caller may ALTER it, and its writable catalog.
+pub(crate) fn altered_table(
+    ctx: &Ctx<'_>,
+    name: &datafusion::sql::sqlparser::ast::ObjectName,
+) -> SqeResult<(Object, CatalogRef)> {
+    let (catalog_name, schema, table_name) = resolve_name(ctx.session, name)?;
+    let object = Object::table(&catalog_name, &schema, &table_name);
+    ctx.governance
+        .authorize(ctx.session, Privilege::Alter, &object, || {
+            SqeError::not_found(format!("table '{object}' does not exist"))
+        })?;
+    let catalog = ctx.mounts.bind(ctx.session, &catalog_name)?;
+    if let Some(reason) = catalog.read_only() {
+        return Err(SqeError::unsupported(reason));
+    }
+    Ok((object, catalog))
 }
 
 /// A procedure's answer as Trino gives it: a `metric_name`, `metric_value` row for each figure.
@@ -284,30 +293,13 @@ fn count(e: &Expr, name: &str) -> SqeResult<usize> {
     }
 }
 
-/// A duration as Trino writes one: a number and a unit (`ns`, `us`, `ms`, `s`, `m`, `h`, `d`).
+/// A duration as Trino writes one (the session properties' parser), with the units in the error.
 pub fn duration(text: &str) -> SqeResult<Duration> {
-    let bad = || {
+    crate::session_properties::parse_duration(text).map_err(|_| {
         SqeError::invalid(format!(
             "'{text}' is not a duration: a number and a unit (ns, us, ms, s, m, h, d), such as '7d'"
         ))
-    };
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(bad)?;
-    let (number, unit) = t.split_at(split);
-    let number: f64 = number.parse().map_err(|_| bad())?;
-    let seconds = match unit.trim() {
-        "ns" => 1e-9,
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(number * seconds).map_err(|_| bad())
+    })
 }
 
 /// A size as Trino writes one: a number and a unit (`B`, `kB`, `MB`, `GB`, `TB`, each 1024 of the
@@ -606,7 +598,7 @@ impl Job<'_> {
         for snapshot in metadata.snapshots() {
             live.add(&table, snapshot, false).await?;
         }
-        let mut referenced: HashSet<String> = live
+        let referenced: HashSet<String> = live
             .files
             .into_keys()
             .chain(live.manifests.iter().cloned())
@@ -628,9 +620,6 @@ impl Job<'_> {
                     .map(|s| s.statistics_path.clone()),
             )
             .chain(table.metadata_location().map(str::to_string))
-            .collect();
-        referenced = referenced
-            .into_iter()
             .map(|p| p.strip_prefix("file://").map(str::to_string).unwrap_or(p))
             .collect();
         let root = PathBuf::from(local);

@@ -9,23 +9,12 @@ use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 use crate::context::Ctx;
 use crate::error::from_iceberg;
-use crate::governance::model::{Object, Privilege};
-use crate::names::resolve_name;
 use crate::statement::refs::{RefAction, RefKind, RefStatement};
 use crate::write::change::{Retries, surely_not_committed};
-use crate::write::maintain::refs;
+use crate::write::maintain::{altered_table, refs};
 
 pub(crate) async fn run(ctx: &Ctx<'_>, statement: RefStatement) -> SqeResult<QueryResult> {
-    let (catalog_name, schema, table_name) = resolve_name(ctx.session, &statement.table)?;
-    let object = Object::table(&catalog_name, &schema, &table_name);
-    ctx.governance
-        .authorize(ctx.session, Privilege::Alter, &object, || {
-            SqeError::not_found(format!("table '{object}' does not exist"))
-        })?;
-    let catalog = ctx.mounts.bind(ctx.session, &catalog_name)?;
-    if let Some(reason) = catalog.read_only() {
-        return Err(SqeError::unsupported(reason));
-    }
+    let (object, catalog) = altered_table(ctx, &statement.table)?;
     let RefStatement { kind, name, .. } = &statement;
     let what = kind.word();
     if *kind == RefKind::Tag && name == MAIN_BRANCH {
