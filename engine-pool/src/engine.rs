@@ -409,6 +409,7 @@ impl Engine {
             }
             SqeStatement::Procedure(call) => maintain::run(&ctx, call).await,
             SqeStatement::Ref(statement) => refs::run(&ctx, statement).await,
+            SqeStatement::Column(statement) => ddl::alter_column(&ctx, statement).await,
             SqeStatement::Ddl(statement) => ddl::run(&ctx, statement, prepared).await,
             SqeStatement::Show(statement) => show::run(&ctx, statement).await,
             SqeStatement::Session(statement) => {

@@ -1,19 +1,25 @@
 //! Reading planned Iceberg files with DataFusion's own Parquet reader: page-index and row-group
 //! pruning, dynamic filters from joins and TopK, cached footers. It serves the scans it can read
-//! exactly as Iceberg means them (see [`readable`]); iceberg-rust's reader serves the rest (delete
-//! files, nested columns). Local files are read directly; files in object stores through the
+//! exactly as Iceberg means them (see [`readable`]); iceberg-rust's reader serves the rest (files
+//! with delete files). Local files are read directly; files in object stores through the
 //! table's `FileIO` (see `file_io_store`), with the caller's credentials.
 //!
 //! Columns resolve by Iceberg field id, not by name: [`FieldIds`] rewrites every column a scan
 //! touches (projection, pushed filters, pruning) to the file's own column with the same id, so a
-//! renamed column reads its old data and a column added later reads as NULL.
+//! renamed column reads its old data and a column added later reads as NULL. Inside a nested
+//! column the same holds field by field ([`ById`]).
 
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, LargeListArray, ListArray, MapArray, RecordBatch, StructArray,
+    new_null_array,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{ScalarValue, Statistics};
@@ -26,6 +32,7 @@ use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, Pa
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::ColumnarValue;
 use datafusion::object_store::ObjectStore;
 use datafusion::object_store::path::Path as ObjectPath;
 use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
@@ -48,12 +55,10 @@ use super::file_io_store::FileIoStore;
 use super::object_cache::ObjectCache;
 use super::read_ahead::{Footers, ReadAhead};
 
-/// Whether DataFusion's reader reads these tasks of a table with `schema` exactly as Iceberg
-/// means: Parquet files, no delete files, and only top-level primitive columns (nested fields
-/// would resolve by name inside their parent).
-pub(crate) fn readable(schema: &Schema, tasks: &[FileScanTask]) -> bool {
+/// Whether DataFusion's reader reads these tasks exactly as Iceberg means: Parquet files without
+/// delete files, at a path it can open.
+pub(crate) fn readable(tasks: &[FileScanTask]) -> bool {
     !tasks.is_empty()
-        && !schema.fields().iter().any(|f| nested(f.data_type()))
         && tasks.iter().all(|t| {
             t.deletes.is_empty()
                 && t.data_file_format == DataFileFormat::Parquet
@@ -298,13 +303,10 @@ impl PhysicalExprAdapterFactory for FieldIds {
         logical: SchemaRef,
         physical: SchemaRef,
     ) -> DFResult<Arc<dyn PhysicalExprAdapter>> {
-        let in_file: HashMap<i32, &String> = physical
+        let in_file: HashMap<i32, &Field> = physical
             .fields()
             .iter()
-            .filter_map(|f| {
-                let id = f.metadata().get(PARQUET_FIELD_ID_META_KEY)?.parse().ok()?;
-                Some((id, f.name()))
-            })
+            .filter_map(|f| Some((field_id(f)?, f.as_ref())))
             .collect();
         // A file written without field ids (imported, not written by an Iceberg writer) is read
         // by column name.
@@ -312,13 +314,21 @@ impl PhysicalExprAdapterFactory for FieldIds {
             return Ok(Arc::new(DefaultPhysicalExprAdapter::new(logical, physical)));
         }
         let mut columns = HashMap::new();
+        let mut reshaped = HashMap::new();
         let mut fields: Vec<Field> = Vec::with_capacity(logical.fields().len());
         for field in logical.fields() {
             let name = field.name();
             match self.ids.get(name).and_then(|id| in_file.get(id)) {
-                Some(file_name) => {
-                    columns.insert(name.clone(), Some((*file_name).clone()));
-                    fields.push(field.as_ref().clone().with_name(*file_name));
+                Some(in_file) => {
+                    columns.insert(name.clone(), Some(in_file.name().clone()));
+                    let mut read = field.as_ref().clone().with_name(in_file.name());
+                    // A nested column is read as the file has it and then made the table's by
+                    // field id ([`ById`]): DataFusion's own cast would match its fields by name.
+                    if in_file.data_type() != field.data_type() && nested(field.data_type()) {
+                        read = read.with_data_type(in_file.data_type().clone());
+                        reshaped.insert(name.clone(), field.clone());
+                    }
+                    fields.push(read);
                 }
                 None => {
                     // Not in this file (added later): read as NULL, under a name no file has.
@@ -334,16 +344,28 @@ impl PhysicalExprAdapterFactory for FieldIds {
             .collect();
         Ok(Arc::new(ByFieldId {
             columns,
+            nested: reshaped,
             types,
             inner: DefaultPhysicalExprAdapter::new(Arc::new(Schema::new(fields)), physical),
         }))
     }
 }
 
+/// The Iceberg field id a Parquet reader put on `field`.
+fn field_id(field: &Field) -> Option<i32> {
+    field
+        .metadata()
+        .get(PARQUET_FIELD_ID_META_KEY)?
+        .parse()
+        .ok()
+}
+
 /// [`FieldIds`] for one file: each table column's name in the file (None: not in the file).
 #[derive(Debug)]
 struct ByFieldId {
     columns: HashMap<String, Option<String>>,
+    /// The nested columns whose fields differ in the file: the table's field of each.
+    nested: HashMap<String, FieldRef>,
     types: HashMap<String, DataType>,
     /// Casts (promoted types) and indices, by the file's names.
     inner: DefaultPhysicalExprAdapter,
@@ -358,11 +380,17 @@ impl PhysicalExprAdapter for ByFieldId {
                     return Ok(Transformed::no(e));
                 };
                 match self.columns.get(column.name()) {
-                    Some(Some(file_name)) => Ok(Transformed::yes(Arc::new(Column::new(
-                        file_name,
-                        column.index(),
-                    ))
-                        as Arc<dyn PhysicalExpr>)),
+                    Some(Some(file_name)) => {
+                        let read: Arc<dyn PhysicalExpr> =
+                            Arc::new(Column::new(file_name, column.index()));
+                        Ok(Transformed::yes(match self.nested.get(column.name()) {
+                            Some(to) => Arc::new(ById {
+                                read,
+                                to: to.clone(),
+                            }),
+                            None => read,
+                        }))
+                    }
                     Some(None) => {
                         let null = match self.types.get(column.name()) {
                             Some(data_type) => ScalarValue::try_from(data_type)?,
@@ -376,4 +404,133 @@ impl PhysicalExprAdapter for ByFieldId {
             .data()?;
         self.inner.rewrite(renamed)
     }
+}
+
+/// A nested column of a file in the table's type: at every depth a field of the table's type takes
+/// the file's field with the same Iceberg field id (renamed, moved or widened), or NULL when the
+/// file has none (added after the file was written); fields the table dropped are left behind.
+#[derive(Debug, Clone)]
+struct ById {
+    read: Arc<dyn PhysicalExpr>,
+    to: FieldRef,
+}
+
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.read.as_ref() == other.read.as_ref() && self.to == other.to
+    }
+}
+
+impl Eq for ById {}
+
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.read.hash(state);
+        self.to.hash(state);
+    }
+}
+
+impl std::fmt::Display for ById {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} by field id", self.read)
+    }
+}
+
+impl PhysicalExpr for ById {
+    fn data_type(&self, _input_schema: &Schema) -> DFResult<DataType> {
+        Ok(self.to.data_type().clone())
+    }
+
+    fn nullable(&self, _input_schema: &Schema) -> DFResult<bool> {
+        Ok(self.to.is_nullable())
+    }
+
+    fn evaluate(&self, batch: &RecordBatch) -> DFResult<ColumnarValue> {
+        let read = self.read.evaluate(batch)?.into_array(batch.num_rows())?;
+        Ok(ColumnarValue::Array(conform(&read, self.to.data_type())?))
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
+        vec![&self.read]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn PhysicalExpr>>,
+    ) -> DFResult<Arc<dyn PhysicalExpr>> {
+        let [read]: [Arc<dyn PhysicalExpr>; 1] = children
+            .try_into()
+            .map_err(|_| DataFusionError::Internal("a field-id read has one input".into()))?;
+        Ok(Arc::new(Self {
+            read,
+            to: self.to.clone(),
+        }))
+    }
+
+    fn fmt_sql(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.read.fmt_sql(f)
+    }
+}
+
+/// `array` (as a file has it) in the type `to`, fields matched by field id at every depth (by name
+/// where the file has no ids).
+pub(crate) fn conform(array: &ArrayRef, to: &DataType) -> DFResult<ArrayRef> {
+    Ok(match (array.data_type(), to) {
+        (from, to) if from == to => array.clone(),
+        (DataType::Struct(from), DataType::Struct(to_fields)) => {
+            let rows = array.as_struct();
+            let by_id = from.iter().any(|f| field_id(f).is_some());
+            let columns = to_fields
+                .iter()
+                .map(|field| {
+                    let at = from.iter().position(|f| match by_id {
+                        true => field_id(f).is_some() && field_id(f) == field_id(field),
+                        false => f.name() == field.name(),
+                    });
+                    match at {
+                        Some(i) => conform(rows.column(i), field.data_type()),
+                        None => Ok(new_null_array(field.data_type(), rows.len())),
+                    }
+                })
+                .collect::<DFResult<Vec<_>>>()?;
+            Arc::new(StructArray::try_new(
+                to_fields.clone(),
+                columns,
+                rows.nulls().cloned(),
+            )?)
+        }
+        (DataType::List(_), DataType::List(element)) => {
+            let list = array.as_list::<i32>();
+            let values = conform(list.values(), element.data_type())?;
+            Arc::new(ListArray::try_new(
+                element.clone(),
+                list.offsets().clone(),
+                values,
+                list.nulls().cloned(),
+            )?)
+        }
+        (DataType::LargeList(_), DataType::LargeList(element)) => {
+            let list = array.as_list::<i64>();
+            let values = conform(list.values(), element.data_type())?;
+            Arc::new(LargeListArray::try_new(
+                element.clone(),
+                list.offsets().clone(),
+                values,
+                list.nulls().cloned(),
+            )?)
+        }
+        (DataType::Map(..), DataType::Map(entries, sorted)) => {
+            let map = array.as_map();
+            let read: ArrayRef = Arc::new(map.entries().clone());
+            let conformed = conform(&read, entries.data_type())?;
+            Arc::new(MapArray::try_new(
+                entries.clone(),
+                map.offsets().clone(),
+                conformed.as_struct().clone(),
+                map.nulls().cloned(),
+                *sorted,
+            )?)
+        }
+        _ => cast(array, to)?,
+    })
 }

@@ -10,8 +10,9 @@
 //! reader too. Columns resolve by Iceberg field id; a column a file does not have reads as NULL.
 //! The filters are DataFusion's to apply again: here they only spare work.
 //!
-//! A table with nested columns, and a file without field ids (resolved by the table's name
-//! mapping) or with row group ordinals out of place, are read by iceberg-rust's reader instead:
+//! A nested column is made the table's field by field id (parquet_read's `conform`). A file
+//! without field ids (resolved by the table's name mapping) or with row group ordinals out of
+//! place is read by iceberg-rust's reader instead:
 //! whole files in order, positions counted, deleted rows dropped after counting. A file with
 //! equality delete files is refused: which of its rows they remove is not known by position.
 //!
@@ -128,8 +129,8 @@ fn iceberg_error(e: iceberg::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
-/// Files smaller than this are read by one partition whole.
-const SPLIT_BYTES: u64 = 32 * 1024 * 1024;
+/// Files smaller than this are read by one partition whole (the table scan's smallest range).
+const SPLIT_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The plan of a row-id scan of `table` (at `snapshot_id`, else its current snapshot), whose
 /// columns are `schema` (the table's, then `$path` and `$pos`), read in `iceberg_schema`.
@@ -190,9 +191,6 @@ pub(super) async fn plan(
     }
     let table_schema = Arc::new(ArrowSchema::new(schema.fields()[..table_columns].to_vec()));
     let fields: Vec<NestedFieldRef> = iceberg_schema.as_struct().fields().to_vec();
-    let nested = read
-        .iter()
-        .any(|i| !fields.get(*i).is_some_and(|f| f.field_type.is_primitive()));
     // The rows read, for the planner's choice of a join's build side (a MERGE's target against
     // its source): the filters' share of them is the planner's own guess. A scan of given rows
     // is joined with those rows, as many: left to the planner as it is.
@@ -202,7 +200,7 @@ pub(super) async fn plan(
         statistics.num_rows = Precision::Inexact(rows as usize);
     }
     let partitions = state.config().target_partitions().max(1);
-    let parts = split(tasks, partitions, !nested);
+    let parts = split(tasks, partitions);
     let groups = spread(parts, partitions);
     let columns = projection
         .iter()
@@ -212,11 +210,7 @@ pub(super) async fn plan(
             _ => Source::Pos,
         })
         .collect();
-    let predicates = if nested {
-        Vec::new()
-    } else {
-        compile(filters, &table_schema, state)
-    };
+    let predicates = compile(filters, &table_schema, state);
     Ok(Arc::new(RowIdScanExec {
         reading: Arc::new(Reading {
             file_io: table.file_io().clone(),
@@ -229,7 +223,6 @@ pub(super) async fn plan(
             predicates,
             reach: row_ids.reach.clone(),
             batch_size: state.config().batch_size(),
-            by_iceberg: nested,
         }),
         statistics: Arc::new(statistics),
         properties: Arc::new(PlanProperties::new(
@@ -251,14 +244,14 @@ struct Part {
 
 /// The parts of `tasks`: files larger than a partition's share of the bytes (and than
 /// [`SPLIT_BYTES`]) in equal byte ranges if `splittable`, the others whole.
-fn split(tasks: Vec<FileScanTask>, partitions: usize, splittable: bool) -> Vec<Part> {
+fn split(tasks: Vec<FileScanTask>, partitions: usize) -> Vec<Part> {
     let total: u64 = tasks.iter().map(|t| t.file_size_in_bytes).sum();
     let share = (total / partitions as u64).max(SPLIT_BYTES);
     let mut parts = Vec::new();
     for task in tasks {
         let size = task.file_size_in_bytes;
         let task = Arc::new(task);
-        let pieces = if splittable { size.div_ceil(share) } else { 1 }.max(1);
+        let pieces = size.div_ceil(share).max(1);
         let step = size.div_ceil(pieces);
         for n in 0..pieces {
             let start = n * step;
@@ -371,8 +364,6 @@ struct Reading {
     predicates: Vec<Predicate>,
     reach: Reach,
     batch_size: usize,
-    /// Read by iceberg-rust's reader (nested columns), whole files.
-    by_iceberg: bool,
 }
 
 /// Reads its groups of parts, one group per partition.
@@ -458,11 +449,7 @@ impl ExecutionPlan for RowIdScanExec {
                         deleted.sort_unstable();
                         deleted.dedup();
                     }
-                    if reading.by_iceberg {
-                        read_by_iceberg(reading, part.task, deleted).await
-                    } else {
-                        read_part(reading, part, deleted).await
-                    }
+                    read_part(reading, part, deleted).await
                 }
             })
             .try_flatten();
@@ -531,11 +518,8 @@ fn readable(metadata: &ParquetMetaData) -> bool {
 
 /// `column` of a batch in the scan's type for it.
 fn in_type(column: &ArrayRef, field: &Field) -> Result<ArrayRef, ArrowError> {
-    if column.data_type() == field.data_type() {
-        Ok(column.clone())
-    } else {
-        cast(column, field.data_type())
-    }
+    super::parquet_read::conform(column, field.data_type())
+        .map_err(|e| ArrowError::ExternalError(Box::new(e)))
 }
 
 /// The table's columns `wanted` (indices) from a batch of the file's columns `roots` (sorted),
@@ -829,7 +813,7 @@ fn output(
     RecordBatch::try_new_with_options(reading.schema.clone(), out, &options)
 }
 
-/// The rows of one data file by iceberg-rust's reader (a table with nested columns), whole and in
+/// The rows of one data file by iceberg-rust's reader (a file without field ids), whole and in
 /// order, numbered as they come; the rows of `deleted` (sorted) and those outside the reach's are
 /// dropped after counting.
 async fn read_by_iceberg(
@@ -1091,7 +1075,7 @@ mod tests {
     #[test]
     fn large_files_are_read_in_byte_ranges_that_cover_them() {
         let mb = 1024 * 1024;
-        let parts = split(vec![task("a", 200 * mb), task("b", 10 * mb)], 2, true);
+        let parts = split(vec![task("a", 200 * mb), task("b", 6 * mb)], 2);
         let ranges: Vec<(&str, Range<u64>)> = parts
             .iter()
             .map(|p| (p.task.data_file_path.as_str(), p.bytes.clone()))
@@ -1107,7 +1091,5 @@ mod tests {
         let groups = spread(parts, 2);
         assert_eq!(groups.len(), 2);
         assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 3);
-        // Not splittable (iceberg-rust's reader counts positions): whole.
-        assert_eq!(split(vec![task("a", 200 * mb)], 2, false).len(), 1);
     }
 }

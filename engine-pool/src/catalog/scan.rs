@@ -43,6 +43,7 @@ use iceberg::arrow::{ArrowReaderBuilder, schema_to_arrow_schema};
 use iceberg::expr::Predicate;
 use iceberg::io::FileIO;
 use iceberg::scan::FileScanTask;
+use iceberg::spec::{DataContentType, DataFileFormat};
 use iceberg::table::Table;
 
 use super::{column_stats, file_plan, parquet_read, predicate, row_ids};
@@ -330,7 +331,7 @@ impl TableProvider for IcebergScanProvider {
         let alone = self
             .plan_alone(state, projection, filters)
             .await?
-            .filter(|p| p.tasks.is_empty() || parquet_read::readable(&self.schema, &p.tasks));
+            .filter(|p| p.tasks.is_empty() || parquet_read::readable(&p.tasks));
         let (tasks, columns) = match alone {
             Some(planned) => (planned.tasks, Some(planned.columns)),
             None => (
@@ -341,7 +342,7 @@ impl TableProvider for IcebergScanProvider {
         };
         let partitions = state.config().target_partitions().max(1);
         let files = tasks.len();
-        let datafusion_reads = parquet_read::readable(&self.schema, &tasks);
+        let datafusion_reads = parquet_read::readable(&tasks);
         let groups = spread(tasks, partitions);
         let all: Vec<&FileScanTask> = groups.iter().flatten().collect();
         // Row counts, and column bounds and null counts from the manifests, for either reader: the
@@ -383,6 +384,29 @@ impl TableProvider for IcebergScanProvider {
                 statistics,
             );
         }
+        // Files with position deletes: SQE's own reader of rows by position, which skips the
+        // deleted ones as it reads and resolves nested fields by id (row_ids.rs).
+        if !all.is_empty() && position_deletes_only(&all) {
+            let table_columns: Vec<usize> = (0..self.schema.fields().len()).collect();
+            return row_ids::plan(
+                &self.table,
+                self.snapshot_id,
+                &Arc::new(row_ids::with_row_id_columns(&self.schema)),
+                &self.iceberg_schema,
+                &row_ids::RowIds::default(),
+                state,
+                Some(projection.unwrap_or(&table_columns)),
+                filters,
+            )
+            .await;
+        }
+        let read = output_schema
+            .fields()
+            .iter()
+            .filter_map(|f| self.iceberg_schema.field_by_name(f.name()));
+        if let Some(column) = reshaped_row(self.table.metadata(), read.map(|f| f.as_ref())) {
+            return Err(reshaped_refusal(&column));
+        }
         let statistics = match projection {
             Some(p) => statistics.project(Some(p)),
             None => statistics,
@@ -413,6 +437,61 @@ impl TableProvider for IcebergScanProvider {
         // Pruning only: DataFusion still applies every filter to the rows.
         Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
     }
+}
+
+/// Whether every file is Parquet and every delete file a position delete file.
+fn position_deletes_only(tasks: &[&FileScanTask]) -> bool {
+    tasks.iter().all(|t| {
+        t.data_file_format == DataFileFormat::Parquet
+            && t.deletes
+                .iter()
+                .all(|d| d.file_type == DataContentType::PositionDeletes)
+    })
+}
+
+/// The first of `columns` whose nested fields an earlier schema of the table had otherwise (other
+/// ids, names or order). iceberg-rust's reader casts such a column by name (or by position), which
+/// would read a dropped field's data under a new field's name.
+pub(crate) fn reshaped_row<'a>(
+    metadata: &iceberg::spec::TableMetadata,
+    mut columns: impl Iterator<Item = &'a iceberg::spec::NestedField>,
+) -> Option<String> {
+    use iceberg::spec::Type;
+    fn shape(ty: &Type, out: &mut Vec<(i32, String)>) {
+        let fields = match ty {
+            Type::Struct(s) => s.fields().to_vec(),
+            Type::List(l) => vec![l.element_field.clone()],
+            Type::Map(m) => vec![m.key_field.clone(), m.value_field.clone()],
+            Type::Primitive(_) => return,
+        };
+        for f in fields {
+            out.push((f.id, f.name.clone()));
+            shape(&f.field_type, out);
+        }
+    }
+    columns.find_map(|field| {
+        let mut now = Vec::new();
+        shape(&field.field_type, &mut now);
+        if now.is_empty() {
+            return None;
+        }
+        metadata
+            .schemas_iter()
+            .filter_map(|s| s.field_by_id(field.id))
+            .any(|old| {
+                let mut then = Vec::new();
+                shape(&old.field_type, &mut then);
+                then != now
+            })
+            .then(|| field.name.clone())
+    })
+}
+
+/// The refusal of a read [`reshaped_row`] finds.
+pub(crate) fn reshaped_refusal(column: &str) -> DataFusionError {
+    DataFusionError::NotImplemented(format!(
+        "column '{column}' of this table had fields added, dropped or renamed, and files with delete files are read by a reader that would match its fields by name; run ALTER TABLE … EXECUTE optimize to fold the deletes in first"
+    ))
 }
 
 /// A batch from iceberg-rust's reader in the types the scan declares (its strings are `Utf8`).

@@ -11,6 +11,7 @@
 //! reads is a method of it ([`SqeStatement::is_read_only`]), so that MCP's read-only gate cannot
 //! miss a kind the engine runs.
 
+pub mod columns;
 pub mod dialect;
 pub mod own;
 pub mod policies;
@@ -33,6 +34,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use sqe_sessions::{SqeError, SqeResult};
 
 use crate::guard::check_depth;
+use columns::ColumnStatement;
 use own::{Attach, Detach};
 use policies::{MaskAction, MaskStatement, RowFilterKind, RowFilterStatement};
 use prepass::{Prepared, prepare};
@@ -97,6 +99,9 @@ pub(crate) enum SqeStatement {
     Procedure(ProcedureCall),
     /// `ALTER TABLE t {CREATE | REPLACE | DROP} {BRANCH | TAG} …` (Spark's).
     Ref(RefStatement),
+    /// A change to a field inside a `row(…)` column, or Spark's `ALTER COLUMN c COMMENT …`
+    /// (columns.rs); the parser's own column changes come as `Ddl`.
+    Column(ColumnStatement),
     /// What changes the catalogs' schemas, tables, views and roles: CREATE, DROP, ALTER TABLE; and
     /// any statement SQE does not run (refused by name).
     Ddl(Statement),
@@ -332,6 +337,10 @@ fn parse_own(sql: &str, lead: &[&str], purpose: Purpose) -> SqeResult<Option<Sqe
                 one()?;
                 return Ok(Some(SqeStatement::Ref(statement?)));
             }
+            if let Some(statement) = columns::parse_column_statement(sql) {
+                one()?;
+                return Ok(Some(SqeStatement::Column(statement?)));
+            }
             // Any other ALTER TABLE is the parser's.
             let Some(statement) = policies::parse_mask_statement(sql) else {
                 return Ok(None);
@@ -487,7 +496,8 @@ impl SqeStatement {
             | SqeStatement::CreateSecret(_)
             | SqeStatement::DropSecret { .. }
             | SqeStatement::Procedure(_)
-            | SqeStatement::Ref(_) => false,
+            | SqeStatement::Ref(_)
+            | SqeStatement::Column(_) => false,
         }
     }
 
@@ -533,7 +543,7 @@ impl SqeStatement {
             SqeStatement::CreateSecret(_) => words("CREATE SECRET"),
             SqeStatement::DropSecret { .. } => words("DROP SECRET"),
             SqeStatement::Procedure(call) => format!("procedure {}", call.name),
-            SqeStatement::Ref(_) => words("ALTER TABLE"),
+            SqeStatement::Ref(_) | SqeStatement::Column(_) => words("ALTER TABLE"),
         }
     }
 }
@@ -705,11 +715,12 @@ mod tests {
             SqeStatement::Merge(_) => 22,
             SqeStatement::Procedure(_) => 23,
             SqeStatement::Ref(_) => 24,
+            SqeStatement::Column(_) => 25,
         }
     }
 
     /// How many kinds [`kind_number`] numbers.
-    const KINDS: usize = 25;
+    const KINDS: usize = 26;
 
     #[test]
     fn every_kind_of_statement_says_whether_it_only_reads() {
@@ -729,6 +740,7 @@ mod tests {
             ("ALTER TABLE t EXECUTE optimize", 23, false),
             ("CALL system.expire_snapshots('t')", 23, false),
             ("ALTER TABLE t CREATE BRANCH b", 24, false),
+            ("ALTER TABLE t ADD COLUMN r.z int", 25, false),
             (
                 "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN DELETE",
                 22,

@@ -188,6 +188,20 @@ impl VisitorMut for Rewriter {
             *precision = Some(arrow_precision(precision.unwrap_or(3)));
         }
         match expr {
+            // `a[1].f`, `m['k'].f`, `(row expression).f`: a row's field by its name, which
+            // DataFusion takes after a subscript only as a quoted text.
+            ast::Expr::CompoundFieldAccess { access_chain, .. } => {
+                for access in access_chain.iter_mut() {
+                    if let ast::AccessExpr::Dot(ast::Expr::Identifier(field)) = access {
+                        let name = match field.quote_style {
+                            None => field.value.to_lowercase(),
+                            Some(_) => field.value.clone(),
+                        };
+                        *access =
+                            ast::AccessExpr::Dot(ast::Expr::value(Value::SingleQuotedString(name)));
+                    }
+                }
+            }
             ast::Expr::Extract {
                 field: field @ (DateTimeField::TimezoneHour | DateTimeField::TimezoneMinute),
                 expr: from,

@@ -1,14 +1,14 @@
 //! The statements that change the catalogs' schemas and tables: CREATE SCHEMA and TABLE (Trino's
 //! `WITH (partitioning = …)` and Spark's `PARTITIONED BY`), DROP SCHEMA, TABLE, VIEW and ROLE, and
-//! ALTER TABLE's columns (added, dropped, renamed, widened), name, properties and partitioning
-//! (`SET PROPERTIES partitioning = …`). Each is authorized by governance first; a schema change commits
+//! ALTER TABLE's name, properties and partitioning (`SET PROPERTIES partitioning = …`), its
+//! columns (write/columns.rs), and COMMENT ON TABLE and COLUMN. Each is authorized by governance first; a schema change commits
 //! as one compare-and-swap on the table's current schema.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTableOperation, ColumnOption, CreateTable, CreateTableOptions, Expr,
+    AlterTableOperation, ColumnOption, CommentObject, CreateTable, CreateTableOptions, Expr,
     ObjectName, ObjectType, SchemaName, SqlOption, Statement, Value,
 };
 use iceberg::spec::{
@@ -26,8 +26,10 @@ use crate::error::from_iceberg;
 use crate::files::policy::Access;
 use crate::governance::model::{Object, Privilege};
 use crate::names::{normalize_ident, schema_name, table_ident};
+use crate::statement::columns::{ColumnAction, ColumnStatement};
 use crate::statement::prepass::Prepared;
 use crate::types::{FieldIds, sql_to_iceberg};
+use crate::write::columns;
 use crate::write::views::drop_view;
 
 /// A partition field as written in Trino (`'bucket(id, 16)'`) or Spark (`bucket(16, id)`, `days(ts)`).
@@ -385,6 +387,15 @@ pub(crate) async fn run(
             }
             Ok(QueryResult::empty())
         }
+        Statement::Comment {
+            object_type,
+            object_name,
+            comment,
+            if_exists,
+        } => {
+            comment_on(ctx, object_type, &object_name, comment, if_exists).await?;
+            Ok(QueryResult::empty())
+        }
         other => Err(SqeError::unsupported(format!(
             "statement not supported: {}",
             other.to_string().chars().take(60).collect::<String>()
@@ -503,12 +514,22 @@ async fn drop_schema(
     ctx.governance.forget_object(session, &object)
 }
 
-async fn alter_table(
+/// A table an ALTER statement changes, found and authorized (ALTER privilege).
+struct Altered {
+    catalog_name: String,
+    ident: TableIdent,
+    object: Object,
+    catalog: CatalogRef,
+    table: Table,
+}
+
+/// The table `name` for an ALTER statement, or None when it does not exist and `if_exists` says
+/// that is fine.
+async fn table_to_alter(
     ctx: &Ctx<'_>,
     name: &ObjectName,
     if_exists: bool,
-    op: AlterTableOperation,
-) -> SqeResult<()> {
+) -> SqeResult<Option<Altered>> {
     let session = ctx.session;
     let (catalog_name, ident) = table_ident(session, name)?;
     let object = Object::table(&catalog_name, &ident.namespace.join("."), &ident.name);
@@ -517,7 +538,7 @@ async fn alter_table(
         .authorize(session, Privilege::Alter, &object, || {
             SqeError::not_found(format!("table '{object}' does not exist"))
         }) {
-        Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(()),
+        Err(e) if if_exists && e.code() == sqe_sessions::ErrorCode::NotFound => return Ok(None),
         other => other?,
     }
     let catalog = ctx.mounts.bind(session, &catalog_name)?;
@@ -526,7 +547,7 @@ async fn alter_table(
         .map_err(from_iceberg)?
     else {
         if if_exists {
-            return Ok(());
+            return Ok(None);
         }
         return Err(SqeError::not_found(format!(
             "table '{catalog_name}.{}.{}' does not exist",
@@ -534,170 +555,116 @@ async fn alter_table(
             ident.name
         )));
     };
+    Ok(Some(Altered {
+        catalog_name,
+        ident,
+        object,
+        catalog,
+        table,
+    }))
+}
+
+/// A column change SQE parses itself (statement/columns.rs): a field inside a row, or Spark's
+/// `ALTER COLUMN c COMMENT`.
+pub(crate) async fn alter_column(
+    ctx: &Ctx<'_>,
+    statement: ColumnStatement,
+) -> SqeResult<QueryResult> {
+    if let Some(altered) = table_to_alter(ctx, &statement.table, statement.if_table_exists).await? {
+        columns::evolve(
+            &altered.catalog,
+            &altered.table,
+            &statement.path,
+            statement.action,
+        )
+        .await?;
+    }
+    Ok(QueryResult::empty())
+}
+
+/// `COMMENT ON TABLE t IS …` (the table's `comment` property, as Trino keeps it) and `COMMENT ON
+/// COLUMN t.c IS …` (the column's doc in the schema). IS NULL removes the comment.
+async fn comment_on(
+    ctx: &Ctx<'_>,
+    object_type: CommentObject,
+    name: &ObjectName,
+    comment: Option<String>,
+    if_exists: bool,
+) -> SqeResult<()> {
+    match object_type {
+        CommentObject::Table => {
+            let Some(altered) = table_to_alter(ctx, name, if_exists).await? else {
+                return Ok(());
+            };
+            let changes = match comment {
+                Some(text) => vec![TableUpdate::SetProperties {
+                    updates: HashMap::from([("comment".to_string(), text)]),
+                }],
+                None => vec![TableUpdate::RemoveProperties {
+                    removals: vec!["comment".to_string()],
+                }],
+            };
+            altered
+                .catalog
+                .commit_updates(altered.table.identifier(), Vec::new(), changes)
+                .await
+                .map_err(from_iceberg)?;
+            Ok(())
+        }
+        CommentObject::Column => {
+            let (table, column) = match name.0.split_last() {
+                Some((column, table)) if !table.is_empty() => (table, column),
+                _ => {
+                    return Err(SqeError::invalid(format!(
+                        "COMMENT ON COLUMN names a table's column, as t.c, not '{name}'"
+                    )));
+                }
+            };
+            let column = column
+                .as_ident()
+                .map(normalize_ident)
+                .ok_or_else(|| SqeError::invalid(format!("'{column}' is not a column name")))?;
+            let table = ObjectName(table.to_vec());
+            let Some(altered) = table_to_alter(ctx, &table, if_exists).await? else {
+                return Ok(());
+            };
+            columns::evolve(
+                &altered.catalog,
+                &altered.table,
+                &[column],
+                ColumnAction::Comment(comment),
+            )
+            .await
+        }
+        other => Err(SqeError::unsupported(format!(
+            "COMMENT ON {other} is not supported: COMMENT ON TABLE and COMMENT ON COLUMN are"
+        ))),
+    }
+}
+
+async fn alter_table(
+    ctx: &Ctx<'_>,
+    name: &ObjectName,
+    if_exists: bool,
+    op: AlterTableOperation,
+) -> SqeResult<()> {
+    let session = ctx.session;
+    let Some(Altered {
+        catalog_name,
+        ident,
+        object,
+        catalog,
+        table,
+    }) = table_to_alter(ctx, name, if_exists).await?
+    else {
+        return Ok(());
+    };
+    if let Some(change) = columns::from_operation(&op) {
+        let (path, action) = change?;
+        return columns::evolve(&catalog, &table, &path, action).await;
+    }
     let schema = table.metadata().current_schema().clone();
     match op {
-        AlterTableOperation::AddColumn {
-            column_def,
-            if_not_exists,
-            ..
-        } => {
-            let col = normalize_ident(&column_def.name);
-            if schema.field_by_name(&col).is_some() {
-                if if_not_exists {
-                    return Ok(());
-                }
-                return Err(SqeError::already_exists(format!(
-                    "column '{col}' already exists"
-                )));
-            }
-            // Ids after every id the table ever gave a column, nested ones included.
-            let mut ids = FieldIds::after(table.metadata().last_column_id());
-            let id = ids.fresh();
-            let ty = sql_to_iceberg(&column_def.data_type, &mut ids)?;
-            let mut fields = schema.as_struct().fields().to_vec();
-            fields.push(Arc::new(NestedField::optional(id, col, ty)));
-            commit_schema(&catalog, &table, fields).await?;
-        }
-        AlterTableOperation::DropColumn {
-            column_names,
-            if_exists: col_if_exists,
-            ..
-        } => {
-            let mut dropped = Vec::new();
-            for c in &column_names {
-                let col = normalize_ident(c);
-                if schema.field_by_name(&col).is_none() {
-                    if col_if_exists {
-                        continue;
-                    }
-                    return Err(SqeError::not_found(format!(
-                        "column '{col}' does not exist"
-                    )));
-                }
-                if table
-                    .metadata()
-                    .default_partition_spec()
-                    .fields()
-                    .iter()
-                    .any(|f| {
-                        schema
-                            .field_by_name(&col)
-                            .is_some_and(|sf| sf.id == f.source_id)
-                    })
-                {
-                    return Err(SqeError::invalid(format!(
-                        "cannot drop partition column '{col}'"
-                    )));
-                }
-                dropped.push(col);
-            }
-            if dropped.is_empty() {
-                return Ok(());
-            }
-            let fields: Vec<NestedFieldRef> = schema
-                .as_struct()
-                .fields()
-                .iter()
-                .filter(|f| !dropped.contains(&f.name))
-                .cloned()
-                .collect();
-            if fields.is_empty() {
-                return Err(SqeError::invalid(
-                    "cannot drop every column of a table; drop the table instead",
-                ));
-            }
-            commit_schema(&catalog, &table, fields).await?;
-        }
-        AlterTableOperation::RenameColumn {
-            old_column_name,
-            new_column_name,
-        } => {
-            let old = normalize_ident(&old_column_name);
-            let new = normalize_ident(&new_column_name);
-            if schema.field_by_name(&old).is_none() {
-                return Err(SqeError::not_found(format!(
-                    "column '{old}' does not exist"
-                )));
-            }
-            if schema.field_by_name(&new).is_some() {
-                return Err(SqeError::already_exists(format!(
-                    "column '{new}' already exists"
-                )));
-            }
-            // Same field id, new name: data written under the old name stays with this column.
-            let fields: Vec<NestedFieldRef> = schema
-                .as_struct()
-                .fields()
-                .iter()
-                .map(|f| {
-                    if f.name == old {
-                        let mut renamed = (**f).clone();
-                        renamed.name = new.clone();
-                        Arc::new(renamed)
-                    } else {
-                        f.clone()
-                    }
-                })
-                .collect();
-            commit_schema(&catalog, &table, fields).await?;
-        }
-        AlterTableOperation::AlterColumn { column_name, op } => {
-            let col = normalize_ident(&column_name);
-            let Some(field) = schema.field_by_name(&col) else {
-                return Err(SqeError::not_found(format!(
-                    "column '{col}' does not exist"
-                )));
-            };
-            let mut changed = (**field).clone();
-            match op {
-                AlterColumnOperation::SetDataType {
-                    data_type,
-                    using: None,
-                    ..
-                } => {
-                    let mut ids = FieldIds::after(table.metadata().last_column_id());
-                    let to = sql_to_iceberg(&data_type, &mut ids)?;
-                    if to == *field.field_type {
-                        return Ok(());
-                    }
-                    if !widens(&field.field_type, &to) {
-                        let name = |t: &iceberg::spec::Type| {
-                            iceberg::arrow::type_to_arrow_type(t)
-                                .map(|t| crate::write::files::trino_name(&t))
-                                .unwrap_or_else(|_| t.to_string())
-                        };
-                        return Err(SqeError::invalid(format!(
-                            "cannot change column '{col}' from {} to {}: Iceberg widens integer to bigint, real to double and decimal(p, s) to a larger precision only",
-                            name(&field.field_type),
-                            name(&to)
-                        )));
-                    }
-                    *changed.field_type = to;
-                }
-                // Every value stays valid; the reverse would need every row checked.
-                AlterColumnOperation::DropNotNull => {
-                    if !changed.required {
-                        return Ok(());
-                    }
-                    changed.required = false;
-                }
-                other => {
-                    return Err(SqeError::unsupported(format!(
-                        "ALTER TABLE … ALTER COLUMN {other} is not supported: SET DATA TYPE (widening) and DROP NOT NULL are"
-                    )));
-                }
-            }
-            let fields: Vec<NestedFieldRef> = schema
-                .as_struct()
-                .fields()
-                .iter()
-                .map(|f| match f.id == changed.id {
-                    true => Arc::new(changed.clone()),
-                    false => f.clone(),
-                })
-                .collect();
-            commit_schema(&catalog, &table, fields).await?;
-        }
         AlterTableOperation::RenameTable { table_name } => {
             let target = match table_name {
                 datafusion::sql::sqlparser::ast::RenameTableNameKind::To(n)
@@ -768,29 +735,6 @@ async fn alter_table(
         }
     }
     Ok(())
-}
-
-/// Whether Iceberg lets a column of type `from` become `to` with its files as they are: int to
-/// long, float to double, and a decimal to a larger precision of the same scale.
-fn widens(from: &iceberg::spec::Type, to: &iceberg::spec::Type) -> bool {
-    use iceberg::spec::{PrimitiveType as P, Type};
-    match (from, to) {
-        (Type::Primitive(from), Type::Primitive(to)) => match (from, to) {
-            (P::Int, P::Long) | (P::Float, P::Double) => true,
-            (
-                P::Decimal {
-                    precision: p1,
-                    scale: s1,
-                },
-                P::Decimal {
-                    precision: p2,
-                    scale: s2,
-                },
-            ) => s1 == s2 && p2 > p1,
-            _ => false,
-        },
-        _ => false,
-    }
 }
 
 /// The spec `partitioning = ARRAY['p', 'bucket(id, 4)', …]` asks for (an empty array: none), its
@@ -865,45 +809,6 @@ fn settable_property(option: &SqlOption) -> SqeResult<(String, String)> {
         ))),
         _ => Ok((name, value)),
     }
-}
-
-/// Makes `fields` the table's schema: a new schema with the next free schema id, made current, on
-/// the condition that the current schema is still the one the change was made from. (iceberg-rust
-/// 0.10.1's own schema change sends its new schema under id 0, which a REST catalog that checks
-/// refuses: the id is taken.)
-async fn commit_schema(
-    catalog: &CatalogRef,
-    table: &Table,
-    fields: Vec<NestedFieldRef>,
-) -> SqeResult<()> {
-    let metadata = table.metadata();
-    let current = metadata.current_schema();
-    let next_id = metadata
-        .schemas_iter()
-        .map(|s| s.schema_id())
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let schema = Schema::builder()
-        .with_schema_id(next_id)
-        .with_fields(fields)
-        .with_identifier_field_ids(current.identifier_field_ids())
-        .build()
-        .map_err(from_iceberg)?;
-    catalog
-        .commit_updates(
-            table.identifier(),
-            vec![TableRequirement::CurrentSchemaIdMatch {
-                current_schema_id: current.schema_id(),
-            }],
-            vec![
-                TableUpdate::AddSchema { schema },
-                TableUpdate::SetCurrentSchema { schema_id: -1 },
-            ],
-        )
-        .await
-        .map_err(from_iceberg)?;
-    Ok(())
 }
 
 #[cfg(test)]
