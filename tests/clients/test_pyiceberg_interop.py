@@ -324,3 +324,53 @@ def test_readers_agree_after_type_widening(warehouse):
     assert str(table.schema().find_field("i").field_type) == "long"
     assert rows(table.scan().to_arrow(), "i", "r", "d") == want
     assert duckdb_read(table.metadata_location, "SELECT i, r, d FROM iceberg_scan(?) ORDER BY i") == want
+
+
+def test_readers_agree_after_nested_evolution(warehouse):
+    """Fields of a row column added, renamed, dropped and added back under an old name, by SQE:
+    pyiceberg and DuckDB resolve them by field id as SQE does (a re-added field is NULL in the old
+    file, never the dropped field's values), before and after a merge-on-read DELETE and optimize."""
+    from test_row_changes import duckdb_read
+
+    def agree(step):
+        want = sqe(warehouse, "SELECT id, r.label, r.x, r.z FROM s.n ORDER BY id")[1:]
+        want = [
+            (int(i), label or None, int(x) if x else None, int(z) if z else None)
+            for i, label, x, z in want
+        ]
+        table = catalog(warehouse).load_table("s.n")
+        got = [
+            (row["id"], row["r"]["label"], row["r"]["x"], row["r"]["z"])
+            for row in table.scan().to_arrow().to_pylist()
+        ]
+        assert sorted(got) == want, step
+        got = duckdb_read(
+            table.metadata_location,
+            "SELECT id, r.label, r.x, r.z FROM iceberg_scan(?) ORDER BY id",
+        )
+        assert [tuple(row) for row in got] == want, step
+        return want
+
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.n (id integer, r row(x integer, y varchar)) "
+        "WITH (\"write.delete.mode\" = 'merge-on-read'); "
+        "INSERT INTO s.n VALUES (1, CAST(ROW(10, 'a') AS row(x integer, y varchar))), "
+        "(2, CAST(ROW(20, 'b') AS row(x integer, y varchar))); "
+        "ALTER TABLE s.n ADD COLUMN r.z bigint; "
+        "ALTER TABLE s.n RENAME COLUMN r.y TO label; "
+        "ALTER TABLE s.n DROP COLUMN r.x; "
+        "ALTER TABLE s.n ADD COLUMN r.x integer; "
+        "INSERT INTO s.n (id, r) VALUES (3, CAST(ROW('c', 30, 300) AS row(label varchar, z bigint, x integer)))",
+    )
+    assert agree("evolved") == [(1, "a", None, None), (2, "b", None, None), (3, "c", 300, 30)]
+    table = catalog(warehouse).load_table("s.n")
+    r = table.schema().find_field("r").field_type
+    assert [(f.name, str(f.field_type)) for f in r.fields] == [
+        ("label", "string"), ("z", "long"), ("x", "int"),
+    ]
+    sqe(warehouse, "DELETE FROM s.n WHERE id = 2")
+    assert agree("after a merge-on-read delete") == [(1, "a", None, None), (3, "c", 300, 30)]
+    sqe(warehouse, "ALTER TABLE s.n EXECUTE optimize")
+    assert agree("after optimize") == [(1, "a", None, None), (3, "c", 300, 30)]
