@@ -3747,6 +3747,10 @@ async fn maintenance_deletes_only_its_own_tables_files() {
         "ALTER TABLE a CREATE BRANCH b",
         "ALTER TABLE a DROP TAG v1",
         "ALTER TABLE a CREATE OR REPLACE TAG v1",
+        "ALTER TABLE a ADD COLUMN id.x integer",
+        "ALTER TABLE a ALTER COLUMN id COMMENT 'mine now'",
+        "COMMENT ON COLUMN a.id IS 'mine now'",
+        "COMMENT ON TABLE a IS 'mine now'",
     ] {
         let e = refused(&engine, &bob, sql).await;
         assert_eq!(
@@ -3771,6 +3775,32 @@ async fn maintenance_deletes_only_its_own_tables_files() {
         .await,
         ["3"]
     );
+    // A field path of thousands of steps, and a type nested thousands deep: refused by name.
+    let path = format!("ALTER TABLE a ADD COLUMN {}z integer", "r.".repeat(5_000));
+    let e = refused(&engine, &alice, &path).await;
+    assert_eq!(e.message(), "column 'r' does not exist");
+    for (depth, message) in [
+        (5_000, "the statement nests brackets more than 1000 deep"),
+        (
+            40,
+            "a column's type nests row, array and map more than 32 deep",
+        ),
+    ] {
+        let row = |name: &str| {
+            format!(
+                "{name} {}integer{}",
+                "row(f ".repeat(depth),
+                ")".repeat(depth)
+            )
+        };
+        for sql in [
+            format!("ALTER TABLE a ADD COLUMN {}", row("z")),
+            format!("CREATE TABLE deep ({})", row("c")),
+        ] {
+            let e = refused(&engine, &alice, &sql).await;
+            assert_eq!((e.code(), e.message()), (ErrorCode::InvalidInput, message));
+        }
+    }
     let long = format!("ALTER TABLE a CREATE BRANCH {}", "x".repeat(10_000));
     let e = refused(&engine, &alice, &long).await;
     assert_eq!(e.message(), "a branch's name is 1 to 255 characters");

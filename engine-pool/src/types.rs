@@ -44,8 +44,39 @@ fn decimal(info: &ExactNumberInfo) -> SqeResult<Type> {
     }))
 }
 
+/// Deepest nesting of `row`, `array` and `map` in a column's type. A table's metadata is JSON, and
+/// JSON readers stop at a depth (serde_json at 128, about 40 levels of these types): a deeper type
+/// would make a table nobody can read.
+pub const MAX_TYPE_DEPTH: usize = 32;
+
 /// The Iceberg type for a column type written in CREATE TABLE / ALTER TABLE.
 pub fn sql_to_iceberg(ty: &SqlType, ids: &mut FieldIds) -> SqeResult<Type> {
+    let ty = iceberg_type(ty, ids)?;
+    if depth(&ty) > MAX_TYPE_DEPTH {
+        return Err(SqeError::invalid(format!(
+            "a column's type nests row, array and map more than {MAX_TYPE_DEPTH} deep"
+        )));
+    }
+    Ok(ty)
+}
+
+fn depth(ty: &Type) -> usize {
+    match ty {
+        Type::Primitive(_) => 0,
+        Type::Struct(s) => {
+            1 + s
+                .fields()
+                .iter()
+                .map(|f| depth(&f.field_type))
+                .max()
+                .unwrap_or(0)
+        }
+        Type::List(l) => 1 + depth(&l.element_field.field_type),
+        Type::Map(m) => 1 + depth(&m.key_field.field_type).max(depth(&m.value_field.field_type)),
+    }
+}
+
+fn iceberg_type(ty: &SqlType, ids: &mut FieldIds) -> SqeResult<Type> {
     use PrimitiveType as P;
     let p = |t| Ok(Type::Primitive(t));
     match ty {
@@ -94,15 +125,15 @@ pub fn sql_to_iceberg(ty: &SqlType, ids: &mut FieldIds) -> SqeResult<Type> {
             | ArrayElemTypeDef::Parenthesis(inner),
         ) => {
             let id = ids.fresh();
-            let element = sql_to_iceberg(inner, ids)?;
+            let element = iceberg_type(inner, ids)?;
             Ok(Type::List(ListType::new(Arc::new(
                 NestedField::list_element(id, element, false),
             ))))
         }
         SqlType::Map(k, v) => {
             let (kid, vid) = (ids.fresh(), ids.fresh());
-            let key = sql_to_iceberg(k, ids)?;
-            let value = sql_to_iceberg(v, ids)?;
+            let key = iceberg_type(k, ids)?;
+            let value = iceberg_type(v, ids)?;
             Ok(Type::Map(MapType::new(
                 Arc::new(NestedField::map_key_element(kid, key)),
                 Arc::new(NestedField::map_value_element(vid, value, false)),
@@ -124,7 +155,7 @@ fn struct_type(fields: &[StructField], ids: &mut FieldIds) -> SqeResult<Type> {
             .map(|n| n.value.clone())
             .unwrap_or_else(|| format!("field{}", i + 1));
         let id = ids.fresh();
-        let ty = sql_to_iceberg(&f.field_type, ids)?;
+        let ty = iceberg_type(&f.field_type, ids)?;
         out.push(Arc::new(NestedField::optional(id, name, ty)));
     }
     Ok(Type::Struct(StructType::new(out)))

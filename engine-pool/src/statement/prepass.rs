@@ -83,6 +83,28 @@ fn tokenize_with_text(sql: &str) -> SqeResult<(Vec<Token>, Vec<String>)> {
     Ok((tokens, texts))
 }
 
+/// Refuses brackets nested deeper than the guard admits expressions, before the parser sees them:
+/// its types (`row(f row(f …))`) nest by recursion with no limit of its own.
+fn check_nesting(tokens: &[Token]) -> SqeResult<()> {
+    let max = crate::guard::MAX_EXPRESSION_DEPTH;
+    let mut depth = 0usize;
+    for t in tokens {
+        match t {
+            Token::LParen | Token::LBracket => {
+                depth += 1;
+                if depth > max {
+                    return Err(SqeError::invalid(format!(
+                        "the statement nests brackets more than {max} deep"
+                    )));
+                }
+            }
+            Token::RParen | Token::RBracket => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 pub fn tokenize(sql: &str) -> SqeResult<Vec<Token>> {
     Tokenizer::new(&GenericDialect {}, sql)
         .tokenize()
@@ -259,6 +281,7 @@ pub fn prepare(sql: &str) -> SqeResult<Prepared> {
     // Each token with its original text: rewrites replace tokens, everything else is kept exactly as
     // written (a token's Display does not re-escape quotes inside literals and identifiers).
     let (mut tokens, mut texts) = tokenize_with_text(sql)?;
+    check_nesting(&tokens)?;
     let mut prepared = Prepared::default();
     let is_create = next_solid(&tokens, 0).is_some_and(|i| is_keyword(&tokens[i], Keyword::CREATE));
     let mut i = 0;
