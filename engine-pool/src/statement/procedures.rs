@@ -113,7 +113,7 @@ pub(crate) fn from_call(function: Function) -> SqeResult<ProcedureCall> {
         [catalog, system, name] if system == "system" => (Some(catalog.clone()), name.clone()),
         _ => {
             return Err(SqeError::invalid(format!(
-                "unknown procedure {}: SQE's procedures are [catalog.]system.name (expire_snapshots, remove_orphan_files, rewrite_data_files, rollback_to_snapshot)",
+                "unknown procedure {}: SQE's procedures are [catalog.]system.name (expire_snapshots, remove_orphan_files, rewrite_data_files, rewrite_manifests, rollback_to_snapshot)",
                 function.name
             )));
         }
@@ -169,8 +169,9 @@ pub(crate) fn from_call(function: Function) -> SqeResult<ProcedureCall> {
     Ok(ProcedureCall {
         table,
         name: match name.as_str() {
-            // Spark's name for what Trino calls optimize.
+            // Spark's names for what Trino calls optimize and optimize_manifests.
             "rewrite_data_files" => "optimize".to_string(),
+            "rewrite_manifests" => "optimize_manifests".to_string(),
             _ => name,
         },
         args,

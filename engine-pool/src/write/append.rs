@@ -9,7 +9,7 @@ use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{CreateTable, Insert, ObjectName, Statement, TableObject};
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
-use iceberg::spec::SnapshotRetention;
+use iceberg::spec::{DataFile, SnapshotRetention};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, TableIdent};
@@ -289,6 +289,13 @@ async fn write_and_commit(
     if files.is_empty() {
         return Ok(0);
     }
+    // A snapshot that would list many manifests merges them (change.rs), which iceberg-rust's
+    // append does not.
+    if merge_due(table).await? {
+        return append_merging(catalog, table, files, outcome_unknown)
+            .await
+            .map(|()| rows);
+    }
     let tx = Transaction::new(table);
     // iceberg-rust's check that no added file is in the table already reads every manifest of the
     // current snapshot, on each append: a commit as slow as the table is old. The files were just
@@ -314,6 +321,52 @@ async fn write_and_commit(
         ));
     }
     Ok(rows)
+}
+
+/// Whether an append to `table` now would list enough manifests to merge them.
+async fn merge_due(table: &Table) -> SqeResult<bool> {
+    let Some(current) = table.metadata().current_snapshot() else {
+        return Ok(false);
+    };
+    let list = table
+        .manifest_list_reader(current)
+        .load()
+        .await
+        .map_err(from_iceberg)?;
+    Ok(change::ManifestMerge::of(table).due(list.entries().len() + 1))
+}
+
+/// Commits `files` as an append whose snapshot merges the manifests it carries over, deciding it
+/// again on the table's new head when another writer commits first.
+async fn append_merging(
+    catalog: &CatalogRef,
+    table: &Table,
+    files: Vec<DataFile>,
+    outcome_unknown: &mut bool,
+) -> SqeResult<()> {
+    let retries = Retries::of(table);
+    let ident = table.identifier().clone();
+    let mut current = table.clone();
+    let mut lost = 0;
+    loop {
+        let change = Change {
+            added: files.clone(),
+            ..Change::default()
+        };
+        match change::commit(catalog.as_ref(), &ident, &current, &change).await? {
+            Committed::Done => return Ok(()),
+            Committed::Lost if lost < retries.retries => {
+                tokio::time::sleep(retries.wait(lost)).await;
+                lost += 1;
+                current = catalog.load_table(&ident).await.map_err(from_iceberg)?;
+            }
+            Committed::Lost => return Err(retries.overtaken("INSERT", lost)),
+            Committed::Unknown(e) => {
+                *outcome_unknown = true;
+                return Err(e);
+            }
+        }
+    }
 }
 
 /// A column of an INSERT's column list, which sqlparser gives as a possibly dotted name; a dotted

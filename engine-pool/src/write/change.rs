@@ -7,6 +7,8 @@
 //!   live entry EXISTING (keeping its snapshot id and sequence numbers), in the manifest's own
 //!   partition spec; manifests that hold none are carried over as they are;
 //! - one data manifest for the added files, whose entries inherit the new sequence number;
+//! - the manifests carried over merged into fewer when the snapshot would list many
+//!   ([`ManifestMerge`]), as Iceberg's own writers merge them;
 //! - the manifest list, and the snapshot with Iceberg's summary counters and totals
 //!   (`deleted-data-files`, `deleted-records`, `total-records`, …); its operation is `delete`
 //!   when it only removes, `overwrite` when it also adds;
@@ -20,9 +22,9 @@
 use std::collections::{HashMap, HashSet};
 
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
-    SnapshotRetention, Summary,
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, Manifest, ManifestContentType,
+    ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
+    SnapshotReference, SnapshotRetention, Summary,
 };
 use iceberg::table::Table;
 use iceberg::{ErrorKind, TableIdent, TableRequirement, TableUpdate};
@@ -45,6 +47,44 @@ pub(crate) struct Change {
     pub replace: bool,
     /// The branch the change goes to, and the retention it keeps; the main branch if None.
     pub branch: Option<(String, SnapshotRetention)>,
+    /// Merge every small manifest the change carries over, however few (optimize_manifests);
+    /// otherwise they are merged when the snapshot would list as many as the table's
+    /// `commit.manifest.min-count-to-merge` ([`ManifestMerge`]).
+    pub merge_manifests: bool,
+}
+
+/// When a commit merges the manifests it carries over into fewer, as Iceberg's writers do, so that
+/// a table appended to for years is not planned from one manifest per append: the table's
+/// `commit.manifest-merge.enabled` (true), `commit.manifest.min-count-to-merge` (100) and
+/// `commit.manifest.target-size-bytes` (8 MB, the most a merged manifest is made of).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ManifestMerge {
+    enabled: bool,
+    min_count: usize,
+    target_bytes: i64,
+}
+
+impl ManifestMerge {
+    pub(crate) fn of(table: &Table) -> Self {
+        let properties = table.metadata().properties();
+        let get = |key: &str| properties.get(key).map(|v| v.trim().to_ascii_lowercase());
+        Self {
+            enabled: get("commit.manifest-merge.enabled").is_none_or(|v| v != "false"),
+            min_count: get("commit.manifest.min-count-to-merge")
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(100)
+                .max(2),
+            target_bytes: get("commit.manifest.target-size-bytes")
+                .and_then(|v| v.parse::<i64>().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(8 << 20),
+        }
+    }
+
+    /// Whether a snapshot that would list `manifests` manifests gets them merged.
+    pub(crate) fn due(&self, manifests: usize) -> bool {
+        self.enabled && manifests >= self.min_count
+    }
 }
 
 /// How a commit ended.
@@ -242,12 +282,16 @@ pub(crate) async fn commit(
         path
     };
 
+    // The manifests carried over untouched, with what they hold.
+    let mut kept: Vec<(ManifestFile, Manifest)> = Vec::new();
+    let mut listed_count = 0;
     if let Some(base) = base {
         let list = table
             .manifest_list_reader(base)
             .load()
             .await
             .map_err(from_iceberg)?;
+        listed_count = list.entries().len();
         for listed in list.entries() {
             let manifest = listed.load_manifest(file_io).await.map_err(from_iceberg)?;
             let touched = manifest
@@ -255,7 +299,7 @@ pub(crate) async fn commit(
                 .iter()
                 .any(|e| e.is_alive() && change.removed.contains(e.file_path()));
             if !touched {
-                manifests.push(listed.clone());
+                kept.push((listed.clone(), manifest));
                 continue;
             }
             let spec = metadata
@@ -292,9 +336,84 @@ pub(crate) async fn commit(
                         .add_delete_file(file, sequence, file_sequence)
                         .map_err(from_iceberg)?;
                 } else {
-                    let added_by = entry.snapshot_id().unwrap_or(base.snapshot_id());
+                    let added_by = entry.snapshot_id().unwrap_or(listed.added_snapshot_id);
                     writer
                         .add_existing_file(file, added_by, sequence, file_sequence)
+                        .map_err(from_iceberg)?;
+                }
+            }
+            manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
+        }
+    }
+    // The manifests carried over, merged where it is due: each spec's small data (or delete)
+    // manifests packed into as few as the target size allows, their live entries EXISTING with
+    // the snapshot and sequence numbers they had.
+    let added_manifests =
+        usize::from(!change.added.is_empty()) + usize::from(!change.added_deletes.is_empty());
+    let merging =
+        change.merge_manifests || ManifestMerge::of(table).due(listed_count + added_manifests);
+    let target_bytes = ManifestMerge::of(table).target_bytes;
+    let mut groups: HashMap<(ManifestContentType, i32), Vec<(ManifestFile, Manifest)>> =
+        HashMap::new();
+    for (listed, manifest) in kept {
+        if !merging || listed.manifest_length >= target_bytes {
+            manifests.push(listed);
+            continue;
+        }
+        groups
+            .entry((listed.content, listed.partition_spec_id))
+            .or_default()
+            .push((listed, manifest));
+    }
+    let mut groups: Vec<_> = groups.into_iter().collect();
+    groups.sort_by_key(|((content, spec), _)| (*content == ManifestContentType::Deletes, *spec));
+    for ((content, spec_id), group) in groups {
+        let mut bins: Vec<Vec<(ManifestFile, Manifest)>> = Vec::new();
+        let mut bytes = 0;
+        for item in group {
+            if bins.is_empty() || bytes + item.0.manifest_length > target_bytes {
+                bins.push(Vec::new());
+                bytes = 0;
+            }
+            bytes += item.0.manifest_length;
+            if let Some(bin) = bins.last_mut() {
+                bin.push(item);
+            }
+        }
+        for bin in bins {
+            if bin.len() < 2 {
+                manifests.extend(bin.into_iter().map(|(listed, _)| listed));
+                continue;
+            }
+            let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+                SqeError::internal(format!("no partition spec {spec_id} in '{ident}'"))
+            })?;
+            let output = file_io
+                .new_output(next_manifest(&mut written))
+                .map_err(from_iceberg)?;
+            let builder = ManifestWriterBuilder::new(
+                output,
+                Some(snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
+            );
+            let mut writer = match (version, content) {
+                (FormatVersion::V1, _) => builder.build_v1(),
+                (_, ManifestContentType::Data) => builder.build_v2_data(),
+                (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+            };
+            for (listed, manifest) in &bin {
+                for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                    let sequence = entry.sequence_number().unwrap_or(0);
+                    let file_sequence = entry.file_sequence_number.or(Some(sequence));
+                    let added_by = entry.snapshot_id().unwrap_or(listed.added_snapshot_id);
+                    writer
+                        .add_existing_file(
+                            entry.data_file().clone(),
+                            added_by,
+                            sequence,
+                            file_sequence,
+                        )
                         .map_err(from_iceberg)?;
                 }
             }

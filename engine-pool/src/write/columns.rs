@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use datafusion::sql::sqlparser::ast::{AlterColumnOperation, AlterTableOperation, ColumnOption};
+use datafusion::sql::sqlparser::ast::{
+    AlterColumnOperation, AlterTableOperation, ColumnOption, Expr, Value,
+};
 use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, Schema, StructType, Type};
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
@@ -37,7 +39,10 @@ pub(crate) fn from_operation(
             for option in &column_def.options {
                 match &option.option {
                     ColumnOption::NotNull => not_null = true,
+                    // What every added column reads as in the rows already written (dbt's
+                    // snapshots add columns so).
                     ColumnOption::Null => {}
+                    ColumnOption::Default(Expr::Value(v)) if v.value == Value::Null => {}
                     ColumnOption::Comment(c) => comment = Some(c.clone()),
                     other => {
                         return Some(Err(SqeError::unsupported(format!(

@@ -78,6 +78,10 @@ pub(crate) async fn run(ctx: &Ctx<'_>, call: ProcedureCall) -> SqeResult<QueryRe
             args.done()?;
             job.optimize(threshold, call.filter.as_ref()).await?
         }
+        "optimize_manifests" => {
+            args.done()?;
+            job.optimize_manifests().await?
+        }
         "expire_snapshots" => {
             // By position, Spark's older_than comes first; a duration there is Trino's retention.
             let mut retention = args.take_named("retention_threshold");
@@ -136,7 +140,7 @@ pub(crate) async fn run(ctx: &Ctx<'_>, call: ProcedureCall) -> SqeResult<QueryRe
         }
         other => {
             return Err(SqeError::unsupported(format!(
-                "unknown table procedure '{other}': SQE runs optimize, expire_snapshots, remove_orphan_files and rollback_to_snapshot"
+                "unknown table procedure '{other}': SQE runs optimize, optimize_manifests, expire_snapshots, remove_orphan_files and rollback_to_snapshot"
             )));
         }
     };
@@ -695,6 +699,68 @@ impl Job<'_> {
             }
             tokio::time::sleep(retries.wait(lost)).await;
             lost += 1;
+        }
+    }
+
+    /// Merges the table's small manifests into as few as `commit.manifest.target-size-bytes`
+    /// allows, in a `replace` snapshot: the files and rows stay as they are.
+    async fn optimize_manifests(&self) -> SqeResult<Vec<(&'static str, u64)>> {
+        let mut lost = 0;
+        loop {
+            let (ident, table) = self.load().await?;
+            let retries = Retries::of(&table);
+            let Some(current) = table.metadata().current_snapshot() else {
+                return Ok(vec![
+                    ("manifests_count_before", 0),
+                    ("manifests_count_after", 0),
+                ]);
+            };
+            let before = table
+                .manifest_list_reader(current)
+                .load()
+                .await
+                .map_err(from_iceberg)?
+                .entries()
+                .len() as u64;
+            if before < 2 {
+                return Ok(vec![
+                    ("manifests_count_before", before),
+                    ("manifests_count_after", before),
+                ]);
+            }
+            let change = Change {
+                replace: true,
+                merge_manifests: true,
+                ..Change::default()
+            };
+            match change::commit(self.catalog, &ident, &table, &change).await? {
+                Committed::Done => {
+                    let (_, table) = self.load().await?;
+                    let after = match table.metadata().current_snapshot() {
+                        Some(s) => table
+                            .manifest_list_reader(s)
+                            .load()
+                            .await
+                            .map_err(from_iceberg)?
+                            .entries()
+                            .len() as u64,
+                        None => 0,
+                    };
+                    return Ok(vec![
+                        ("manifests_count_before", before),
+                        ("manifests_count_after", after),
+                    ]);
+                }
+                Committed::Lost if lost < retries.retries => {
+                    tokio::time::sleep(retries.wait(lost)).await;
+                    lost += 1;
+                }
+                Committed::Lost => {
+                    return Err(retries
+                        .overtaken(&format!("optimize_manifests of '{}'", self.object), lost));
+                }
+                Committed::Unknown(e) => return Err(e),
+            }
         }
     }
 

@@ -710,8 +710,7 @@ async fn merge_change(
         removed,
         added,
         added_deletes,
-        replace: false,
-        branch: None,
+        ..Change::default()
     })
 }
 
