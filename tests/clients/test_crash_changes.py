@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 from test_pyiceberg_interop import SQE_CLI, catalog, sqe
-from test_row_changes import duckdb_read
+from test_row_changes import duckdb_read, maintain_fully, referenced_paths
 
 MODES = ["copy-on-write", "merge-on-read"]
 ITERATIONS = 25  # kills per mode
@@ -296,25 +296,13 @@ def test_kill_during_changes_leaves_a_whole_snapshot_with_every_reported_change(
     # current snapshot and metadata refer to, and SQE, pyiceberg and DuckDB read the last state.
     folder = Path(table.location().removeprefix("file://"))
     left_behind = {str(p) for p in folder.rglob("*") if p.is_file()}
-    out = subprocess.run(
-        [SQE_CLI, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
-         "-f", "csv", "--stop-on-error", "-e",
-         "ALTER TABLE s.t EXECUTE optimize; "
-         "ALTER TABLE s.t EXECUTE expire_snapshots(retention_threshold => '0s'); "
-         "ALTER TABLE s.t EXECUTE remove_orphan_files(retention_threshold => '0s')"],
-        capture_output=True, text=True, timeout=300,
-    )
+    out = maintain_fully(warehouse, "s.t")
     assert out.returncode == 0, f"seed {seed}, mode {mode}: maintenance failed:\n{out.stderr}"
     table = catalog(warehouse).load_table("s.t")
     assert len(list(table.snapshots())) == 1, f"seed {seed}, mode {mode}"
     tasks = list(table.scan().plan_files())
     assert not any(task.delete_files for task in tasks), f"seed {seed}, mode {mode}: deletes left"
-    snapshot = table.current_snapshot()
-    live = {task.file.file_path for task in tasks}
-    live |= {m.manifest_path for m in snapshot.manifests(table.io)}
-    live |= {snapshot.manifest_list, table.metadata_location}
-    live |= {e.metadata_file for e in table.metadata.metadata_log}
-    live = {p.removeprefix("file://") for p in live}
+    live = referenced_paths(table)
     on_disk = {str(p) for p in folder.rglob("*") if p.is_file()}
     assert on_disk == live, (
         f"seed {seed}, mode {mode}: left {sorted(on_disk - live)}, missing {sorted(live - on_disk)}"

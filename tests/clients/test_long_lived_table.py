@@ -18,13 +18,12 @@ The CLI binary is taken from $SQE_CLI (default: target/debug/sqe-cli).
 
 import os
 import random
-import subprocess
 from pathlib import Path
 
 import duckdb
 
 from test_pyiceberg_interop import SQE_CLI, catalog, sqe
-from test_row_changes import duckdb_read
+from test_row_changes import duckdb_read, maintain_fully, referenced_paths
 
 FULL = os.environ.get("SQE_LONG_LIVED") == "full"
 APPENDS = 500 if FULL else 150
@@ -107,14 +106,7 @@ def test_appends_and_row_changes_then_maintenance_match_the_oracle(tmp_path):
     manifests = table.current_snapshot().manifests(table.io)
     assert 1 < len(manifests) <= 100, len(manifests)
     folder = Path(table.location().removeprefix("file://"))
-    out = subprocess.run(
-        [SQE_CLI, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
-         "-f", "csv", "--stop-on-error", "-e",
-         "ALTER TABLE s.t EXECUTE optimize; "
-         "ALTER TABLE s.t EXECUTE expire_snapshots(retention_threshold => '0s'); "
-         "ALTER TABLE s.t EXECUTE remove_orphan_files(retention_threshold => '0s')"],
-        capture_output=True, text=True, timeout=600,
-    )
+    out = maintain_fully(warehouse, "s.t")
     assert out.returncode == 0, f"maintenance failed:\n{out.stderr}"
 
     table = catalog(warehouse).load_table("s.t")
@@ -124,12 +116,7 @@ def test_appends_and_row_changes_then_maintenance_match_the_oracle(tmp_path):
     # One file per partition at most is left of hundreds.
     assert files_before > 100, files_before
     assert len(tasks) <= GROUPS, [t.file.file_path for t in tasks]
-    snapshot = table.current_snapshot()
-    live = {task.file.file_path for task in tasks}
-    live |= {m.manifest_path for m in snapshot.manifests(table.io)}
-    live |= {snapshot.manifest_list, table.metadata_location}
-    live |= {e.metadata_file for e in table.metadata.metadata_log}
-    live = {p.removeprefix("file://") for p in live}
+    live = referenced_paths(table)
     on_disk = {str(p) for p in folder.rglob("*") if p.is_file()}
     assert on_disk == live, f"left {sorted(on_disk - live)[:10]}, missing {sorted(live - on_disk)[:10]}"
 

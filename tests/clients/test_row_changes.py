@@ -56,6 +56,29 @@ def sqe_rows(warehouse, sql):
     return sorted(out, key=repr)
 
 
+def maintain_fully(warehouse, table):
+    """optimize, then every snapshot but the current one expired and the files nothing refers to
+    removed (retentions 0s); returns the finished process."""
+    return subprocess.run(
+        [SQE_CLI, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
+         "-f", "csv", "--stop-on-error", "-e",
+         f"ALTER TABLE {table} EXECUTE optimize; "
+         f"ALTER TABLE {table} EXECUTE expire_snapshots(retention_threshold => '0s'); "
+         f"ALTER TABLE {table} EXECUTE remove_orphan_files(retention_threshold => '0s')"],
+        capture_output=True, text=True, timeout=600,
+    )
+
+
+def referenced_paths(table):
+    """The local paths of every file a pyiceberg table's current snapshot and metadata refer to."""
+    snapshot = table.current_snapshot()
+    live = {task.file.file_path for task in table.scan().plan_files()}
+    live |= {m.manifest_path for m in snapshot.manifests(table.io)}
+    live |= {snapshot.manifest_list, table.metadata_location}
+    live |= {e.metadata_file for e in table.metadata.metadata_log}
+    return {p.removeprefix("file://") for p in live}
+
+
 def duckdb_read(metadata_location, sql):
     """The rows of `sql`, which reads `iceberg_scan(?)`, over a table's metadata file in DuckDB."""
     con = duckdb.connect()

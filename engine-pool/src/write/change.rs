@@ -23,8 +23,8 @@ use std::collections::{HashMap, HashSet};
 
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, MAIN_BRANCH, Manifest, ManifestContentType,
-    ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
-    SnapshotReference, SnapshotRetention, Summary,
+    ManifestEntry, ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder,
+    Operation, Snapshot, SnapshotReference, SnapshotRetention, Summary,
 };
 use iceberg::table::Table;
 use iceberg::{ErrorKind, TableIdent, TableRequirement, TableUpdate};
@@ -302,44 +302,24 @@ pub(crate) async fn commit(
                 kept.push((listed.clone(), manifest));
                 continue;
             }
-            let spec = metadata
-                .partition_spec_by_id(listed.partition_spec_id)
-                .ok_or_else(|| {
-                    SqeError::internal(format!(
-                        "manifest {} names partition spec {}, which the table does not have",
-                        listed.manifest_path, listed.partition_spec_id
-                    ))
-                })?;
-            let output = file_io
-                .new_output(next_manifest(&mut written))
-                .map_err(from_iceberg)?;
-            let builder = ManifestWriterBuilder::new(
-                output,
-                Some(snapshot_id),
-                schema.clone(),
-                spec.as_ref().clone(),
-            );
-            let mut writer = match (version, listed.content) {
-                (FormatVersion::V1, _) => builder.build_v1(),
-                (_, ManifestContentType::Data) => builder.build_v2_data(),
-                (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-            };
+            let mut writer = manifest_writer(
+                table,
+                snapshot_id,
+                listed.partition_spec_id,
+                listed.content,
+                next_manifest(&mut written),
+            )?;
             for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                let file = entry.data_file().clone();
-                let sequence = entry.sequence_number().unwrap_or(0);
-                // Entries of older manifests may leave it to be inherited.
-                let file_sequence = entry.file_sequence_number.or(Some(sequence));
                 if change.removed.contains(entry.file_path()) {
                     found.insert(entry.file_path().to_string());
-                    counts.remove(&file);
+                    counts.remove(entry.data_file());
+                    let sequence = entry.sequence_number().unwrap_or(0);
+                    let file_sequence = entry.file_sequence_number.or(Some(sequence));
                     writer
-                        .add_delete_file(file, sequence, file_sequence)
+                        .add_delete_file(entry.data_file().clone(), sequence, file_sequence)
                         .map_err(from_iceberg)?;
                 } else {
-                    let added_by = entry.snapshot_id().unwrap_or(listed.added_snapshot_id);
-                    writer
-                        .add_existing_file(file, added_by, sequence, file_sequence)
-                        .map_err(from_iceberg)?;
+                    keep(&mut writer, entry, listed)?;
                 }
             }
             manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
@@ -350,9 +330,9 @@ pub(crate) async fn commit(
     // the snapshot and sequence numbers they had.
     let added_manifests =
         usize::from(!change.added.is_empty()) + usize::from(!change.added_deletes.is_empty());
-    let merging =
-        change.merge_manifests || ManifestMerge::of(table).due(listed_count + added_manifests);
-    let target_bytes = ManifestMerge::of(table).target_bytes;
+    let merge = ManifestMerge::of(table);
+    let merging = change.merge_manifests || merge.due(listed_count + added_manifests);
+    let target_bytes = merge.target_bytes;
     let mut groups: HashMap<(ManifestContentType, i32), Vec<(ManifestFile, Manifest)>> =
         HashMap::new();
     for (listed, manifest) in kept {
@@ -385,36 +365,16 @@ pub(crate) async fn commit(
                 manifests.extend(bin.into_iter().map(|(listed, _)| listed));
                 continue;
             }
-            let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
-                SqeError::internal(format!("no partition spec {spec_id} in '{ident}'"))
-            })?;
-            let output = file_io
-                .new_output(next_manifest(&mut written))
-                .map_err(from_iceberg)?;
-            let builder = ManifestWriterBuilder::new(
-                output,
-                Some(snapshot_id),
-                schema.clone(),
-                spec.as_ref().clone(),
-            );
-            let mut writer = match (version, content) {
-                (FormatVersion::V1, _) => builder.build_v1(),
-                (_, ManifestContentType::Data) => builder.build_v2_data(),
-                (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-            };
+            let mut writer = manifest_writer(
+                table,
+                snapshot_id,
+                spec_id,
+                content,
+                next_manifest(&mut written),
+            )?;
             for (listed, manifest) in &bin {
                 for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                    let sequence = entry.sequence_number().unwrap_or(0);
-                    let file_sequence = entry.file_sequence_number.or(Some(sequence));
-                    let added_by = entry.snapshot_id().unwrap_or(listed.added_snapshot_id);
-                    writer
-                        .add_existing_file(
-                            entry.data_file().clone(),
-                            added_by,
-                            sequence,
-                            file_sequence,
-                        )
-                        .map_err(from_iceberg)?;
+                    keep(&mut writer, entry, listed)?;
                 }
             }
             manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
@@ -426,15 +386,13 @@ pub(crate) async fn commit(
         )));
     }
     if !change.added.is_empty() {
-        let output = file_io
-            .new_output(next_manifest(&mut written))
-            .map_err(from_iceberg)?;
-        let spec = metadata.default_partition_spec().as_ref().clone();
-        let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec);
-        let mut writer = match version {
-            FormatVersion::V1 => builder.build_v1(),
-            _ => builder.build_v2_data(),
-        };
+        let mut writer = manifest_writer(
+            table,
+            snapshot_id,
+            metadata.default_partition_spec_id(),
+            ManifestContentType::Data,
+            next_manifest(&mut written),
+        )?;
         for file in &change.added {
             counts.add(file);
             // A negative sequence number: the entry inherits the snapshot's.
@@ -456,19 +414,13 @@ pub(crate) async fn commit(
                 "delete files need Iceberg format version 2; '{ident}' is version 1"
             )));
         }
-        let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
-            SqeError::internal(format!("no partition spec {spec_id} in '{ident}'"))
-        })?;
-        let output = file_io
-            .new_output(next_manifest(&mut written))
-            .map_err(from_iceberg)?;
-        let mut writer = ManifestWriterBuilder::new(
-            output,
-            Some(snapshot_id),
-            schema.clone(),
-            spec.as_ref().clone(),
-        )
-        .build_v2_deletes();
+        let mut writer = manifest_writer(
+            table,
+            snapshot_id,
+            spec_id,
+            ManifestContentType::Deletes,
+            next_manifest(&mut written),
+        )?;
         for (_, file) in change.added_deletes.iter().filter(|f| f.0 == spec_id) {
             counts.add(file);
             writer.add_file(file.clone(), -1).map_err(from_iceberg)?;
@@ -556,6 +508,51 @@ pub(crate) async fn commit(
             )))
         }
     }
+}
+
+/// A writer of one manifest of `content` files in partition spec `spec_id`, at `path`, for the
+/// snapshot `snapshot_id` of `table` (format version 1 or 2).
+fn manifest_writer(
+    table: &Table,
+    snapshot_id: i64,
+    spec_id: i32,
+    content: ManifestContentType,
+    path: String,
+) -> SqeResult<ManifestWriter> {
+    let metadata = table.metadata();
+    let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+        SqeError::internal(format!(
+            "no partition spec {spec_id} in '{}'",
+            table.identifier()
+        ))
+    })?;
+    let output = table.file_io().new_output(path).map_err(from_iceberg)?;
+    let builder = ManifestWriterBuilder::new(
+        output,
+        Some(snapshot_id),
+        metadata.current_schema().clone(),
+        spec.as_ref().clone(),
+    );
+    Ok(match (metadata.format_version(), content) {
+        (FormatVersion::V1, _) => builder.build_v1(),
+        (_, ManifestContentType::Data) => builder.build_v2_data(),
+        (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+    })
+}
+
+/// Writes `entry` of the manifest `listed` again as EXISTING, with the snapshot and sequence
+/// numbers it had (entries of older manifests may leave them to be inherited from the list).
+fn keep(
+    writer: &mut ManifestWriter,
+    entry: &ManifestEntry,
+    listed: &ManifestFile,
+) -> SqeResult<()> {
+    let sequence = entry.sequence_number().unwrap_or(0);
+    let file_sequence = entry.file_sequence_number.or(Some(sequence));
+    let added_by = entry.snapshot_id().unwrap_or(listed.added_snapshot_id);
+    writer
+        .add_existing_file(entry.data_file().clone(), added_by, sequence, file_sequence)
+        .map_err(from_iceberg)
 }
 
 /// A live file of a snapshot: its path, the partition spec it was written with, its entry, and

@@ -59,6 +59,7 @@ pub(crate) fn from_operation(
             };
             (vec![normalize_ident(&column_def.name)], action)
         }
+        // SQE's dialect parses one column only (`DROP COLUMN a, b` is a syntax error).
         AlterTableOperation::DropColumn {
             column_names,
             if_exists,
