@@ -3775,6 +3775,38 @@ async fn maintenance_deletes_only_its_own_tables_files() {
         .await,
         ["3"]
     );
+    // Nor write to its branches: a branch is the table's, and so are its privileges.
+    ok(&engine, &alice, "ALTER TABLE a CREATE BRANCH dev").await;
+    for (sql, denied) in [
+        ("INSERT INTO a.branch_dev VALUES (9)", "insert into"),
+        ("INSERT OVERWRITE a.branch_dev VALUES (9)", "insert into"),
+        ("DELETE FROM a.branch_dev WHERE id = 1", "delete from"),
+        ("TRUNCATE TABLE a.branch_dev", "delete from"),
+        ("UPDATE a.branch_dev SET id = 9", "update"),
+        (
+            "MERGE INTO a.branch_dev t USING (VALUES (1)) s (id) ON t.id = s.id WHEN MATCHED THEN DELETE",
+            "delete from",
+        ),
+    ] {
+        let e = refused(&engine, &bob, sql).await;
+        assert_eq!(
+            (e.code(), e.message()),
+            (
+                ErrorCode::PermissionDenied,
+                format!("Access Denied: Cannot {denied} table iceberg.default.a").as_str()
+            ),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        ok(
+            &engine,
+            &alice,
+            "SELECT count(*) FROM a FOR VERSION AS OF 'dev'"
+        )
+        .await,
+        ["3"]
+    );
     // A field path of thousands of steps, and a type nested thousands deep: refused by name.
     let path = format!("ALTER TABLE a ADD COLUMN {}z integer", "r.".repeat(5_000));
     let e = refused(&engine, &alice, &path).await;

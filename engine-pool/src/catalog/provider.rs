@@ -125,6 +125,15 @@ pub(crate) fn read_with_current_schema(table: Table) -> iceberg::Result<Table> {
         }
     }
     let metadata: iceberg::spec::TableMetadata = serde_json::from_value(json).map_err(invalid)?;
+    with_metadata(&table, metadata)
+}
+
+/// `table` (its name, files and metadata location) with `metadata` in place of its own: a view of
+/// it that is never committed.
+pub(crate) fn with_metadata(
+    table: &Table,
+    metadata: iceberg::spec::TableMetadata,
+) -> iceberg::Result<Table> {
     let mut builder = Table::builder()
         .identifier(table.identifier().clone())
         .metadata(metadata)

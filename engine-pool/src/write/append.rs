@@ -9,7 +9,7 @@ use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{CreateTable, Insert, ObjectName, Statement, TableObject};
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
-use iceberg::spec::{DataFile, SnapshotRetention};
+use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, TableIdent};
@@ -26,6 +26,7 @@ use crate::write::change::{self, Change, Committed, Retries, surely_not_committe
 use crate::write::ddl::create_iceberg_table;
 use crate::write::files::{cast_to_table, remove_written, write_files};
 use crate::write::overwrite::overwrite;
+use crate::write::refs::Target;
 
 type QueryTables = Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>;
 
@@ -48,11 +49,8 @@ pub(crate) async fn insert(
         return Err(SqeError::invalid("INSERT needs VALUES or a query"));
     };
     // Spark's `INSERT INTO t.branch_b`: the rows go to branch b of table t.
-    let (target, branch) = match branch_of(ctx, name).await {
-        Some((table, branch)) => (table, Some(branch)),
-        None => (name.clone(), None),
-    };
-    let name = &target;
+    let target = Target::of(ctx, name).await;
+    let name = &target.name;
     let (catalog_name, schema, table_name) = resolve_name(session, name)?;
     let object = Object::table(&catalog_name, &schema, &table_name);
     ctx.governance
@@ -94,21 +92,13 @@ pub(crate) async fn insert(
             ident.name
         ),
     )?;
-    let rows = match (existing, branch) {
-        (Existing::Append, Some(branch)) => {
-            let catalog = ctx.mounts.bind(session, &catalog_name)?;
-            append_to_branch(ctx, &catalog, name, &table, &state, plan, &branch).await?
-        }
-        (_, Some(branch)) => {
-            return Err(SqeError::unsupported(format!(
-                "only INSERT writes to a branch yet ('{branch}'), not an overwrite"
-            )));
-        }
+    let rows = match (existing, &target.branch) {
+        (Existing::Append, Some(_)) => append_to_branch(ctx, &target, &table, &state, plan).await?,
         (Existing::Append, None) => {
             let catalog = ctx.mounts.bind(session, &catalog_name)?;
             append(&catalog, &table, &state, plan).await?
         }
-        (_, None) => overwrite(ctx, name, &object, &state, plan, existing).await?,
+        _ => overwrite(ctx, &target, &object, &state, plan, existing).await?,
     };
     QueryResult::written(rows)
 }
@@ -167,51 +157,22 @@ pub(crate) async fn create_table_as(
     }
 }
 
-/// The table and branch a name such as `t.branch_b` (Spark's) stands for, when it names no table
-/// itself and its last part, `branch_` and the branch's name, follows one that does.
-async fn branch_of(ctx: &Ctx<'_>, name: &ObjectName) -> Option<(ObjectName, String)> {
-    let (last, table) = name.0.split_last()?;
-    let last = normalize_ident(last.as_ident()?);
-    let branch = last.strip_prefix("branch_").filter(|b| !b.is_empty())?;
-    if table.is_empty() || ctx.mounts.table(ctx.session, name).await.is_ok() {
-        return None;
-    }
-    let table = ObjectName(table.to_vec());
-    ctx.mounts.table(ctx.session, &table).await.ok()?;
-    Some((table, branch.to_string()))
-}
-
-/// Writes the rows of `plan` into branch `branch` of `table` and commits them as one snapshot
+/// Writes the rows of `plan` into the branch `target` names and commits them as one snapshot
 /// on that branch (main is left as it is); a commit that loses the race is made again on the
 /// branch's new head. Returns the row count.
 async fn append_to_branch(
     ctx: &Ctx<'_>,
-    catalog: &CatalogRef,
-    name: &ObjectName,
+    target: &Target,
     table: &Table,
     state: &SessionState,
     plan: LogicalPlan,
-    branch: &str,
 ) -> SqeResult<u64> {
+    // The branch is checked (a tag takes no writes) before any file is written.
+    let (catalog_name, _, _) = target.load(ctx).await?;
+    let catalog = ctx.mounts.bind(ctx.session, &catalog_name)?;
     if let Some(reason) = catalog.read_only() {
         return Err(SqeError::unsupported(reason));
     }
-    let retention = |table: &Table| -> SqeResult<SnapshotRetention> {
-        let found = crate::write::maintain::refs(table.metadata())?
-            .into_iter()
-            .find(|(n, _)| n == branch);
-        match found {
-            Some((_, r)) if r.is_branch() => Ok(r.retention),
-            Some(_) => Err(SqeError::invalid(format!(
-                "'{branch}' is a tag, and a tag takes no writes"
-            ))),
-            None => Err(SqeError::not_found(format!(
-                "table '{}' has no branch '{branch}'",
-                table.identifier()
-            ))),
-        }
-    };
-    retention(table)?;
     let prefix = uuid::Uuid::now_v7().to_string();
     let (added, rows) = match write_files(table, state, plan, &prefix).await {
         Ok(written) => written,
@@ -222,23 +183,22 @@ async fn append_to_branch(
     };
     let retries = Retries::of(table);
     let mut lost = 0;
-    let mut current = table.clone();
     loop {
+        let (_, ident, current) = target.load(ctx).await?;
         let change = Change {
             added: added.clone(),
-            branch: Some((branch.to_string(), retention(&current)?)),
+            branch: target.commit_branch(&current)?,
             ..Change::default()
         };
-        let (_, ident, _) = ctx.mounts.table(ctx.session, name).await?;
         match change::commit(catalog.as_ref(), &ident, &current, &change).await {
             Ok(Committed::Done) => return Ok(rows),
             Ok(Committed::Lost) if lost < retries.retries => {
                 tokio::time::sleep(retries.wait(lost)).await;
                 lost += 1;
-                current = ctx.mounts.table(ctx.session, name).await?.2;
             }
             Ok(Committed::Lost) => {
                 remove_written(table, &prefix).await;
+                let branch = target.branch.as_deref().unwrap_or_default();
                 return Err(retries.overtaken(&format!("INSERT INTO branch '{branch}'"), lost));
             }
             Ok(Committed::Unknown(e)) => return Err(e),

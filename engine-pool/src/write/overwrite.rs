@@ -4,6 +4,8 @@
 //! one snapshot. An unpartitioned table is one partition: all its rows are replaced. Under
 //! `'ERROR'`, an INSERT into a partition that holds rows fails instead.
 //!
+//! On a branch (`INSERT OVERWRITE t.branch_b …`) the partitions are the branch's, and main stays.
+//!
 //! Files of an older partition spec are not in the current spec's partitions and stay, as in
 //! Iceberg's own partition replacement. A commit that loses the race is decided again against the
 //! new head (the new files stay written) as often as the table's `commit.retry.num-retries` says.
@@ -12,7 +14,6 @@ use std::collections::HashSet;
 
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::sql::sqlparser::ast::ObjectName;
 use iceberg::spec::Struct;
 use sqe_sessions::{ErrorCode, SqeError, SqeResult};
 
@@ -21,13 +22,14 @@ use crate::governance::model::Object;
 use crate::session_properties::Existing;
 use crate::write::change::{self, Change, Committed, Retries};
 use crate::write::files::{remove_written, write_files};
+use crate::write::refs::Target;
 
-/// Writes the rows of `plan` (in the table's columns and types) into table `name` (`object`),
+/// Writes the rows of `plan` (in the table's columns and types) into `target` (`object`),
 /// replacing the partitions they go to (or failing, under [`Existing::Error`], when any holds
 /// rows). Returns the row count.
 pub(crate) async fn overwrite(
     ctx: &Ctx<'_>,
-    name: &ObjectName,
+    target: &Target,
     object: &Object,
     state: &SessionState,
     plan: LogicalPlan,
@@ -38,7 +40,7 @@ pub(crate) async fn overwrite(
     if let Some(reason) = catalog.read_only() {
         return Err(SqeError::unsupported(reason));
     }
-    let (_, _, table) = ctx.mounts.table(session, name).await?;
+    let (_, _, table) = target.load(ctx).await?;
     let prefix = uuid::Uuid::now_v7().to_string();
     let (added, rows) = match write_files(&table, state, plan, &prefix).await {
         Ok(written) => written,
@@ -54,7 +56,7 @@ pub(crate) async fn overwrite(
     let retries = Retries::of(&table);
     let mut lost = 0;
     loop {
-        let (_, ident, table) = ctx.mounts.table(session, name).await?;
+        let (_, ident, table) = target.load(ctx).await?;
         let metadata = table.metadata();
         let spec_id = metadata.default_partition_spec_id();
         let unpartitioned = metadata.default_partition_spec().is_unpartitioned();
@@ -78,6 +80,7 @@ pub(crate) async fn overwrite(
         let change = Change {
             removed,
             added: added.clone(),
+            branch: target.commit_branch(&table)?,
             ..Change::default()
         };
         match change::commit(catalog.as_ref(), &ident, &table, &change).await {

@@ -37,6 +37,7 @@ use crate::names::{normalize_ident, resolve_name};
 use crate::planner::Planner;
 use crate::statement::prepass::Prepared;
 use crate::write::change::{self, Change, Committed, LiveFile, Retries, only_appends_since};
+use crate::write::refs::Target;
 use crate::write::rows::{self, RowChange};
 
 /// Removes the rows of table `name` for which `filter` is true, every row without one; `verb`
@@ -49,6 +50,8 @@ pub(crate) async fn remove_rows(
     prepared: &Prepared,
 ) -> SqeResult<QueryResult> {
     let session = ctx.session;
+    let target = Target::of(ctx, name).await;
+    let name = &target.name;
     let (catalog_name, schema, table_name) = resolve_name(session, name)?;
     let object = Object::table(&catalog_name, &schema, &table_name);
     ctx.governance
@@ -64,7 +67,7 @@ pub(crate) async fn remove_rows(
     let mut retries: Option<Retries> = None;
     let mut lost = 0;
     loop {
-        let (_, ident, table) = ctx.mounts.table(session, name).await?;
+        let (_, ident, table) = target.load(ctx).await?;
         let retries = *retries.get_or_insert_with(|| Retries::of(&table));
         let Some(current) = table.metadata().current_snapshot() else {
             return QueryResult::written(0);
@@ -72,7 +75,7 @@ pub(crate) async fn remove_rows(
         let head = current.snapshot_id();
         // Lost to writers that only appended: the same files go, and the rows they added stay
         // (as if this statement had run before them). Anything else is decided again.
-        let (change, rows) = match decided.take() {
+        let (mut change, rows) = match decided.take() {
             Some((tried, change, rows)) if only_appends_since(&table, Some(tried)) => {
                 (change, rows)
             }
@@ -87,7 +90,7 @@ pub(crate) async fn remove_rows(
                             None => {
                                 return rows::change_rows(
                                     ctx,
-                                    name,
+                                    &target,
                                     &object,
                                     RowChange::Delete,
                                     Some(filter),
@@ -105,7 +108,7 @@ pub(crate) async fn remove_rows(
                     None if filter.is_some() || verb == "DELETE FROM" => {
                         return rows::change_rows(
                             ctx,
-                            name,
+                            &target,
                             &object,
                             RowChange::Delete,
                             filter,
@@ -132,6 +135,7 @@ pub(crate) async fn remove_rows(
         if change.removed.is_empty() {
             return QueryResult::written(0);
         }
+        change.branch = target.commit_branch(&table)?;
         match change::commit(catalog.as_ref(), &ident, &table, &change).await? {
             Committed::Done => return QueryResult::written(rows),
             Committed::Unknown(e) => return Err(e),

@@ -36,6 +36,7 @@ use datafusion::logical_expr::{Case, Expr as DFExpr, LogicalPlan, cast, lit};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     Assignment, AssignmentTarget, Expr, Ident, Merge, ObjectName, SelectItem, SetExpr, Statement,
+    TableFactor,
 };
 use futures::TryStreamExt;
 use iceberg::arrow::schema_to_arrow_schema;
@@ -61,6 +62,7 @@ use crate::write::change::{self, Change, Committed, Retries, only_appends_since}
 use crate::write::files::{assignable, cast_to_table, remove_written, write_files};
 use crate::write::merge::{self, ACTION, Actions, MergePlan};
 use crate::write::patch::{SetColumn, patch_files, row_ids};
+use crate::write::refs::Target;
 
 /// What a row-level statement does to the rows it finds.
 pub(crate) enum RowChange<'a> {
@@ -99,7 +101,8 @@ pub(crate) async fn update_rows(
     filter: Option<&Expr>,
     prepared: &Prepared,
 ) -> SqeResult<QueryResult> {
-    let (catalog, schema, table) = resolve_name(ctx.session, name)?;
+    let target = Target::of(ctx, name).await;
+    let (catalog, schema, table) = resolve_name(ctx.session, &target.name)?;
     let object = Object::table(&catalog, &schema, &table);
     ctx.governance
         .authorize(ctx.session, Privilege::Update, &object, || {
@@ -107,7 +110,7 @@ pub(crate) async fn update_rows(
         })?;
     change_rows(
         ctx,
-        name,
+        &target,
         &object,
         RowChange::Update(assignments),
         filter,
@@ -122,8 +125,28 @@ pub(crate) async fn merge_into(
     statement: &Merge,
     prepared: &Prepared,
 ) -> SqeResult<QueryResult> {
-    let (name, object, plan) = merge::plan(ctx, statement)?;
-    change_rows(ctx, name, &object, RowChange::Merge(&plan), None, prepared).await
+    // `MERGE INTO t.branch_b …` merges into branch b of table t.
+    let mut statement = statement.clone();
+    let mut branch = None;
+    if let TableFactor::Table { name, .. } = &mut statement.table {
+        let target = Target::of(ctx, name).await;
+        *name = target.name;
+        branch = target.branch;
+    }
+    let (name, object, plan) = merge::plan(ctx, &statement)?;
+    let target = Target {
+        name: name.clone(),
+        branch,
+    };
+    change_rows(
+        ctx,
+        &target,
+        &object,
+        RowChange::Merge(&plan),
+        None,
+        prepared,
+    )
+    .await
 }
 
 /// The name each new value of an UPDATE (of the `i`th column a MERGE's clauses set) goes by in the
@@ -132,12 +155,12 @@ pub(crate) fn value_name(i: usize) -> String {
     format!("__sqe_value_{i}")
 }
 
-/// Changes the rows of `object` (as `name` names it) for which `filter` is true (every row
-/// without one), as `change` says; the caller's privilege on the table was checked. Returns the
-/// number of rows changed.
+/// Changes the rows of `object` (`target`'s table, on its branch) for which `filter` is true
+/// (every row without one), as `change` says; the caller's privilege on the table was checked.
+/// Returns the number of rows changed.
 pub(crate) async fn change_rows(
     ctx: &Ctx<'_>,
-    name: &ObjectName,
+    target: &Target,
     object: &Object,
     change: RowChange<'_>,
     filter: Option<&Expr>,
@@ -153,7 +176,7 @@ pub(crate) async fn change_rows(
     let mut retries: Option<Retries> = None;
     let mut lost = 0;
     loop {
-        let (_, ident, table) = ctx.mounts.table(session, name).await?;
+        let (_, ident, table) = target.load(ctx).await?;
         let retries = *retries.get_or_insert_with(|| Retries::of(&table));
         let head = table.metadata().current_snapshot().map(|s| s.snapshot_id());
         let resolved = match &change {
@@ -179,7 +202,7 @@ pub(crate) async fn change_rows(
         if head.is_none() && !matches!(resolved, Resolved::Merge(..)) {
             return QueryResult::written(0);
         }
-        let (files, rows, prefix) = match written.take() {
+        let (mut files, rows, prefix) = match written.take() {
             // A MERGE's inserts depend on what the appended rows would have matched: decided
             // again.
             Some((made_from, files, rows, prefix))
@@ -222,6 +245,7 @@ pub(crate) async fn change_rows(
                 }
             }
         };
+        files.branch = target.commit_branch(&table)?;
         match change::commit(catalog.as_ref(), &ident, &table, &files).await {
             Ok(Committed::Done) => return QueryResult::written(rows),
             Ok(Committed::Lost) if lost < retries.retries => {
