@@ -585,6 +585,31 @@ async fn columns_resolve_by_field_id_after_renames() {
     );
 }
 
+/// SHOW CREATE TABLE gives the sort order back as `sorted_by` takes it (defaults left out, names
+/// quoted where they must be), and a statement made from it makes the same order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_create_table_gives_the_sort_order_back() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(
+        &engine,
+        "CREATE TABLE o (id bigint, \"Day\" date, v double) WITH (partitioning = ARRAY['v'], sorted_by = ARRAY['\"Day\" DESC', 'id ASC NULLS LAST', 'v DESC NULLS FIRST'])",
+    )
+    .await;
+    let location = dir.path().join("default").join("o");
+    let create = lines(&run(&engine, "SHOW CREATE TABLE o").await).join("\n");
+    assert_eq!(
+        create,
+        format!(
+            "CREATE TABLE iceberg.default.o (\n   id bigint,\n   \"Day\" date,\n   v double\n)\nWITH (\n   format = 'PARQUET',\n   format_version = 2,\n   partitioning = ARRAY['v'],\n   sorted_by = ARRAY['\"Day\" DESC', 'id NULLS LAST', 'v DESC NULLS FIRST'],\n   location = '{}'\n)",
+            location.display()
+        )
+    );
+    run(&engine, "ALTER TABLE o SET PROPERTIES sorted_by = ARRAY[]").await;
+    let create = lines(&run(&engine, "SHOW CREATE TABLE o").await).join("\n");
+    assert!(!create.contains("sorted_by"), "{create}");
+}
+
 /// The partitions of a scan share its byte ranges (DataFusion's work stealing): a partition that is
 /// done takes the next range left. Every row is still read exactly once, in a file cut into several
 /// ranges, with the sharing on (the default) and off.

@@ -24,6 +24,20 @@ pub(crate) fn normalize_ident(id: &Ident) -> String {
 }
 
 /// A name's parts, each normalised ([`normalize_ident`]).
+/// A name as a statement takes it back: as it is when it is plain (lower case, digits and `_`),
+/// double-quoted otherwise.
+pub(crate) fn sql_name(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    match plain {
+        true => name.to_string(),
+        false => sqe_sessions::quote_identifier(name),
+    }
+}
+
 pub(crate) fn object_parts(name: &ObjectName) -> SqeResult<Vec<String>> {
     name.0
         .iter()

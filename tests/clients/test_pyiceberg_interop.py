@@ -151,6 +151,58 @@ def test_sqe_and_pyiceberg_read_each_others_writes(warehouse):
     assert rows(people, "id", "name") == [(1, "alice"), (2, "bob"), (3, "carol")]
 
 
+def test_sort_orders_are_shared_with_pyiceberg(warehouse):
+    """SQE's sorted_by is the table's Iceberg sort order in pyiceberg's eyes, and a sort order
+    pyiceberg gave a table is the one SQE writes its files in."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrder
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    sqe(
+        warehouse,
+        "CREATE SCHEMA s; "
+        "CREATE TABLE s.t (id bigint, v varchar) WITH (sorted_by = ARRAY['v DESC', 'id']); "
+        "INSERT INTO s.t VALUES (1, 'a'), (2, NULL), (3, 'c'), (4, 'a')",
+    )
+    table = catalog(warehouse).load_table("s.t")
+    order = table.sort_order()
+    assert [(f.source_id, f.direction, f.null_order) for f in order.fields] == [
+        (2, SortDirection.DESC, NullOrder.NULLS_LAST),
+        (1, SortDirection.ASC, NullOrder.NULLS_FIRST),
+    ]
+    # One data file, in that order (pyiceberg reads a file's rows as they are).
+    assert len(table.inspect.files()) == 1
+    assert table.scan().to_arrow()["id"].to_pylist() == [3, 1, 4, 2]
+
+    py = catalog(warehouse)
+    py.create_namespace("py")
+    py.create_table(
+        "py.o",
+        schema=Schema(
+            NestedField(1, "id", LongType(), required=False),
+            NestedField(2, "v", StringType(), required=False),
+        ),
+        sort_order=SortOrder(
+            SortField(
+                source_id=1,
+                transform=IdentityTransform(),
+                direction=SortDirection.DESC,
+                null_order=NullOrder.NULLS_FIRST,
+            )
+        ),
+    )
+    sqe(warehouse, "INSERT INTO py.o VALUES (1, 'x'), (NULL, 'n'), (3, 'z'), (2, 'y')")
+    assert catalog(warehouse).load_table("py.o").scan().to_arrow()["id"].to_pylist() == [
+        None,
+        3,
+        2,
+        1,
+    ]
+    create = sqe(warehouse, "SHOW CREATE TABLE py.o")[1][0]
+    assert "sorted_by = ARRAY['id DESC NULLS FIRST']" in create, create
+
+
 def test_sqe_opens_catalog_created_by_pyiceberg(warehouse):
     # pyiceberg creates catalog.db before SQE has ever touched the warehouse.
     py = catalog(warehouse)
@@ -250,6 +302,28 @@ def test_pyiceberg_reads_sqes_branches_and_tags(warehouse):
     assert dev.parent_snapshot_id == first.snapshot_id
     assert table.current_snapshot().parent_snapshot_id == first.snapshot_id
     assert sqe(warehouse, "SELECT id FROM s.t FOR VERSION AS OF 'dev' ORDER BY id") == [["id"], ["1"], ["2"]]
+
+    # Row changes on the branch, merge-on-read and copy-on-write: pyiceberg reads them (and the
+    # branch's position deletes) at the branch's head, and main's rows are as they were.
+    sqe(
+        warehouse,
+        "ALTER TABLE s.t SET PROPERTIES \"write.delete.mode\" = 'merge-on-read'; "
+        "INSERT INTO s.t.branch_dev VALUES (4, 'd'), (5, 'e'); "
+        "UPDATE s.t.branch_dev SET v = 'B' WHERE id = 2; "
+        "MERGE INTO s.t.branch_dev AS t USING (VALUES (5, 'E'), (6, 'f')) AS n (id, v) ON t.id = n.id "
+        "WHEN MATCHED THEN UPDATE SET v = n.v WHEN NOT MATCHED THEN INSERT VALUES (n.id, n.v); "
+        "INSERT INTO s.t.branch_dev VALUES (7, 'g'), (8, 'h'); "
+        "DELETE FROM s.t.branch_dev WHERE id = 7",
+    )
+    table = catalog(warehouse).load_table("s.t")
+    assert rows(table.scan().to_arrow(), "id", "v") == [(1, "a"), (3, "c")]
+    dev = table.snapshot_by_name("dev")
+    want = [(1, "a"), (2, "B"), (4, "d"), (5, "E"), (6, "f"), (8, "h")]
+    assert rows(table.scan(snapshot_id=dev.snapshot_id).to_arrow(), "id", "v") == want
+    assert dev.summary["added-position-deletes"] == "1"
+    assert sqe(warehouse, "SELECT id, v FROM s.t FOR VERSION AS OF 'dev' ORDER BY id")[1:] == [
+        [str(i), v] for i, v in want
+    ]
 
 
 def test_readers_agree_across_partition_evolution_and_maintenance(warehouse):

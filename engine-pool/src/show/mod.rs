@@ -260,7 +260,8 @@ async fn show_create_table(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryR
     let columns: Vec<String> = fields
         .iter()
         .map(|f| {
-            let mut line = format!("   {} {}", f.name, trino_type_name(&f.field_type));
+            let name = crate::names::sql_name(&f.name);
+            let mut line = format!("   {name} {}", trino_type_name(&f.field_type));
             if f.required {
                 line.push_str(" NOT NULL");
             }
@@ -287,6 +288,14 @@ async fn show_create_table(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryR
         if !parts.is_empty() {
             with.push(format!("   partitioning = ARRAY[{}]", parts.join(", ")));
         }
+    }
+    let sorted_by = crate::write::sorting::sorted_by(table.metadata());
+    if !sorted_by.is_empty() {
+        let fields: Vec<String> = sorted_by
+            .iter()
+            .map(|f| format!("'{}'", f.replace('\'', "''")))
+            .collect();
+        with.push(format!("   sorted_by = ARRAY[{}]", fields.join(", ")));
     }
     with.push(format!("   location = '{}'", table.metadata().location()));
     let text = format!(

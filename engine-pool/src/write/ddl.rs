@@ -30,6 +30,7 @@ use crate::statement::columns::{ColumnAction, ColumnStatement};
 use crate::statement::prepass::Prepared;
 use crate::types::{FieldIds, sql_to_iceberg};
 use crate::write::columns;
+use crate::write::sorting::sort_order;
 use crate::write::views::drop_view;
 
 /// A partition field as written in Trino (`'bucket(id, 16)'`) or Spark (`bucket(16, id)`, `days(ts)`).
@@ -138,10 +139,37 @@ pub(crate) fn partition_spec(
     Ok(Some(builder.build()))
 }
 
-/// Table options from `WITH (...)`: partitioning entries and Iceberg properties.
-pub(crate) fn table_options(
-    options: &CreateTableOptions,
-) -> SqeResult<(Vec<String>, HashMap<String, String>)> {
+/// Table options from `WITH (...)`.
+#[derive(Default)]
+struct TableOptions {
+    /// The entries of `partitioning`.
+    partitioning: Vec<String>,
+    /// The entries of `sorted_by`.
+    sorted_by: Vec<String>,
+    /// Iceberg properties (and the location, as `__location`).
+    properties: HashMap<String, String>,
+}
+
+/// The strings of an `ARRAY['…', …]` option named `name`.
+fn strings(name: &str, value: &Expr) -> SqeResult<Vec<String>> {
+    let bad = || SqeError::invalid(format!("{name} must be an ARRAY of strings"));
+    let Expr::Array(array) = value else {
+        return Err(bad());
+    };
+    array
+        .elem
+        .iter()
+        .map(|e| match e {
+            Expr::Value(v) => match &v.value {
+                Value::SingleQuotedString(s) => Ok(s.clone()),
+                _ => Err(bad()),
+            },
+            _ => Err(bad()),
+        })
+        .collect()
+}
+
+fn table_options(options: &CreateTableOptions) -> SqeResult<TableOptions> {
     let list: &[SqlOption] = match options {
         CreateTableOptions::None => &[],
         CreateTableOptions::With(l)
@@ -149,8 +177,8 @@ pub(crate) fn table_options(
         | CreateTableOptions::Plain(l)
         | CreateTableOptions::TableProperties(l) => l,
     };
-    let mut partitioning = Vec::new();
-    let mut props = HashMap::new();
+    let mut with = TableOptions::default();
+    let props = &mut with.properties;
     for opt in list {
         if let SqlOption::Comment(comment) = opt {
             // Where Trino and Spark keep a table's comment.
@@ -174,17 +202,9 @@ pub(crate) fn table_options(
         };
         match key.as_str() {
             "partitioning" | "partitioned_by" => {
-                let Expr::Array(arr) = value else {
-                    return Err(SqeError::invalid(
-                        "partitioning must be an ARRAY of strings",
-                    ));
-                };
-                for el in &arr.elem {
-                    partitioning.push(string(el).ok_or_else(|| {
-                        SqeError::invalid("partitioning must be an ARRAY of strings")
-                    })?);
-                }
+                with.partitioning.extend(strings("partitioning", value)?);
             }
+            "sorted_by" => with.sorted_by = strings("sorted_by", value)?,
             "format" => {
                 let f = string(value).unwrap_or_default();
                 if !f.eq_ignore_ascii_case("parquet") {
@@ -212,7 +232,7 @@ pub(crate) fn table_options(
             }
         }
     }
-    Ok((partitioning, props))
+    Ok(with)
 }
 
 /// The schema for the columns of a CREATE TABLE.
@@ -281,8 +301,10 @@ pub(crate) async fn create_iceberg_table(
             ident.name
         )));
     }
-    let (with_partitioning, mut props) = table_options(&ct.table_options)?;
-    let spec = partition_spec(&schema, with_partitioning, partitioned_by)?;
+    let with = table_options(&ct.table_options)?;
+    let mut props = with.properties;
+    let spec = partition_spec(&schema, with.partitioning, partitioned_by)?;
+    let order = sort_order(&schema, &with.sorted_by)?;
     let location = props.remove("__location").or_else(|| ct.location.clone());
     if let Some(l) = &location {
         ctx.files.check(l, Access::TableLocation)?;
@@ -294,6 +316,7 @@ pub(crate) async fn create_iceberg_table(
         .name(ident.name.clone())
         .schema(schema)
         .partition_spec_opt(spec)
+        .sort_order(order)
         .location_opt(location)
         .properties(props)
         .build();
@@ -699,10 +722,12 @@ async fn alter_table(
                 uuid: metadata.uuid(),
             }];
             let mut changes = Vec::new();
-            let (partitioning, properties): (Vec<&SqlOption>, Vec<&SqlOption>) =
-                table_properties.iter().partition(|o| {
-                    matches!(o, SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case("partitioning"))
-                });
+            let named = |o: &SqlOption, name: &str| matches!(o, SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case(name));
+            let (partitioning, properties): (Vec<&SqlOption>, Vec<&SqlOption>) = table_properties
+                .iter()
+                .partition(|o| named(o, "partitioning"));
+            let (sorted_by, properties): (Vec<&SqlOption>, Vec<&SqlOption>) =
+                properties.into_iter().partition(|o| named(o, "sorted_by"));
             // Partition evolution: a new spec, the default from now on; files written before keep
             // theirs, and read as they are.
             if let Some(option) = partitioning.first() {
@@ -714,6 +739,15 @@ async fn alter_table(
                 });
                 requirements.push(TableRequirement::LastAssignedPartitionIdMatch {
                     last_assigned_partition_id: metadata.last_partition_id(),
+                });
+            }
+            // A new sort order, the default from now on: files written before stay as they are.
+            if let Some(SqlOption::KeyValue { value, .. }) = sorted_by.first() {
+                let sort_order = sort_order(&schema, &strings("sorted_by", value)?)?;
+                changes.push(TableUpdate::AddSortOrder { sort_order });
+                changes.push(TableUpdate::SetDefaultSortOrder { sort_order_id: -1 });
+                requirements.push(TableRequirement::DefaultSortOrderIdMatch {
+                    default_sort_order_id: metadata.default_sort_order_id(),
                 });
             }
             let updates = properties

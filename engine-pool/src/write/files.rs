@@ -36,6 +36,7 @@ use sqe_sessions::{SqeError, SqeResult};
 use tracing::Instrument;
 
 use crate::error::{from_datafusion, from_iceberg};
+use crate::write::sorting::write_order;
 
 /// Broad type families; a value may go into a column of its own family only (as in Trino, a
 /// varchar does not silently become a number).
@@ -234,6 +235,16 @@ pub(crate) async fn write_files(
         spec: metadata.default_partition_spec().clone(),
         short: Mutex::default(),
     });
+    // Each file in the table's sort order: the rows are sorted as one stream, so that no file
+    // takes rows from two.
+    let order = write_order(metadata, plan.schema());
+    let plan = match order.is_empty() {
+        true => plan,
+        false => LogicalPlanBuilder::from(plan)
+            .sort(order)
+            .and_then(|b| b.build())
+            .map_err(from_datafusion)?,
+    };
     let mut physical = state
         .create_physical_plan(&plan)
         .await

@@ -6,7 +6,8 @@
 //!
 //! A file is written this way when that means the same as writing it again from its rows:
 //! - it is a Parquet data file of the table's default partition spec, with no delete file that
-//!   could apply to it (its rows are all live), and no column it sets is a partition source;
+//!   could apply to it (its rows are all live), and no column it sets is a partition source or
+//!   a field of the table's sort order (the file is written again in that order);
 //! - its top-level columns are the table's current columns by field id, in order, and each column
 //!   it sets is a single primitive leaf of the table's own type;
 //! - each new value is of the column's type family, and none is NULL in a NOT NULL column.
@@ -174,7 +175,19 @@ pub(crate) async fn patch_files(
     }
     let live = Live::of(table).await?;
     let default_spec = metadata.default_partition_spec();
-    let sources: HashSet<i32> = default_spec.fields().iter().map(|f| f.source_id).collect();
+    // Partition sources, and the sort order's columns (a file is written in the order).
+    let sources: HashSet<i32> = default_spec
+        .fields()
+        .iter()
+        .map(|f| f.source_id)
+        .chain(
+            metadata
+                .default_sort_order()
+                .fields
+                .iter()
+                .map(|f| f.source_id),
+        )
+        .collect();
     let mut jobs = Vec::new();
     for (path, mut changed) in by_file {
         if skip.contains(path) {
