@@ -610,6 +610,93 @@ async fn show_create_table_gives_the_sort_order_back() {
     assert!(!create.contains("sorted_by"), "{create}");
 }
 
+/// Iceberg format version 3's default values, on a column another engine added: a write that
+/// leaves the column out stores its write-default, and a read of it is refused by name (SQE's
+/// readers would give NULL for the rows written before it, not its initial-default); the other
+/// columns read as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_values_are_written_and_their_reads_refused() {
+    use iceberg::spec::{Literal, NestedField, PrimitiveType, Schema, Type};
+    use iceberg::{Catalog, TableIdent, TableRequirement, TableUpdate};
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let engine = open_in(&dir, EngineConfig::default());
+    run(
+        &engine,
+        "CREATE TABLE d (id bigint) WITH (format_version = 3)",
+    )
+    .await;
+    run(&engine, "INSERT INTO d VALUES (1), (2)").await;
+    // The column as a version 3 writer adds it, default 7.
+    let catalog = sqe_engine::catalog::sql::SqlCatalog::open("iceberg", dir.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ident = TableIdent::from_strs(["default", "d"]).unwrap_or_else(|e| panic!("{e}"));
+    let table = catalog
+        .load_table(&ident)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let metadata = table.metadata();
+    let mut fields = metadata.current_schema().as_struct().fields().to_vec();
+    let mut score = NestedField::optional(2, "score", Type::Primitive(PrimitiveType::Long));
+    score.initial_default = Some(Literal::long(7));
+    score.write_default = Some(Literal::long(7));
+    fields.push(Arc::new(score));
+    let schema = Schema::builder()
+        .with_schema_id(metadata.current_schema_id() + 1)
+        .with_fields(fields)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    catalog
+        .commit(
+            &ident,
+            vec![TableRequirement::CurrentSchemaIdMatch {
+                current_schema_id: metadata.current_schema_id(),
+            }],
+            vec![
+                TableUpdate::AddSchema { schema },
+                TableUpdate::SetCurrentSchema { schema_id: -1 },
+            ],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    run(&engine, "INSERT INTO d (id) VALUES (3)").await;
+    run(&engine, "INSERT INTO d VALUES (4, 40)").await;
+    assert_eq!(
+        lines(&run(&engine, "SELECT id FROM d ORDER BY id").await),
+        ["1", "2", "3", "4"]
+    );
+    let session = Session::new(Principal::new("test"), engine.default_catalog(), "default");
+    let e = match engine.execute(&session, "SELECT id, score FROM d").await {
+        Ok(_) => panic!("a column with an initial-default was read"),
+        Err(e) => e,
+    };
+    assert_eq!(
+        e.message(),
+        "column 'score' has a default value for rows written before it was added (Iceberg format version 3's initial-default), which SQE does not read yet"
+    );
+    // The files the two INSERTs wrote hold 7 and 40.
+    let written = lines(
+        &run(
+            &engine,
+            "SELECT file_path FROM \"d$files\" ORDER BY file_path DESC LIMIT 2",
+        )
+        .await,
+    );
+    let mut scores = Vec::new();
+    for path in written {
+        scores.extend(lines(
+            &run(
+                &engine,
+                &format!("SELECT score FROM read_parquet('{path}')"),
+            )
+            .await,
+        ));
+    }
+    scores.sort();
+    assert_eq!(scores, ["40", "7"]);
+}
+
 /// The partitions of a scan share its byte ranges (DataFusion's work stealing): a partition that is
 /// done takes the next range left. Every row is still read exactly once, in a file cut into several
 /// ranges, with the sharing on (the default) and off.

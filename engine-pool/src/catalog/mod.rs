@@ -3,6 +3,7 @@
 pub mod backend;
 mod balance;
 pub(crate) mod column_stats;
+pub(crate) mod deletion_vectors;
 mod disk_cache;
 mod file_io_store;
 mod file_plan;

@@ -730,8 +730,16 @@ impl Catalog for RestClient {
     async fn create_table(
         &self,
         namespace: &NamespaceIdent,
-        creation: TableCreation,
+        mut creation: TableCreation,
     ) -> Result<Table> {
+        // The REST protocol's create names no format version: a catalog takes it from the
+        // `format-version` property (and keeps it out of the table's properties).
+        if creation.format_version != iceberg::spec::FormatVersion::V2 {
+            let version = (creation.format_version as u8).to_string();
+            creation
+                .properties
+                .insert("format-version".to_string(), version);
+        }
         self.inner
             .create_table(namespace, creation)
             .await

@@ -60,7 +60,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask, RowNumber};
 use parquet::file::metadata::ParquetMetaData;
 
-use super::predicate;
+use super::{deletion_vectors, predicate};
 
 /// The column naming a row's data file.
 pub const PATH: &str = "$path";
@@ -926,12 +926,14 @@ pub(crate) async fn read_position_deletes(
     file_io: &FileIO,
     location: &str,
 ) -> DFResult<HashMap<String, Vec<i64>>> {
-    let bytes = file_io
-        .new_input(location)
-        .map_err(iceberg_error)?
-        .read()
-        .await
-        .map_err(iceberg_error)?;
+    let input = file_io.new_input(location).map_err(iceberg_error)?;
+    let bytes = input.read().await.map_err(iceberg_error)?;
+    // Format version 3's deletion vectors, in a Puffin file.
+    if deletion_vectors::is_puffin(&bytes) {
+        return deletion_vectors::read(file_io, location)
+            .await
+            .map_err(iceberg_error);
+    }
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
     let mut by_file: HashMap<String, Vec<i64>> = HashMap::new();
     for batch in reader {

@@ -273,7 +273,10 @@ async fn show_create_table(ctx: &Ctx<'_>, name: &ObjectName) -> SqeResult<QueryR
         .collect();
     let mut with = vec![
         "   format = 'PARQUET'".to_string(),
-        "   format_version = 2".to_string(),
+        format!(
+            "   format_version = {}",
+            table.metadata().format_version() as u8
+        ),
     ];
     let spec = table.metadata().default_partition_spec();
     if !spec.is_unpartitioned() {

@@ -22,9 +22,10 @@
 use std::collections::{HashMap, HashSet};
 
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, Manifest, ManifestContentType,
-    ManifestEntry, ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder,
-    Operation, Snapshot, SnapshotReference, SnapshotRetention, Summary,
+    DataContentType, DataFile, DataFileBuilder, FormatVersion, MAIN_BRANCH, Manifest,
+    ManifestContentType, ManifestEntry, ManifestFile, ManifestListWriter, ManifestStatus,
+    ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
+    SnapshotRetention, Summary,
 };
 use iceberg::table::Table;
 use iceberg::{ErrorKind, TableIdent, TableRequirement, TableUpdate};
@@ -41,8 +42,14 @@ pub(crate) struct Change {
     /// Data files the change adds.
     pub added: Vec<DataFile>,
     /// Position delete files the change adds (merge-on-read), each with the partition spec (and
-    /// in the partition) of the data files whose rows it names.
+    /// in the partition) of the data files whose rows it names; in format version 3, deletion
+    /// vectors.
     pub added_deletes: Vec<(i32, DataFile)>,
+    /// Data files whose deletion vector the change replaces with one of `added_deletes` (a data
+    /// file has one vector at most). A vector also goes with its data file, and only then: one
+    /// Puffin file may hold the vectors of several data files, so its path in `removed` does not
+    /// remove them.
+    pub replaced_vectors: HashSet<String>,
     /// The rows stay as they are (a compaction): the snapshot's operation is `replace`.
     pub replace: bool,
     /// The branch the change goes to, and the retention it keeps; the main branch if None.
@@ -51,6 +58,25 @@ pub(crate) struct Change {
     /// otherwise they are merged when the snapshot would list as many as the table's
     /// `commit.manifest.min-count-to-merge` ([`ManifestMerge`]).
     pub merge_manifests: bool,
+}
+
+impl Change {
+    /// Whether the change removes the live `entry` (see `replaced_vectors`).
+    fn removes(&self, entry: &ManifestEntry) -> bool {
+        let file = entry.data_file();
+        match (is_vector(file), file.referenced_data_file()) {
+            (true, Some(data_file)) => {
+                self.removed.contains(&data_file) || self.replaced_vectors.contains(&data_file)
+            }
+            _ => self.removed.contains(file.file_path()),
+        }
+    }
+}
+
+/// Whether `file` is a deletion vector (format version 3): a blob of a Puffin file.
+pub(crate) fn is_vector(file: &DataFile) -> bool {
+    file.content_type() == DataContentType::PositionDeletes
+        && file.file_format() == iceberg::spec::DataFileFormat::Puffin
 }
 
 /// When a commit merges the manifests it carries over into fewer, as Iceberg's writers do, so that
@@ -240,11 +266,6 @@ pub(crate) async fn commit(
 ) -> SqeResult<Committed> {
     let metadata = table.metadata();
     let version = metadata.format_version();
-    if version == FormatVersion::V3 {
-        return Err(SqeError::unsupported(format!(
-            "removing rows from a table of Iceberg format version 3 is not supported yet ('{ident}')"
-        )));
-    }
     let encrypted = metadata
         .table_properties()
         .map_err(from_iceberg)?
@@ -297,7 +318,7 @@ pub(crate) async fn commit(
             let touched = manifest
                 .entries()
                 .iter()
-                .any(|e| e.is_alive() && change.removed.contains(e.file_path()));
+                .any(|e| e.is_alive() && change.removes(e));
             if !touched {
                 kept.push((listed.clone(), manifest));
                 continue;
@@ -309,17 +330,21 @@ pub(crate) async fn commit(
                 listed.content,
                 next_manifest(&mut written),
             )?;
-            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                if change.removed.contains(entry.file_path()) {
+            for (entry, row_id) in live_entries(listed, &manifest) {
+                if is_vector(entry.data_file()) {
+                    found.insert(entry.file_path().to_string());
+                }
+                if change.removes(entry) {
                     found.insert(entry.file_path().to_string());
                     counts.remove(entry.data_file());
                     let sequence = entry.sequence_number().unwrap_or(0);
                     let file_sequence = entry.file_sequence_number.or(Some(sequence));
+                    let file = with_row_id(entry.data_file(), listed, row_id)?;
                     writer
-                        .add_delete_file(entry.data_file().clone(), sequence, file_sequence)
+                        .add_delete_file(file, sequence, file_sequence)
                         .map_err(from_iceberg)?;
                 } else {
-                    keep(&mut writer, entry, listed)?;
+                    keep(&mut writer, entry, listed, row_id)?;
                 }
             }
             manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
@@ -373,8 +398,8 @@ pub(crate) async fn commit(
                 next_manifest(&mut written),
             )?;
             for (listed, manifest) in &bin {
-                for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                    keep(&mut writer, entry, listed)?;
+                for (entry, row_id) in live_entries(listed, manifest) {
+                    keep(&mut writer, entry, listed, row_id)?;
                 }
             }
             manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
@@ -437,12 +462,23 @@ pub(crate) async fn commit(
         .writer()
         .await
         .map_err(from_iceberg)?;
+    // Format version 3: the rows of each data manifest that has none get ids from the table's
+    // next row id on (row lineage), and the snapshot says which.
+    let first_row_id = metadata.next_row_id();
     let mut list = match version {
         FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, parent),
-        _ => ManifestListWriter::v2(out, snapshot_id, parent, sequence_number),
+        FormatVersion::V2 => ManifestListWriter::v2(out, snapshot_id, parent, sequence_number),
+        FormatVersion::V3 => ManifestListWriter::v3(
+            out,
+            snapshot_id,
+            parent,
+            sequence_number,
+            Some(first_row_id),
+        ),
     };
     list.add_manifests(manifests.into_iter())
         .map_err(from_iceberg)?;
+    let next_row_id = list.next_row_id();
     list.close().await.map_err(from_iceberg)?;
 
     let removes = !change.removed.is_empty() || !change.added_deletes.is_empty();
@@ -463,8 +499,13 @@ pub(crate) async fn commit(
         .with_timestamp_ms(chrono::Utc::now().timestamp_millis())
         .with_manifest_list(list_path)
         .with_summary(summary)
-        .with_schema_id(schema.schema_id())
-        .build();
+        .with_schema_id(schema.schema_id());
+    let snapshot = match next_row_id {
+        Some(next) => snapshot
+            .with_row_range(first_row_id, next - first_row_id)
+            .build(),
+        None => snapshot.build(),
+    };
     let requirements = vec![
         TableRequirement::UuidMatch {
             uuid: metadata.uuid(),
@@ -511,7 +552,7 @@ pub(crate) async fn commit(
 }
 
 /// A writer of one manifest of `content` files in partition spec `spec_id`, at `path`, for the
-/// snapshot `snapshot_id` of `table` (format version 1 or 2).
+/// snapshot `snapshot_id` of `table`.
 fn manifest_writer(
     table: &Table,
     snapshot_id: i64,
@@ -535,9 +576,76 @@ fn manifest_writer(
     );
     Ok(match (metadata.format_version(), content) {
         (FormatVersion::V1, _) => builder.build_v1(),
-        (_, ManifestContentType::Data) => builder.build_v2_data(),
-        (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+        (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
+        (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+        (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
+        (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
     })
+}
+
+/// The live entries of `manifest` (listed as `listed`), each with its first row id (format
+/// version 3): its own, or the one it inherits, which is the manifest's first row id plus the rows
+/// of the entries before it that inherit theirs too. Written again, an entry states it, so that
+/// its rows keep their ids.
+fn live_entries<'a>(
+    listed: &ManifestFile,
+    manifest: &'a Manifest,
+) -> Vec<(&'a ManifestEntry, Option<i64>)> {
+    let mut next = match listed.content {
+        ManifestContentType::Data => listed.first_row_id.map(|id| id as i64),
+        ManifestContentType::Deletes => None,
+    };
+    let mut live = Vec::new();
+    for entry in manifest.entries() {
+        let own = entry.data_file().first_row_id();
+        let row_id = match (own, next, entry.status()) {
+            (Some(id), _, _) => Some(id),
+            (None, _, ManifestStatus::Deleted) | (None, None, _) => None,
+            (None, Some(id), _) => {
+                next = Some(id + entry.data_file().record_count() as i64);
+                Some(id)
+            }
+        };
+        if entry.is_alive() {
+            live.push((entry.as_ref(), row_id));
+        }
+    }
+    live
+}
+
+/// `file` (of manifest `listed`) stating `row_id` as its first row id, when it inherited it.
+fn with_row_id(file: &DataFile, listed: &ManifestFile, row_id: Option<i64>) -> SqeResult<DataFile> {
+    let Some(row_id) = row_id.filter(|_| file.first_row_id().is_none()) else {
+        return Ok(file.clone());
+    };
+    let mut builder = DataFileBuilder::default();
+    builder
+        .content(file.content_type())
+        .file_path(file.file_path().to_string())
+        .file_format(file.file_format())
+        .partition(file.partition().clone())
+        .record_count(file.record_count())
+        .file_size_in_bytes(file.file_size_in_bytes())
+        .column_sizes(file.column_sizes().clone())
+        .value_counts(file.value_counts().clone())
+        .null_value_counts(file.null_value_counts().clone())
+        .nan_value_counts(file.nan_value_counts().clone())
+        .lower_bounds(file.lower_bounds().clone())
+        .upper_bounds(file.upper_bounds().clone())
+        .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
+        .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
+        .equality_ids(file.equality_ids())
+        .first_row_id(Some(row_id))
+        .partition_spec_id(listed.partition_spec_id)
+        .referenced_data_file(file.referenced_data_file())
+        .content_offset(file.content_offset())
+        .content_size_in_bytes(file.content_size_in_bytes());
+    if let Some(order) = file.sort_order_id() {
+        builder.sort_order_id(order);
+    }
+    builder
+        .build()
+        .map_err(|e| SqeError::internal(format!("copying the entry of {}: {e}", file.file_path())))
 }
 
 /// Writes `entry` of the manifest `listed` again as EXISTING, with the snapshot and sequence
@@ -546,12 +654,14 @@ fn keep(
     writer: &mut ManifestWriter,
     entry: &ManifestEntry,
     listed: &ManifestFile,
+    row_id: Option<i64>,
 ) -> SqeResult<()> {
     let sequence = entry.sequence_number().unwrap_or(0);
     let file_sequence = entry.file_sequence_number.or(Some(sequence));
     let added_by = entry.snapshot_id().unwrap_or(listed.added_snapshot_id);
+    let file = with_row_id(entry.data_file(), listed, row_id)?;
     writer
-        .add_existing_file(entry.data_file().clone(), added_by, sequence, file_sequence)
+        .add_existing_file(file, added_by, sequence, file_sequence)
         .map_err(from_iceberg)
 }
 

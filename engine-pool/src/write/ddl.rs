@@ -12,8 +12,8 @@ use datafusion::sql::sqlparser::ast::{
     ObjectName, ObjectType, SchemaName, SqlOption, Statement, Value,
 };
 use iceberg::spec::{
-    NestedField, NestedFieldRef, Schema, Transform, UnboundPartitionField, UnboundPartitionSpec,
-    UnboundPartitionSpecBuilder,
+    FormatVersion, NestedField, NestedFieldRef, Schema, Transform, UnboundPartitionField,
+    UnboundPartitionSpec, UnboundPartitionSpecBuilder,
 };
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
@@ -140,7 +140,6 @@ pub(crate) fn partition_spec(
 }
 
 /// Table options from `WITH (...)`.
-#[derive(Default)]
 struct TableOptions {
     /// The entries of `partitioning`.
     partitioning: Vec<String>,
@@ -148,6 +147,36 @@ struct TableOptions {
     sorted_by: Vec<String>,
     /// Iceberg properties (and the location, as `__location`).
     properties: HashMap<String, String>,
+    /// `format_version`, 2 unless given.
+    format_version: FormatVersion,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        Self {
+            partitioning: Vec::new(),
+            sorted_by: Vec::new(),
+            properties: HashMap::new(),
+            format_version: FormatVersion::V2,
+        }
+    }
+}
+
+/// The Iceberg format version `format_version = 2` (or 3; Spark's `'format-version' = '3'`) asks
+/// for.
+fn format_version(value: &Expr) -> SqeResult<FormatVersion> {
+    match value {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) | Value::SingleQuotedString(n) if n == "2" => Ok(FormatVersion::V2),
+            Value::Number(n, _) | Value::SingleQuotedString(n) if n == "3" => Ok(FormatVersion::V3),
+            other => Err(SqeError::unsupported(format!(
+                "format_version {other} is not supported; use 2 or 3"
+            ))),
+        },
+        other => Err(SqeError::unsupported(format!(
+            "format_version {other} is not supported; use 2 or 3"
+        ))),
+    }
 }
 
 /// The strings of an `ARRAY['…', …]` option named `name`.
@@ -213,14 +242,7 @@ fn table_options(options: &CreateTableOptions) -> SqeResult<TableOptions> {
                     )));
                 }
             }
-            "format_version" => {
-                let v = string(value).unwrap_or_default();
-                if v != "2" {
-                    return Err(SqeError::unsupported(format!(
-                        "format_version {v} is not supported; use 2"
-                    )));
-                }
-            }
+            "format_version" | "format-version" => with.format_version = format_version(value)?,
             "location" => {
                 props.insert("__location".to_string(), string(value).unwrap_or_default());
             }
@@ -317,6 +339,7 @@ pub(crate) async fn create_iceberg_table(
         .schema(schema)
         .partition_spec_opt(spec)
         .sort_order(order)
+        .format_version(with.format_version)
         .location_opt(location)
         .properties(props)
         .build();
@@ -728,6 +751,20 @@ async fn alter_table(
                 .partition(|o| named(o, "partitioning"));
             let (sorted_by, properties): (Vec<&SqlOption>, Vec<&SqlOption>) =
                 properties.into_iter().partition(|o| named(o, "sorted_by"));
+            let (version, properties): (Vec<&SqlOption>, Vec<&SqlOption>) = properties
+                .into_iter()
+                .partition(|o| named(o, "format_version") || named(o, "format-version"));
+            // An upgrade (Iceberg has no way down): files stay as they are.
+            if let Some(SqlOption::KeyValue { value, .. }) = version.first() {
+                let format_version = format_version(value)?;
+                if format_version < metadata.format_version() {
+                    return Err(SqeError::invalid(format!(
+                        "table '{object}' is of format version {}; a format version is never lowered",
+                        metadata.format_version() as u8
+                    )));
+                }
+                changes.push(TableUpdate::UpgradeFormatVersion { format_version });
+            }
             // Partition evolution: a new spec, the default from now on; files written before keep
             // theirs, and read as they are.
             if let Some(option) = partitioning.first() {
@@ -807,8 +844,8 @@ fn evolved_spec(schema: &Schema, option: &SqlOption) -> SqeResult<UnboundPartiti
 }
 
 /// A table property `ALTER TABLE … SET PROPERTIES` may set: a name (quoted or not) and a literal
-/// value. The write modes take `copy-on-write` or `merge-on-read`; the format version and the
-/// location are not properties to set this way (the partitioning is a spec: [`evolved_spec`]).
+/// value. The write modes take `copy-on-write` or `merge-on-read`; the location is not a property
+/// to set this way (the partitioning is a spec, [`evolved_spec`]; the format version an upgrade).
 fn settable_property(option: &SqlOption) -> SqeResult<(String, String)> {
     let SqlOption::KeyValue { key, value } = option else {
         return Err(SqeError::invalid(format!(
@@ -838,7 +875,7 @@ fn settable_property(option: &SqlOption) -> SqeResult<(String, String)> {
                 "table property '{name}' is copy-on-write or merge-on-read, not '{value}'"
             )))
         }
-        "format-version" | "format_version" | "location" => Err(SqeError::unsupported(format!(
+        "location" => Err(SqeError::unsupported(format!(
             "table property '{name}' cannot be changed by SET PROPERTIES"
         ))),
         _ => Ok((name, value)),

@@ -18,7 +18,7 @@ use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use iceberg::arrow::{RecordBatchPartitionSplitter, schema_to_arrow_schema};
-use iceberg::spec::{DataFile, DataFileFormat};
+use iceberg::spec::{DataFile, DataFileFormat, Literal, Type};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -35,6 +35,7 @@ use parquet::schema::types::ColumnPath;
 use sqe_sessions::{SqeError, SqeResult};
 use tracing::Instrument;
 
+use crate::catalog::column_stats::scalar_of;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::write::sorting::write_order;
 
@@ -165,13 +166,17 @@ pub(crate) fn cast_to_table(
                 };
                 cast(value, to.clone())
             }
-            None if !field.is_nullable() => {
-                return Err(SqeError::invalid(format!(
-                    "column '{}' is NOT NULL and needs a value",
-                    field.name()
-                )));
-            }
-            None => cast(lit(ScalarValue::Null), field.data_type().clone()),
+            // A column left out takes its default (Iceberg format version 3's write-default).
+            None => match write_default(iceberg_schema, field.name())? {
+                Some(value) => cast(lit(value), field.data_type().clone()),
+                None if !field.is_nullable() => {
+                    return Err(SqeError::invalid(format!(
+                        "column '{}' is NOT NULL and needs a value",
+                        field.name()
+                    )));
+                }
+                None => cast(lit(ScalarValue::Null), field.data_type().clone()),
+            },
         };
         exprs.push(expr.alias(field.name()));
     }
@@ -179,6 +184,27 @@ pub(crate) fn cast_to_table(
         .project(exprs)
         .and_then(|b| b.build())
         .map_err(from_datafusion)
+}
+
+/// The value the table's column `name` takes when a write leaves it out: its write-default, if it
+/// has one (format version 3).
+fn write_default(schema: &iceberg::spec::Schema, name: &str) -> SqeResult<Option<ScalarValue>> {
+    let Some(field) = schema.as_struct().field_by_name(name) else {
+        return Ok(None);
+    };
+    match (&field.write_default, field.field_type.as_ref()) {
+        (None, _) => Ok(None),
+        (Some(Literal::Primitive(value)), Type::Primitive(ty)) => {
+            scalar_of(ty, value).map(Some).ok_or_else(|| {
+                SqeError::unsupported(format!(
+                    "column '{name}' has a default value of type {ty}, which SQE does not write yet"
+                ))
+            })
+        }
+        (Some(_), _) => Err(SqeError::unsupported(format!(
+            "column '{name}' has a default value that is not a single value, which SQE does not write yet"
+        ))),
+    }
 }
 
 /// Removes the data files a write named with `prefix` wrote into `table` (one that failed, or

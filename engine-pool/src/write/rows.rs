@@ -49,8 +49,9 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use sqe_sessions::{QueryResult, SqeError, SqeResult, quote_identifier};
 
+use crate::catalog::deletion_vectors::{self, Vector};
 use crate::catalog::provider::read_with_current_schema;
-use crate::catalog::row_ids::{PATH, POS, Reach};
+use crate::catalog::row_ids::{PATH, POS, Reach, read_position_deletes};
 use crate::catalog::scan::IcebergScanProvider;
 use crate::context::Ctx;
 use crate::error::{from_datafusion, from_iceberg};
@@ -554,10 +555,10 @@ fn updated(
         .map_err(from_datafusion)
 }
 
-/// Whether `table` writes this change merge-on-read: its `write.delete.mode` (DELETE) or
-/// `write.update.mode` (UPDATE) is `merge-on-read`, and its format takes position delete files
-/// (version 2; version 1 has none, and version 3 takes deletion vectors instead, which SQE does not
-/// write yet: both are written copy-on-write).
+/// Whether `table` writes this change merge-on-read: its `write.delete.mode` (DELETE),
+/// `write.update.mode` (UPDATE) or `write.merge.mode` (MERGE) is `merge-on-read`, and its format
+/// has deletes (version 2: position delete files; 3: deletion vectors; version 1 has none, and is
+/// written copy-on-write).
 fn merge_on_read(table: &Table, change: &Resolved<'_>) -> bool {
     let key = match change {
         Resolved::Delete => "write.delete.mode",
@@ -565,7 +566,7 @@ fn merge_on_read(table: &Table, change: &Resolved<'_>) -> bool {
         Resolved::Merge(..) => "write.merge.mode",
     };
     let metadata = table.metadata();
-    metadata.format_version() == FormatVersion::V2
+    metadata.format_version() >= FormatVersion::V2
         && metadata
             .properties()
             .get(key)
@@ -582,10 +583,11 @@ async fn mark(
     targets: Vec<RecordBatch>,
     prefix: &str,
 ) -> SqeResult<Change> {
-    let added_deletes = write_position_deletes(table, &targets, prefix).await?;
+    let (added_deletes, replaced_vectors) = write_deletes(table, &targets, prefix).await?;
     let Resolved::Update(assigned) = change else {
         return Ok(Change {
             added_deletes,
+            replaced_vectors,
             ..Change::default()
         });
     };
@@ -599,6 +601,7 @@ async fn mark(
     Ok(Change {
         added,
         added_deletes,
+        replaced_vectors,
         ..Change::default()
     })
 }
@@ -652,6 +655,7 @@ async fn merge_change(
         .and_then(|df| df.select(inserted))
         .map_err(from_datafusion)?;
     let mut added_deletes = Vec::new();
+    let mut replaced_vectors = HashSet::new();
     let mut removed = HashSet::new();
     let mut added = Vec::new();
     let mut rows = rows_of(&matched)?;
@@ -718,7 +722,7 @@ async fn merge_change(
             .map_err(from_datafusion)?;
         let changed = if mor {
             // Position deletes name the old rows.
-            added_deletes = write_position_deletes(table, &matched, prefix).await?;
+            (added_deletes, replaced_vectors) = write_deletes(table, &matched, prefix).await?;
             updated
         } else {
             // The files are written again: their other rows as they are.
@@ -734,6 +738,7 @@ async fn merge_change(
         removed,
         added,
         added_deletes,
+        replaced_vectors,
         ..Change::default()
     })
 }
@@ -830,6 +835,92 @@ const DELETE_POS_ID: &str = "2147483545";
 /// partition of the data files they are in, its rows sorted by file and position, as Iceberg's
 /// readers apply them (a position delete file applies to the data files of its own partition and
 /// spec).
+/// The delete files that name the rows of `targets` (merge-on-read), and the data files whose
+/// deletion vector they replace: position delete files in format version 2, deletion vectors in 3.
+async fn write_deletes(
+    table: &Table,
+    targets: &[RecordBatch],
+    prefix: &str,
+) -> SqeResult<(Vec<(i32, DataFile)>, HashSet<String>)> {
+    match table.metadata().format_version() {
+        FormatVersion::V3 => write_deletion_vectors(table, targets, prefix).await,
+        _ => Ok((
+            write_position_deletes(table, targets, prefix).await?,
+            HashSet::new(),
+        )),
+    }
+}
+
+/// A deletion vector for each data file holding rows of `targets`, all in one Puffin file. A data
+/// file's vector holds every position deleted in it (by its earlier vector and by position delete
+/// files too), and replaces its earlier vector.
+async fn write_deletion_vectors(
+    table: &Table,
+    targets: &[RecordBatch],
+    prefix: &str,
+) -> SqeResult<(Vec<(i32, DataFile)>, HashSet<String>)> {
+    let live = change::live_files(table).await?;
+    let place: HashMap<&str, (i32, &Struct)> = live
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::Data)
+        .map(|f| (f.path.as_str(), (f.spec_id, f.file.partition())))
+        .collect();
+    let mut by_file: HashMap<&str, Vec<i64>> = HashMap::new();
+    for (path, pos) in row_ids_of(targets)? {
+        by_file.entry(path).or_default().push(pos);
+    }
+    let partitions: HashSet<(i32, &Struct)> = by_file
+        .keys()
+        .filter_map(|path| place.get(path).copied())
+        .collect();
+    let mut replaced = HashSet::new();
+    let mut read: HashSet<&str> = HashSet::new();
+    for f in live
+        .iter()
+        .filter(|f| f.file.content_type() == DataContentType::PositionDeletes)
+    {
+        let applies = match &f.names_only {
+            Some(data_file) => by_file.contains_key(data_file.as_str()),
+            None => partitions.contains(&(f.spec_id, f.file.partition())),
+        };
+        if !applies || !read.insert(f.path.as_str()) {
+            continue;
+        }
+        let earlier = read_position_deletes(table.file_io(), &f.path)
+            .await
+            .map_err(from_datafusion)?;
+        for (data_file, positions) in earlier {
+            if let Some(list) = by_file.get_mut(data_file.as_str()) {
+                list.extend(positions);
+                if change::is_vector(&f.file) {
+                    replaced.insert(data_file);
+                }
+            }
+        }
+    }
+    let mut vectors = Vec::with_capacity(by_file.len());
+    for (path, positions) in by_file {
+        let Some((spec_id, partition)) = place.get(path).copied() else {
+            return Err(SqeError::internal(format!(
+                "a changed row is in {path}, which the table's snapshot does not hold"
+            )));
+        };
+        vectors.push(Vector {
+            data_file: path.to_string(),
+            spec_id,
+            partition: partition.clone(),
+            positions,
+        });
+    }
+    vectors.sort_by(|a, b| a.data_file.cmp(&b.data_file));
+    let location = table.metadata().location().trim_end_matches('/');
+    let path = format!("{location}/data/{prefix}-deletes.puffin");
+    let added = deletion_vectors::write(table.file_io(), &path, vectors)
+        .await
+        .map_err(from_iceberg)?;
+    Ok((added, replaced))
+}
+
 async fn write_position_deletes(
     table: &Table,
     targets: &[RecordBatch],
