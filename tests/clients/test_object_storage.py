@@ -10,7 +10,9 @@ tool. What is proven:
 - pyiceberg's SqlCatalog on the same warehouse reads SQE's rows from S3;
 - on a server a table location in a bucket is allowed only under `[files] allowed_object_prefixes`;
 - what a server keeps of a table's files in memory is served to a query only while the store still
-  serves the file to that query's own credentials.
+  serves the file to that query's own credentials;
+- maintenance of a table in S3 (optimize, expire_snapshots, remove_orphan_files) leaves exactly the
+  objects its snapshot refers to, and nothing beside the table's folder goes.
 """
 
 import csv
@@ -240,3 +242,103 @@ def test_a_persistent_secret_serves_later_shells(tmp_path, s3):
     keyless = run("SHOW SECRETS", key=False)
     assert keyless.returncode == 0, keyless.stderr
     assert list(csv.reader(io.StringIO(keyless.stdout))) == [["name", "type", "scope"]]
+
+
+def test_maintenance_in_s3_leaves_the_live_files_only(tmp_path, s3):
+    """A table in S3 after merge-on-read deletes, and objects nothing refers to (what a killed write
+    leaves: data, a manifest, a metadata file half written), some in a folder named like the
+    table's (`t2`, `t.bak`): optimize, expire_snapshots and remove_orphan_files leave exactly the
+    objects the table's one snapshot and metadata refer to; the neighbours stay; the rows are the
+    same for SQE and pyiceberg."""
+    import boto3
+    from test_row_changes import referenced_paths
+
+    warehouse = tmp_path / "w"
+    location = f"s3://{S3_BUCKET}/maint/t"
+    shell(
+        warehouse, s3,
+        f"CREATE TABLE t (id bigint, p varchar) WITH (location = '{location}', "
+        "partitioning = ARRAY['p'], \"write.delete.mode\" = 'merge-on-read'); "
+        "INSERT INTO t VALUES (1, 'a'), (2, 'a'), (3, 'b'); "
+        "INSERT INTO t VALUES (4, 'a'), (5, 'b'); "
+        "INSERT INTO t VALUES (6, 'b'); "
+        "DELETE FROM t WHERE id IN (2, 5)",
+    )
+    client = boto3.client(
+        "s3", endpoint_url=s3, aws_access_key_id=S3_ACCESS_KEY,
+        aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
+    )
+    orphans = ["maint/t/data/p=a/killed.parquet", "maint/t/metadata/killed-m0.avro",
+               "maint/t/metadata/99999-killed.metadata.json"]
+    neighbours = ["maint/t2/data/x.parquet", "maint/t.bak", "maint/tx/metadata/y.avro"]
+    for key in orphans + neighbours:
+        client.put_object(Bucket=S3_BUCKET, Key=key, Body=b"not what it says")
+
+    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
+    result = subprocess.run(
+        [cli, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
+         "-f", "csv", "--stop-on-error", "-e",
+         "ALTER TABLE t EXECUTE optimize; "
+         "ALTER TABLE t EXECUTE expire_snapshots(retention_threshold => '0s'); "
+         "ALTER TABLE t EXECUTE remove_orphan_files(retention_threshold => '0s')"],
+        capture_output=True, text=True, timeout=300, env=aws_env(s3),
+    )
+    assert result.returncode == 0, result.stderr
+    counts = dict(row for row in csv.reader(io.StringIO(result.stdout)) if len(row) == 2)
+    assert int(counts["deleted_files_count"]) >= len(orphans), counts
+
+    catalog = SqlCatalog(
+        "iceberg",
+        uri=f"sqlite:///{warehouse / 'catalog.db'}",
+        warehouse=f"file://{warehouse}",
+        **{
+            "s3.endpoint": s3, "s3.access-key-id": S3_ACCESS_KEY,
+            "s3.secret-access-key": S3_SECRET_KEY, "s3.region": S3_REGION,
+        },
+    )
+    table = catalog.load_table("default.t")
+    prefix = f"s3://{S3_BUCKET}/"
+    live = sorted(p.removeprefix(prefix) for p in referenced_paths(table))
+    assert keys(s3, "maint/t/") == live
+    assert all(not k.endswith("-deletes.parquet") for k in live), live
+    for key in neighbours:
+        assert keys(s3, key) == [key]
+    want = [[str(i), p] for i, p in [(1, "a"), (3, "b"), (4, "a"), (6, "b")]]
+    assert shell(warehouse, s3, "SELECT id, p FROM t ORDER BY id")[1:] == want
+    assert sorted(
+        (r["id"], r["p"]) for r in table.scan().to_arrow().to_pylist()
+    ) == [(1, "a"), (3, "b"), (4, "a"), (6, "b")]
+
+
+def test_orphans_in_s3_are_not_removed_where_another_table_lives(tmp_path, s3):
+    """A metadata file of another table in the table's folder in S3 (a table whose location is
+    inside this one's): remove_orphan_files refuses by name, and removes nothing."""
+    import boto3
+
+    warehouse = tmp_path / "w"
+    shell(
+        warehouse, s3,
+        f"CREATE TABLE o (id bigint) WITH (location = 's3://{S3_BUCKET}/shared/o'); "
+        "INSERT INTO o VALUES (1)",
+    )
+    client = boto3.client(
+        "s3", endpoint_url=s3, aws_access_key_id=S3_ACCESS_KEY,
+        aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
+    )
+    other = "shared/o/inner/metadata/00000-x.metadata.json"
+    orphan = "shared/o/data/killed.parquet"
+    client.put_object(Bucket=S3_BUCKET, Key=other, Body=b'{"format-version": 2, "table-uuid": "other"}')
+    client.put_object(Bucket=S3_BUCKET, Key=orphan, Body=b"junk")
+    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
+    result = subprocess.run(
+        [cli, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
+         "-e", "ALTER TABLE o EXECUTE remove_orphan_files(retention_threshold => '0s')"],
+        capture_output=True, text=True, timeout=300, env=aws_env(s3),
+    )
+    assert result.returncode != 0
+    assert (
+        f"s3://{S3_BUCKET}/{other} is a metadata file of another table (table-uuid other)"
+        in result.stderr
+    ), result.stderr
+    assert keys(s3, orphan) == [orphan]
+    assert keys(s3, other) == [other]

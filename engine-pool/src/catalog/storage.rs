@@ -211,6 +211,94 @@ impl<'de> Deserialize<'de> for CatalogStorage {
     }
 }
 
+/// A file an object store listing gives.
+pub(crate) struct Listed {
+    /// Its location, in the scheme and bucket of the folder listed.
+    pub location: String,
+    pub size: u64,
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// The files under `folder` (an `s3://bucket/prefix` URL; `s3a` and `s3n` alike), listed with the
+/// object store settings `file_io` reaches its files with (the caller's own or vended credentials,
+/// else the standard environment's). iceberg's `FileIO` cannot list; this lists only.
+pub(crate) async fn list(file_io: &iceberg::io::FileIO, folder: &str) -> Result<Vec<Listed>> {
+    use iceberg::io::{
+        CLIENT_REGION, S3_ACCESS_KEY_ID, S3_ALLOW_ANONYMOUS, S3_ASSUME_ROLE_ARN,
+        S3_ASSUME_ROLE_EXTERNAL_ID, S3_ASSUME_ROLE_SESSION_NAME, S3_ENDPOINT, S3_PATH_STYLE_ACCESS,
+        S3_REGION, S3_SECRET_ACCESS_KEY, S3_SESSION_TOKEN,
+    };
+    let invalid = |why: String| Error::new(ErrorKind::FeatureUnsupported, why);
+    let url = url::Url::parse(folder).map_err(|e| invalid(format!("{folder}: {e}")))?;
+    let scheme = url.scheme();
+    if !matches!(scheme, "s3" | "s3a" | "s3n") {
+        return Err(invalid(format!(
+            "listing {folder}: only S3 object stores are listed"
+        )));
+    }
+    let bucket = url
+        .host_str()
+        .ok_or_else(|| invalid(format!("{folder} names no bucket")))?;
+    let prefix = format!("{}/", url.path().trim_matches('/'));
+    let config = with_environment(file_io.config().props(), |k| std::env::var(k).ok());
+    let props = config.props();
+    let truthy = |key: &str| {
+        props
+            .get(key)
+            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "t" | "1" | "on"))
+    };
+    let mut builder = opendal::services::S3::default().bucket(bucket);
+    type Set = fn(opendal::services::S3, &str) -> opendal::services::S3;
+    let settings: [(&str, Set); 9] = [
+        (S3_ENDPOINT, |b, v| b.endpoint(v)),
+        (S3_ACCESS_KEY_ID, |b, v| b.access_key_id(v)),
+        (S3_SECRET_ACCESS_KEY, |b, v| b.secret_access_key(v)),
+        (S3_SESSION_TOKEN, |b, v| b.session_token(v)),
+        (S3_REGION, |b, v| b.region(v)),
+        (CLIENT_REGION, |b, v| b.region(v)),
+        (S3_ASSUME_ROLE_ARN, |b, v| b.role_arn(v)),
+        (S3_ASSUME_ROLE_EXTERNAL_ID, |b, v| b.external_id(v)),
+        (S3_ASSUME_ROLE_SESSION_NAME, |b, v| b.role_session_name(v)),
+    ];
+    for (key, set) in settings {
+        if let Some(value) = props.get(key) {
+            builder = set(builder, value);
+        }
+    }
+    // Iceberg's default addressing is virtual-host style, as for FileIO's own reads.
+    if !truthy(S3_PATH_STYLE_ACCESS) {
+        builder = builder.enable_virtual_host_style();
+    }
+    if truthy(S3_ALLOW_ANONYMOUS) {
+        builder = builder.skip_signature();
+    }
+    let store = opendal::Operator::new(builder)
+        .map_err(|e| invalid(format!("{folder}: {e}")))?
+        .finish();
+    let failed = |e: opendal::Error| {
+        Error::new(ErrorKind::Unexpected, format!("listing {folder}: {e}")).with_source(e)
+    };
+    let mut lister = store
+        .lister_with(&prefix)
+        .recursive(true)
+        .await
+        .map_err(failed)?;
+    let mut files = Vec::new();
+    while let Some(entry) = lister.next().await {
+        let entry = entry.map_err(failed)?;
+        let metadata = entry.metadata();
+        if !metadata.is_file() {
+            continue;
+        }
+        files.push(Listed {
+            location: format!("{scheme}://{bucket}/{}", entry.path()),
+            size: metadata.content_length(),
+            modified: metadata.last_modified().map(std::time::SystemTime::from),
+        });
+    }
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;

@@ -315,6 +315,15 @@ pub(crate) async fn commit(
         listed_count = list.entries().len();
         for listed in list.entries() {
             let manifest = listed.load_manifest(file_io).await.map_err(from_iceberg)?;
+            // A vector's Puffin file, named in `removed`, is held whether or not the change
+            // removes the vector (see `replaced_vectors`).
+            found.extend(
+                manifest
+                    .entries()
+                    .iter()
+                    .filter(|e| e.is_alive() && is_vector(e.data_file()))
+                    .map(|e| e.file_path().to_string()),
+            );
             let touched = manifest
                 .entries()
                 .iter()
@@ -331,9 +340,6 @@ pub(crate) async fn commit(
                 next_manifest(&mut written),
             )?;
             for (entry, row_id) in live_entries(listed, &manifest) {
-                if is_vector(entry.data_file()) {
-                    found.insert(entry.file_path().to_string());
-                }
                 if change.removes(entry) {
                     found.insert(entry.file_path().to_string());
                     counts.remove(entry.data_file());

@@ -10,8 +10,8 @@
 //!   iceberg's own action decides, as Iceberg's Java library does), then deletes the manifest
 //!   lists, manifests, data and delete files only they referenced;
 //! - `remove_orphan_files(retention_threshold => '7d')`: deletes the files in the table's folder
-//!   that no snapshot, metadata file or statistics file refers to and that are older than the
-//!   threshold (files of writes that failed or were killed); tables on local disk only, for now;
+//!   (on local disk or in S3) that no snapshot, metadata file or statistics file refers to and
+//!   that are older than the threshold (files of writes that failed or were killed);
 //! - `rollback_to_snapshot(id)`: the main branch points at an ancestor of its current snapshot.
 //!
 //! Each needs the ALTER privilege on the table (its owner has it). A retention shorter than the
@@ -40,6 +40,7 @@ use sqe_sessions::{QueryResult, SqeError, SqeResult};
 
 use crate::catalog::backend::{CatalogRef, SqeCatalog};
 use crate::catalog::row_ids::read_position_deletes;
+use crate::catalog::storage;
 use crate::context::Ctx;
 use crate::error::{from_datafusion, from_iceberg};
 use crate::governance::model::{Object, Privilege};
@@ -592,12 +593,6 @@ impl Job<'_> {
         let metadata = table.metadata();
         let location = metadata.location().trim_end_matches('/').to_string();
         let local = location.strip_prefix("file://").unwrap_or(&location);
-        if !local.starts_with('/') {
-            return Err(SqeError::unsupported(format!(
-                "remove_orphan_files is supported for tables on local disk only yet; '{}' is at {location}",
-                self.object
-            )));
-        }
         let mut live = Referenced::default();
         for snapshot in metadata.snapshots() {
             live.add(&table, snapshot, false).await?;
@@ -626,18 +621,22 @@ impl Job<'_> {
             .chain(table.metadata_location().map(str::to_string))
             .map(|p| p.strip_prefix("file://").map(str::to_string).unwrap_or(p))
             .collect();
-        let root = PathBuf::from(local);
         let before = SystemTime::now()
             .checked_sub(retention)
             .unwrap_or(SystemTime::UNIX_EPOCH);
         let manifests = live.manifests.len() as u64;
         let active = referenced.len() as u64;
         let uuid = metadata.uuid().to_string();
-        let (scanned, deleted, bytes) = tokio::task::spawn_blocking(move || {
-            remove_unreferenced(&root, &uuid, &referenced, before)
-        })
-        .await
-        .map_err(|e| SqeError::internal(format!("the orphan file walk stopped: {e}")))??;
+        let (scanned, deleted, bytes) = if local.starts_with('/') {
+            let root = PathBuf::from(local);
+            tokio::task::spawn_blocking(move || {
+                remove_unreferenced(&root, &uuid, &referenced, before)
+            })
+            .await
+            .map_err(|e| SqeError::internal(format!("the orphan file walk stopped: {e}")))??
+        } else {
+            remove_unreferenced_in_store(&table, &location, &uuid, &referenced, before).await?
+        };
         Ok(vec![
             ("processed_manifests_count", manifests),
             ("active_files_count", active),
@@ -1019,6 +1018,71 @@ fn remove_unreferenced(
         }
     }
     Ok((scanned, deleted, bytes))
+}
+
+/// [`remove_unreferenced`] for a table in an object store: the objects under its location (a
+/// folder: `…/t/`, never `…/t2`), compared by bucket and key whatever the scheme names them
+/// (`s3`, `s3a`, `s3n`), removed through the table's `FileIO` with the caller's credentials.
+async fn remove_unreferenced_in_store(
+    table: &Table,
+    location: &str,
+    uuid: &str,
+    referenced: &HashSet<String>,
+    before: SystemTime,
+) -> SqeResult<(u64, u64, u64)> {
+    let file_io = table.file_io();
+    let listed = storage::list(file_io, location)
+        .await
+        .map_err(from_iceberg)?;
+    let referenced: HashSet<&str> = referenced.iter().map(|p| object_key(p)).collect();
+    let scanned = listed.len() as u64;
+    let unreferenced: Vec<_> = listed
+        .into_iter()
+        .filter(|f| {
+            !f.location.ends_with("/version-hint.text")
+                && !referenced.contains(object_key(&f.location))
+        })
+        .collect();
+    for file in unreferenced
+        .iter()
+        .filter(|f| f.location.ends_with(".metadata.json") && f.size <= 64 << 20)
+    {
+        let Ok(bytes) = file_io
+            .new_input(&file.location)
+            .map_err(from_iceberg)?
+            .read()
+            .await
+        else {
+            continue;
+        };
+        let other = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|json| Some(json.get("table-uuid")?.as_str()?.to_string()));
+        if let Some(other) = other
+            && other != uuid
+        {
+            return Err(SqeError::invalid(format!(
+                "{} is a metadata file of another table (table-uuid {other}): the table's folder holds another table's files, and remove_orphan_files does not run where tables share a folder",
+                file.location
+            )));
+        }
+    }
+    let (mut deleted, mut bytes) = (0, 0);
+    for file in unreferenced {
+        let young = file.modified.is_none_or(|m| m >= before);
+        if !young && file_io.delete(&file.location).await.is_ok() {
+            deleted += 1;
+            bytes += file.size;
+        }
+    }
+    Ok((scanned, deleted, bytes))
+}
+
+/// An object's bucket and key, whatever scheme its URL has.
+fn object_key(location: &str) -> &str {
+    location
+        .split_once("://")
+        .map_or(location, |(_, rest)| rest)
 }
 
 /// The `table-uuid` of an Iceberg metadata file, if it can be read.
