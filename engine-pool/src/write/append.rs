@@ -26,7 +26,7 @@ use crate::write::change::{self, Change, Committed, Retries, surely_not_committe
 use crate::write::ddl::create_iceberg_table;
 use crate::write::files::{cast_to_table, remove_written, write_files};
 use crate::write::overwrite::overwrite;
-use crate::write::refs::Target;
+use crate::write::target::Target;
 
 type QueryTables = Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>;
 

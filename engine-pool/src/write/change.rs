@@ -25,7 +25,7 @@ use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, FormatVersion, MAIN_BRANCH, Manifest,
     ManifestContentType, ManifestEntry, ManifestFile, ManifestListWriter, ManifestStatus,
     ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference,
-    SnapshotRetention, Summary,
+    SnapshotRetention, Summary, TableMetadata,
 };
 use iceberg::table::Table;
 use iceberg::{ErrorKind, TableIdent, TableRequirement, TableUpdate};
@@ -555,6 +555,22 @@ pub(crate) async fn commit(
             )))
         }
     }
+}
+
+/// The table's refs: iceberg-rust keeps them private, but serializes them as the spec has them.
+pub(crate) fn refs(metadata: &TableMetadata) -> SqeResult<Vec<(String, SnapshotReference)>> {
+    let json = serde_json::to_value(metadata)
+        .map_err(|e| SqeError::internal(format!("serializing table metadata: {e}")))?;
+    let Some(map) = json.get("refs").and_then(|r| r.as_object()) else {
+        return Ok(Vec::new());
+    };
+    map.iter()
+        .map(|(name, value)| {
+            serde_json::from_value::<SnapshotReference>(value.clone())
+                .map(|r| (name.clone(), r))
+                .map_err(|e| SqeError::internal(format!("reading ref {name}: {e}")))
+        })
+        .collect()
 }
 
 /// A writer of one manifest of `content` files in partition spec `spec_id`, at `path`, for the

@@ -31,7 +31,6 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{Expr, UnaryOperator, Value};
 use iceberg::spec::{
     DataContentType, MAIN_BRANCH, SnapshotRef, SnapshotReference, SnapshotRetention, Struct,
-    TableMetadata,
 };
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -46,7 +45,9 @@ use crate::error::{from_datafusion, from_iceberg};
 use crate::governance::model::{Object, Privilege};
 use crate::names::resolve_name;
 use crate::statement::procedures::ProcedureCall;
-use crate::write::change::{self, Change, Committed, LiveFile, Retries, surely_not_committed};
+use crate::write::change::{
+    self, Change, Committed, LiveFile, Retries, refs, surely_not_committed,
+};
 use crate::write::files::{cast_to_table, remove_written, write_files};
 use crate::write::remove::matching_files;
 use crate::write::rows::unchanged;
@@ -440,22 +441,6 @@ impl Referenced {
         }
         Ok(())
     }
-}
-
-/// The table's refs: iceberg-rust keeps them private, but serializes them as the spec has them.
-pub(crate) fn refs(metadata: &TableMetadata) -> SqeResult<Vec<(String, SnapshotReference)>> {
-    let json = serde_json::to_value(metadata)
-        .map_err(|e| SqeError::internal(format!("serializing table metadata: {e}")))?;
-    let Some(map) = json.get("refs").and_then(|r| r.as_object()) else {
-        return Ok(Vec::new());
-    };
-    map.iter()
-        .map(|(name, value)| {
-            serde_json::from_value::<SnapshotReference>(value.clone())
-                .map(|r| (name.clone(), r))
-                .map_err(|e| SqeError::internal(format!("reading ref {name}: {e}")))
-        })
-        .collect()
 }
 
 impl Job<'_> {

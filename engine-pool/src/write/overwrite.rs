@@ -22,7 +22,7 @@ use crate::governance::model::Object;
 use crate::session_properties::Existing;
 use crate::write::change::{self, Change, Committed, Retries};
 use crate::write::files::{remove_written, write_files};
-use crate::write::refs::Target;
+use crate::write::target::Target;
 
 /// Writes the rows of `plan` (in the table's columns and types) into `target` (`object`),
 /// replacing the partitions they go to (or failing, under [`Existing::Error`], when any holds

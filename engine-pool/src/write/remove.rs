@@ -37,8 +37,8 @@ use crate::names::{normalize_ident, resolve_name};
 use crate::planner::Planner;
 use crate::statement::prepass::Prepared;
 use crate::write::change::{self, Change, Committed, LiveFile, Retries, only_appends_since};
-use crate::write::refs::Target;
 use crate::write::rows::{self, RowChange};
+use crate::write::target::Target;
 
 /// Removes the rows of table `name` for which `filter` is true, every row without one; `verb`
 /// names the statement in errors.

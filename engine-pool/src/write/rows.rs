@@ -63,7 +63,7 @@ use crate::write::change::{self, Change, Committed, Retries, only_appends_since}
 use crate::write::files::{assignable, cast_to_table, remove_written, write_files};
 use crate::write::merge::{self, ACTION, Actions, MergePlan};
 use crate::write::patch::{SetColumn, patch_files, row_ids};
-use crate::write::refs::Target;
+use crate::write::target::Target;
 
 /// What a row-level statement does to the rows it finds.
 pub(crate) enum RowChange<'a> {
