@@ -49,23 +49,44 @@ def aws_env(endpoint):
     return env
 
 
-def keys(endpoint, prefix):
+def s3_client(endpoint):
     import boto3
 
-    client = boto3.client(
+    return boto3.client(
         "s3", endpoint_url=endpoint, aws_access_key_id=S3_ACCESS_KEY,
         aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
     )
-    listed = client.list_objects_v2(Bucket=S3_BUCKET, Prefix=prefix)
+
+
+def s3_catalog(warehouse, endpoint):
+    """pyiceberg's SqlCatalog on the warehouse's SQLite file, reading the bucket."""
+    return SqlCatalog(
+        "iceberg",
+        uri=f"sqlite:///{warehouse / 'catalog.db'}",
+        warehouse=f"file://{warehouse}",
+        **{
+            "s3.endpoint": endpoint, "s3.access-key-id": S3_ACCESS_KEY,
+            "s3.secret-access-key": S3_SECRET_KEY, "s3.region": S3_REGION,
+        },
+    )
+
+
+def keys(endpoint, prefix):
+    listed = s3_client(endpoint).list_objects_v2(Bucket=S3_BUCKET, Prefix=prefix)
     return sorted(o["Key"] for o in listed.get("Contents", []))
 
 
-def shell(warehouse, endpoint, sql):
+def run_shell(warehouse, endpoint, sql, *options):
+    """The shell on `warehouse` with S3 settings in its environment, running `sql`."""
     cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
-    result = subprocess.run(
-        [cli, "--embedded", "--warehouse", str(warehouse), "-f", "csv", "-e", sql],
+    return subprocess.run(
+        [cli, "--embedded", "--warehouse", str(warehouse), *options, "-f", "csv", "-e", sql],
         capture_output=True, text=True, timeout=300, env=aws_env(endpoint),
     )
+
+
+def shell(warehouse, endpoint, sql, *options):
+    result = run_shell(warehouse, endpoint, sql, *options)
     assert result.returncode == 0, result.stderr
     return list(csv.reader(io.StringIO(result.stdout)))
 
@@ -88,16 +109,7 @@ def test_a_warehouse_table_lives_in_s3(tmp_path, s3):
     assert not any((warehouse / "default").glob("orders*")), "no local files for a table in S3"
 
     # pyiceberg, on the same SQLite catalog, reads the table from S3.
-    catalog = SqlCatalog(
-        "iceberg",
-        uri=f"sqlite:///{warehouse / 'catalog.db'}",
-        warehouse=f"file://{warehouse}",
-        **{
-            "s3.endpoint": s3, "s3.access-key-id": S3_ACCESS_KEY,
-            "s3.secret-access-key": S3_SECRET_KEY, "s3.region": S3_REGION,
-        },
-    )
-    table = catalog.load_table("default.orders")
+    table = s3_catalog(warehouse, s3).load_table("default.orders")
     assert table.metadata_location.startswith(location + "/metadata/")
     assert table.scan().to_arrow().sort_by("id").to_pylist() == [
         {"id": 1, "item": "apple"}, {"id": 2, "item": "pear"}, {"id": 3, "item": "plum"},
@@ -144,12 +156,7 @@ def test_cached_table_files_are_served_only_while_the_store_serves_them(tmp_path
         data = [k for k in keys(s3, "cached/kept/data/") if k.endswith(".parquet")]
         assert len(data) == 1, data
 
-        import boto3
-
-        boto3.client(
-            "s3", endpoint_url=s3, aws_access_key_id=S3_ACCESS_KEY,
-            aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
-        ).delete_object(Bucket=S3_BUCKET, Key=data[0])
+        s3_client(s3).delete_object(Bucket=S3_BUCKET, Key=data[0])
         # The file is gone from the bucket: an error naming it, not the rows it had.
         with pytest.raises(TrinoQueryError) as gone:
             cur.execute("SELECT id, item FROM kept ORDER BY id")
@@ -162,15 +169,11 @@ def test_cached_table_files_are_served_only_while_the_store_serves_them(tmp_path
 
 
 def put_parquet(endpoint, key, table):
-    import boto3
     import pyarrow.parquet as pq
 
     sink = io.BytesIO()
     pq.write_table(table, sink)
-    boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id=S3_ACCESS_KEY,
-        aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
-    ).put_object(Bucket=S3_BUCKET, Key=key, Body=sink.getvalue())
+    s3_client(endpoint).put_object(Bucket=S3_BUCKET, Key=key, Body=sink.getvalue())
 
 
 def test_file_functions_read_s3_with_the_environment_or_a_secret(tmp_path, s3):
@@ -250,7 +253,6 @@ def test_maintenance_in_s3_leaves_the_live_files_only(tmp_path, s3):
     table's (`t2`, `t.bak`): optimize, expire_snapshots and remove_orphan_files leave exactly the
     objects the table's one snapshot and metadata refer to; the neighbours stay; the rows are the
     same for SQE and pyiceberg."""
-    import boto3
     from test_row_changes import referenced_paths
 
     warehouse = tmp_path / "w"
@@ -264,39 +266,24 @@ def test_maintenance_in_s3_leaves_the_live_files_only(tmp_path, s3):
         "INSERT INTO t VALUES (6, 'b'); "
         "DELETE FROM t WHERE id IN (2, 5)",
     )
-    client = boto3.client(
-        "s3", endpoint_url=s3, aws_access_key_id=S3_ACCESS_KEY,
-        aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
-    )
+    client = s3_client(s3)
     orphans = ["maint/t/data/p=a/killed.parquet", "maint/t/metadata/killed-m0.avro",
                "maint/t/metadata/99999-killed.metadata.json"]
     neighbours = ["maint/t2/data/x.parquet", "maint/t.bak", "maint/tx/metadata/y.avro"]
     for key in orphans + neighbours:
         client.put_object(Bucket=S3_BUCKET, Key=key, Body=b"not what it says")
 
-    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
-    result = subprocess.run(
-        [cli, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
-         "-f", "csv", "--stop-on-error", "-e",
-         "ALTER TABLE t EXECUTE optimize; "
-         "ALTER TABLE t EXECUTE expire_snapshots(retention_threshold => '0s'); "
-         "ALTER TABLE t EXECUTE remove_orphan_files(retention_threshold => '0s')"],
-        capture_output=True, text=True, timeout=300, env=aws_env(s3),
+    maintained = shell(
+        warehouse, s3,
+        "ALTER TABLE t EXECUTE optimize; "
+        "ALTER TABLE t EXECUTE expire_snapshots(retention_threshold => '0s'); "
+        "ALTER TABLE t EXECUTE remove_orphan_files(retention_threshold => '0s')",
+        "--maintenance-min-retention", "0s", "--stop-on-error",
     )
-    assert result.returncode == 0, result.stderr
-    counts = dict(row for row in csv.reader(io.StringIO(result.stdout)) if len(row) == 2)
+    counts = dict(row for row in maintained if len(row) == 2)
     assert int(counts["deleted_files_count"]) >= len(orphans), counts
 
-    catalog = SqlCatalog(
-        "iceberg",
-        uri=f"sqlite:///{warehouse / 'catalog.db'}",
-        warehouse=f"file://{warehouse}",
-        **{
-            "s3.endpoint": s3, "s3.access-key-id": S3_ACCESS_KEY,
-            "s3.secret-access-key": S3_SECRET_KEY, "s3.region": S3_REGION,
-        },
-    )
-    table = catalog.load_table("default.t")
+    table = s3_catalog(warehouse, s3).load_table("default.t")
     prefix = f"s3://{S3_BUCKET}/"
     live = sorted(p.removeprefix(prefix) for p in referenced_paths(table))
     assert keys(s3, "maint/t/") == live
@@ -313,27 +300,20 @@ def test_maintenance_in_s3_leaves_the_live_files_only(tmp_path, s3):
 def test_orphans_in_s3_are_not_removed_where_another_table_lives(tmp_path, s3):
     """A metadata file of another table in the table's folder in S3 (a table whose location is
     inside this one's): remove_orphan_files refuses by name, and removes nothing."""
-    import boto3
-
     warehouse = tmp_path / "w"
     shell(
         warehouse, s3,
         f"CREATE TABLE o (id bigint) WITH (location = 's3://{S3_BUCKET}/shared/o'); "
         "INSERT INTO o VALUES (1)",
     )
-    client = boto3.client(
-        "s3", endpoint_url=s3, aws_access_key_id=S3_ACCESS_KEY,
-        aws_secret_access_key=S3_SECRET_KEY, region_name=S3_REGION,
-    )
+    client = s3_client(s3)
     other = "shared/o/inner/metadata/00000-x.metadata.json"
     orphan = "shared/o/data/killed.parquet"
     client.put_object(Bucket=S3_BUCKET, Key=other, Body=b'{"format-version": 2, "table-uuid": "other"}')
     client.put_object(Bucket=S3_BUCKET, Key=orphan, Body=b"junk")
-    cli = os.environ.get("SQE_CLI", str(TARGET / "debug" / "sqe-cli"))
-    result = subprocess.run(
-        [cli, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
-         "-e", "ALTER TABLE o EXECUTE remove_orphan_files(retention_threshold => '0s')"],
-        capture_output=True, text=True, timeout=300, env=aws_env(s3),
+    result = run_shell(
+        warehouse, s3, "ALTER TABLE o EXECUTE remove_orphan_files(retention_threshold => '0s')",
+        "--maintenance-min-retention", "0s",
     )
     assert result.returncode != 0
     assert (

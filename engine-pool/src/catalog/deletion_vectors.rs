@@ -5,14 +5,17 @@
 //! CRC-32 of the magic and the bitmap (4 bytes, big-endian).
 //!
 //! [`read`] gives a Puffin file's vectors by data file, as a position delete file's rows are given
-//! (row_ids.rs reads both); [`write`] writes one Puffin file holding a vector for each data file
+//! (row_ids.rs reads both, each file once); [`write`] writes one Puffin file holding a vector for each data file
 //! of a change, and gives each its delete file entry.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 use iceberg::io::FileIO;
-use iceberg::puffin::{Blob, CompressionCodec, DELETION_VECTOR_V1, PuffinReader, PuffinWriter};
+use iceberg::puffin::{
+    Blob, BlobMetadata, CompressionCodec, DELETION_VECTOR_V1, FileMetadata, PuffinReader,
+    PuffinWriter,
+};
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct};
 use roaring::RoaringTreemap;
 
@@ -34,8 +37,57 @@ fn invalid(location: &str, why: impl std::fmt::Display) -> iceberg::Error {
 }
 
 /// The positions (sorted) each deletion vector of the Puffin file at `location` deletes, by the
-/// data file it is for. Blobs of other types are left alone.
+/// data file it is for; `bytes` is the whole file, already read. Blobs of other types are left
+/// alone. A footer stored compressed is read through iceberg's Puffin reader.
 pub(crate) async fn read(
+    file_io: &FileIO,
+    location: &str,
+    bytes: &Bytes,
+) -> iceberg::Result<HashMap<String, Vec<i64>>> {
+    let Some(metadata) = footer(bytes, location)? else {
+        return read_compressed(file_io, location).await;
+    };
+    let mut by_file = HashMap::new();
+    for blob in metadata.blobs() {
+        if blob.blob_type() != DELETION_VECTOR_V1 {
+            continue;
+        }
+        let data_file = referenced_data_file(blob, location)?;
+        let data = usize::try_from(blob.offset())
+            .ok()
+            .zip(usize::try_from(blob.length()).ok())
+            .and_then(|(at, length)| bytes.get(at..at.checked_add(length)?))
+            .filter(|_| blob.compression_codec() == CompressionCodec::None)
+            .ok_or_else(|| invalid(location, "a vector lies outside the file, or is compressed"))?;
+        by_file.insert(data_file, decode(data, location)?);
+    }
+    Ok(by_file)
+}
+
+/// The footer of the Puffin file `bytes`; None when it is stored compressed. Its layout: magic,
+/// the footer's JSON, the JSON's length (4 bytes, little-endian), flags (4 bytes), magic.
+fn footer(bytes: &[u8], location: &str) -> iceberg::Result<Option<FileMetadata>> {
+    let bad = || invalid(location, "the Puffin footer does not read");
+    let end = bytes.len().checked_sub(12).ok_or_else(bad)?;
+    let tail = &bytes[end..];
+    if tail[8..] != PUFFIN_MAGIC {
+        return Err(bad());
+    }
+    if tail[4] & 1 != 0 {
+        return Ok(None);
+    }
+    let length = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+    let start = end.checked_sub(length).ok_or_else(bad)?;
+    if start < 4 || bytes[start - 4..start] != PUFFIN_MAGIC {
+        return Err(bad());
+    }
+    serde_json::from_slice(&bytes[start..end])
+        .map(Some)
+        .map_err(|e| invalid(location, format!("the Puffin footer does not read: {e}")))
+}
+
+/// [`read`] for a Puffin file whose footer is stored compressed.
+async fn read_compressed(
     file_io: &FileIO,
     location: &str,
 ) -> iceberg::Result<HashMap<String, Vec<i64>>> {
@@ -43,16 +95,20 @@ pub(crate) async fn read(
     let metadata = reader.file_metadata().await?.clone();
     let mut by_file = HashMap::new();
     for blob in metadata.blobs() {
-        if blob.blob_type() != DELETION_VECTOR_V1 {
-            continue;
+        if blob.blob_type() == DELETION_VECTOR_V1 {
+            let data_file = referenced_data_file(blob, location)?;
+            let data = reader.blob(blob).await?;
+            by_file.insert(data_file, decode(data.data(), location)?);
         }
-        let Some(data_file) = blob.properties().get("referenced-data-file") else {
-            return Err(invalid(location, "a vector names no referenced-data-file"));
-        };
-        let data = reader.blob(blob).await?;
-        by_file.insert(data_file.clone(), decode(data.data(), location)?);
     }
     Ok(by_file)
+}
+
+fn referenced_data_file(blob: &BlobMetadata, location: &str) -> iceberg::Result<String> {
+    blob.properties()
+        .get("referenced-data-file")
+        .cloned()
+        .ok_or_else(|| invalid(location, "a vector names no referenced-data-file"))
 }
 
 /// The positions a vector's blob holds, sorted.
@@ -220,5 +276,68 @@ mod tests {
             u32::from_be_bytes([blob[0], blob[1], blob[2], blob[3]]) as usize,
             blob.len() - 8
         );
+    }
+
+    #[tokio::test]
+    async fn a_puffin_file_of_vectors_reads_back() {
+        let file_io = FileIO::new_with_memory();
+        let location = "memory://t/data/v.puffin";
+        let vector = |data_file: &str, positions: Vec<i64>| Vector {
+            data_file: data_file.to_string(),
+            spec_id: 0,
+            partition: Struct::empty(),
+            positions,
+        };
+        let entries = write(
+            &file_io,
+            location,
+            vec![
+                vector("a.parquet", vec![3, 1, 1]),
+                vector("b.parquet", vec![7]),
+            ],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let counts: Vec<u64> = entries.iter().map(|(_, f)| f.record_count()).collect();
+        assert_eq!(counts, [2, 1]);
+        let bytes = file_io
+            .new_input(location)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .read()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(is_puffin(&bytes));
+        let read = read(&file_io, location, &bytes)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            read,
+            HashMap::from([
+                ("a.parquet".to_string(), vec![1, 3]),
+                ("b.parquet".to_string(), vec![7]),
+            ])
+        );
+        // Each entry points at its own blob.
+        for (_, entry) in &entries {
+            let (Some(at), Some(length)) = (entry.content_offset(), entry.content_size_in_bytes())
+            else {
+                panic!("an entry without its blob's place");
+            };
+            let blob = &bytes[at as usize..(at + length) as usize];
+            assert_eq!(&blob[4..8], &VECTOR_MAGIC);
+        }
+        let cut = bytes.slice(..bytes.len() - 3);
+        assert!(
+            read_err(&file_io, location, &cut)
+                .await
+                .contains("the Puffin footer does not read")
+        );
+    }
+
+    async fn read_err(file_io: &FileIO, location: &str, bytes: &Bytes) -> String {
+        match read(file_io, location, bytes).await {
+            Ok(_) => panic!("a damaged file was read"),
+            Err(e) => e.message().to_string(),
+        }
     }
 }

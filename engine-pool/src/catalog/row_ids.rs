@@ -930,7 +930,7 @@ pub(crate) async fn read_position_deletes(
     let bytes = input.read().await.map_err(iceberg_error)?;
     // Format version 3's deletion vectors, in a Puffin file.
     if deletion_vectors::is_puffin(&bytes) {
-        return deletion_vectors::read(file_io, location)
+        return deletion_vectors::read(file_io, location, &bytes)
             .await
             .map_err(iceberg_error);
     }

@@ -93,7 +93,10 @@ pub(crate) async fn insert(
         ),
     )?;
     let rows = match (existing, &target.branch) {
-        (Existing::Append, Some(_)) => append_to_branch(ctx, &target, &table, &state, plan).await?,
+        (Existing::Append, Some(_)) => {
+            let catalog = ctx.mounts.bind(session, &catalog_name)?;
+            append_to_branch(ctx, &catalog, &target, &table, &state, plan).await?
+        }
         (Existing::Append, None) => {
             let catalog = ctx.mounts.bind(session, &catalog_name)?;
             append(&catalog, &table, &state, plan).await?
@@ -162,17 +165,17 @@ pub(crate) async fn create_table_as(
 /// branch's new head. Returns the row count.
 async fn append_to_branch(
     ctx: &Ctx<'_>,
+    catalog: &CatalogRef,
     target: &Target,
     table: &Table,
     state: &SessionState,
     plan: LogicalPlan,
 ) -> SqeResult<u64> {
-    // The branch is checked (a tag takes no writes) before any file is written.
-    let (catalog_name, _, _) = target.load(ctx).await?;
-    let catalog = ctx.mounts.bind(ctx.session, &catalog_name)?;
     if let Some(reason) = catalog.read_only() {
         return Err(SqeError::unsupported(reason));
     }
+    // The branch is checked (a tag takes no writes) before any file is written.
+    target.commit_branch(table)?;
     let prefix = uuid::Uuid::now_v7().to_string();
     let (added, rows) = match write_files(table, state, plan, &prefix).await {
         Ok(written) => written,

@@ -165,16 +165,18 @@ impl Default for TableOptions {
 /// The Iceberg format version `format_version = 2` (or 3; Spark's `'format-version' = '3'`) asks
 /// for.
 fn format_version(value: &Expr) -> SqeResult<FormatVersion> {
-    match value {
+    let version = match value {
         Expr::Value(v) => match &v.value {
-            Value::Number(n, _) | Value::SingleQuotedString(n) if n == "2" => Ok(FormatVersion::V2),
-            Value::Number(n, _) | Value::SingleQuotedString(n) if n == "3" => Ok(FormatVersion::V3),
-            other => Err(SqeError::unsupported(format!(
-                "format_version {other} is not supported; use 2 or 3"
-            ))),
+            Value::Number(n, _) | Value::SingleQuotedString(n) => Some(n.as_str()),
+            _ => None,
         },
-        other => Err(SqeError::unsupported(format!(
-            "format_version {other} is not supported; use 2 or 3"
+        _ => None,
+    };
+    match version {
+        Some("2") => Ok(FormatVersion::V2),
+        Some("3") => Ok(FormatVersion::V3),
+        _ => Err(SqeError::unsupported(format!(
+            "format_version {value} is not supported; use 2 or 3"
         ))),
     }
 }

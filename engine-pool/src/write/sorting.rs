@@ -75,16 +75,11 @@ fn sort_field(schema: &Schema, entry: &str) -> SqeResult<SortField> {
         (None, SortDirection::Ascending) => NullOrder::First,
         (None, SortDirection::Descending) => NullOrder::Last,
     };
-    let field = schema
-        .as_struct()
-        .fields()
-        .iter()
-        .find(|f| f.name == name)
-        .ok_or_else(|| {
-            SqeError::invalid(format!(
-                "sorted_by names column '{name}', which the table does not have"
-            ))
-        })?;
+    let field = schema.as_struct().field_by_name(&name).ok_or_else(|| {
+        SqeError::invalid(format!(
+            "sorted_by names column '{name}', which the table does not have"
+        ))
+    })?;
     if !field.field_type.is_primitive() {
         return Err(SqeError::invalid(format!(
             "sorted_by cannot sort by column '{name}': it is a row, an array or a map"
