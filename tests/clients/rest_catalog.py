@@ -60,6 +60,7 @@ import jwt
 import pytest
 import requests
 
+import v3_tables
 from conftest import start
 
 BIN = Path(sys.executable).parent
@@ -68,6 +69,8 @@ LAKANA = str(BIN / "lakana")
 
 ENVIRONMENT = "dev"
 S3_ENVIRONMENT = "s3dev"
+# Tables of format version 3, which lakana cannot keep: the proxy keeps them (v3_tables.py).
+V3_ENVIRONMENT = "v3"
 S3_BUCKET = "sqe-lake"
 S3_REGION = "us-east-1"
 S3_ACCESS_KEY = "sqe-test-access-key"
@@ -302,7 +305,7 @@ class Proxy(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, upstream: str, issuer: str, tokens: dict, records: Records, port: int = 0,
-                 views: ViewStore = None, writers: dict = None):
+                 views: ViewStore = None, writers: dict = None, v3: v3_tables.TableStore = None):
         super().__init__(("127.0.0.1", port), ProxyHandler)
         # Set when the proxy stops: connections it still holds open are closed unanswered.
         self.down = False
@@ -313,6 +316,7 @@ class Proxy(ThreadingHTTPServer):
         self.records = records
         self.views = views if views is not None else ViewStore({})
         self.writers = writers or {}  # (prefix, namespace) -> users who may write its views
+        self.v3 = v3
 
     def user_of(self, authorization):
         """The verified user of an `Authorization` header, or NO_TOKEN / INVALID_TOKEN."""
@@ -378,6 +382,11 @@ class ProxyHandler(BaseHTTPRequestHandler):
         elif user not in self.server.tokens:
             status = 403
             answer = iceberg_error(403, "ForbiddenException", f"proxy: no catalog principal for {user!r}")
+            headers = [("Content-Type", "application/json")]
+        elif self.server.v3 is not None and (route := v3_tables.route(V3_ENVIRONMENT, path)) is not None:
+            may_write = user in self.server.writers.get((V3_ENVIRONMENT, v3_tables.NAMESPACE), ())
+            status, result = v3_tables.answer(self.server.v3, self.command, route, body, may_write)
+            answer = b"" if result is None else json.dumps(result).encode()
             headers = [("Content-Type", "application/json")]
         elif (route := view_route(path)) is not None:
             status, answer = self._view(user, route, body)
@@ -599,7 +608,7 @@ class RestCatalog:
             yield
         finally:
             self.proxy = Proxy(self.lakana_url, old.issuer, old.tokens, old.records, old.server_address[1],
-                               old.views, old.writers)
+                               old.views, old.writers, old.v3)
             threading.Thread(target=self.proxy.serve_forever, daemon=True).start()
 
     def catalog_toml(self, name="lake", prefix=None, properties=None) -> str:
@@ -729,7 +738,10 @@ def rest_catalog(tmp_path_factory, idp):
             for user, (role, namespace) in grants.items()
             if role == "DATA_ENGINEER"
         }
-        proxy = Proxy(lakana_url, f"http://127.0.0.1:{idp.port}", tokens, records, views=views, writers=writers)
+        writers[(V3_ENVIRONMENT, v3_tables.NAMESPACE)] = {"alice"}
+        v3 = v3_tables.TableStore(f"file://{warehouse}/{V3_ENVIRONMENT}")
+        proxy = Proxy(lakana_url, f"http://127.0.0.1:{idp.port}", tokens, records, views=views, writers=writers,
+                      v3=v3)
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         catalog = RestCatalog(
             proxy_url=f"http://127.0.0.1:{proxy.server_address[1]}",

@@ -19,6 +19,12 @@ of its write modes (copy-on-write and merge-on-read):
   the snapshot summary); after each, DuckDB reads SQE's rows.
 - DuckDB changes the table once more, over SQE's files, and SQE reads that too.
 
+Format version 3: DuckDB creates a table with `'format-version' = '3'` in the catalog's environment
+`v3` (the proxy keeps those tables: v3_tables.py says why) and changes its rows, writing deletion
+vectors in Puffin files, which SQE applies; SQE then changes the rows in each of its write modes
+(merge-on-read: deletion vectors merged with DuckDB's, and row lineage moved on as the spec says),
+and DuckDB reads SQE's rows and changes them once more.
+
 Every statement is also run on a plain in-memory DuckDB table (the model), so the rows are what the
 statements say they are, not only the same in both engines; every catalog request of DuckDB's
 changes carries alice's token (the proxy's record), one commit a statement.
@@ -50,7 +56,7 @@ from urllib.parse import urlsplit
 import duckdb
 import pytest
 
-from rest_catalog import ENVIRONMENT, HOP_BY_HOP, ProxyHandler, rest_catalog  # noqa: F401
+from rest_catalog import ENVIRONMENT, HOP_BY_HOP, V3_ENVIRONMENT, ProxyHandler, rest_catalog  # noqa: F401
 from test_quack import load
 from test_rest_catalog import jwt_of, sqe, trino_sql, users  # noqa: F401
 
@@ -142,19 +148,19 @@ class PrefixFrontHandler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
 
 
-@pytest.fixture(scope="module")
-def duck(rest_catalog, idp):
-    """DuckDB with the catalog attached as `lake`, presenting alice's IdP token."""
-    front = PrefixFront(rest_catalog.proxy_url, ENVIRONMENT)
+def attached(rest_catalog, idp, environment, name):
+    """DuckDB with the catalog's `environment` attached as `name`, presenting alice's IdP token; and
+    the front that names the environment's prefix for it."""
+    front = PrefixFront(rest_catalog.proxy_url, environment)
     threading.Thread(target=front.serve_forever, daemon=True).start()
     con = duckdb.connect()
     try:
-        for name in ("httpfs", "avro", "iceberg"):
-            load(con, name)
+        for extension in ("httpfs", "avro", "iceberg"):
+            load(con, extension)
         con.execute(f"CREATE SECRET alice_token (TYPE iceberg, TOKEN '{jwt_of(idp, 'alice')}')")
         # lakana vends no storage credentials: DuckDB reads and writes the file:// root itself.
         con.execute(
-            f"ATTACH '{ENVIRONMENT}' AS lake (TYPE iceberg, ENDPOINT '{front.url}', SECRET alice_token, "
+            f"ATTACH '{environment}' AS {name} (TYPE iceberg, ENDPOINT '{front.url}', SECRET alice_token, "
             "ACCESS_DELEGATION_MODE 'none')"
         )
         yield con
@@ -162,6 +168,18 @@ def duck(rest_catalog, idp):
         con.close()
         front.shutdown()
         front.server_close()
+
+
+@pytest.fixture(scope="module")
+def duck(rest_catalog, idp):
+    """DuckDB with the catalog attached as `lake`, presenting alice's IdP token."""
+    yield from attached(rest_catalog, idp, ENVIRONMENT, "lake")
+
+
+@pytest.fixture(scope="module")
+def duck_v3(rest_catalog, idp):
+    """DuckDB with the environment of format version 3 tables attached as `v3lake`, as SQE mounts it."""
+    yield from attached(rest_catalog, idp, V3_ENVIRONMENT, "v3lake")
 
 
 def rows(result):
@@ -173,9 +191,9 @@ class Tables:
     """One table as SQE and DuckDB see it, and its model: a table `m` of a plain in-memory DuckDB
     that every statement is run on too."""
 
-    def __init__(self, sqe, idp, duck, name):
+    def __init__(self, sqe, idp, duck, name, catalog="lake"):
         self.sqe, self.idp, self.duck = sqe, idp, duck
-        self.name = f"lake.bronze.{name}"
+        self.name = f"{catalog}.bronze.{name}"
         self.model = duckdb.connect()
         self.model.execute("CREATE TABLE m (id BIGINT, name VARCHAR, grp VARCHAR, amount DOUBLE)")
 
@@ -284,6 +302,58 @@ def test_sqe_and_duckdb_read_each_others_row_changes(sqe, idp, rest_catalog, duc
 
     # DuckDB changes the table once more, over what SQE wrote.
     set_modes(rest_catalog, idp, name, "merge-on-read")
+    for statement in DUCKDB_AFTER_SQE:
+        tables.by_duckdb(statement)
+        tables.assert_agree(statement)
+    tables.model.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sqe_and_duckdb_change_each_others_format_version_3_tables(sqe, idp, rest_catalog, duck_v3, mode):
+    """A table of format version 3 that DuckDB creates and fills: DuckDB's changes write deletion
+    vectors (Puffin), which SQE applies; SQE's changes (merge-on-read: its own deletion vectors,
+    merged with DuckDB's) DuckDB reads; and so on once more."""
+    name = f"duck_v3_{mode.replace('-', '_')}"
+    duck_v3.execute(
+        f"CREATE TABLE v3lake.bronze.{name} (id BIGINT, name VARCHAR, grp VARCHAR, amount DOUBLE) "
+        "WITH ('format-version' = '3')"
+    )
+    tables = Tables(sqe, idp, duck_v3, name, catalog="v3lake")
+    for statement in INSERTS:
+        tables.by_duckdb(statement)
+    tables.assert_agree("DuckDB's inserts")
+    store = rest_catalog.proxy.v3
+
+    def current():
+        metadata = store.load(name)["metadata"]
+        assert metadata["format-version"] == 3
+        return metadata, next(s for s in metadata["snapshots"] if s["snapshot-id"] == metadata["current-snapshot-id"])
+
+    vectors = 0
+    for statement in DUCKDB_CHANGES:
+        tables.by_duckdb(statement)
+        tables.assert_agree(statement)
+        vectors += int(current()[1]["summary"].get("added-position-deletes") or 0)
+    # DuckDB wrote deletion vectors, in Puffin files, and SQE applied them.
+    assert vectors > 0
+    assert list((rest_catalog.warehouse / V3_ENVIRONMENT / "bronze" / name / "data").glob("*.puffin"))
+
+    def set_modes_by_sqe(mode):
+        pairs = ", ".join(f'"{k}" = \'{v}\'' for k, v in modes(mode).items())
+        trino_sql(sqe, idp, "alice", f"ALTER TABLE {tables.name} SET PROPERTIES {pairs}")
+
+    set_modes_by_sqe(mode)
+    for statement in SQE_CHANGES:
+        before_rows = tables.duckdb_rows()
+        next_row_id = current()[0]["next-row-id"]
+        tables.by_sqe(statement)
+        tables.assert_agree(statement)
+        assert tables.duckdb_rows() != before_rows, f"{statement!r} changed nothing"
+        metadata, snapshot = current()
+        # Row lineage: SQE's snapshot starts at the table's next row id and moves it on by its rows.
+        assert snapshot["first-row-id"] == next_row_id
+        assert metadata["next-row-id"] == next_row_id + snapshot["added-rows"]
+    set_modes_by_sqe("merge-on-read")
     for statement in DUCKDB_AFTER_SQE:
         tables.by_duckdb(statement)
         tables.assert_agree(statement)

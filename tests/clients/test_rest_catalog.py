@@ -45,7 +45,7 @@ from trino.auth import JWTAuthentication
 from trino.exceptions import TrinoQueryError
 
 from conftest import TARGET, start_server, token
-from rest_catalog import INVALID_TOKEN, NO_TOKEN, Request, rest_catalog  # noqa: F401
+from rest_catalog import INVALID_TOKEN, NO_TOKEN, V3_ENVIRONMENT, Request, rest_catalog  # noqa: F401
 
 AUTH = (
     "[auth]\nallow_anonymous = false\n\n"
@@ -104,10 +104,12 @@ def serving(tmp_path_factory, idp, rest_catalog, name, toml):
 
 @pytest.fixture(scope="module")
 def sqe(tmp_path_factory, idp, rest_catalog):
-    """The REST catalog mounted as `lake`, by passthrough; and lakana itself, without the proxy (so
-    without view endpoints) and without a token, as `plain`."""
+    """The REST catalog mounted as `lake`, by passthrough; its environment of format version 3 tables
+    (kept by the proxy) as `v3lake`; and lakana itself, without the proxy (so without view endpoints)
+    and without a token, as `plain`."""
     plain = f'[catalogs.plain]\ntype = "rest"\nuri = "{rest_catalog.lakana_url}"\nprefix = "dev"\nauth = "none"\n\n'
-    yield from serving(tmp_path_factory, idp, rest_catalog, "sqe-rest", rest_catalog.catalog_toml() + plain)
+    v3 = rest_catalog.catalog_toml(name="v3lake", prefix=V3_ENVIRONMENT)
+    yield from serving(tmp_path_factory, idp, rest_catalog, "sqe-rest", rest_catalog.catalog_toml() + v3 + plain)
 
 
 # The fixture, with pyiceberg alone.

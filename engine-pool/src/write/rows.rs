@@ -38,7 +38,7 @@ use datafusion::sql::sqlparser::ast::{
     Assignment, AssignmentTarget, Expr, Ident, Merge, ObjectName, SelectItem, SetExpr, Statement,
     TableFactor,
 };
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, FormatVersion, Struct,
@@ -828,6 +828,9 @@ fn files_of(targets: &[RecordBatch]) -> SqeResult<HashSet<String>> {
 }
 
 /// The field ids Iceberg reserves for a position delete file's columns.
+/// Deletion vector files a change writes at once.
+const WRITES_AT_ONCE: usize = 16;
+
 const DELETE_FILE_PATH_ID: &str = "2147483546";
 const DELETE_POS_ID: &str = "2147483545";
 
@@ -913,12 +916,19 @@ async fn write_deletion_vectors(
         });
     }
     vectors.sort_by(|a, b| a.data_file.cmp(&b.data_file));
+    // One Puffin file a vector. The spec lets a file hold many, but DuckDB 1.5.5, replacing one
+    // vector of such a file, drops the file's other vectors with it, and their rows come back.
     let location = table.metadata().location().trim_end_matches('/');
-    let path = format!("{location}/data/{prefix}-deletes.puffin");
-    let added = deletion_vectors::write(table.file_io(), &path, vectors)
+    let written: Vec<Vec<(i32, DataFile)>> = futures::stream::iter(vectors.into_iter().enumerate())
+        .map(|(i, vector)| {
+            let path = format!("{location}/data/{prefix}-{i:05}-deletes.puffin");
+            async move { deletion_vectors::write(table.file_io(), &path, vec![vector]).await }
+        })
+        .buffer_unordered(WRITES_AT_ONCE)
+        .try_collect()
         .await
         .map_err(from_iceberg)?;
-    Ok((added, replaced))
+    Ok((written.into_iter().flatten().collect(), replaced))
 }
 
 async fn write_position_deletes(
