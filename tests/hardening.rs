@@ -3751,6 +3751,8 @@ async fn maintenance_deletes_only_its_own_tables_files() {
         "ALTER TABLE a ALTER COLUMN id COMMENT 'mine now'",
         "COMMENT ON COLUMN a.id IS 'mine now'",
         "COMMENT ON TABLE a IS 'mine now'",
+        "ALTER TABLE a WRITE ORDERED BY id DESC",
+        "ALTER TABLE a WRITE UNORDERED",
     ] {
         let e = refused(&engine, &bob, sql).await;
         assert_eq!(
@@ -3843,6 +3845,12 @@ async fn maintenance_deletes_only_its_own_tables_files() {
     )
     .await;
     assert_eq!(e.message(), "a retention of 999999999999999 is too long");
+    let long = format!(
+        "ALTER TABLE a WRITE ORDERED BY {}",
+        vec!["id"; 10_000].join(", ")
+    );
+    let e = refused(&engine, &alice, &long).await;
+    assert_eq!(e.message(), "sorted_by names column 'id' more than once");
 
     // A table of bob's in alice's folder, and one in the warehouse's own: removing their orphans
     // would remove alice's files, so it is refused before anything goes.

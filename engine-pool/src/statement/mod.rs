@@ -19,6 +19,7 @@ pub mod prepass;
 pub mod procedures;
 pub mod refs;
 pub mod words;
+pub mod write_order;
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
@@ -340,6 +341,10 @@ fn parse_own(sql: &str, lead: &[&str], purpose: Purpose) -> SqeResult<Option<Sqe
             if let Some(statement) = columns::parse_column_statement(sql) {
                 one()?;
                 return Ok(Some(SqeStatement::Column(statement?)));
+            }
+            if let Some(statement) = write_order::parse_write_order(sql) {
+                one()?;
+                return Ok(Some(SqeStatement::Ddl(statement?)));
             }
             // Any other ALTER TABLE is the parser's.
             let Some(statement) = policies::parse_mask_statement(sql) else {

@@ -877,6 +877,11 @@ fn settable_property(option: &SqlOption) -> SqeResult<(String, String)> {
                 "table property '{name}' is copy-on-write or merge-on-read, not '{value}'"
             )))
         }
+        "write.distribution-mode" if !["none", "hash", "range"].contains(&value.as_str()) => {
+            Err(SqeError::invalid(format!(
+                "table property '{name}' is none, hash or range, not '{value}'"
+            )))
+        }
         "location" => Err(SqeError::unsupported(format!(
             "table property '{name}' cannot be changed by SET PROPERTIES"
         ))),
