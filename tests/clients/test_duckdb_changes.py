@@ -358,3 +358,23 @@ def test_sqe_and_duckdb_change_each_others_format_version_3_tables(sqe, idp, res
         tables.by_duckdb(statement)
         tables.assert_agree(statement)
     tables.model.close()
+
+
+def test_format_version_3_types_sqe_cannot_read_are_refused_by_name(sqe, idp, duck_v3):
+    """DuckDB writes tables with format version 3's variant and geometry types, which iceberg-rust
+    0.10 cannot load: SQE names the column and its type, and blames neither the catalog nor the
+    table's other columns."""
+    for name, column, kind in [("v3_variant", "v VARIANT", "variant"), ("v3_geometry", "g GEOMETRY", "geometry(ogc:crs84)")]:
+        duck_v3.execute(
+            f"CREATE TABLE v3lake.bronze.{name} (id BIGINT, {column}) WITH ('format-version' = '3')"
+        )
+        duck_v3.execute(f"INSERT INTO v3lake.bronze.{name} SELECT 1, NULL")
+        with pytest.raises(Exception) as refused:
+            trino_sql(sqe, idp, "alice", f"SELECT id FROM v3lake.bronze.{name}")
+        expected = (
+            f"catalog 'v3lake' answered with a table whose column '{column.split()[0]}' is of type {kind}, "
+            "which SQE does not read yet"
+        )
+        assert expected in str(refused.value), refused.value
+    # The server goes on serving.
+    assert trino_sql(sqe, idp, "alice", "SELECT 1") == [[1]]

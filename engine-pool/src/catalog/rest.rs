@@ -637,13 +637,27 @@ impl RestClient {
                     e.message()
                 ),
             },
-            None if e.message().starts_with("Failed to parse response") => CatalogRefusal {
-                code: ErrorCode::External,
-                message: format!(
-                    "catalog '{}' ({}) answered with something that is not an Iceberg REST response",
-                    self.name, self.uri
-                ),
-            },
+            None if e.message().starts_with("Failed to parse response") => {
+                match text
+                    .split_once("json: ")
+                    .and_then(|(_, rest)| unreadable_column(rest))
+                {
+                    Some((column, kind)) => CatalogRefusal {
+                        code: ErrorCode::Unsupported,
+                        message: format!(
+                            "catalog '{}' answered with a table whose column '{column}' is of type {kind}, which SQE does not read yet",
+                            self.name
+                        ),
+                    },
+                    None => CatalogRefusal {
+                        code: ErrorCode::External,
+                        message: format!(
+                            "catalog '{}' ({}) answered with something that is not an Iceberg REST response",
+                            self.name, self.uri
+                        ),
+                    },
+                }
+            }
             None if e.message() == "Failed to execute http request" => CatalogRefusal {
                 code: ErrorCode::External,
                 message: format!("catalog '{}' cannot be reached at {}", self.name, self.uri),
@@ -651,6 +665,46 @@ impl RestClient {
             None => return e,
         };
         Error::new(ErrorKind::Unexpected, refusal.message.clone()).with_source(refusal)
+    }
+}
+
+/// The first column, in a table's metadata in the LoadTable answer at the start of `text`, of a
+/// type iceberg-rust 0.10 cannot load (format version 3's variant, geometry and geography, and
+/// unknown), with that type: why the answer did not parse.
+fn unreadable_column(text: &str) -> Option<(String, String)> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    let body = values.next()?.ok()?;
+    let schemas = body.get("metadata")?.get("schemas")?.as_array()?;
+    schemas.iter().find_map(|schema| {
+        let fields = schema.get("fields")?.as_array()?;
+        fields
+            .iter()
+            .find_map(|f| unreadable_type(f.get("type")?, f.get("name")?.as_str()?.to_string()))
+    })
+}
+
+/// The path and name of the first type in `kind` (of the column or field at `path`) that
+/// iceberg-rust cannot load.
+fn unreadable_type(kind: &serde_json::Value, path: String) -> Option<(String, String)> {
+    match kind {
+        serde_json::Value::String(name) => {
+            let unreadable = ["variant", "unknown", "geometry", "geography"]
+                .iter()
+                .any(|t| name.starts_with(t));
+            unreadable.then(|| (path, name.clone()))
+        }
+        serde_json::Value::Object(nested) => {
+            if let Some(fields) = nested.get("fields").and_then(|f| f.as_array()) {
+                return fields.iter().find_map(|f| {
+                    let name = f.get("name")?.as_str()?;
+                    unreadable_type(f.get("type")?, format!("{path}.{name}"))
+                });
+            }
+            ["element", "key", "value"]
+                .iter()
+                .find_map(|part| unreadable_type(nested.get(*part)?, format!("{path}.{part}")))
+        }
+        _ => None,
     }
 }
 
@@ -1018,6 +1072,39 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0)
+    }
+
+    #[test]
+    fn columns_of_types_iceberg_rust_cannot_load_are_found_by_name() {
+        let answer = |fields: &str| {
+            format!(
+                r#"{{"metadata-location": "m", "metadata": {{"schemas": [{{"type": "struct", "fields": {fields}}}]}}}}, context: more"#
+            )
+        };
+        let found = |fields: &str| unreadable_column(&answer(fields));
+        assert_eq!(
+            found(
+                r#"[{"id": 1, "name": "id", "type": "long"}, {"id": 2, "name": "v", "type": "variant"}]"#
+            ),
+            Some(("v".into(), "variant".into()))
+        );
+        assert_eq!(
+            found(
+                r#"[{"id": 1, "name": "r", "type": {"type": "struct", "fields": [{"id": 2, "name": "g", "type": "geometry(ogc:crs84)"}]}}]"#
+            ),
+            Some(("r.g".into(), "geometry(ogc:crs84)".into()))
+        );
+        assert_eq!(
+            found(
+                r#"[{"id": 1, "name": "m", "type": {"type": "map", "key-id": 2, "key": "string", "value-id": 3, "value": {"type": "list", "element-id": 4, "element": "geography"}}}]"#
+            ),
+            Some(("m.value.element".into(), "geography".into()))
+        );
+        assert_eq!(
+            found(r#"[{"id": 1, "name": "t", "type": "timestamp_ns"}]"#),
+            None
+        );
+        assert_eq!(unreadable_column("not json"), None);
     }
 
     #[test]
