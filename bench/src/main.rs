@@ -4,19 +4,22 @@
 //!
 //! ```text
 //! sqe-bench tpch|ssb|tpcds|clickbench|dml --scale 1 --compare duckdb [--runs 3] [--query q01 …] [--dir DIR]
-//!           [--baseline OTHER-SQE-BENCH [--baseline-set NAME=VALUE …]] [--writer sqe|pyiceberg]
+//!           [--baseline OTHER-SQE-BENCH [--baseline-set NAME=VALUE …]] [--writer sqe|pyiceberg|churned]
 //!           [--location s3://BUCKET/PREFIX [--object-cache-mb MIB]]
 //! ```
 //! The data (generated once by DuckDB, see `peer.py`), the SQE warehouse loaded from it with
 //! CREATE TABLE AS, and the reports (`report.json`, `report.md`, `report.png`; `report-partial.*`
 //! for a run of some queries) live in `DIR/<suite>-sf<scale>/`, by default under
 //! `~/.cache/sqe/bench`; with `--writer pyiceberg` (tables written by pyiceberg, as a user's
-//! pipeline would write them) in `DIR/pyiceberg/<suite>-sf<scale>/`. With `--location`, the tables'
+//! pipeline would write them) in `DIR/pyiceberg/<suite>-sf<scale>/`; with `--writer churned` (small
+//! appends and row changes, then maintenance: churn.rs) in `DIR/<suite>-sf<scale>/warehouse-churned`.
+//! With `--location`, the tables'
 //! files go to an object store (the catalog stays in `DIR/<suite>-sf<scale>/warehouse-s3`), with the
 //! settings of the standard `AWS_*` environment; a `--baseline` then runs on the local tables, so
 //! its column sets object store against local disk. The exit status is 0 only if every answer
 //! matched.
 
+mod churn;
 mod compare;
 mod dml;
 
@@ -88,8 +91,9 @@ struct Args {
     )]
     baseline_settings: Vec<String>,
     /// Who writes the Iceberg tables: `sqe` (CREATE TABLE AS, snappy, 131,072-row groups) or
-    /// `pyiceberg` (pyiceberg's own defaults: zstd, row groups of up to a million rows).
-    #[arg(long, default_value = "sqe", value_parser = ["sqe", "pyiceberg"])]
+    /// `pyiceberg` (pyiceberg's own defaults: zstd, row groups of up to a million rows), or
+    /// `churned` (SQE, by 500 small appends and 100 row changes, then optimize and expiry).
+    #[arg(long, default_value = "sqe", value_parser = ["sqe", "pyiceberg", "churned"])]
     writer: String,
     /// Keep the tables' files under this object store URL (`s3://bucket/prefix`), each table in a
     /// folder of its own; the S3 settings come from the `AWS_*` environment (`AWS_ENDPOINT_URL`
@@ -357,8 +361,10 @@ async fn run(args: Args) -> Result<bool, String> {
         return Err("--location: only SQE writes tables into an object store here".into());
     }
     let location = args.location.as_deref().map(|l| l.trim_end_matches('/'));
+    let churned = args.writer == "churned";
     let warehouse = dir.join(match location {
         Some(_) => "warehouse-s3",
+        None if churned => "warehouse-churned",
         None => "warehouse",
     });
 
@@ -397,6 +403,8 @@ async fn run(args: Args) -> Result<bool, String> {
             options,
             object_cache_bytes: args.object_cache_mb.map(|mb| mb << 20),
             object_cache_dir: args.object_cache_dir.clone(),
+            // Churned tables are maintained with no retention: nothing else writes to them.
+            maintenance_min_retention: churned.then_some(std::time::Duration::ZERO),
             ..EngineConfig::default()
         })
         .map_err(|e| e.to_string())?,
@@ -431,6 +439,9 @@ async fn run(args: Args) -> Result<bool, String> {
     } else {
         &[]
     };
+    if churned {
+        churn::load(&engine, &session, &missing).await?;
+    }
     for (table, path) in by_sqe {
         let start = Instant::now();
         // Stored with the codec of the peer's Parquet files (dbgen writes SNAPPY), so both engines
