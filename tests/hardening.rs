@@ -3744,6 +3744,7 @@ async fn maintenance_deletes_only_its_own_tables_files() {
         "ALTER TABLE a EXECUTE expire_snapshots(retention_threshold => '0s')",
         "ALTER TABLE a EXECUTE remove_orphan_files(retention_threshold => '0s')",
         "CALL iceberg.system.expire_snapshots(table => 'default.a')",
+        "ALTER TABLE a EXECUTE drop_extended_stats",
         "ALTER TABLE a CREATE BRANCH b",
         "ALTER TABLE a DROP TAG v1",
         "ALTER TABLE a CREATE OR REPLACE TAG v1",

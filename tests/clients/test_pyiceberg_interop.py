@@ -376,6 +376,46 @@ def test_readers_agree_across_partition_evolution_and_maintenance(warehouse):
     assert {task.file.spec_id for task in table.scan().plan_files()} == {2}
 
 
+def test_sqe_drops_the_statistics_another_engine_wrote(warehouse):
+    """pyiceberg records a statistics file (as Trino's ANALYZE leaves one, with a theta sketch's
+    NDV); SQE reads the table as before, remove_orphan_files keeps the file while the metadata names
+    it, drop_extended_stats takes it out of the metadata, and remove_orphan_files then deletes it."""
+    from pyiceberg.table.statistics import BlobMetadata, StatisticsFile
+
+    sqe(warehouse, "CREATE SCHEMA s; CREATE TABLE s.st (id bigint); INSERT INTO s.st VALUES (1), (2), (2)")
+    table = catalog(warehouse).load_table("s.st")
+    snapshot = table.current_snapshot()
+    stats = Path(table.location().removeprefix("file://")) / "metadata" / f"stats-{snapshot.snapshot_id}.puffin"
+    stats.write_bytes(b"PFA1 not read by anyone here")
+    blob = BlobMetadata(
+        type="apache-datasketches-theta-v1", snapshot_id=snapshot.snapshot_id,
+        sequence_number=snapshot.sequence_number, fields=[1], properties={"ndv": "2"},
+    )
+    with table.update_statistics() as update:
+        update.set_statistics(StatisticsFile(
+            snapshot_id=snapshot.snapshot_id, statistics_path=f"file://{stats}",
+            file_size_in_bytes=stats.stat().st_size, file_footer_size_in_bytes=8, blob_metadata=[blob],
+        ))
+    assert [s.statistics_path for s in catalog(warehouse).load_table("s.st").metadata.statistics] == [f"file://{stats}"]
+
+    def maintain(procedure):
+        result = subprocess.run(
+            [SQE_CLI, "--embedded", "--warehouse", str(warehouse), "--maintenance-min-retention", "0s",
+             "-f", "csv", "-e", f"ALTER TABLE s.st EXECUTE {procedure}"],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+
+    assert sqe(warehouse, "SELECT count(*), count(DISTINCT id) FROM s.st")[1:] == [["3", "2"]]
+    maintain("remove_orphan_files(retention_threshold => '0s')")
+    assert stats.exists()
+    maintain("drop_extended_stats")
+    assert catalog(warehouse).load_table("s.st").metadata.statistics == []
+    maintain("remove_orphan_files(retention_threshold => '0s')")
+    assert not stats.exists()
+    assert rows(catalog(warehouse).load_table("s.st").scan().to_arrow(), "id") == [(1,), (2,), (2,)]
+
+
 def test_readers_agree_after_type_widening(warehouse):
     """Columns widened by SQE (integer to bigint, real to double, decimal to a larger precision) read
     in their new types by pyiceberg and DuckDB, over files written before and after."""

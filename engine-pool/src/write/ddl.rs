@@ -444,6 +444,12 @@ pub(crate) async fn run(
             comment_on(ctx, object_type, &object_name, comment, if_exists).await?;
             Ok(QueryResult::empty())
         }
+        // Trino's ANALYZE writes number-of-distinct-values sketches into a statistics file; SQE
+        // neither writes nor uses them yet (issue 43's statistics-driven join order would).
+        Statement::Analyze { .. } => Err(SqeError::unsupported(
+            "ANALYZE is not supported: SQE keeps no extended statistics (distinct-value sketches) \
+             yet; it plans with the column bounds and counts every data file already carries",
+        )),
         other => Err(SqeError::unsupported(format!(
             "statement not supported: {}",
             other.to_string().chars().take(60).collect::<String>()

@@ -12,7 +12,9 @@
 //! - `remove_orphan_files(retention_threshold => '7d')`: deletes the files in the table's folder
 //!   (on local disk or in S3) that no snapshot, metadata file or statistics file refers to and
 //!   that are older than the threshold (files of writes that failed or were killed);
-//! - `rollback_to_snapshot(id)`: the main branch points at an ancestor of its current snapshot.
+//! - `rollback_to_snapshot(id)`: the main branch points at an ancestor of its current snapshot;
+//! - `drop_extended_stats`: the table's statistics files go from its metadata (SQE writes none;
+//!   Trino's ANALYZE, Spark and others do).
 //!
 //! Each needs the ALTER privilege on the table (its owner has it). A retention shorter than the
 //! server's minimum (`[engine] maintenance_min_retention`, 7 days unless set) is refused, so that
@@ -140,9 +142,14 @@ pub(crate) async fn run(ctx: &Ctx<'_>, call: ProcedureCall) -> SqeResult<QueryRe
             job.rollback(id).await?;
             return Ok(QueryResult::empty());
         }
+        "drop_extended_stats" => {
+            args.done()?;
+            job.drop_extended_stats().await?;
+            return Ok(QueryResult::empty());
+        }
         other => {
             return Err(SqeError::unsupported(format!(
-                "unknown table procedure '{other}': SQE runs optimize, optimize_manifests, expire_snapshots, remove_orphan_files and rollback_to_snapshot"
+                "unknown table procedure '{other}': SQE runs optimize, optimize_manifests, expire_snapshots, remove_orphan_files, rollback_to_snapshot and drop_extended_stats"
             )));
         }
     };
@@ -679,6 +686,42 @@ impl Job<'_> {
             if lost >= retries.retries {
                 return Err(
                     retries.overtaken(&format!("rollback_to_snapshot of '{}'", self.object), lost)
+                );
+            }
+            tokio::time::sleep(retries.wait(lost)).await;
+            lost += 1;
+        }
+    }
+
+    /// Takes the table's statistics files (Trino's extended statistics, or any engine's table and
+    /// partition statistics) out of its metadata; remove_orphan_files deletes them later.
+    async fn drop_extended_stats(&self) -> SqeResult<()> {
+        let mut lost = 0;
+        loop {
+            let (ident, table) = self.load().await?;
+            let retries = Retries::of(&table);
+            let metadata = table.metadata();
+            let tables = metadata
+                .statistics_iter()
+                .map(|s| TableUpdate::RemoveStatistics {
+                    snapshot_id: s.snapshot_id,
+                });
+            let partitions = metadata.partition_statistics_iter().map(|s| {
+                TableUpdate::RemovePartitionStatistics {
+                    snapshot_id: s.snapshot_id,
+                }
+            });
+            let updates: Vec<TableUpdate> = tables.chain(partitions).collect();
+            if updates.is_empty() {
+                return Ok(());
+            }
+            let head = metadata.current_snapshot_id();
+            if self.commit_at(&ident, &table, head, updates).await? {
+                return Ok(());
+            }
+            if lost >= retries.retries {
+                return Err(
+                    retries.overtaken(&format!("drop_extended_stats of '{}'", self.object), lost)
                 );
             }
             tokio::time::sleep(retries.wait(lost)).await;
