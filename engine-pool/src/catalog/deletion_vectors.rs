@@ -5,8 +5,8 @@
 //! CRC-32 of the magic and the bitmap (4 bytes, big-endian).
 //!
 //! [`read`] gives a Puffin file's vectors by data file, as a position delete file's rows are given
-//! (row_ids.rs reads both, each file once); [`write`] writes one Puffin file holding a vector for each data file
-//! of a change, and gives each its delete file entry.
+//! (row_ids.rs reads both, each file once); [`write`] writes one Puffin file holding the vectors
+//! it is given (a change gives it one: rows.rs says why), and gives each its delete file entry.
 
 use std::collections::HashMap;
 

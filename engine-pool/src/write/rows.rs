@@ -827,10 +827,10 @@ fn files_of(targets: &[RecordBatch]) -> SqeResult<HashSet<String>> {
         .collect())
 }
 
-/// The field ids Iceberg reserves for a position delete file's columns.
 /// Deletion vector files a change writes at once.
 const WRITES_AT_ONCE: usize = 16;
 
+/// The field ids Iceberg reserves for a position delete file's columns.
 const DELETE_FILE_PATH_ID: &str = "2147483546";
 const DELETE_POS_ID: &str = "2147483545";
 
