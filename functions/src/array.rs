@@ -1,5 +1,6 @@
 //! Trino's array functions (`functions/array`) where DataFusion's differ: `array_remove` removes
-//! every match (DataFusion's only the first), `contains` is DataFusion's `array_has`; and what
+//! every match (DataFusion's only the first), `contains` is DataFusion's `array_has`,
+//! `array_position` is 0 when the element is not there (DataFusion's is NULL); and what
 //! DataFusion lacks: `array_first`, `array_last`, `trim_array`, `slice`, `contains_sequence`,
 //! `ngrams`, `combinations`, `shuffle`, `array_histogram`, `zip`, `sequence` (of integers).
 
@@ -32,6 +33,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         )
         .udf(),
         sequence(),
+        array_position(),
         element("array_first", |items| items.first().copied()),
         element("array_last", |items| items.last().copied()),
         with_count(
@@ -793,6 +795,46 @@ fn unnest_input(name: &'static str, rows: bool) -> Arc<ScalarUDF> {
                 taken,
                 Some(arrow::buffer::NullBuffer::from(out_nulls)),
             )?) as ArrayRef)
+        },
+    )
+    .udf()
+}
+
+/// `array_position(x, element)`: the position (from 1) of the element's first occurrence in `x`, 0
+/// if it is not there; NULL if either is.
+fn array_position() -> Arc<ScalarUDF> {
+    per_row(
+        "array_position",
+        |args| {
+            let common = match args {
+                [DataType::List(item), x] => {
+                    datafusion::logical_expr::type_coercion::binary::comparison_coercion(
+                        item.data_type(),
+                        x,
+                    )
+                }
+                _ => None,
+            };
+            match common {
+                Some(t) => Ok(vec![
+                    DataType::List(Arc::new(Field::new_list_field(t.clone(), true))),
+                    t,
+                ]),
+                None => unexpected("array_position", args, &["array(E), E"]),
+            }
+        },
+        |_| Ok(DataType::Int64),
+        |row| {
+            let ScalarValue::List(list) = &row[0] else {
+                return invalid("array_position takes an array");
+            };
+            let values = list.value(0);
+            for i in 0..values.len() {
+                if ScalarValue::try_from_array(&values, i)? == row[1] {
+                    return Ok(ScalarValue::Int64(Some(i as i64 + 1)));
+                }
+            }
+            Ok(ScalarValue::Int64(Some(0)))
         },
     )
     .udf()

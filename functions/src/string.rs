@@ -1,6 +1,7 @@
 //! Trino's string functions (`functions/string`) where DataFusion's differ or are missing:
-//! `concat` (NULL if any argument is NULL; arrays too), `substr`/`substring` (a negative start
-//! counts from the end), `split`, `reverse` (of an array, the array reversed); and what DataFusion
+//! `concat` (NULL if any argument is NULL; arrays too), `concat_ws` (of an array too),
+//! `substr`/`substring` (a negative start counts from the end), `split`, `split_part` (NULL past
+//! the last field), `reverse` (of an array, the array reversed); and what DataFusion
 //! lacks: `codepoint`, `hamming_distance`, `levenshtein_distance`, `luhn_check`, `soundex`,
 //! `title_case`, `normalize`, `split_to_map`, `split_to_multimap`, and `word_stem` (the Snowball
 //! stemmers of the `rust-stemmers` crate, as Trino uses Lucene's Snowball ones).
@@ -19,8 +20,10 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
     vec![
         Delegate::new("concat", pick_concat, true).udf(),
         Delegate::new("reverse", pick_reverse, false).udf(),
+        Delegate::new("concat_ws", pick_concat_ws, false).udf(),
         substr(),
         split(),
+        split_part(),
         text_fn("codepoint", 1, DataType::Int32, |s| {
             let mut chars = s[0].chars();
             match (chars.next(), chars.next()) {
@@ -358,6 +361,85 @@ fn pick_concat(types: &[DataType]) -> Arc<ScalarUDF> {
     } else {
         datafusion::functions::string::concat()
     }
+}
+
+fn pick_concat_ws(types: &[DataType]) -> Arc<ScalarUDF> {
+    match types {
+        [_, t] if is_list(t) => array_concat_ws(),
+        _ => datafusion::functions::string::concat_ws(),
+    }
+}
+
+/// `concat_ws(separator, array(varchar))`: the array's elements joined by the separator, its
+/// NULL elements left out; NULL when the separator or the array is.
+fn array_concat_ws() -> Arc<ScalarUDF> {
+    let list = DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)));
+    Scalar::new(
+        "sqe_array_concat_ws",
+        move |args| match args {
+            [s, a] if is_text(s) && is_list(a) => Ok(vec![DataType::Utf8, list.clone()]),
+            _ => unexpected("concat_ws", args, &["varchar, array(varchar)"]),
+        },
+        |_| Ok(DataType::Utf8),
+        |args, _| {
+            use arrow::array::AsArray;
+            let arrays = args[1].as_list::<i32>();
+            let mut out = StringBuilder::new();
+            for i in 0..args[0].len() {
+                let Some(separator) = text(&args[0], i) else {
+                    out.append_null();
+                    continue;
+                };
+                if arrays.is_null(i) {
+                    out.append_null();
+                    continue;
+                }
+                let elements = arrays.value(i);
+                let elements = elements.as_string::<i32>();
+                let joined: Vec<&str> = elements.iter().flatten().collect();
+                out.append_value(joined.join(separator));
+            }
+            Ok(Arc::new(out.finish()))
+        },
+    )
+    .udf()
+}
+
+/// `split_part(string, delimiter, index)`: the index-th field (counted from 1), NULL past the last
+/// one; with an empty delimiter the whole string is the one field.
+fn split_part() -> Arc<ScalarUDF> {
+    Scalar::new(
+        "split_part",
+        |args| match args {
+            [s, d, i] if is_text(s) && is_text(d) && is_integer(i) => {
+                Ok(vec![DataType::Utf8, DataType::Utf8, DataType::Int64])
+            }
+            _ => unexpected("split_part", args, &["varchar, varchar, bigint"]),
+        },
+        |_| Ok(DataType::Utf8),
+        |args, _| {
+            let mut out = StringBuilder::new();
+            for i in 0..args[0].len() {
+                let (Some(s), Some(d), Some(index)) =
+                    (text(&args[0], i), text(&args[1], i), int(&args[2], i))
+                else {
+                    out.append_null();
+                    continue;
+                };
+                if index <= 0 {
+                    return invalid("Index must be greater than zero");
+                }
+                let n = usize::try_from(index - 1).unwrap_or(usize::MAX);
+                let field = match d.is_empty() {
+                    true => (n == 0).then_some(s),
+                    false => s.split(d).nth(n),
+                };
+                out.append_option(field);
+            }
+            Ok(Arc::new(out.finish()))
+        },
+    )
+    .udf()
 }
 
 fn pick_reverse(types: &[DataType]) -> Arc<ScalarUDF> {
