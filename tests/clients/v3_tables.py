@@ -297,8 +297,12 @@ class TableStore:
         with self.lock:
             entry = self.tables.get(name)
             current = entry and entry["metadata"]
-            for requirement in request.get("requirements") or []:
-                _require(isinstance(requirement, dict), "a requirement must be an object")
+            requirements = request.get("requirements") or []
+            _require(all(isinstance(r, dict) for r in requirements), "a requirement must be an object")
+            # Only a commit that asserts the table's creation may create it (a staged create).
+            if current is None and not any(r.get("type") == "assert-create" for r in requirements):
+                raise Refused(404, "NoSuchTableException", f"Table does not exist: bronze.{name}")
+            for requirement in requirements:
                 _check(requirement, current)
             metadata = copy.deepcopy(current) if current else _empty(f"{self.root}/bronze/{name}")
             updater = Updater(metadata)
@@ -315,7 +319,8 @@ class TableStore:
 
 
 def route(prefix: str, path: str):
-    """`(namespace or None, table or None, rest)` of a path of environment `prefix`, else None."""
+    """`(namespace, kind, table, deeper)` of a path of environment `prefix` (None for the parts it
+    does not have; `deeper` if it goes on past the table), else None."""
     parts = [unquote(p) for p in path.split("/")]
     # "", "v1", prefix, "namespaces"[, ns[, "tables"[, name]]]
     if len(parts) < 4 or parts[1] != "v1" or parts[2] != prefix or parts[3] != "namespaces":
@@ -327,7 +332,7 @@ def route(prefix: str, path: str):
 
 
 def answer(store: TableStore, method: str, path_route, body: bytes, may_write: bool):
-    """The answer to one request of the environment: (status, JSON body or b"")."""
+    """The answer to one request of the environment: (status, the JSON answer, or None for none)."""
     namespace, kind, table, deeper = path_route
     try:
         if namespace is None:
