@@ -110,10 +110,15 @@ class Updater:
         self.m["last-column-id"] = max([self.m["last-column-id"], *_field_ids(schema["fields"])])
         self.schema = schema["schema-id"]
 
+    def _choose(self, given, added, items: str, key: str, field: str):
+        """Makes `given` (-1: the one this commit `added`) the metadata's `field`, once `items`
+        holds one with that `key`."""
+        chosen = added if given == -1 else given
+        _require(any(i[key] == chosen for i in self.m[items]), f"no {key} {chosen}")
+        self.m[field] = chosen
+
     def _set_current_schema(self, u):
-        chosen = self.schema if u["schema-id"] == -1 else u["schema-id"]
-        _require(any(s["schema-id"] == chosen for s in self.m["schemas"]), f"no schema {chosen}")
-        self.m["current-schema-id"] = chosen
+        self._choose(u["schema-id"], self.schema, "schemas", "schema-id", "current-schema-id")
 
     def _add_spec(self, u):
         spec = copy.deepcopy(u["spec"])
@@ -129,9 +134,7 @@ class Updater:
         self.spec = spec["spec-id"]
 
     def _set_default_spec(self, u):
-        chosen = self.spec if u["spec-id"] == -1 else u["spec-id"]
-        _require(any(s["spec-id"] == chosen for s in self.m["partition-specs"]), f"no spec {chosen}")
-        self.m["default-spec-id"] = chosen
+        self._choose(u["spec-id"], self.spec, "partition-specs", "spec-id", "default-spec-id")
 
     def _add_sort_order(self, u):
         order = copy.deepcopy(u["sort-order"])
@@ -144,9 +147,7 @@ class Updater:
         self.order = order["order-id"]
 
     def _set_default_sort_order(self, u):
-        chosen = self.order if u["sort-order-id"] == -1 else u["sort-order-id"]
-        _require(any(o["order-id"] == chosen for o in self.m["sort-orders"]), f"no sort order {chosen}")
-        self.m["default-sort-order-id"] = chosen
+        self._choose(u["sort-order-id"], self.order, "sort-orders", "order-id", "default-sort-order-id")
 
     def _set_location(self, u):
         self.m["location"] = u["location"]

@@ -89,8 +89,9 @@ pub(crate) fn parse_ref_statement(sql: &str) -> Option<SqeResult<RefStatement>> 
     Some(parse_rest(&mut p, table, kind, create, replace, drop))
 }
 
-/// Takes the unquoted word `w` if it comes next.
-fn word(p: &mut Parser, w: &str) -> bool {
+/// Takes the unquoted word `w` if it comes next (a word of Spark's extensions that sqlparser has
+/// no keyword for).
+pub(crate) fn word(p: &mut Parser, w: &str) -> bool {
     match p.peek_token().token {
         Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w) => {
             p.next_token();

@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
 use sqe_sessions::{SqeError, SqeResult};
 
+use super::refs::word;
 use crate::names::normalize_ident;
 
 const SYNTAX: &str = "expected ALTER TABLE t WRITE [DISTRIBUTED BY PARTITION] [[LOCALLY] ORDERED BY c [ASC | DESC] [NULLS FIRST | NULLS LAST], … | UNORDERED]";
@@ -154,17 +155,6 @@ fn column(name: &Ident) -> String {
     match name.quote_style {
         Some(_) => format!("\"{}\"", name.value.replace('"', "\"\"")),
         None => normalize_ident(name),
-    }
-}
-
-/// Takes the unquoted word `w` if it comes next.
-fn word(p: &mut Parser, w: &str) -> bool {
-    match p.peek_token().token {
-        Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w) => {
-            p.next_token();
-            true
-        }
-        _ => false,
     }
 }
 

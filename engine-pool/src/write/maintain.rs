@@ -460,37 +460,46 @@ impl Job<'_> {
         Ok((ident, table))
     }
 
-    /// Commits `updates` against the table's main branch at `head`; Ok(false) when another writer
-    /// moved it first.
-    async fn commit_at(
+    /// Commits the updates `decide` gives for the table as it is (None: nothing to do) against its
+    /// main branch's head. When another writer moves the head first, it decides again, up to the
+    /// table's `commit.retry.num-retries` times; `what` names the procedure in the error after.
+    async fn commit_decided(
         &self,
-        ident: &TableIdent,
-        table: &Table,
-        head: Option<i64>,
-        updates: Vec<TableUpdate>,
-    ) -> SqeResult<bool> {
-        let requirements = vec![
-            TableRequirement::UuidMatch {
-                uuid: table.metadata().uuid(),
-            },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: MAIN_BRANCH.to_string(),
-                snapshot_id: head,
-            },
-        ];
-        match self
-            .catalog
-            .commit_updates(ident, requirements, updates)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e)
-                if surely_not_committed(&e)
-                    && e.kind() == iceberg::ErrorKind::CatalogCommitConflicts =>
+        what: &str,
+        decide: impl Fn(&Table) -> SqeResult<Option<Vec<TableUpdate>>>,
+    ) -> SqeResult<()> {
+        let mut lost = 0;
+        loop {
+            let (ident, table) = self.load().await?;
+            let retries = Retries::of(&table);
+            let Some(updates) = decide(&table)? else {
+                return Ok(());
+            };
+            let requirements = vec![
+                TableRequirement::UuidMatch {
+                    uuid: table.metadata().uuid(),
+                },
+                TableRequirement::RefSnapshotIdMatch {
+                    r#ref: MAIN_BRANCH.to_string(),
+                    snapshot_id: table.metadata().current_snapshot_id(),
+                },
+            ];
+            match self
+                .catalog
+                .commit_updates(&ident, requirements, updates)
+                .await
             {
-                Ok(false)
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if surely_not_committed(&e)
+                        && e.kind() == iceberg::ErrorKind::CatalogCommitConflicts => {}
+                Err(e) => return Err(from_iceberg(e)),
             }
-            Err(e) => Err(from_iceberg(e)),
+            if lost >= retries.retries {
+                return Err(retries.overtaken(&format!("{what} of '{}'", self.object), lost));
+            }
+            tokio::time::sleep(retries.wait(lost)).await;
+            lost += 1;
         }
     }
 
@@ -639,10 +648,7 @@ impl Job<'_> {
     }
 
     async fn rollback(&self, snapshot_id: i64) -> SqeResult<()> {
-        let mut lost = 0;
-        loop {
-            let (ident, table) = self.load().await?;
-            let retries = Retries::of(&table);
+        self.commit_decided("rollback_to_snapshot", |table| {
             let metadata = table.metadata();
             if metadata.snapshot_by_id(snapshot_id).is_none() {
                 return Err(SqeError::not_found(format!(
@@ -669,37 +675,25 @@ impl Job<'_> {
                 )));
             }
             if head == Some(snapshot_id) {
-                return Ok(());
+                return Ok(None);
             }
             let retention = refs(metadata)?
                 .into_iter()
                 .find(|(name, _)| name == MAIN_BRANCH)
                 .map(|(_, r)| r.retention)
                 .unwrap_or(SnapshotRetention::branch(None, None, None));
-            let updates = vec![TableUpdate::SetSnapshotRef {
+            Ok(Some(vec![TableUpdate::SetSnapshotRef {
                 ref_name: MAIN_BRANCH.to_string(),
                 reference: SnapshotReference::new(snapshot_id, retention),
-            }];
-            if self.commit_at(&ident, &table, head, updates).await? {
-                return Ok(());
-            }
-            if lost >= retries.retries {
-                return Err(
-                    retries.overtaken(&format!("rollback_to_snapshot of '{}'", self.object), lost)
-                );
-            }
-            tokio::time::sleep(retries.wait(lost)).await;
-            lost += 1;
-        }
+            }]))
+        })
+        .await
     }
 
     /// Takes the table's statistics files (Trino's extended statistics, or any engine's table and
     /// partition statistics) out of its metadata; remove_orphan_files deletes them later.
     async fn drop_extended_stats(&self) -> SqeResult<()> {
-        let mut lost = 0;
-        loop {
-            let (ident, table) = self.load().await?;
-            let retries = Retries::of(&table);
+        self.commit_decided("drop_extended_stats", |table| {
             let metadata = table.metadata();
             let tables = metadata
                 .statistics_iter()
@@ -712,21 +706,9 @@ impl Job<'_> {
                 }
             });
             let updates: Vec<TableUpdate> = tables.chain(partitions).collect();
-            if updates.is_empty() {
-                return Ok(());
-            }
-            let head = metadata.current_snapshot_id();
-            if self.commit_at(&ident, &table, head, updates).await? {
-                return Ok(());
-            }
-            if lost >= retries.retries {
-                return Err(
-                    retries.overtaken(&format!("drop_extended_stats of '{}'", self.object), lost)
-                );
-            }
-            tokio::time::sleep(retries.wait(lost)).await;
-            lost += 1;
-        }
+            Ok((!updates.is_empty()).then_some(updates))
+        })
+        .await
     }
 
     /// Merges the table's small manifests into as few as `commit.manifest.target-size-bytes`
